@@ -1,0 +1,43 @@
+"""Remote command lines built from argument lists, never from raw strings.
+
+Every value is quoted with shlex, so a profile value, a task text or anything
+typed on the screen arrives at the remote process as exactly one argument.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def shell_command(argv: Sequence[str], *, cwd: str | None = None, env: Mapping[str, str] | None = None) -> str:
+    """`cd CWD && exec env K=V ARGV...`, each piece quoted.
+
+    `exec` makes the remote program the channel's own process, so a signal or a
+    closed channel reaches it and not an intermediate shell. A leading `~/` in
+    cwd is kept outside the quotes so that the remote shell expands it.
+    """
+    if not argv:
+        raise ValueError("empty argv")
+    words = [str(a) for a in argv]
+    if env:
+        for name in env:
+            if not _ENV_NAME.match(name):
+                raise ValueError(f"invalid environment variable name: {name!r}")
+        words = ["env", *(f"{k}={v}" for k, v in env.items()), *words]
+    line = "exec " + shlex.join(words)
+    if cwd:
+        line = f"cd {quote_path(cwd)} && {line}"
+    return line
+
+
+def quote_path(path: str) -> str:
+    """Quote a path but let the remote shell expand a leading `~/` (the remote user's home)."""
+    if path == "~":
+        return '"$HOME"'
+    if path.startswith("~/"):
+        return '"$HOME"/' + shlex.quote(path[2:])
+    return shlex.quote(path)

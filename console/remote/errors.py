@@ -1,0 +1,53 @@
+"""Errors the operator can read: str() is one line that names the host and what to do."""
+
+from __future__ import annotations
+
+
+class RemoteError(Exception):
+    """Base of every SSH-layer error. `retry` says whether reconnecting can help."""
+
+    retry = True
+
+    def __init__(self, host: str, message: str):
+        self.host = host
+        super().__init__(f"{host}: {message}" if host else message)
+
+
+class UnknownHost(RemoteError):
+    retry = False
+
+
+class DnsError(RemoteError):
+    pass
+
+
+class ConnectionRefused(RemoteError):
+    pass
+
+
+class ConnectTimeout(RemoteError):
+    pass
+
+
+class AuthFailed(RemoteError):
+    retry = False
+
+
+class HostKeyUnknown(RemoteError):
+    retry = False
+
+
+class HostKeyMismatch(RemoteError):
+    retry = False
+
+
+class ConnectFailed(RemoteError):
+    """Any other failure to set up the connection (network unreachable, protocol error)."""
+
+
+class Disconnected(RemoteError):
+    """The connection is down and did not come back within the operation's timeout."""
+
+
+class CommandTimeout(RemoteError):
+    pass

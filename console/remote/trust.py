@@ -1,0 +1,69 @@
+"""`pivot trust HOST`: show a host's key fingerprint and, once the operator confirms, pin it.
+
+A changed key is never replaced here: the operator removes the old entry
+deliberately (ssh-keygen -R), as OpenSSH asks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncssh
+
+from console.config import HostSpec
+from console.remote.connection import Connection, known_hosts_path, known_keys
+from console.remote.errors import HostKeyMismatch
+
+
+@dataclass(frozen=True)
+class OfferedKey:
+    host_pattern: str  # as known_hosts writes it: name, or [name]:port
+    key: asyncssh.SSHKey
+    known_hosts: Path
+    already_trusted: bool = False
+
+    @property
+    def fingerprint(self) -> str:
+        return self.key.get_fingerprint("sha256")
+
+    @property
+    def algorithm(self) -> str:
+        return self.key.get_algorithm()
+
+    @property
+    def line(self) -> str:
+        return f"{self.host_pattern} {self.key.export_public_key('openssh').decode().strip()}\n"
+
+
+async def fetch_key(spec: HostSpec) -> OfferedKey:
+    """Ask the host for its key without authenticating; classify failures like a connect."""
+    conn = Connection(spec)
+    try:
+        key = await asyncssh.get_server_host_key(
+            spec.target, spec.port or (), tunnel=spec.jump or (), username=spec.user or (),
+            connect_timeout=spec.connect_timeout_s,
+        )
+    except Exception as e:
+        raise conn._classify(e) from e
+    if key is None:
+        raise conn._classify(OSError(f"{spec.target} offered no host key"))
+    known = known_keys(spec)
+    already = any(k.public_data == key.public_data for k in known)
+    if known and not already:
+        raise HostKeyMismatch(
+            spec.name,
+            f"a different key for {spec.target} is already in {known_hosts_path(spec)}; "
+            f"remove it first if the host was reinstalled (ssh-keygen -R) and check the new fingerprint "
+            f"{key.get_fingerprint('sha256')} with the host's administrator",
+        )
+    port = spec.port or 22
+    pattern = spec.target if port == 22 else f"[{spec.target}]:{port}"
+    return OfferedKey(pattern, key, known_hosts_path(spec), already)
+
+
+def pin(offered: OfferedKey) -> None:
+    path = offered.known_hosts
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(offered.line)

@@ -1,0 +1,1 @@
+"""The simulated GPU host: SSH server, fake nvidia-smi, simulated SGLang server."""

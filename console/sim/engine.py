@@ -1,0 +1,145 @@
+"""A continuous-batching scheduler, as time arithmetic only (no clock, no I/O).
+
+Each `step()` admits waiting requests up to the running limit (their prefill
+is paid in that step), then decodes one step for every running request and
+says how long the step took and how many tokens each request got. The HTTP
+server sleeps for that long (divided by the time scale); tests add the
+durations up instead, which is simulated time.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections import deque
+from dataclasses import dataclass, field
+
+from console.sim.calibration import Calibration
+
+
+@dataclass(frozen=True)
+class SpecConfig:
+    """Speculative decoding as the launch flags set it."""
+
+    num_steps: int = 3
+    adaptive: bool = False
+    # batch size from which drafting is off (adaptive mode); None: drafting always on
+    off_from_batch: int | None = None
+
+
+@dataclass(eq=False)
+class SimRequest:
+    prompt_tokens: int
+    max_tokens: int
+    ignore_eos: bool = True
+    id: int = field(default_factory=itertools.count().__next__)
+    generated: int = 0
+    stop_at: int = 0  # where the simulated model emits EOS when ignore_eos is off
+
+    @property
+    def done(self) -> bool:
+        return self.generated >= self.max_tokens or (not self.ignore_eos and self.generated >= self.stop_at)
+
+
+@dataclass
+class StepResult:
+    duration_s: float
+    emitted: list[tuple[SimRequest, int]]
+    finished: list[SimRequest]
+    batch: int
+    drafting: bool
+
+
+class BatchScheduler:
+    def __init__(self, calibration: Calibration, *, spec: SpecConfig | None = None, max_running: int = 256, seed: int = 0):
+        self.cal = calibration
+        self.spec = spec
+        self.max_running = max_running
+        self.rng = random.Random(seed)
+        self.waiting: deque[SimRequest] = deque()
+        self.running: list[SimRequest] = []
+        self.base_model = calibration.baseline_steps
+        self.spec_model = calibration.eagle3_steps
+        self.accepted_tokens = 0  # for avg_spec_accept_length
+        self.spec_steps = 0
+        self.last_num_steps = 0  # draft steps used in the last step (0 = drafting off)
+
+    def submit(self, request: SimRequest) -> None:
+        if not request.ignore_eos:
+            request.stop_at = self.rng.randint(max(1, request.max_tokens // 4), max(1, request.max_tokens))
+        self.waiting.append(request)
+
+    def cancel(self, request: SimRequest) -> None:
+        if request in self.running:
+            self.running.remove(request)
+        elif request in self.waiting:
+            self.waiting.remove(request)
+
+    @property
+    def idle(self) -> bool:
+        return not self.running and not self.waiting
+
+    def drafting_at(self, batch: int) -> bool:
+        if self.spec is None or self.spec.num_steps <= 0:
+            return False
+        return self.spec.off_from_batch is None or batch < self.spec.off_from_batch
+
+    def _accept_length(self) -> int:
+        n = 1
+        for _ in range(self.spec.num_steps if self.spec else 0):
+            if self.rng.random() >= self.cal.accept_prob:
+                break
+            n += 1
+        return n
+
+    def step(self) -> StepResult:
+        prefill = 0
+        while self.waiting and len(self.running) < self.max_running:
+            request = self.waiting.popleft()
+            prefill += request.prompt_tokens
+            self.running.append(request)
+        batch = len(self.running)
+        drafting = self.drafting_at(batch)
+        model = self.spec_model if drafting else self.base_model
+        duration = prefill * self.cal.prefill_s_per_token + (model.step_time(batch) if batch else 0.0)
+        emitted: list[tuple[SimRequest, int]] = []
+        for request in self.running:
+            n = self._accept_length() if drafting else 1
+            if drafting:
+                self.accepted_tokens += n
+                self.spec_steps += 1
+            limit = request.max_tokens if request.ignore_eos else min(request.max_tokens, request.stop_at)
+            n = min(n, limit - request.generated)
+            request.generated += n
+            emitted.append((request, n))
+        finished = [r for r in self.running if r.done]
+        self.running = [r for r in self.running if not r.done]
+        self.last_num_steps = self.spec.num_steps if drafting and self.spec else 0
+        return StepResult(duration, emitted, finished, batch, drafting)
+
+    @property
+    def avg_accept_length(self) -> float:
+        return self.accepted_tokens / self.spec_steps if self.spec_steps else 0.0
+
+
+def simulate_level(scheduler: BatchScheduler, concurrency: int, requests: int, *, prompt_tokens: int = 256, max_tokens: int = 512) -> float:
+    """Output tokens per simulated second for one closed-loop level: exactly `concurrency` in flight.
+
+    This is how a sweep drives the server; tests use it to check the calibration
+    without waiting for real time to pass.
+    """
+    clock = 0.0
+    tokens = 0
+    submitted = 0
+    while submitted < min(concurrency, requests):
+        scheduler.submit(SimRequest(prompt_tokens, max_tokens))
+        submitted += 1
+    while not scheduler.idle:
+        result = scheduler.step()
+        clock += result.duration_s
+        tokens += sum(n for _, n in result.emitted)
+        for _ in result.finished:
+            if submitted < requests:
+                scheduler.submit(SimRequest(prompt_tokens, max_tokens))
+                submitted += 1
+    return tokens / clock

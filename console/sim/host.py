@@ -1,0 +1,302 @@
+"""The simulated GPU host: a real SSH server on loopback whose commands run as
+real processes, with a fake `nvidia-smi` on their PATH and the simulated
+SGLang server available to start, so that pivot reaches it through exactly
+the code it uses for a real host.
+
+`python -m console.sim.host DIR` (or `pivot demo --serve`) runs it until
+SIGTERM or Ctrl-C and prints an `ssh ...` line and a `config: ...` line.
+Everything lives under DIR:
+
+    DIR/client_key, DIR/known_hosts, DIR/pivot.toml   what a client needs
+    DIR/home/                                         the remote user's $HOME
+    DIR/home/models/...                               the simulated model weights
+    DIR/sim/                                          GPU state (see sim/state.py)
+    DIR/bin/nvidia-smi                                the fake nvidia-smi
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import ctypes
+import fcntl
+import json
+import os
+import pty
+import pwd
+import shlex
+import signal
+import struct
+import sys
+import termios
+from collections.abc import Awaitable
+from pathlib import Path
+
+import asyncssh
+
+from console.sim import state
+from console.sim.state import GpuSpec
+
+PR_SET_CHILD_SUBREAPER = 36
+MODELS = {"kimi-k2.5-int4": "DeepseekV3ForCausalLM", "kimi-k2.5-eagle3": "LlamaForCausalLMEagle3"}
+
+
+def package_root() -> Path:
+    return Path(__file__).resolve().parents[2]
+
+
+class SimHost:
+    def __init__(self, root: Path, *, gpus: GpuSpec = GpuSpec(), time_scale: float = 1.0, subreaper: bool = False):
+        self.root = root
+        self.gpus = gpus
+        self.time_scale = time_scale
+        self.subreaper = subreaper
+        self.home = root / "home"
+        self.sim = root / "sim"
+        self.user = pwd.getpwuid(os.getuid()).pw_name
+        self.port = 0
+        self._server: asyncssh.SSHAcceptor | None = None
+        self._sessions: dict[int, asyncio.subprocess.Process] = {}  # pid -> our direct children
+        self._reaper: asyncio.Task[None] | None = None
+        self.host_key = asyncssh.generate_private_key("ssh-ed25519")
+        self.client_key = asyncssh.generate_private_key("ssh-ed25519")
+
+    # -- set-up ---------------------------------------------------------------
+    def _prepare(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        state.init_home(self.sim, self.gpus)
+        bin_dir = self.root / "bin"
+        bin_dir.mkdir(exist_ok=True)
+        smi = bin_dir / "nvidia-smi"
+        smi.write_text(f"#!{sys.executable}\nfrom console.sim.nvidia_smi import main\nraise SystemExit(main())\n")
+        smi.chmod(0o755)
+        for name, arch in MODELS.items():
+            model = self.home / "models" / name
+            model.mkdir(parents=True, exist_ok=True)
+            (model / "config.json").write_text(json.dumps({"architectures": [arch], "simulated": True}))
+        (self.home / ".pivot").mkdir(parents=True, exist_ok=True)
+        key_path = self.root / "client_key"
+        self.client_key.write_private_key(str(key_path))
+        key_path.chmod(0o600)
+
+    def env(self) -> dict[str, str]:
+        path = os.pathsep.join([str(self.root / "bin"), str(Path(sys.executable).parent), os.environ.get("PATH", "/usr/bin:/bin")])
+        pythonpath = os.pathsep.join(p for p in (str(package_root()), os.environ.get("PYTHONPATH")) if p)
+        return {
+            "PATH": path, "HOME": str(self.home), "USER": self.user, "LOGNAME": self.user, "SHELL": "/bin/bash",
+            "LANG": os.environ.get("LANG", "C.UTF-8"), "PYTHONPATH": pythonpath, "PYTHONUNBUFFERED": "1",
+            state.ENV: str(self.sim), "PIVOT_SIM_TIME_SCALE": repr(self.time_scale),
+        }
+
+    async def start(self) -> None:
+        self._prepare()
+        if self.subreaper:
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+            self._reaper = asyncio.create_task(self._reap_adopted())
+        authorized = asyncssh.import_authorized_keys(self.client_key.export_public_key().decode())
+        host = self
+
+        class _Sftp(asyncssh.SFTPServer):
+            def map_path(self, path: bytes) -> bytes:  # relative paths start at the remote $HOME, as with sshd
+                return path if path.startswith(b"/") else os.path.join(bytes(host.home), path)
+
+        self._server = await asyncssh.listen(
+            "127.0.0.1", self.port, server_host_keys=[self.host_key], authorized_client_keys=authorized,
+            process_factory=self._session, sftp_factory=_Sftp, allow_scp=False,
+            encoding=None, line_editor=False, keepalive_interval=15,
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
+        self._write_client_files()
+
+    def _write_client_files(self) -> None:
+        public = self.host_key.export_public_key().decode().strip()
+        (self.root / "known_hosts").write_text(f"[127.0.0.1]:{self.port} {public}\n")
+        (self.root / "pivot.toml").write_text(
+            "# written by pivot demo: the simulated GPU host\n"
+            'default_host = "demo"\n'
+            f"campaign_dir = {json.dumps(str(self.root / 'campaign'))}\n\n"
+            "[hosts.demo]\n"
+            'hostname = "127.0.0.1"\n'
+            f"port = {self.port}\n"
+            f"user = {json.dumps(self.user)}\n"
+            f"identity = {json.dumps(str(self.root / 'client_key'))}\n"
+            f"known_hosts = {json.dumps(str(self.root / 'known_hosts'))}\n"
+            f"python = {json.dumps(sys.executable)}\n"
+            'workdir = "~/.pivot"\n'
+            'role = "gpu"\n'
+        )
+
+    @property
+    def config_path(self) -> Path:
+        return self.root / "pivot.toml"
+
+    @property
+    def ssh_command(self) -> str:
+        return shlex.join([
+            "ssh", "-i", str(self.root / "client_key"), "-o", "IdentitiesOnly=yes",
+            "-o", f"UserKnownHostsFile={self.root / 'known_hosts'}", "-p", str(self.port), f"{self.user}@127.0.0.1",
+        ])
+
+    # -- sessions -------------------------------------------------------------
+    async def _session(self, process: asyncssh.SSHServerProcess[bytes]) -> None:
+        try:
+            if process.term_type:
+                status = await self._pty_session(process)
+            else:
+                status = await self._pipe_session(process)
+        except Exception as e:  # one broken session must not take the host down
+            status = 255
+            with contextlib.suppress(Exception):
+                process.stderr.write(f"pivot demo host: {e}\n".encode())
+        with contextlib.suppress(Exception):
+            process.exit(status)
+
+    def _spawn(self, argv: list[str], **kw: object) -> Awaitable[asyncio.subprocess.Process]:
+        return asyncio.create_subprocess_exec(*argv, env=self.env(), cwd=self.home, start_new_session=True, **kw)  # type: ignore[arg-type]
+
+    async def _pipe_session(self, process: asyncssh.SSHServerProcess[bytes]) -> int:
+        argv = ["/bin/sh", "-c", process.command] if process.command else ["/bin/sh"]
+        child = await self._spawn(argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        self._sessions[child.pid] = child
+        assert child.stdin and child.stdout and child.stderr
+
+        async def feed() -> None:
+            while True:
+                try:
+                    data = await process.stdin.read(65536)
+                except asyncssh.SignalReceived as sig:  # sshd delivers a channel signal to the command
+                    with contextlib.suppress(ProcessLookupError, KeyError):
+                        child.send_signal(signal.Signals[f"SIG{sig.signal}"])
+                    continue
+                except (asyncssh.BreakReceived, asyncssh.TerminalSizeChanged):
+                    continue
+                except (asyncssh.Error, OSError):
+                    data = b""
+                if not data:
+                    break
+                try:
+                    child.stdin.write(data)
+                    await child.stdin.drain()
+                except (BrokenPipeError, ConnectionResetError):
+                    return
+            with contextlib.suppress(OSError):
+                child.stdin.close()
+
+        async def pump(source: asyncio.StreamReader, sink: asyncssh.SSHWriter[bytes]) -> None:
+            while data := await source.read(65536):
+                try:
+                    sink.write(data)
+                    await sink.drain()
+                except (asyncssh.Error, OSError, BrokenPipeError):
+                    # the client is gone: stop reading so the child meets a broken pipe, as under sshd
+                    source.feed_eof()
+                    break
+
+        feeder = asyncio.create_task(feed())
+        try:
+            await asyncio.gather(pump(child.stdout, process.stdout), pump(child.stderr, process.stderr))
+            status = await child.wait()
+        finally:
+            feeder.cancel()
+            self._sessions.pop(child.pid, None)
+            if child.returncode is None:  # the channel went away first: close its pipes, as sshd does
+                for pipe in (child.stdout, child.stderr):
+                    transport = getattr(pipe, "_transport", None)
+                    if transport:
+                        transport.close()
+        return status if status >= 0 else 128 - status
+
+    async def _pty_session(self, process: asyncssh.SSHServerProcess[bytes]) -> int:
+        master, slave = pty.openpty()
+        cols, rows, *_ = process.term_size
+        if cols and rows:
+            fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+        argv = ["/bin/sh", "-c", process.command] if process.command else ["/bin/bash", "-i"]
+
+        def controlling_tty() -> None:
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+        env_term = process.term_type or "xterm"
+        child = await asyncio.create_subprocess_exec(
+            *argv, stdin=slave, stdout=slave, stderr=slave, env={**self.env(), "TERM": env_term}, cwd=self.home,
+            start_new_session=True, preexec_fn=controlling_tty,
+        )
+        os.close(slave)
+        self._sessions[child.pid] = child
+        try:
+            await process.redirect(stdin=os.dup(master), stdout=master)
+            status = await child.wait()
+        finally:
+            self._sessions.pop(child.pid, None)
+        return status if status >= 0 else 128 - status
+
+    # -- processes ------------------------------------------------------------
+    async def _reap_adopted(self) -> None:
+        """As a subreaper we adopt the simulated server's orphans; reap them when they die."""
+        me = os.getpid()
+        while True:
+            await asyncio.sleep(0.25)
+            for entry in Path("/proc").iterdir():
+                if not entry.name.isdigit() or int(entry.name) in self._sessions:
+                    continue
+                try:
+                    stat = (entry / "stat").read_text()
+                except OSError:
+                    continue
+                fields = stat[stat.rindex(")") + 2 :].split()
+                if fields[0] == "Z" and int(fields[1]) == me:
+                    with contextlib.suppress(ChildProcessError):
+                        os.waitpid(int(entry.name), os.WNOHANG)
+
+    def _simulated_pids(self) -> set[int]:
+        pids = {c["pid"] for c in state.live_claims(self.sim)} | {s["pid"] for s in state.live_servers(self.sim)}
+        for pidfile in (self.home / ".pivot").rglob("*.pid"):
+            with contextlib.suppress(OSError, ValueError):
+                pids.add(int(pidfile.read_text().split()[0]))
+        return pids
+
+    async def close(self) -> None:
+        """Stop serving and end every process this host started: sessions, servers, workers."""
+        if self._server:
+            self._server.close()
+        for child in list(self._sessions.values()):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGKILL)
+        for pid in self._simulated_pids():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        await asyncio.sleep(0.3)
+        if self._reaper:
+            self._reaper.cancel()
+
+
+async def serve_forever(host: SimHost, announce: bool = True) -> None:
+    await host.start()
+    if announce:
+        print(host.ssh_command, flush=True)
+        print(f"config: {host.config_path}", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await host.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="pivot-sim-host", description="the simulated GPU host behind pivot demo")
+    parser.add_argument("dir", type=Path)
+    parser.add_argument("--gpus", type=int, default=8)
+    parser.add_argument("--gpu-memory-mib", type=int, default=GpuSpec().memory_mib)
+    parser.add_argument("--time-scale", type=float, default=1.0)
+    args = parser.parse_args(argv)
+    host = SimHost(args.dir, gpus=GpuSpec(count=args.gpus, memory_mib=args.gpu_memory_mib), time_scale=args.time_scale, subreaper=True)
+    asyncio.run(serve_forever(host))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

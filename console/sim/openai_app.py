@@ -1,0 +1,277 @@
+"""The simulated server's HTTP face: the parts of SGLang's API that pivot and
+load generators see (OpenAI completions and chat with SSE streaming, health,
+model and server info, Prometheus metrics).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections import deque
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from console.sim.engine import BatchScheduler, SimRequest
+
+VOCAB = (
+    "the model streams tokens while the batch grows and each step costs a little more time so "
+    "throughput rises then saturates near the limit of the engine speculation drafts several "
+    "tokens that the target verifies in one pass"
+).split()
+
+
+@dataclass
+class EngineLoop:
+    """Runs scheduler steps in real time (divided by time_scale) and hands tokens to requests."""
+
+    scheduler: BatchScheduler
+    time_scale: float = 1.0
+    on_change: Any = None  # called with (running, queued) after each step
+    _queues: dict[SimRequest, asyncio.Queue[int | None]] = field(default_factory=dict)
+    _wake: asyncio.Event = field(default_factory=asyncio.Event)
+    _recent: deque[tuple[float, int]] = field(default_factory=lambda: deque(maxlen=4096))
+    prompt_tokens_total: int = 0
+    generation_tokens_total: int = 0
+
+    async def run(self) -> None:
+        while True:
+            if self.scheduler.idle:
+                if self.on_change:
+                    self.on_change(0, 0)
+                await self._wake.wait()
+                self._wake.clear()
+                continue
+            result = self.scheduler.step()
+            await asyncio.sleep(result.duration_s / self.time_scale)
+            now = time.monotonic()
+            step_tokens = 0
+            for request, n in result.emitted:
+                step_tokens += n
+                if (q := self._queues.get(request)) is not None:
+                    q.put_nowait(n)
+            for request in result.finished:
+                if (q := self._queues.get(request)) is not None:
+                    q.put_nowait(None)
+            self.generation_tokens_total += step_tokens
+            self._recent.append((now, step_tokens))
+            if self.on_change:
+                self.on_change(len(self.scheduler.running), len(self.scheduler.waiting))
+
+    async def generate(self, request: SimRequest) -> AsyncIterator[int]:
+        """Yield the token count of each step that served this request."""
+        queue: asyncio.Queue[int | None] = asyncio.Queue()
+        self._queues[request] = queue
+        self.prompt_tokens_total += request.prompt_tokens
+        self.scheduler.submit(request)
+        self._wake.set()
+        try:
+            while (n := await queue.get()) is not None:
+                if n:
+                    yield n
+        finally:  # finished, or the client went away: free the slot either way
+            self._queues.pop(request, None)
+            self.scheduler.cancel(request)
+
+    def throughput(self, window_s: float = 5.0) -> float:
+        """Output tokens per wall-clock second over the last window."""
+        now = time.monotonic()
+        tokens = sum(n for t, n in self._recent if now - t <= window_s)
+        return tokens / window_s
+
+
+def count_tokens(text: str) -> int:
+    return max(1, (len(text) + 3) // 4)  # the usual four characters per token
+
+
+def _prompt_tokens(body: dict[str, Any], chat: bool) -> int:
+    if chat:
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise ValueError("messages must be a non-empty list")
+        return sum(count_tokens(str(m.get("content", ""))) + 4 for m in messages if isinstance(m, dict))
+    prompt = body.get("prompt")
+    if isinstance(prompt, str):
+        return count_tokens(prompt)
+    if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
+        return len(prompt)
+    if isinstance(prompt, list) and prompt and isinstance(prompt[0], str):
+        return count_tokens(prompt[0])
+    raise ValueError("prompt must be a string, a list of strings or a list of token ids")
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"object": "error", "message": message, "type": "BadRequestError", "param": None, "code": status}, status)
+
+
+class SimServer:
+    """State shared by the routes: the engine, the resolved arguments, loading status."""
+
+    def __init__(self, engine: EngineLoop, args: dict[str, Any], served_model_name: str, enable_metrics: bool):
+        self.engine = engine
+        self.args = args
+        self.model = served_model_name
+        self.enable_metrics = enable_metrics
+        self.ready = False
+        self.app = Starlette(routes=[
+            Route("/health", self.health),
+            Route("/health_generate", self.health),
+            Route("/v1/models", self.models),
+            Route("/model_info", self.model_info),
+            Route("/get_model_info", self.model_info),
+            Route("/server_info", self.server_info),
+            Route("/get_server_info", self.server_info),
+            Route("/metrics", self.metrics),
+            Route("/v1/completions", self.completions, methods=["POST"]),
+            Route("/v1/chat/completions", self.chat_completions, methods=["POST"]),
+        ])
+
+    async def health(self, _request: Request) -> Response:
+        return Response(status_code=200) if self.ready else Response("loading", status_code=503)
+
+    async def models(self, _request: Request) -> JSONResponse:
+        return JSONResponse({"object": "list", "data": [{
+            "id": self.model, "object": "model", "created": int(time.time()), "owned_by": "sglang",
+            "root": self.args["model_path"], "max_model_len": self.args["context_length"],
+        }]})
+
+    async def model_info(self, _request: Request) -> JSONResponse:
+        return JSONResponse({
+            "model_path": self.args["model_path"], "tokenizer_path": self.args["model_path"],
+            "is_generation": True, "preferred_sampling_params": None, "weight_version": "default",
+            "has_image_understanding": False, "has_audio_understanding": False, "model_type": "kimi_k2",
+        })
+
+    async def server_info(self, _request: Request) -> JSONResponse:
+        scheduler = self.engine.scheduler
+        return JSONResponse({
+            **self.args,
+            "max_running_requests": scheduler.max_running,
+            "max_total_num_tokens": scheduler.max_running * 4096,
+            "internal_states": [{
+                "avg_spec_accept_length": scheduler.avg_accept_length if scheduler.spec else None,
+                "last_gen_throughput": self.engine.throughput(),
+            }],
+            "version": "0.5.5-pivot-sim",
+        })
+
+    async def metrics(self, _request: Request) -> Response:
+        if not self.enable_metrics:
+            return PlainTextResponse("Not Found", status_code=404)
+        scheduler = self.engine.scheduler
+        label = f'{{model_name="{self.model}"}}'
+        gauges = {
+            "sglang:num_running_reqs": ("The number of running requests.", len(scheduler.running)),
+            "sglang:num_queue_reqs": ("The number of requests in the waiting queue.", len(scheduler.waiting)),
+            "sglang:gen_throughput": ("The generation throughput (token/s).", self.engine.throughput()),
+            "sglang:spec_accept_length": ("The average acceptance length of speculative decoding.", scheduler.avg_accept_length),
+            "sglang:spec_num_steps": ("The number of speculative steps in the last batch.", scheduler.last_num_steps),
+        }
+        counters = {
+            "sglang:prompt_tokens_total": ("Number of prefill tokens processed.", self.engine.prompt_tokens_total),
+            "sglang:generation_tokens_total": ("Number of generation tokens processed.", self.engine.generation_tokens_total),
+        }
+        lines = []
+        for kind, table in (("gauge", gauges), ("counter", counters)):
+            for name, (help_text, value) in table.items():
+                lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", f"{name}{label} {float(value)}"]
+        return PlainTextResponse("\n".join(lines) + "\n", media_type="text/plain; version=0.0.4")
+
+    async def completions(self, request: Request) -> Response:
+        return await self._generate(request, chat=False)
+
+    async def chat_completions(self, request: Request) -> Response:
+        return await self._generate(request, chat=True)
+
+    async def _generate(self, request: Request, *, chat: bool) -> Response:
+        if not self.ready:
+            return _error(503, "the server is still loading the model")
+        try:
+            body = json.loads(await request.body())
+            if not isinstance(body, dict):
+                raise ValueError("the body must be a JSON object")
+            prompt_tokens = _prompt_tokens(body, chat)
+            max_tokens = body.get("max_tokens", body.get("max_completion_tokens", 128))
+            if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+                raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
+        except ValueError as e:
+            return _error(400, str(e))
+        sim = SimRequest(prompt_tokens, max_tokens, ignore_eos=bool(body.get("ignore_eos", False)))
+        completion = _Completion(self.model, chat, sim)
+        if body.get("stream"):
+            options = body.get("stream_options") or {}
+            return StreamingResponse(
+                self._sse(completion, bool(options.get("include_usage")), bool(options.get("continuous_usage_stats"))),
+                media_type="text/event-stream",
+            )
+        text = []
+        async for n in self.engine.generate(sim):
+            text.append(completion.text(n))
+        return JSONResponse(completion.full("".join(text)))
+
+    async def _sse(self, c: _Completion, include_usage: bool, continuous: bool) -> AsyncIterator[str]:
+        if c.chat:
+            yield _event(c.chunk({"role": "assistant", "content": ""}, None, c.usage() if continuous else None))
+        pending: str | None = None  # held back one step so the last chunk carries finish_reason
+        async for n in self.engine.generate(c.sim):
+            if pending is not None:
+                yield _event(c.chunk(pending, None, c.usage() if continuous else None))
+            pending = c.text(n)
+        yield _event(c.chunk(pending or "", c.finish_reason(), c.usage() if continuous else None))
+        if include_usage:
+            yield _event({**c.envelope(), "choices": [], "usage": c.usage()})
+        yield "data: [DONE]\n\n"
+
+
+def _event(data: dict[str, Any]) -> str:
+    return f"data: {json.dumps(data, separators=(',', ':'))}\n\n"
+
+
+class _Completion:
+    def __init__(self, model: str, chat: bool, sim: SimRequest):
+        self.model, self.chat, self.sim = model, chat, sim
+        self.id = uuid.uuid4().hex
+        self.created = int(time.time())
+        self.sent = 0
+
+    def text(self, n: int) -> str:
+        words = [VOCAB[(self.sent + i) % len(VOCAB)] for i in range(n)]
+        self.sent += n
+        return "".join(" " + w for w in words)
+
+    def finish_reason(self) -> str:
+        return "length" if self.sim.generated >= self.sim.max_tokens else "stop"
+
+    def usage(self) -> dict[str, int]:
+        p, g = self.sim.prompt_tokens, self.sim.generated
+        return {"prompt_tokens": p, "completion_tokens": g, "total_tokens": p + g}
+
+    def envelope(self) -> dict[str, Any]:
+        kind = "chat.completion.chunk" if self.chat else "text_completion"
+        return {"id": self.id, "object": kind, "created": self.created, "model": self.model}
+
+    def chunk(self, content: dict[str, Any] | str, finish: str | None, usage: dict[str, int] | None) -> dict[str, Any]:
+        if self.chat:
+            delta = content if isinstance(content, dict) else {"role": None, "content": content}
+            choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish, "matched_stop": None}
+        else:
+            choice = {"index": 0, "text": content, "logprobs": None, "finish_reason": finish, "matched_stop": None}
+        return {**self.envelope(), "choices": [choice], "usage": usage}
+
+    def full(self, text: str) -> dict[str, Any]:
+        finish = self.finish_reason()
+        if self.chat:
+            choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}
+            kind = "chat.completion"
+        else:
+            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
+            kind = "text_completion"
+        return {"id": self.id, "object": kind, "created": self.created, "model": self.model,
+                "choices": [choice], "usage": self.usage()}
