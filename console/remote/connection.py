@@ -425,11 +425,8 @@ class RemoteStream:
                 self.stderr_tail.append(line.rstrip("\n"))
 
     async def __aiter__(self):  # type: ignore[no-untyped-def]
-        try:
-            async for line in self._process.stdout:
-                yield line.rstrip("\n")
-        except (asyncssh.Error, OSError) as e:
-            raise Disconnected(self.host, f"stream {self.argv[0]} lost: {e}") from e
+        while (line := await self.readline()) is not None:
+            yield line
 
     async def readline(self) -> str | None:
         """The next line, or None at the end of the stream."""

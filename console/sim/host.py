@@ -27,7 +27,9 @@ import pty
 import pwd
 import shlex
 import signal
+import socket
 import struct
+import subprocess
 import sys
 import termios
 from collections.abc import Awaitable
@@ -39,6 +41,17 @@ from console.sim import state
 from console.sim.state import GpuSpec
 
 PR_SET_CHILD_SUBREAPER = 36
+SERVER_FLAGS = [
+    "--model-path", "~/models/kimi-k2.5-int4", "--tp", "8", "--trust-remote-code", "--cuda-graph-max-bs", "128",
+    "--disable-custom-all-reduce", "--attention-backend", "flashinfer", "--enable-flashinfer-allreduce-fusion",
+    "--enable-metrics",
+]
+DEMO_SERVERS = {
+    "baseline": SERVER_FLAGS,
+    "eagle3": [*SERVER_FLAGS, "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "~/models/kimi-k2.5-eagle3",
+               "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4",
+               "--mem-fraction-static", "0.88"],
+}
 MODELS = {"kimi-k2.5-int4": "DeepseekV3ForCausalLM", "kimi-k2.5-eagle3": "LlamaForCausalLMEagle3"}
 
 
@@ -59,6 +72,7 @@ class SimHost:
         self._server: asyncssh.SSHAcceptor | None = None
         self._sessions: dict[int, asyncio.subprocess.Process] = {}  # pid -> our direct children
         self._reaper: asyncio.Task[None] | None = None
+        self._clients: set[asyncssh.SSHServerConnection] = set()
         self.host_key = asyncssh.generate_private_key("ssh-ed25519")
         self.client_key = asyncssh.generate_private_key("ssh-ed25519")
 
@@ -101,8 +115,19 @@ class SimHost:
             def map_path(self, path: bytes) -> bytes:  # relative paths start at the remote $HOME, as with sshd
                 return path if path.startswith(b"/") else os.path.join(bytes(host.home), path)
 
+        class _Server(asyncssh.SSHServer):
+            def connection_made(self, conn: asyncssh.SSHServerConnection) -> None:
+                self.conn = conn
+                host._clients.add(conn)
+
+            def connection_lost(self, exc: Exception | None) -> None:
+                host._clients.discard(self.conn)
+
+            def connection_requested(self, dest_host: str, dest_port: int, orig_host: str, orig_port: int) -> bool:
+                return dest_host in ("127.0.0.1", "localhost", "::1")  # port forwards stay on loopback
+
         self._server = await asyncssh.listen(
-            "127.0.0.1", self.port, server_host_keys=[self.host_key], authorized_client_keys=authorized,
+            "127.0.0.1", self.port, server_factory=_Server, server_host_keys=[self.host_key], authorized_client_keys=authorized,
             process_factory=self._session, sftp_factory=_Sftp, allow_scp=False,
             encoding=None, line_editor=False, keepalive_interval=15,
         )
@@ -138,6 +163,12 @@ class SimHost:
             "-o", f"UserKnownHostsFile={self.root / 'known_hosts'}", "-p", str(self.port), f"{self.user}@127.0.0.1",
         ])
 
+    def drop_clients(self) -> None:
+        """Cut every client connection from the server side, as a network failure or a reboot would."""
+        for conn in list(self._clients):
+            conn.abort()
+        self._clients.clear()
+
     # -- sessions -------------------------------------------------------------
     async def _session(self, process: asyncssh.SSHServerProcess[bytes]) -> None:
         try:
@@ -161,16 +192,18 @@ class SimHost:
         self._sessions[child.pid] = child
         assert child.stdin and child.stdout and child.stderr
 
+        def on_channel_exception(exc: Exception) -> None:
+            # sshd delivers a channel signal to the command, whether or not stdin is still open
+            if isinstance(exc, asyncssh.SignalReceived):
+                with contextlib.suppress(ProcessLookupError, KeyError):
+                    child.send_signal(signal.Signals[f"SIG{exc.signal}"])
+
+        process.exception_received = on_channel_exception  # type: ignore[method-assign]
+
         async def feed() -> None:
             while True:
                 try:
                     data = await process.stdin.read(65536)
-                except asyncssh.SignalReceived as sig:  # sshd delivers a channel signal to the command
-                    with contextlib.suppress(ProcessLookupError, KeyError):
-                        child.send_signal(signal.Signals[f"SIG{sig.signal}"])
-                    continue
-                except (asyncssh.BreakReceived, asyncssh.TerminalSizeChanged):
-                    continue
                 except (asyncssh.Error, OSError):
                     data = b""
                 if not data:
@@ -232,6 +265,22 @@ class SimHost:
         return status if status >= 0 else 128 - status
 
     # -- processes ------------------------------------------------------------
+    def start_server(self, name: str, port: int = 30000) -> int:
+        """Start a simulated server detached, as somebody on the host would have: ~/.pivot/server.{log,pid}.
+
+        The reaper, not Popen, collects it when it dies (it is adopted like any orphan).
+        """
+        flags = [f.replace("~", str(self.home), 1) if f.startswith("~/") else f for f in DEMO_SERVERS[name]]
+        workdir = self.home / ".pivot"
+        with open(workdir / "server.log", "ab") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "console.sim.launch_server", *flags, "--port", str(port)],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=self.env(), cwd=self.home,
+                start_new_session=True,
+            )
+        (workdir / "server.pid").write_text(f"{proc.pid}\n")
+        return proc.pid
+
     async def _reap_adopted(self) -> None:
         """As a subreaper we adopt the simulated server's orphans; reap them when they die."""
         me = os.getpid()
@@ -271,8 +320,19 @@ class SimHost:
             self._reaper.cancel()
 
 
-async def serve_forever(host: SimHost, announce: bool = True) -> None:
+def free_port(preferred: int) -> int:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", preferred))
+        except OSError:
+            s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def serve_forever(host: SimHost, announce: bool = True, initial_server: str = "none") -> None:
     await host.start()
+    if initial_server != "none":
+        host.start_server(initial_server, free_port(30000))
     if announce:
         print(host.ssh_command, flush=True)
         print(f"config: {host.config_path}", flush=True)
@@ -292,9 +352,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gpus", type=int, default=8)
     parser.add_argument("--gpu-memory-mib", type=int, default=GpuSpec().memory_mib)
     parser.add_argument("--time-scale", type=float, default=1.0)
+    parser.add_argument("--server", choices=["none", *DEMO_SERVERS], default="none")
     args = parser.parse_args(argv)
     host = SimHost(args.dir, gpus=GpuSpec(count=args.gpus, memory_mib=args.gpu_memory_mib), time_scale=args.time_scale, subreaper=True)
-    asyncio.run(serve_forever(host))
+    asyncio.run(serve_forever(host, initial_server=args.server))
     return 0
 
 

@@ -1,0 +1,168 @@
+"""The `pivot` command: the console (TUI) and its headless subcommands."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from console import __version__, config
+from console.remote.errors import RemoteError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pivot", description="Control console for LLM inference servers on GPU hosts, over SSH.")
+    parser.add_argument("--version", action="version", version=f"pivot {__version__}")
+    parser.add_argument("--config", metavar="PATH", help="pivot.toml to use (default: ./pivot.toml, then ~/.config/pivot/pivot.toml)")
+    parser.add_argument("--host", metavar="NAME", help="host from the config (default: default_host)")
+    parser.add_argument("--theme", metavar="NAME", help="theme for the console")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log to stderr (headless commands)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    demo = sub.add_parser("demo", help="start a simulated 8-GPU host on loopback and open the console on it")
+    demo.add_argument("--serve", action="store_true", help="only run the simulated host, until Ctrl-C")
+    demo.add_argument("--dir", type=Path, help="keep the simulated host's files here (default: a temporary directory)")
+    demo.add_argument("--gpus", type=int, default=8)
+    demo.add_argument("--time-scale", type=float, default=1.0, help="run the simulated server this many times faster")
+    demo.add_argument("--server", choices=["eagle3", "baseline", "none"], default="eagle3",
+                      help="simulated server already running on the host when the demo starts")
+    demo.add_argument("--theme", metavar="NAME", default=argparse.SUPPRESS, help="theme for the console")
+
+    trust = sub.add_parser("trust", help="show a host's key fingerprint and add it to known_hosts once you confirm")
+    trust.add_argument("name", metavar="HOST")
+    trust.add_argument("--yes", action="store_true", help="do not ask (only after checking the fingerprint another way)")
+
+    ping = sub.add_parser("ping", help="connect to a host and report the round-trip time")
+    ping.add_argument("name", metavar="HOST", nargs="?")
+
+    cfg = sub.add_parser("config", help="show or validate the configuration")
+    cfg.add_argument("action", choices=["show", "validate"])
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
+    try:
+        match args.command:
+            case "demo":
+                return cmd_demo(args)
+            case "trust":
+                return asyncio.run(cmd_trust(args))
+            case "ping":
+                return asyncio.run(cmd_ping(args))
+            case "config":
+                return cmd_config(args)
+            case _:
+                return run_console(config.load(args.config), args.host, args.theme)
+    except (config.ConfigError, RemoteError) as e:
+        print(f"pivot: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def run_console(cfg: config.Config, host: str | None, theme: str | None) -> int:
+    from console.ui.app import PivotApp  # Textual is imported only for the TUI
+
+    spec = cfg.host(host)  # fail on the terminal, before the screen opens
+    PivotApp(cfg, spec.name, theme=theme or cfg.theme).run()
+    return 0
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    cfg = config.load(args.config)
+    if cfg.path is None:
+        print("pivot: no pivot.toml found (looked in ./pivot.toml and ~/.config/pivot/pivot.toml); see pivot.example.toml")
+        return 1 if args.action == "validate" else 0
+    if args.action == "validate":
+        print(f"{cfg.path}: ok, {len(cfg.hosts)} host(s)")
+        return 0
+    print(f"# {cfg.path}")
+    print(f"default_host = {cfg.default_host!r}\ntheme = {cfg.theme!r}\ncampaign_dir = {str(cfg.campaign_dir)!r}")
+    for spec in cfg.hosts.values():
+        print(f"\n[hosts.{spec.name}]")
+        for key, value in vars(spec).items():
+            if key != "name" and value not in (None, (), {}):
+                print(f"{key} = {value!r}")
+    return 0
+
+
+async def cmd_trust(args: argparse.Namespace) -> int:
+    from console.remote import trust
+
+    spec = config.load(args.config).host(args.name)
+    offered = await trust.fetch_key(spec)
+    print(f"{spec.name} ({offered.host_pattern}) offers a {offered.algorithm} key:\n  {offered.fingerprint}")
+    if offered.already_trusted:
+        print(f"already trusted in {offered.known_hosts}")
+        return 0
+    if not args.yes:
+        answer = input(f"Add it to {offered.known_hosts}? Check the fingerprint first. [yes/no] ").strip().lower()
+        if answer not in ("y", "yes"):
+            print("not added")
+            return 1
+    trust.pin(offered)
+    print(f"added to {offered.known_hosts}")
+    return 0
+
+
+async def cmd_ping(args: argparse.Namespace) -> int:
+    from console.remote import Connection
+
+    spec = config.load(args.config).host(args.name or args.host)
+    conn = Connection(spec)
+    try:
+        await conn.connected(timeout=spec.connect_timeout_s + 5, fail_fast=True)
+        event = conn.last_event
+        result = await conn.run(["uname", "-srm"], timeout=10)
+        print(f"{event.describe()}; {result.stdout.strip()}")
+    finally:
+        await conn.close()
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from console.sim.host import SimHost, serve_forever
+    from console.sim.state import GpuSpec
+
+    root = args.dir or Path(tempfile.mkdtemp(prefix="pivot-demo-"))
+    if args.serve:
+        host = SimHost(root, gpus=GpuSpec(count=args.gpus), time_scale=args.time_scale, subreaper=True)
+        asyncio.run(serve_forever(host, initial_server=args.server))
+        return 0
+    # The host runs in its own process, as a remote host would: it adopts and reaps
+    # the simulated server's orphans without touching the console's own children.
+    argv = [sys.executable, "-m", "console", "demo", "--serve", "--dir", str(root), "--gpus", str(args.gpus),
+            "--time-scale", str(args.time_scale), "--server", args.server]
+    log = open(root / "host.log", "w")
+    host_proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, text=True)
+    try:
+        lines = [host_proc.stdout.readline() for _ in range(2)] if host_proc.stdout else []
+        config_line = next((line for line in lines if line.startswith("config: ")), None)
+        if config_line is None:
+            print(f"pivot: the simulated host did not start; see {root / 'host.log'}", file=sys.stderr)
+            return 1
+        cfg = config.load(config_line.removeprefix("config: ").strip())
+        return run_console(cfg, "demo", args.theme)
+    finally:
+        host_proc.send_signal(signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            host_proc.wait(timeout=10)
+        if host_proc.poll() is None:
+            host_proc.kill()
+        log.close()
+        if args.dir is None:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

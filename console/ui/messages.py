@@ -1,0 +1,16 @@
+from __future__ import annotations
+
+from textual.message import Message
+
+from console.remote import ConnectionEvent
+
+
+class ConnectionChanged(Message):
+    """The SSH connection to a host changed state; a newer one replaces an unprocessed older one."""
+
+    def __init__(self, event: ConnectionEvent):
+        super().__init__()
+        self.event = event
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, ConnectionChanged) and message.event.host == self.event.host

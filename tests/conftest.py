@@ -1,0 +1,93 @@
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from console import config
+from console.sim.host import SimHost
+from console.sim.state import GpuSpec
+
+
+@pytest.fixture
+async def sim_host(tmp_path: Path) -> AsyncIterator[SimHost]:
+    """The simulated host's SSH server, in this process (no process reaping: use sim_host_process for that)."""
+    host = SimHost(tmp_path / "host", gpus=GpuSpec(count=8))
+    await host.start()
+    try:
+        yield host
+    finally:
+        await host.close()
+
+
+@pytest.fixture
+def sim_config(sim_host: SimHost) -> config.Config:
+    return config.load(sim_host.config_path)
+
+
+class HostProcess:
+    def __init__(self, root: Path, proc: subprocess.Popen[str], ssh: str, config_path: Path):
+        self.root, self.proc, self.ssh, self.config_path = root, proc, ssh, config_path
+
+    @property
+    def config(self) -> config.Config:
+        return config.load(self.config_path)
+
+
+@pytest.fixture
+def sim_host_process(tmp_path: Path) -> Iterator[HostProcess]:
+    """`pivot demo --serve` in its own process: the host adopts and reaps orphans, as a real host's init does."""
+    root = tmp_path / "demo"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "console", "demo", "--serve", "--dir", str(root), "--server", "none", "--time-scale", "20"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+    )
+    assert proc.stdout
+    ssh = proc.stdout.readline().strip()
+    config_line = proc.stdout.readline().strip()
+    assert ssh.startswith("ssh ") and config_line.startswith("config: "), proc.stderr.read() if proc.stderr else ""
+    try:
+        yield HostProcess(root, proc, ssh, Path(config_line.removeprefix("config: ")))
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def wait_for(predicate, timeout: float = 10.0, interval: float = 0.05):  # type: ignore[no-untyped-def]
+    """Poll until predicate() (sync or async) is truthy; return its value."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        value = predicate()
+        if asyncio.iscoroutine(value):
+            value = await value
+        if value:
+            return value
+        if loop.time() > deadline:
+            raise AssertionError(f"condition not met within {timeout} s")
+        await asyncio.sleep(interval)
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
