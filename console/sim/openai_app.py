@@ -219,12 +219,14 @@ class SimServer:
     async def _sse(self, c: _Completion, include_usage: bool, continuous: bool) -> AsyncIterator[str]:
         if c.chat:
             yield _event(c.chunk({"role": "assistant", "content": ""}, None, c.usage() if continuous else None))
-        pending: str | None = None  # held back one step so the last chunk carries finish_reason
+        # each chunk is held back one step so that the last one carries finish_reason
+        pending: tuple[str, dict[str, int]] | None = None
         async for n in self.engine.generate(c.sim):
             if pending is not None:
-                yield _event(c.chunk(pending, None, c.usage() if continuous else None))
-            pending = c.text(n)
-        yield _event(c.chunk(pending or "", c.finish_reason(), c.usage() if continuous else None))
+                yield _event(c.chunk(pending[0], None, pending[1] if continuous else None))
+            pending = (c.text(n), c.usage())
+        text, usage = pending or ("", c.usage())
+        yield _event(c.chunk(text, c.finish_reason(), usage if continuous else None))
         if include_usage:
             yield _event({**c.envelope(), "choices": [], "usage": c.usage()})
         yield "data: [DONE]\n\n"
@@ -250,7 +252,7 @@ class _Completion:
         return "length" if self.sim.generated >= self.sim.max_tokens else "stop"
 
     def usage(self) -> dict[str, int]:
-        p, g = self.sim.prompt_tokens, self.sim.generated
+        p, g = self.sim.prompt_tokens, self.sent  # tokens sent so far, not those still to be sent
         return {"prompt_tokens": p, "completion_tokens": g, "total_tokens": p + g}
 
     def envelope(self) -> dict[str, Any]:

@@ -1,0 +1,57 @@
+"""The simulated server's timing model, measured in simulated time (no waiting)."""
+
+from __future__ import annotations
+
+import pytest
+
+from console.sim.calibration import DEFAULT
+from console.sim.engine import BatchScheduler, SimRequest, SpecConfig, simulate_level
+
+LEVELS = (1, 2, 5, 10, 30, 70, 100, 250)
+
+
+def tps(spec: SpecConfig | None, concurrency: int) -> float:
+    return simulate_level(BatchScheduler(DEFAULT, spec=spec, seed=1), concurrency, max(concurrency, 8))
+
+
+@pytest.mark.parametrize(
+    ("spec", "concurrency", "target"),
+    [(None, 1, 92.6), (None, 250, 773.0), (SpecConfig(num_steps=3), 1, 96.1), (SpecConfig(num_steps=3), 250, 354.0)],
+)
+def test_calibration_matches_the_campaign_within_5_percent(spec: SpecConfig | None, concurrency: int, target: float) -> None:
+    assert tps(spec, concurrency) == pytest.approx(target, rel=0.05)
+
+
+def test_baseline_wins_total_throughput_at_every_concurrency_from_2() -> None:
+    for c in LEVELS[1:]:
+        assert tps(None, c) > tps(SpecConfig(num_steps=3), c), c
+    assert tps(SpecConfig(num_steps=3), 1) > tps(None, 1)
+
+
+def test_adaptive_speculation_stops_drafting_from_batch_64() -> None:
+    scheduler = BatchScheduler(DEFAULT, spec=SpecConfig(num_steps=3, adaptive=True, off_from_batch=64))
+    for _ in range(63):
+        scheduler.submit(SimRequest(16, 8))
+    assert scheduler.step().drafting and scheduler.last_num_steps == 3
+    scheduler = BatchScheduler(DEFAULT, spec=SpecConfig(num_steps=3, adaptive=True, off_from_batch=64))
+    for _ in range(64):
+        scheduler.submit(SimRequest(16, 8))
+    assert not scheduler.step().drafting and scheduler.last_num_steps == 0
+
+
+def test_speculation_emits_several_tokens_per_step_and_never_exceeds_max_tokens() -> None:
+    scheduler = BatchScheduler(DEFAULT, spec=SpecConfig(num_steps=3), seed=3)
+    request = SimRequest(16, 100)
+    scheduler.submit(request)
+    counts = []
+    while not scheduler.idle:
+        counts += [n for _, n in scheduler.step().emitted]
+    assert sum(counts) == 100 and max(counts) == 4 and min(counts[:-1]) >= 1
+    assert 1.9 < scheduler.avg_accept_length < 2.5
+
+
+def test_requests_beyond_max_running_wait_in_the_queue() -> None:
+    scheduler = BatchScheduler(DEFAULT, max_running=4)
+    for _ in range(6):
+        scheduler.submit(SimRequest(16, 8))
+    assert scheduler.step().batch == 4 and len(scheduler.waiting) == 2

@@ -1,0 +1,74 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from console import config
+from console.remote.errors import UnknownHost
+
+EXAMPLE = Path(__file__).parent.parent / "pivot.example.toml"
+
+
+def _parse(text: str, tmp_path: Path) -> config.Config:
+    path = tmp_path / "pivot.toml"
+    path.write_text(text)
+    return config.load(path)
+
+
+def test_the_example_config_loads() -> None:
+    cfg = config.load(EXAMPLE)
+    assert cfg.default_host in cfg.hosts
+    gpu = cfg.host()
+    assert gpu.role == "gpu" and gpu.python
+    assert any(h.role == "hypervisor" and h.cleanup for h in cfg.hosts.values())
+
+
+def test_a_host_by_alias_and_overrides(tmp_path: Path) -> None:
+    cfg = _parse('[hosts.gpu1]\nssh = "gpu1-alias"\nport = 2222\njump = "bastion"\nkeepalive_s = 5\n', tmp_path)
+    host = cfg.host()  # the only host is the default
+    assert (host.target, host.port, host.jump, host.keepalive_s, host.role) == ("gpu1-alias", 2222, "bastion", 5.0, "gpu")
+    assert cfg.campaign_dir == tmp_path / "campaign"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[hosts.a]\nport = 'x'\n", "pivot.toml: hosts.a.port: expected an integer, got 'x'"),
+        ("[hosts.a]\nport = 70000\n", "pivot.toml: hosts.a.port: must be 1-65535, got 70000"),
+        ("[hosts.a]\nrole = 'db'\n", "pivot.toml: hosts.a.role: must be one of gpu, hypervisor, got 'db'"),
+        ("[hosts.a]\nhostnme = 'x'\n", "pivot.toml: hosts.a.hostnme: unknown key"),
+        ("[hosts.a]\ncleanup = [1]\n", "pivot.toml: hosts.a.cleanup: must be a list of strings"),
+        ("default_host = 'b'\n[hosts.a]\n", "pivot.toml: default_host: names no host in [hosts] ('b')"),
+        ("colour = 1\n", "pivot.toml: colour: unknown key"),
+        ("[hosts.a\n", "pivot.toml: not valid TOML"),
+        ("[hosts.a]\njump = 'a'\n", "pivot.toml: hosts.a.jump: a host cannot jump through itself"),
+    ],
+)
+def test_errors_name_the_file_and_key(text: str, message: str, tmp_path: Path) -> None:
+    with pytest.raises(config.ConfigError) as info:
+        _parse(text, tmp_path)
+    assert str(info.value).replace(str(tmp_path) + "/", "").startswith(message)
+    assert "\n" not in str(info.value)
+
+
+def test_search_order_prefers_explicit_then_env_then_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    monkeypatch.delenv("PIVOT_CONFIG", raising=False)
+    assert config.load().path is None
+    (tmp_path / "xdg" / "pivot").mkdir(parents=True)
+    (tmp_path / "xdg" / "pivot" / "pivot.toml").write_text("[hosts.user]\n")
+    assert list(config.load().hosts) == ["user"]
+    (tmp_path / "pivot.toml").write_text("[hosts.project]\n")
+    assert list(config.load().hosts) == ["project"]
+    (tmp_path / "env.toml").write_text("[hosts.env]\n")
+    monkeypatch.setenv("PIVOT_CONFIG", str(tmp_path / "env.toml"))
+    assert list(config.load().hosts) == ["env"]
+    assert list(config.load(tmp_path / "pivot.toml").hosts) == ["project"]
+
+
+def test_no_default_host_with_several_is_a_clear_error(tmp_path: Path) -> None:
+    cfg = _parse("[hosts.a]\n[hosts.b]\n", tmp_path)
+    with pytest.raises(UnknownHost, match="no host given"):
+        cfg.host()
