@@ -6,6 +6,7 @@ deliberately (ssh-keygen -R), as OpenSSH asks.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,9 +41,8 @@ async def fetch_key(spec: HostSpec) -> OfferedKey:
     """Ask the host for its key without authenticating; classify failures like a connect."""
     conn = Connection(spec)
     try:
-        key = await asyncssh.get_server_host_key(
-            spec.target, spec.port or (), tunnel=spec.jump or (), username=spec.user or (),
-            connect_timeout=spec.connect_timeout_s,
+        key = await asyncio.wait_for(
+            asyncssh.get_server_host_key(spec.target, spec.port or (), tunnel=spec.jump or ()), spec.connect_timeout_s
         )
     except Exception as e:
         raise conn._classify(e) from e

@@ -1,0 +1,59 @@
+"""The headless commands, run as the operator runs them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import HostProcess
+
+
+def pivot(*args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "console", *args], capture_output=True, text=True, input=input, timeout=60)
+
+
+def test_demo_serve_prints_an_ssh_line_and_a_config_line(sim_host_process: HostProcess) -> None:
+    assert sim_host_process.ssh.startswith("ssh -i ")
+    assert "UserKnownHostsFile=" in sim_host_process.ssh
+    assert 'default_host = "demo"' in sim_host_process.config_path.read_text()
+
+
+def test_ping_reaches_the_demo_host(sim_host_process: HostProcess) -> None:
+    result = pivot("--config", str(sim_host_process.config_path), "ping")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("demo: up, rtt ") and "Linux" in result.stdout
+
+
+def test_trust_pins_the_key_only_after_confirmation(sim_host_process: HostProcess, tmp_path: Path) -> None:
+    known = tmp_path / "known_hosts"
+    config = tmp_path / "pivot.toml"
+    config.write_text(sim_host_process.config_path.read_text().replace(str(sim_host_process.root / "known_hosts"), str(known)))
+    known.write_text("")
+
+    refused = pivot("--config", str(config), "ping")
+    assert refused.returncode == 2
+    assert refused.stderr.strip().startswith("pivot: demo: host key of 127.0.0.1:")
+    assert "pivot trust demo" in refused.stderr and "Traceback" not in refused.stderr
+
+    declined = pivot("--config", str(config), "trust", "demo", input="no\n")
+    assert declined.returncode == 1 and "SHA256:" in declined.stdout and known.read_text() == ""
+
+    accepted = pivot("--config", str(config), "trust", "demo", input="yes\n")
+    assert accepted.returncode == 0 and "added to" in accepted.stdout
+    assert known.read_text().startswith("[127.0.0.1]:")
+    assert pivot("--config", str(config), "ping").returncode == 0
+    assert "already trusted" in pivot("--config", str(config), "trust", "demo").stdout
+
+
+def test_a_bad_config_is_one_line_without_a_traceback(tmp_path: Path) -> None:
+    config = tmp_path / "pivot.toml"
+    config.write_text("[hosts.gpu1]\nport = 'twenty-two'\n")
+    result = pivot("--config", str(config), "config", "validate")
+    assert result.returncode == 2
+    assert result.stderr == f"pivot: {config}: hosts.gpu1.port: expected an integer, got 'twenty-two'\n"
+
+
+def test_unknown_host_name_is_one_line(sim_host_process: HostProcess) -> None:
+    result = pivot("--config", str(sim_host_process.config_path), "ping", "gpu9")
+    assert result.returncode == 2 and result.stderr == "pivot: gpu9: unknown host 'gpu9' (configured: demo)\n"

@@ -1,0 +1,129 @@
+"""The SSH layer against OpenSSH's own sshd on a loopback port (CI installs openssh-server)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import asyncssh
+import pytest
+
+from console.config import HostSpec
+from console.remote import Connection
+from console.remote.errors import HostKeyUnknown
+from tests.conftest import free_port, wait_for
+
+SSHD = shutil.which("sshd") or next((p for p in ("/usr/sbin/sshd", "/usr/local/sbin/sshd") if os.path.exists(p)), None)
+if SSHD is None and os.environ.get("CI"):
+    raise RuntimeError("CI must install openssh-server: the OpenSSH tests may not be skipped there")
+pytestmark = [pytest.mark.sshd, pytest.mark.skipif(SSHD is None, reason="OpenSSH sshd is not installed (CI installs openssh-server)")]
+
+
+class Sshd:
+    def __init__(self, root: Path, port: int, proc: subprocess.Popen[bytes], spec: HostSpec):
+        self.root, self.port, self.proc, self.spec = root, port, proc, spec
+
+
+@pytest.fixture
+def sshd(tmp_path: Path) -> Iterator[Sshd]:
+    root = tmp_path / "sshd"
+    root.mkdir(mode=0o700)
+    host_key = asyncssh.generate_private_key("ssh-ed25519")
+    host_key.write_private_key(str(root / "host_key"))
+    (root / "host_key").chmod(0o600)
+    client_key = asyncssh.generate_private_key("ssh-ed25519")
+    client_key.write_private_key(str(root / "client_key"))
+    (root / "client_key").chmod(0o600)
+    (root / "authorized_keys").write_bytes(client_key.export_public_key())
+    port = free_port()
+    (root / "known_hosts").write_text(f"[127.0.0.1]:{port} {host_key.export_public_key().decode().strip()}\n")
+    (root / "sshd_config").write_text(
+        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {root / 'host_key'}\nPidFile none\n"
+        f"AuthorizedKeysFile {root / 'authorized_keys'}\nStrictModes no\nUsePAM no\nPasswordAuthentication no\n"
+        "KbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\nAllowTcpForwarding yes\n"
+        "Subsystem sftp internal-sftp\nLogLevel ERROR\n"
+    )
+    if os.geteuid() == 0:
+        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege separation directory
+    proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(root / "sshd_config")], stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            with __import__("socket").create_connection(("127.0.0.1", port), timeout=0.5):
+                break
+        except OSError:
+            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else "sshd exited"
+            assert time.monotonic() < deadline, "sshd did not listen"
+            time.sleep(0.05)
+    import pwd
+
+    spec = HostSpec(
+        name="openssh", hostname="127.0.0.1", port=port, user=pwd.getpwuid(os.getuid()).pw_name,
+        identity=str(root / "client_key"), known_hosts=str(root / "known_hosts"),
+    )
+    yield Sshd(root, port, proc, spec)
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+@pytest.fixture
+async def conn(sshd: Sshd) -> AsyncIterator[Connection]:
+    c = Connection(sshd.spec)
+    yield c
+    await c.close()
+
+
+async def test_run_against_openssh(conn: Connection) -> None:
+    result = await conn.run(["sh", "-c", "echo out; echo err >&2; exit 4"])
+    assert (result.exit_status, result.stdout, result.stderr) == (4, "out\n", "err\n")
+    hostile = "a b; $(echo pwned) 'q' \"d\" \n`id`"
+    assert (await conn.run(["printf", "[%s]", hostile])).stdout == f"[{hostile}]"
+
+
+async def test_stream_and_stop_against_openssh(conn: Connection) -> None:
+    stream = await conn.stream(["sh", "-c", 'echo $$; while true; do echo tick; sleep 0.05; done'])
+    pid = int(await stream.readline() or 0)
+    assert [await stream.readline() for _ in range(3)] == ["tick"] * 3
+    await stream.stop()
+    await wait_for(lambda: not Path(f"/proc/{pid}").exists() or _zombie(pid))
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat[stat.rindex(")") + 2] == "Z"
+
+
+async def test_forward_and_upload_against_openssh(conn: Connection) -> None:
+    async def hello(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(b"hello from behind the forward\n")
+        writer.close()
+
+    server = await asyncio.start_server(hello, "127.0.0.1", 0)
+    forward = await conn.forward("127.0.0.1", server.sockets[0].getsockname()[1])
+    reader, writer = await asyncio.open_connection("127.0.0.1", forward.local_port)
+    assert await reader.readline() == b"hello from behind the forward\n"
+    writer.close()
+    forward.close()
+    server.close()
+    target = f"/tmp/pivot-openssh-upload-{os.getpid()}"
+    await conn.upload(b"payload", target, mode=0o600)
+    assert (await conn.run(["cat", target])).stdout == "payload"
+    await conn.run(["rm", "-f", target])
+
+
+async def test_openssh_unknown_key_is_refused(sshd: Sshd, tmp_path: Path) -> None:
+    (tmp_path / "empty").write_text("")
+    import dataclasses
+
+    conn = Connection(dataclasses.replace(sshd.spec, known_hosts=str(tmp_path / "empty")))
+    with pytest.raises(HostKeyUnknown):
+        await conn.connected(timeout=10)
+    await conn.close()
