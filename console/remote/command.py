@@ -14,7 +14,7 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 def shell_command(argv: Sequence[str], *, cwd: str | None = None, env: Mapping[str, str] | None = None) -> str:
-    """`cd CWD && exec env K=V ARGV...`, each piece quoted.
+    """`cd CWD && exec [env K=V] ARGV...`, each piece quoted.
 
     `exec` makes the remote program the channel's own process, so a signal or a
     closed channel reaches it and not an intermediate shell. A leading `~/` in
@@ -28,7 +28,9 @@ def shell_command(argv: Sequence[str], *, cwd: str | None = None, env: Mapping[s
             if not _ENV_NAME.match(name):
                 raise ValueError(f"invalid environment variable name: {name!r}")
         words = ["env", *(f"{k}={v}" for k, v in env.items()), *words]
-    line = "exec " + shlex.join(words)
+    # a program path from the config (e.g. python = "~/ml-env/bin/python3") may start at the remote home
+    program = quote_path(words[0]) if words[0].startswith("~/") else shlex.quote(words[0])
+    line = "exec " + " ".join([program, *(shlex.quote(w) for w in words[1:])])
     if cwd:
         line = f"cd {quote_path(cwd)} && {line}"
     return line

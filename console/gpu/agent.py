@@ -1,0 +1,335 @@
+#!/usr/bin/env python3
+"""pivot's telemetry agent: runs on the GPU host with the host's own python.
+
+Standard library only (nvitop is used when the host's python can import it),
+and Python 3.8 or newer, since it runs wherever the inference server runs.
+
+    agent.py sample [--interval S] [--source auto|nvitop|nvidia-smi] [--server-pidfile PATH] [--once]
+        First line: {"type": "hello", "v": 1, "source": ..., "pid": ..., "host": ...}
+        Then one line per interval: {"type": "sample", "v": 1, "t": ..., "gpus": [...], "procs": [...], "server": ...}
+        or {"type": "error", "v": 1, "kind": "no-driver" | "query-failed", "message": ...}, and it keeps trying.
+
+    agent.py kill [--grace S] PID:START_TICKS:MODE ...
+        MODE is "group" (signal the process group when the process leads one) or "single".
+        SIGTERM, then SIGKILL after the grace period; prints one JSON result per target.
+        A target whose start time no longer matches (a reused PID) is not signalled.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pwd
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+VERSION = 1
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+GPU_QUERY = "index,uuid,name,memory.used,memory.total,utilization.gpu,temperature.gpu,power.draw,power.limit"
+APP_QUERY = "pid,used_memory,gpu_uuid"
+
+
+class NoDriver(Exception):
+    pass
+
+
+def emit(obj: dict) -> None:
+    obj.setdefault("v", VERSION)
+    sys.stdout.write(json.dumps(obj, separators=(",", ":")) + "\n")
+    sys.stdout.flush()
+
+
+# -- /proc ---------------------------------------------------------------------
+def boot_time() -> float:
+    with open("/proc/stat") as f:
+        for line in f:
+            if line.startswith("btime "):
+                return float(line.split()[1])
+    return 0.0
+
+
+def proc_stat(pid: int) -> list[str] | None:
+    """Fields of /proc/PID/stat after the command name: [state, ppid, pgrp, ...]."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            stat = f.read()
+    except OSError:
+        return None
+    return stat[stat.rindex(")") + 2 :].split()
+
+
+def start_ticks(pid: int) -> int | None:
+    fields = proc_stat(pid)
+    return int(fields[19]) if fields else None
+
+
+def proc_details(pid: int, btime: float) -> dict:
+    fields = proc_stat(pid)
+    if fields is None:
+        # NVML reports host PIDs; inside a container they may not exist in our /proc
+        return {"visible": False}
+    ppid, pgid = int(fields[1]), int(fields[2])
+    try:
+        uid = os.stat("/proc/%d" % pid).st_uid
+        user = pwd.getpwuid(uid).pw_name
+    except (OSError, KeyError):
+        user = "?"
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            cmd = f.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()
+    except OSError:
+        cmd = ""
+    if not cmd:
+        try:
+            with open("/proc/%d/comm" % pid) as f:
+                cmd = "[%s]" % f.read().strip()
+        except OSError:
+            cmd = "?"
+    ticks = int(fields[19])
+    return {
+        "visible": True, "ppid": ppid, "pgid": pgid, "user": user, "state": fields[0], "cmd": cmd,
+        "start": round(btime + ticks / CLK_TCK, 2), "start_ticks": ticks,
+        "cpu_s": round((int(fields[11]) + int(fields[12])) / CLK_TCK, 2),
+        "parent_gone": ppid in (0, 1),
+        "leader_gone": pgid != pid and proc_stat(pgid) is None,
+    }
+
+
+def server_info(pidfile: str | None) -> dict | None:
+    if not pidfile:
+        return None
+    try:
+        with open(os.path.expanduser(pidfile)) as f:
+            pid = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    fields = proc_stat(pid)
+    alive = fields is not None and fields[0] != "Z"
+    return {"pid": pid, "alive": alive}
+
+
+# -- sources -------------------------------------------------------------------
+def _num(text: str):
+    text = text.strip()
+    if not text or text.startswith("[") or text in ("N/A", "Unknown Error"):
+        return None  # [N/A], [Not Supported], [Unknown Error]
+    try:
+        return float(text) if "." in text else int(text)
+    except ValueError:
+        return None
+
+
+class SmiSource:
+    name = "nvidia-smi"
+
+    def _query(self, query: str, kind: str) -> list[list[str]]:
+        try:
+            out = subprocess.run(
+                ["nvidia-smi", "--query-%s=%s" % (kind, query), "--format=csv,noheader,nounits"],
+                capture_output=True, text=True, timeout=10,
+            )
+        except FileNotFoundError:
+            raise NoDriver("nvidia-smi not found on PATH: no NVIDIA driver on this host") from None
+        except subprocess.TimeoutExpired:
+            raise RuntimeError("nvidia-smi did not answer within 10 s") from None
+        if out.returncode != 0:
+            message = (out.stderr or out.stdout).strip().splitlines()
+            text = message[0] if message else "exit status %d" % out.returncode
+            if "couldn't communicate with the NVIDIA driver" in text or "driver" in text.lower():
+                raise NoDriver(text)
+            raise RuntimeError("nvidia-smi: " + text)
+        return [[c.strip() for c in line.split(",")] for line in out.stdout.splitlines() if line.strip()]
+
+    def sample(self) -> tuple[list[dict], list[dict]]:
+        gpus = []
+        for row in self._query(GPU_QUERY, "gpu"):
+            if len(row) < 9:
+                continue
+            gpus.append({
+                "index": _num(row[0]), "uuid": row[1], "name": row[2], "mem_used_mib": _num(row[3]),
+                "mem_total_mib": _num(row[4]), "util_pct": _num(row[5]), "temp_c": _num(row[6]),
+                "power_w": _num(row[7]), "power_limit_w": _num(row[8]),
+            })
+        by_uuid = {g["uuid"]: g["index"] for g in gpus}
+        procs = []
+        for row in self._query(APP_QUERY, "compute-apps"):
+            if len(row) < 3 or _num(row[0]) is None:
+                continue
+            procs.append({"pid": _num(row[0]), "mem_mib": _num(row[1]), "gpu_uuid": row[2], "gpu": by_uuid.get(row[2])})
+        return gpus, procs
+
+
+class NvitopSource:
+    name = "nvitop"
+
+    def __init__(self) -> None:
+        import logging
+
+        from nvitop import Device, libnvml
+
+        libnvml.LOGGER.setLevel(logging.CRITICAL + 1)  # no banner on every call when the driver is missing
+        self.Device, self.libnvml = Device, libnvml
+
+    def sample(self) -> tuple[list[dict], list[dict]]:
+        try:
+            self.Device.count()  # raises when there is no driver; 0 is a driver with no GPUs
+        except self.libnvml.NVMLError as e:
+            raise NoDriver("NVML: %s" % e) from None
+        devices = self.Device.all()
+
+        def val(x, scale=1.0):
+            return None if x is None or str(x) == "N/A" else (round(x / scale, 1) if scale != 1 else x)
+
+        gpus, procs = [], []
+        for d in devices:
+            index, uuid = d.index, d.uuid()
+            gpus.append({
+                "index": index, "uuid": uuid, "name": d.name(),
+                "mem_used_mib": val(d.memory_used(), 1 << 20), "mem_total_mib": val(d.memory_total(), 1 << 20),
+                "util_pct": val(d.gpu_utilization()), "temp_c": val(d.temperature()),
+                "power_w": val(d.power_usage(), 1000), "power_limit_w": val(d.power_limit(), 1000),
+            })
+            for pid, p in d.processes().items():
+                procs.append({"pid": pid, "mem_mib": val(p.gpu_memory(), 1 << 20), "gpu_uuid": uuid, "gpu": index})
+        return gpus, procs
+
+
+def pick_source(wanted: str):
+    """nvitop when it imports and NVML answers; else nvidia-smi (auto), which reports a missing driver."""
+    if wanted in ("auto", "nvitop"):
+        try:
+            source = NvitopSource()
+            if wanted == "auto":
+                source.Device.count()
+            return source
+        except ImportError:
+            if wanted == "nvitop":
+                raise
+        except Exception:  # NVML cannot load: nvidia-smi may still work, and says why if not
+            pass
+    return SmiSource()
+
+
+def collect(source, btime: float, pidfile: str | None) -> dict:
+    gpus, procs = source.sample()
+    for p in procs:
+        p.update(proc_details(p["pid"], btime))
+    return {"type": "sample", "t": round(time.time(), 3), "gpus": gpus, "procs": procs, "server": server_info(pidfile)}
+
+
+def run_sample(args: argparse.Namespace) -> int:
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # the console went away: end quietly
+    source = pick_source(args.source)
+    emit({"type": "hello", "source": source.name, "pid": os.getpid(), "host": socket.gethostname(),
+          "interval": args.interval, "python": sys.version.split()[0]})
+    btime = boot_time()
+    while True:
+        started = time.monotonic()
+        try:
+            emit(collect(source, btime, args.server_pidfile))
+        except NoDriver as e:
+            emit({"type": "error", "kind": "no-driver", "message": str(e)})
+        except Exception as e:  # report and keep sampling: a transient failure must not end the stream
+            emit({"type": "error", "kind": "query-failed", "message": "%s: %s" % (type(e).__name__, e)})
+        if args.once:
+            return 0
+        time.sleep(max(0.0, args.interval - (time.monotonic() - started)))
+
+
+# -- kill ----------------------------------------------------------------------
+def _gone_or_zombie(pid: int, ticks: int) -> str | None:
+    fields = proc_stat(pid)
+    if fields is None or int(fields[19]) != ticks:
+        return "exited"
+    if fields[0] == "Z":
+        return "zombie"
+    return None
+
+
+def _signal(pid: int, sig: int, group: bool) -> str | None:
+    try:
+        if group:
+            os.killpg(pid, sig)
+        else:
+            os.kill(pid, sig)
+    except ProcessLookupError:
+        return "no-such-process"
+    except PermissionError:
+        return "permission-denied"
+    return None
+
+
+def kill_one(pid: int, ticks: int, mode: str, grace: float) -> dict:
+    result = {"pid": pid, "signals": []}
+    fields = proc_stat(pid)
+    if pid <= 1 or pid == os.getpid() or pid == os.getppid():
+        return dict(result, outcome="refused", detail="pid %d is never signalled" % pid)
+    if fields is None:
+        return dict(result, outcome="no-such-process", detail="already gone")
+    if int(fields[19]) != ticks:
+        return dict(result, outcome="reused", detail="pid %d now belongs to another process: not signalled" % pid)
+    result["ppid"] = int(fields[1])
+    if fields[0] == "Z":
+        return dict(result, outcome="zombie", detail="a zombie cannot be signalled; its parent %d must reap it" % int(fields[1]))
+    group = mode == "group" and int(fields[2]) == pid
+    result["group"] = group
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 2.0)):
+        error = _signal(pid, sig, group)
+        result["signals"].append(signal.Signals(sig).name[3:])
+        if error:
+            return dict(result, outcome=error, detail="%s: %s" % (signal.Signals(sig).name, error.replace("-", " ")))
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            state = _gone_or_zombie(pid, ticks)
+            if state:
+                outcome = "exited" if state == "exited" else "zombie"
+                detail = "ended by SIG%s" % result["signals"][-1]
+                if state == "zombie":
+                    parent = proc_stat(pid)
+                    detail = "exited but not reaped: its parent %s must reap it" % (parent[1] if parent else "?")
+                return dict(result, outcome=outcome, detail=detail)
+            time.sleep(0.05)
+    return dict(result, outcome="survived", detail="still running after SIGKILL (uninterruptible sleep?)")
+
+
+def run_kill(args: argparse.Namespace) -> int:
+    for target in args.targets:
+        try:
+            pid_s, ticks_s, mode = target.split(":")
+            pid, ticks = int(pid_s), int(ticks_s)
+        except ValueError:
+            emit({"type": "kill", "target": target, "outcome": "refused", "detail": "malformed target"})
+            continue
+        emit(dict(kill_one(pid, ticks, mode, args.grace), type="kill"))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="pivot-agent")
+    sub = parser.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("sample")
+    s.add_argument("--interval", type=float, default=1.0)
+    s.add_argument("--source", choices=["auto", "nvitop", "nvidia-smi"], default="auto")
+    s.add_argument("--server-pidfile")
+    s.add_argument("--once", action="store_true")
+    k = sub.add_parser("kill")
+    k.add_argument("--grace", type=float, default=5.0)
+    k.add_argument("targets", nargs="+")
+    args = parser.parse_args(argv)
+    if args.command == "sample":
+        if args.interval < 0.25:
+            parser.error("--interval must be at least 0.25 s")
+        return run_sample(args)
+    return run_kill(args)
+
+
+if __name__ == "__main__":
+    try:
+        raise SystemExit(main())
+    except KeyboardInterrupt:
+        raise SystemExit(130)

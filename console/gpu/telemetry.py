@@ -1,0 +1,146 @@
+"""Telemetry from the GPU host: the agent installed once, one long-lived SSH
+channel streaming its lines, parsed into typed samples. Local mode reads the
+console's own GPUs with nvitop in-process, with the same samples."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from console.config import HostSpec
+from console.gpu import agent
+from console.gpu.samples import AgentError, Hello, Sample, SampleParseError, parse_line
+from console.remote import Connection
+from console.remote.errors import RemoteError
+
+log = logging.getLogger(__name__)
+
+AGENT_SOURCE = Path(agent.__file__).read_bytes()
+AGENT_FILE = f"agent/pivot_agent_{hashlib.sha256(AGENT_SOURCE).hexdigest()[:12]}.py"
+SERVER_PIDFILE = "server.pid"  # in the host's workdir: the server pivot manages
+RETRY_S = 2.0
+
+
+@dataclass(frozen=True)
+class LinkDown:
+    """The stream is interrupted (connection down or agent gone); it restarts by itself."""
+
+    reason: str
+
+
+TelemetryEvent = Hello | Sample | AgentError | LinkDown
+
+
+class RemoteTelemetry:
+    def __init__(self, conn: Connection, spec: HostSpec, *, interval: float = 1.0):
+        self.conn, self.spec, self.interval = conn, spec, interval
+        self.hello: Hello | None = None
+
+    async def install(self) -> None:
+        """Upload the agent unless this exact version is already there (its name carries a hash)."""
+        present = await self.conn.run(["test", "-f", AGENT_FILE], cwd=self.spec.workdir)
+        if not present.ok:  # (also when the workdir does not exist yet: the upload creates it)
+            await self.conn.upload(AGENT_SOURCE, f"{self.spec.workdir.rstrip('/')}/{AGENT_FILE}", mode=0o755)
+
+    def _argv(self, *args: str) -> list[str]:
+        return [self.spec.python, AGENT_FILE, *args]
+
+    async def events(self) -> AsyncIterator[TelemetryEvent]:
+        """Hello, then samples, forever: across agent restarts and reconnects."""
+        while True:
+            try:
+                await self.conn.connected(timeout=3600)
+                await self.install()
+                stream = await self.conn.stream(
+                    self._argv("sample", "--interval", str(self.interval), "--server-pidfile", SERVER_PIDFILE),
+                    cwd=self.spec.workdir,
+                )
+            except RemoteError as e:
+                yield LinkDown(str(e))
+                await asyncio.sleep(RETRY_S)
+                continue
+            try:
+                async for line in stream:
+                    try:
+                        event = parse_line(line, self.hello.source if self.hello else "?")
+                    except SampleParseError as e:
+                        log.warning("%s: agent line skipped: %s", self.conn.host, e)
+                        continue
+                    if isinstance(event, Hello):
+                        self.hello = event
+                    yield event
+                why = "; ".join(stream.stderr_tail) or f"agent exited with status {stream.exit_status}"
+                yield AgentError("agent-exited", why)
+            except RemoteError as e:
+                yield LinkDown(str(e))
+            finally:
+                await stream.stop()
+            await asyncio.sleep(RETRY_S)
+
+    async def sample_once(self) -> Sample | AgentError:
+        await self.install()
+        result = await self.conn.run(
+            self._argv("sample", "--once", "--server-pidfile", SERVER_PIDFILE), cwd=self.spec.workdir, timeout=60
+        )
+        events = []
+        for line in result.stdout.splitlines():
+            event = parse_line(line)
+            if isinstance(event, Hello):
+                self.hello = event
+            events.append(event)
+        if not events:
+            return AgentError("agent-failed", result.stderr.strip().splitlines()[-1] if result.stderr.strip() else f"agent exited with status {result.exit_status}")
+        last = events[-1]
+        if isinstance(last, Sample) and self.hello:
+            last = Sample(last.t, last.gpus, last.procs, last.server, self.hello.source, last.received)
+        return last  # type: ignore[return-value]
+
+    async def kill(self, targets: list[str], grace_s: float) -> list[dict]:
+        """Run the agent's kill on the host; one result per target."""
+        await self.install()
+        result = await self.conn.run(self._argv("kill", "--grace", str(grace_s), *targets), cwd=self.spec.workdir,
+                                     timeout=grace_s * len(targets) + 30)
+        outcomes = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+        if not outcomes and not result.ok:
+            raise RemoteError(self.conn.host, f"kill failed: {result.stderr.strip() or result.exit_status}")
+        return outcomes
+
+
+class LocalTelemetry:
+    """`pivot --local`: this machine's GPUs through nvitop, in a thread so the event loop never waits on NVML."""
+
+    def __init__(self, *, interval: float = 1.0, pidfile: str | None = None):
+        self.interval = interval
+        self.pidfile = pidfile
+        self.hello: Hello | None = None
+
+    async def events(self) -> AsyncIterator[TelemetryEvent]:
+        import os
+        import socket
+
+        source = agent.NvitopSource()
+        btime = agent.boot_time()
+        self.hello = Hello("nvitop", os.getpid(), socket.gethostname(), self.interval, agent.VERSION)
+        yield self.hello
+        while True:
+            try:
+                raw = await asyncio.to_thread(agent.collect, source, btime, self.pidfile)
+                event = parse_line(json.dumps(raw), "nvitop")
+            except agent.NoDriver as e:
+                event = AgentError("no-driver", str(e))
+            except Exception as e:  # report and keep sampling, as the agent does
+                event = AgentError("query-failed", f"{type(e).__name__}: {e}")
+            yield event
+            await asyncio.sleep(self.interval)
+
+    async def kill(self, targets: list[str], grace_s: float) -> list[dict]:
+        results = []
+        for target in targets:
+            pid, ticks, mode = target.split(":")
+            results.append(await asyncio.to_thread(agent.kill_one, int(pid), int(ticks), mode, grace_s))
+        return results

@@ -1,0 +1,36 @@
+"""The campaign's event log: one JSON line per action, appended and synced as it happens."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+
+class EventLog:
+    def __init__(self, campaign_dir: Path):
+        self.path = campaign_dir / "events.jsonl"
+
+    def append(self, kind: str, **fields: Any) -> dict[str, Any]:
+        event = {"time": datetime.now(timezone.utc).isoformat(timespec="milliseconds"), "kind": kind, **fields}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(event, default=str) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        return event
+
+    def read(self) -> list[dict[str, Any]]:
+        try:
+            lines = self.path.read_text(encoding="utf-8").splitlines()
+        except FileNotFoundError:
+            return []
+        events = []
+        for line in lines:
+            try:
+                events.append(json.loads(line))
+            except ValueError:
+                continue  # a line cut by a crash mid-write: the rest of the log stands
+        return events
