@@ -58,6 +58,9 @@ class Config:
     default_host: str | None = None
     theme: str | None = None
     campaign_dir: Path = Path("campaign")
+    idle_threshold_mib: float = 1024.0  # a GPU holding less than this counts as idle
+    kill_grace_s: float = 5.0  # SIGTERM, then SIGKILL after this long
+    telemetry_interval_s: float = 1.0
 
     def host(self, name: str | None = None) -> HostSpec:
         from console.remote.errors import UnknownHost
@@ -77,7 +80,10 @@ _HOST_FIELDS: dict[str, type | tuple[type, ...]] = {
     "python": str, "workdir": str, "known_hosts": str, "identity": str,
     "keepalive_s": (int, float), "connect_timeout_s": (int, float), "cleanup": list, "env": dict,
 }
-_TOP_FIELDS = {"default_host": str, "theme": str, "campaign_dir": str, "hosts": dict}
+_TOP_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "default_host": str, "theme": str, "campaign_dir": str, "hosts": dict,
+    "idle_threshold_mib": (int, float), "kill_grace_s": (int, float), "telemetry_interval_s": (int, float),
+}
 _TYPE_NAMES = {str: "a string", int: "an integer", list: "a list", dict: "a table"}
 
 
@@ -135,7 +141,14 @@ def parse(path: Path, text: str) -> Config:
     campaign = Path(os.path.expanduser(data.get("campaign_dir", "campaign")))
     if not campaign.is_absolute():
         campaign = path.parent / campaign
-    return Config(path=path, hosts=hosts, default_host=default, theme=data.get("theme"), campaign_dir=campaign)
+    interval = float(data.get("telemetry_interval_s", 1.0))
+    if interval < 0.25:
+        raise ConfigError(path, "telemetry_interval_s", f"must be at least 0.25, got {interval:g}")
+    return Config(
+        path=path, hosts=hosts, default_host=default, theme=data.get("theme"), campaign_dir=campaign,
+        idle_threshold_mib=float(data.get("idle_threshold_mib", 1024)), kill_grace_s=float(data.get("kill_grace_s", 5)),
+        telemetry_interval_s=interval,
+    )
 
 
 def user_config_dir() -> Path:

@@ -78,11 +78,7 @@ def proc_details(pid: int, btime: float) -> dict:
         user = pwd.getpwuid(uid).pw_name
     except (OSError, KeyError):
         user = "?"
-    try:
-        with open("/proc/%d/cmdline" % pid, "rb") as f:
-            cmd = f.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()
-    except OSError:
-        cmd = ""
+    cmd = _cmdline(pid)
     if not cmd:
         try:
             with open("/proc/%d/comm" % pid) as f:
@@ -90,13 +86,28 @@ def proc_details(pid: int, btime: float) -> dict:
         except OSError:
             cmd = "?"
     ticks = int(fields[19])
-    return {
+    details = {
         "visible": True, "ppid": ppid, "pgid": pgid, "user": user, "state": fields[0], "cmd": cmd,
         "start": round(btime + ticks / CLK_TCK, 2), "start_ticks": ticks,
         "cpu_s": round((int(fields[11]) + int(fields[12])) / CLK_TCK, 2),
         "parent_gone": ppid in (0, 1),
         "leader_gone": pgid != pid and proc_stat(pgid) is None,
     }
+    if fields[0] == "Z":
+        # a zombie goes only when its parent reaps it or dies: pin the parent so it can be offered
+        parent = proc_stat(ppid)
+        if parent is not None and ppid > 1:
+            details["parent_start_ticks"] = int(parent[19])
+            details["parent_cmd"] = _cmdline(ppid)
+    return details
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            return f.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()
+    except OSError:
+        return ""
 
 
 def server_info(pidfile: str | None) -> dict | None:
@@ -286,13 +297,18 @@ def kill_one(pid: int, ticks: int, mode: str, grace: float) -> dict:
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
             state = _gone_or_zombie(pid, ticks)
+            if state == "zombie":
+                # it has exited; give its parent a moment to reap it before saying so
+                reap_deadline = time.monotonic() + 1.0
+                while state == "zombie" and time.monotonic() < reap_deadline:
+                    time.sleep(0.05)
+                    state = _gone_or_zombie(pid, ticks)
             if state:
-                outcome = "exited" if state == "exited" else "zombie"
                 detail = "ended by SIG%s" % result["signals"][-1]
                 if state == "zombie":
                     parent = proc_stat(pid)
-                    detail = "exited but not reaped: its parent %s must reap it" % (parent[1] if parent else "?")
-                return dict(result, outcome=outcome, detail=detail)
+                    detail += "; not yet reaped by its parent %s" % (parent[1] if parent else "?")
+                return dict(result, outcome="exited", detail=detail)
             time.sleep(0.05)
     return dict(result, outcome="survived", detail="still running after SIGKILL (uninterruptible sleep?)")
 

@@ -42,6 +42,13 @@ def plan_kill(sample: Sample, pids: Iterable[int], *, agent_pid: int | None, gro
     by_pid: dict[int, GpuProcess] = {}
     for proc in sample.procs:
         by_pid.setdefault(proc.pid, proc)  # a process on several GPUs is one target
+    for zombie in sample.procs:
+        # the parent of a zombie on the GPU list may be killed: it is the only way to free the zombie
+        if zombie.zombie and zombie.ppid and zombie.parent_start_ticks is not None and zombie.ppid not in by_pid:
+            by_pid[zombie.ppid] = GpuProcess(
+                pid=zombie.ppid, gpu=None, mem_mib=None, user=zombie.user, state="?", cmd=zombie.parent_cmd,
+                start_ticks=zombie.parent_start_ticks,
+            )
     targets, refused = [], []
     for pid in dict.fromkeys(pids):
         proc = by_pid.get(pid)
@@ -118,11 +125,6 @@ class ReleaseWatch:
         return [p for p in sample.procs if p.key in keys]
 
 
-def zombie_parents(sample: Sample, outcomes: Iterable[KillOutcome]) -> list[GpuProcess | int]:
+def zombie_parents(outcomes: Iterable[KillOutcome]) -> list[int]:
     """The parents to offer when a target is a zombie: a zombie goes only when its parent reaps it or dies."""
-    parents: list[GpuProcess | int] = []
-    by_pid = {p.pid: p for p in sample.procs}
-    for outcome in outcomes:
-        if outcome.outcome == "zombie" and outcome.ppid and outcome.ppid > 1:
-            parents.append(by_pid.get(outcome.ppid, outcome.ppid))
-    return parents
+    return list(dict.fromkeys(o.ppid for o in outcomes if o.outcome == "zombie" and o.ppid and o.ppid > 1))

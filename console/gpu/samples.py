@@ -49,6 +49,8 @@ class GpuProcess:
     parent_gone: bool = False
     leader_gone: bool = False
     server: bool = False  # part of the server the console manages
+    parent_start_ticks: int | None = None  # zombies only: to pin the parent that must reap it
+    parent_cmd: str = ""
 
     @property
     def zombie(self) -> bool:
@@ -155,6 +157,8 @@ def _proc(d: dict[str, Any], server: ServerRef | None) -> GpuProcess:
         state=str(d.get("state", "?")), cmd=str(d.get("cmd", "")), start=_num(d.get("start")),
         start_ticks=d.get("start_ticks") if isinstance(d.get("start_ticks"), int) else None,
         parent_gone=bool(d.get("parent_gone")), leader_gone=bool(d.get("leader_gone")), server=in_server,
+        parent_start_ticks=d.get("parent_start_ticks") if isinstance(d.get("parent_start_ticks"), int) else None,
+        parent_cmd=str(d.get("parent_cmd", "")),
     )
 
 

@@ -2,58 +2,174 @@
 
 from __future__ import annotations
 
+from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Container
+from textual.widget import Widget
 from textual.widgets import Footer
+from textual.worker import Worker, WorkerState
 
-from console.config import Config
-from console.remote import ConnectionEvent, HostPool
-from console.ui.messages import ConnectionChanged
+from console.config import Config, HostSpec
+from console.gpu.samples import AgentError, Sample
+from console.gpu.telemetry import LocalTelemetry, RemoteTelemetry
+from console.remote import HostPool
+from console.tasks.events import EventLog
+from console.ui.commands import PivotCommands
+from console.ui.messages import ConnectionChanged, TelemetryUpdate
+from console.ui.screens.help import HelpScreen
+from console.ui.themes import DEFAULT_THEME, VARIABLE_DEFAULTS, load_themes
+from console.ui.widgets.gpu.pane import GpuPane
+from console.ui.widgets.gpu.processes import ProcessTable
 from console.ui.widgets.host_status import HostStatus
 from console.ui.widgets.pending_pane import PendingPane
+
+PANES = ("gpus", "server", "tasks", "sweep")
 
 
 class PivotApp(App[None]):
     TITLE = "pivot"
     CSS_PATH = ["styles/app.tcss"]
+    COMMANDS = App.COMMANDS | {PivotCommands}
     BINDINGS = [
-        Binding("q", "quit", "Quit", id="quit"),
-        Binding("r", "reconnect", "Reconnect", id="reconnect", tooltip="Drop and re-establish the SSH connection"),
+        Binding("tab", "focus_next_pane", "Next pane", show=False, id="app.next", tooltip="Move the focus to the next pane"),
+        Binding("shift+tab", "focus_previous_pane", "Previous pane", show=False, id="app.previous", tooltip="Move the focus to the previous pane"),
+        Binding("1", "focus_pane('gpus')", "GPUs", show=False, id="app.gpus", tooltip="Focus the GPU pane"),
+        Binding("2", "focus_pane('server')", "Server", show=False, id="app.server", tooltip="Focus the Server pane"),
+        Binding("3", "focus_pane('tasks')", "Tasks", show=False, id="app.tasks", tooltip="Focus the Tasks pane"),
+        Binding("4", "focus_pane('sweep')", "Sweep", show=False, id="app.sweep", tooltip="Focus the Sweep pane"),
+        Binding("z", "toggle_zoom", "Zoom", id="app.zoom", tooltip="Show the focused pane on the whole screen, or all panes again"),
+        Binding("r", "reconnect", "Reconnect", show=False, id="app.reconnect", tooltip="Drop and re-establish the SSH connection"),
+        Binding("question_mark,f1", "help", "Help", id="app.help", tooltip="Every key, pane by pane"),
+        Binding("ctrl+p", "command_palette", "Palette", show=False, id="app.palette", tooltip="Commands for the current state"),
+        Binding("q", "quit", "Quit", id="app.quit", tooltip="Quit (the server and processes on the host are left as they are)"),
     ]
 
-    def __init__(self, config: Config, host: str, *, theme: str | None = None):
+    def __init__(self, config: Config, host: str | None, *, theme: str | None = None, readonly: bool = False):
+        """host None: local mode, this machine's GPUs through nvitop."""
         super().__init__()
         self.config = config
         self.host_name = host
+        self.readonly = readonly
         self.pool = HostPool(config)
-        self._requested_theme = theme
+        self.event_log = EventLog(config.campaign_dir)
+        self.telemetry: RemoteTelemetry | LocalTelemetry
+        if host is None:
+            self.telemetry = LocalTelemetry(interval=config.telemetry_interval_s, pidfile=None)
+        else:
+            self.telemetry = RemoteTelemetry(self.pool.get(host), config.host(host), interval=config.telemetry_interval_s)
+        themes, self.theme_errors = load_themes()
+        for t in themes:
+            self.register_theme(t)
+        wanted = theme or config.theme or DEFAULT_THEME
+        self._theme_problem = None if wanted in self.available_themes else f"unknown theme {wanted!r}; using {DEFAULT_THEME}"
+        self.theme = wanted if wanted in self.available_themes else DEFAULT_THEME
+
+    @property
+    def host_label(self) -> str:
+        return self.host_name or "local"
+
+    @property
+    def hypervisor(self) -> HostSpec | None:
+        return next((h for h in self.config.hosts.values() if h.role == "hypervisor" and h.cleanup), None)
+
+    @property
+    def gpu_pane(self) -> GpuPane | None:
+        panes = self.query(GpuPane)
+        return panes.first() if panes else None
+
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        return VARIABLE_DEFAULTS
 
     def compose(self) -> ComposeResult:
-        yield HostStatus(self.host_name, id="host-status")
+        yield HostStatus(self.host_label, id="host-status")
         with Container(id="panes"):
-            yield PendingPane("GPUs", "Per-GPU memory, utilization, temperature and power, and the processes that hold GPU memory.", id="gpus")
-            yield PendingPane("Server", "Launch profiles, start / stop / restart, readiness and the live server log.", id="server")
-            yield PendingPane("Tasks", "The campaign's task list, persisted and advanced by the console's actions.", id="tasks")
-            yield PendingPane("Sweep", "Concurrency sweeps drawn as they run, saved, and compared run against run.", id="sweep")
+            yield GpuPane(id="gpus")
+            yield PendingPane("Server", "Launch profiles, start / stop / restart, readiness and the live server log.", "pivot server …", id="server")
+            yield PendingPane("Tasks", "The campaign's task list, persisted and advanced by the console's actions.", "pivot tasks …", id="tasks")
+            yield PendingPane("Sweep", "Concurrency sweeps drawn as they run, saved, and compared run against run.", "pivot sweep …", id="sweep")
         yield Footer()
 
     def on_mount(self) -> None:
-        if self._requested_theme and self._requested_theme in self.available_themes:
-            self.theme = self._requested_theme
-        connection = self.pool.get(self.host_name)
-        connection.add_listener(lambda event: self.post_message(ConnectionChanged(event)))
-        connection.start()
+        for problem in [*self.theme_errors, *([self._theme_problem] if self._theme_problem else [])]:
+            self.notify(problem, title="Theme", severity="warning", timeout=8)
+        if self.host_name is not None:
+            connection = self.pool.get(self.host_name)
+            connection.add_listener(lambda event: self.post_message(ConnectionChanged(event)))
+        self.stream_telemetry()
+        self.query_one(ProcessTable).focus()
+
+    @work(exclusive=True, group="telemetry", exit_on_error=False)
+    async def stream_telemetry(self) -> None:
+        async for event in self.telemetry.events():
+            self.post_message(TelemetryUpdate(event))
 
     def on_connection_changed(self, message: ConnectionChanged) -> None:
         self.query_one(HostStatus).event = message.event
 
+    def on_telemetry_update(self, message: TelemetryUpdate) -> None:
+        status = self.query_one(HostStatus)
+        if isinstance(message.event, Sample):
+            status.sampled(message.event)
+        elif isinstance(message.event, AgentError):
+            status.problem = message.event.message if message.event.kind == "no-driver" else None
+        self.query_one(GpuPane).show(message.event)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """One place where a failed worker becomes something the operator sees."""
+        if event.state == WorkerState.ERROR and event.worker.error is not None:
+            error = event.worker.error
+            self.notify(str(error) or type(error).__name__, title=f"{event.worker.group} failed", severity="error", timeout=10)
+            if event.worker.group == "telemetry":
+                self.set_timer(2.0, self.stream_telemetry)  # telemetry never stays dead
+
+    # -- panes ----------------------------------------------------------------
+    def _pane_of(self, widget: Widget | None) -> Widget | None:
+        while widget is not None and widget.id not in PANES:
+            widget = widget.parent  # type: ignore[assignment]
+        return widget
+
+    def action_focus_pane(self, pane: str) -> None:
+        target = self.query_one(f"#{pane}")
+        if self.query_one("#panes").has_class("-zoomed"):
+            self._zoom(target)
+        focusable = [w for w in target.query("*") if w.focusable] if not target.focusable else [target]
+        (focusable[0] if focusable else target).focus()
+
+    def _cycle(self, step: int) -> None:
+        current = self._pane_of(self.focused)
+        index = PANES.index(current.id) if current is not None and current.id in PANES else -step
+        self.action_focus_pane(PANES[(index + step) % len(PANES)])
+
+    def action_focus_next_pane(self) -> None:
+        self._cycle(1)
+
+    def action_focus_previous_pane(self) -> None:
+        self._cycle(-1)
+
+    def _zoom(self, pane: Widget | None) -> None:
+        for p in self.query_one("#panes").children:
+            p.set_class(p is pane, "-zoom-target")
+
+    def action_toggle_zoom(self) -> None:
+        panes = self.query_one("#panes")
+        zoomed = not panes.has_class("-zoomed")
+        panes.set_class(zoomed, "-zoomed")
+        self._zoom(self._pane_of(self.focused) or self.query_one("#gpus") if zoomed else None)
+
     def action_reconnect(self) -> None:
-        self.pool.get(self.host_name).drop()
+        if self.host_name is not None:
+            self.pool.get(self.host_name).drop()
+
+    def action_help(self) -> None:
+        from console.ui.screens.confirm import Confirm
+
+        sections = [
+            ("Console", list(self.BINDINGS)),
+            ("GPU pane", [*GpuPane.BINDINGS, *ProcessTable.BINDINGS]),
+            ("Confirmations", list(Confirm.BINDINGS)),
+        ]
+        self.push_screen(HelpScreen(sections))  # type: ignore[arg-type]
 
     async def on_unmount(self) -> None:
         await self.pool.close()
-
-    @property
-    def connection_event(self) -> ConnectionEvent | None:
-        return self.query_one(HostStatus).event

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from textual.message import Message
 
+from console.gpu.telemetry import TelemetryEvent
 from console.remote import ConnectionEvent
 
 
@@ -14,3 +15,14 @@ class ConnectionChanged(Message):
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, ConnectionChanged) and message.event.host == self.event.host
+
+
+class TelemetryUpdate(Message):
+    """A line from the telemetry agent. A newer sample replaces an unprocessed older one."""
+
+    def __init__(self, event: TelemetryEvent):
+        super().__init__()
+        self.event = event
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, TelemetryUpdate) and type(message.event) is type(self.event)

@@ -1,4 +1,4 @@
-"""The top line: host, connection state with round-trip time, profile, server state."""
+"""The top line: host, connection state with round-trip time, telemetry source and staleness, server."""
 
 from __future__ import annotations
 
@@ -8,16 +8,18 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import Static
 
+from console.gpu.samples import Sample, ServerRef
 from console.remote import ConnectionEvent, ConnState
 
-_STYLE = {
-    ConnState.UP: "bold $success",
-    ConnState.CONNECTING: "$warning",
-    ConnState.RECONNECTING: "bold $warning",
-    ConnState.DOWN: "bold $error",
-    ConnState.FAILED: "bold $error",
-    ConnState.CLOSED: "$text-muted",
+_LOOK = {  # state -> (glyph, theme colour)
+    ConnState.UP: ("●", "success"),
+    ConnState.CONNECTING: ("◌", "warning"),
+    ConnState.RECONNECTING: ("◌", "warning"),
+    ConnState.DOWN: ("✕", "error"),
+    ConnState.FAILED: ("✕", "error"),
+    ConnState.CLOSED: ("○", "foreground"),
 }
+STALE_AFTER_S = 3.0
 
 
 class HostStatus(Static):
@@ -26,30 +28,51 @@ class HostStatus(Static):
     """
 
     event: reactive[ConnectionEvent | None] = reactive(None)
+    source: reactive[str | None] = reactive(None)
+    last_sample: reactive[float | None] = reactive(None)
+    server: reactive[ServerRef | None] = reactive(None)
+    problem: reactive[str | None] = reactive(None)
 
     def __init__(self, host: str, **kw: object):
         super().__init__(**kw)  # type: ignore[arg-type]
         self.host = host
 
     def on_mount(self) -> None:
-        self.set_interval(1.0, self.refresh)  # "reconnecting in N s" counts down
+        self.set_interval(1.0, self.refresh)  # the sample's age and "reconnecting in N s" count
+
+    def sampled(self, sample: Sample) -> None:
+        self.source, self.last_sample, self.server, self.problem = sample.source, sample.received, sample.server, None
+
+    def _colour(self, name: str) -> str:
+        return str(self.app.theme_variables.get(name, ""))
 
     def render(self) -> Text:
         text = Text.assemble(("pivot ", "bold"), (self.host, "bold"), " ")
         event = self.event
         if event is None:
-            return text.append("not connected")
-        style = self.app.theme_variables.get(_STYLE[event.state].split("$")[-1], "") if self.is_mounted else ""
-        bold = "bold " if "bold" in _STYLE[event.state] else ""
+            return text.append("not connected", "dim")
+        glyph, colour = _LOOK[event.state]
         label = {
-            ConnState.UP: f"● up {event.rtt_s * 1000:.0f} ms" if event.rtt_s is not None else "● up",
-            ConnState.CONNECTING: "◌ connecting…",
-            ConnState.RECONNECTING: f"◌ reconnecting in {max(0, (event.retry_in_s or 0) - (time.time() - event.at)):.0f} s",
-            ConnState.DOWN: "✕ down",
-            ConnState.FAILED: "✕ failed",
-            ConnState.CLOSED: "○ closed",
-        }[event.state]
-        text.append(label, f"{bold}{style}")
+            ConnState.UP: f"up {event.rtt_s * 1000:.0f} ms" if event.rtt_s is not None else "up",
+            ConnState.RECONNECTING: f"reconnecting in {max(0.0, (event.retry_in_s or 0) - (time.time() - event.at)):.0f} s",
+        }.get(event.state, str(event.state))
+        text.append(f"{glyph} {label}", f"bold {self._colour(colour)}")
         if event.reason and event.state != ConnState.UP:
-            text.append(f"  {event.reason}", "dim")
+            text.append(f" ({event.reason})", "dim")
+        text.append(" │ ", "dim")
+        if self.problem:
+            text.append(self.problem, self._colour("error"))
+        elif self.last_sample is None:
+            text.append("telemetry: waiting", "dim")
+        else:
+            age = time.time() - self.last_sample
+            stale = age > STALE_AFTER_S
+            text.append(f"{self.source} ", "dim")
+            text.append(f"{age:.0f} s ago", f"bold {self._colour('warning')}" if stale else "dim")
+        text.append(" │ ", "dim")
+        if self.server is None:
+            text.append("no managed server", "dim")
+        else:
+            text.append(f"server {self.server.pid} ", "")
+            text.append("running" if self.server.alive else "gone", self._colour("success" if self.server.alive else "error"))
         return text

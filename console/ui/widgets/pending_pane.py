@@ -10,6 +10,6 @@ class PendingPane(Static, can_focus=True):
     PendingPane { color: $text-muted; padding: 0 1; }
     """
 
-    def __init__(self, title: str, holds: str, *, id: str):
-        super().__init__(f"{holds}\n\nNot built yet.", id=id)
+    def __init__(self, title: str, holds: str, command: str, *, id: str):
+        super().__init__(f"{holds}\n\nNot built yet: this pane and `{command}` arrive with their own issue.", id=id)
         self.border_title = title

@@ -24,6 +24,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", metavar="PATH", help="pivot.toml to use (default: ./pivot.toml, then ~/.config/pivot/pivot.toml)")
     parser.add_argument("--host", metavar="NAME", help="host from the config (default: default_host)")
     parser.add_argument("--theme", metavar="NAME", help="theme for the console")
+    parser.add_argument("--local", action="store_true", help="this machine's GPUs through nvitop, no SSH")
+    parser.add_argument("--readonly", action="store_true", help="a console without any destructive action")
     parser.add_argument("-v", "--verbose", action="store_true", help="log to stderr (headless commands)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -39,6 +41,17 @@ def build_parser() -> argparse.ArgumentParser:
     trust = sub.add_parser("trust", help="show a host's key fingerprint and add it to known_hosts once you confirm")
     trust.add_argument("name", metavar="HOST")
     trust.add_argument("--yes", action="store_true", help="do not ask (only after checking the fingerprint another way)")
+
+    gpus = sub.add_parser("gpus", help="print the GPUs and the processes holding GPU memory")
+    gpus.add_argument("--watch", action="store_true", help="keep printing, one sample per interval")
+    gpus.add_argument("--json", action="store_true", help="one JSON object per sample")
+
+    kill = sub.add_parser("kill", help="kill GPU processes: SIGTERM, SIGKILL after a grace period, then watch the memory")
+    kill.add_argument("pids", metavar="PID", type=int, nargs="*")
+    kill.add_argument("--stray", action="store_true", help="every process holding GPU memory outside the managed server")
+    kill.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    kill.add_argument("--grace", type=float, metavar="S", help="seconds between SIGTERM and SIGKILL (default: kill_grace_s)")
+    kill.add_argument("--single", action="store_true", help="signal only the process, not its process group")
 
     ping = sub.add_parser("ping", help="connect to a host and report the round-trip time")
     ping.add_argument("name", metavar="HOST", nargs="?")
@@ -59,10 +72,22 @@ def main(argv: list[str] | None = None) -> int:
                 return asyncio.run(cmd_trust(args))
             case "ping":
                 return asyncio.run(cmd_ping(args))
+            case "gpus":
+                from console.cli.gpus import cmd_gpus
+
+                return asyncio.run(cmd_gpus(config.load(args.config), args.host, watch=args.watch, as_json=args.json, local=args.local))
+            case "kill":
+                from console.cli.gpus import cmd_kill
+
+                if bool(args.pids) == args.stray:
+                    print("pivot: kill takes PIDs or --stray (never a name pattern)", file=sys.stderr)
+                    return 2
+                return asyncio.run(cmd_kill(config.load(args.config), args.host, args.pids, stray=args.stray, yes=args.yes,
+                                            grace=args.grace, single=args.single, local=args.local))
             case "config":
                 return cmd_config(args)
             case _:
-                return run_console(config.load(args.config), args.host, args.theme)
+                return run_console(config.load(args.config), args.host, args.theme, local=args.local, readonly=args.readonly)
     except (config.ConfigError, RemoteError) as e:
         print(f"pivot: {e}", file=sys.stderr)
         return 2
@@ -70,11 +95,11 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-def run_console(cfg: config.Config, host: str | None, theme: str | None) -> int:
+def run_console(cfg: config.Config, host: str | None, theme: str | None, *, local: bool = False, readonly: bool = False) -> int:
     from console.ui.app import PivotApp  # Textual is imported only for the TUI
 
-    spec = cfg.host(host)  # fail on the terminal, before the screen opens
-    PivotApp(cfg, spec.name, theme=theme or cfg.theme).run()
+    name = None if local else cfg.host(host).name  # fail on the terminal, before the screen opens
+    PivotApp(cfg, name, theme=theme or cfg.theme, readonly=readonly).run()
     return 0
 
 
@@ -152,7 +177,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             print(f"pivot: the simulated host did not start; see {root / 'host.log'}", file=sys.stderr)
             return 1
         cfg = config.load(config_line.removeprefix("config: ").strip())
-        return run_console(cfg, "demo", args.theme)
+        return run_console(cfg, "demo", args.theme, readonly=args.readonly)
     finally:
         host_proc.send_signal(signal.SIGTERM)
         with contextlib.suppress(subprocess.TimeoutExpired):

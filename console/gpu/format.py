@@ -1,0 +1,63 @@
+"""Plain-text formatting of GPU data, shared by the TUI and the headless commands."""
+
+from __future__ import annotations
+
+from console.gpu.samples import GpuProcess, Sample
+
+BLOCKS = " ▏▎▍▌▋▊▉█"
+
+
+def gib(mib: float | None) -> str:
+    return "?" if mib is None else f"{mib / 1024:.1f}"
+
+
+def bar(fraction: float | None, width: int) -> str:
+    """A bar of `width` cells with eighth-cell resolution."""
+    if fraction is None:
+        return "?".center(width)
+    eighths = round(max(0.0, min(1.0, fraction)) * width * 8)
+    full, rest = divmod(eighths, 8)
+    return ("█" * full + (BLOCKS[rest] if rest else "")).ljust(width)
+
+
+def age(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    s = int(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+def flags(proc: GpuProcess) -> list[str]:
+    """What the operator must notice about a process, most important first."""
+    out = []
+    if not proc.visible:
+        out.append("host-pid")
+    if proc.zombie:
+        out.append("zombie")
+    if proc.orphan and not proc.zombie:
+        out.append("orphan")
+    out.append("server" if proc.server else "stray")
+    return out
+
+
+def idle_line(sample: Sample, threshold_mib: float) -> str:
+    """'all GPUs idle', or what still holds memory, short enough for one line."""
+    busy = sample.busy_gpus(threshold_mib)
+    if not busy:
+        return f"all GPUs idle (each below {gib(threshold_mib)} GiB)"
+    pids = {p.pid for p in sample.procs}
+    held = sum(g.mem_used_mib or 0 for g in busy)
+    if len(busy) > 2:
+        return f"{len(busy)} of {len(sample.gpus)} GPUs hold {gib(held)} GiB, {len(pids)} processes"
+    parts = []
+    for gpu in busy:
+        holders = sorted({p.pid for p in sample.procs if p.gpu == gpu.index})
+        who = ("pid " + ", ".join(map(str, holders[:2])) + (f" +{len(holders) - 2}" if len(holders) > 2 else "")) if holders else "no process listed"
+        parts.append(f"GPU {gpu.index} holds {gib(gpu.mem_used_mib)} GiB ({who})")
+    return "; ".join(parts)

@@ -1,0 +1,44 @@
+"""Command palette entries built from the current state (ctrl+p)."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import TYPE_CHECKING, cast
+
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+if TYPE_CHECKING:
+    from console.ui.app import PivotApp
+
+
+class PivotCommands(Provider):
+    def _commands(self) -> list[tuple[str, object, str]]:
+        app = cast("PivotApp", self.app)
+        commands: list[tuple[str, object, str]] = [
+            (f"focus {name}", partial(app.action_focus_pane, pane), f"move the focus to the {name} pane")
+            for pane, name in (("gpus", "GPUs"), ("server", "Server"), ("tasks", "Tasks"), ("sweep", "Sweep"))
+        ]
+        commands += [
+            ("zoom the focused pane", app.action_toggle_zoom, "show one pane on the whole screen, or all four again"),
+            ("reconnect", app.action_reconnect, "drop and re-establish the SSH connection"),
+            ("help: keys", app.action_help, "every key of every pane"),
+        ]
+        pane = app.gpu_pane
+        if pane is not None and pane.sample is not None and not app.readonly:
+            stray = len({p.pid for p in pane.sample.stray})
+            if stray:
+                commands.append((f"kill {stray} stray process{'es' if stray != 1 else ''}", pane.action_kill_stray,
+                                 "SIGTERM, then SIGKILL after the grace period, after a confirmation"))
+        for theme in sorted(app.available_themes):
+            commands.append((f"theme: {theme}", partial(setattr, app, "theme", theme), "switch the colour theme"))
+        return commands
+
+    async def discover(self) -> Hits:
+        for name, callback, help_text in self._commands():
+            yield DiscoveryHit(name, callback, help=help_text)  # type: ignore[arg-type]
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for name, callback, help_text in self._commands():
+            if (score := matcher.match(name)) > 0:
+                yield Hit(score, matcher.highlight(name), callback, help=help_text)  # type: ignore[arg-type]

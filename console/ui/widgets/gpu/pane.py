@@ -1,0 +1,195 @@
+"""The GPU pane: live telemetry, the processes holding memory, and the kill flow."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, cast
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.widgets import Static
+
+from console.gpu.format import idle_line
+from console.gpu.kill import KillOutcome, KillPlan, ReleaseWatch, plan_kill, zombie_parents
+from console.gpu.samples import AgentError, Hello, Sample
+from console.gpu.telemetry import LinkDown, TelemetryEvent
+from console.ui.screens.confirm_kill import ConfirmKill
+from console.ui.widgets.gpu.bars import GpuBars
+from console.ui.widgets.gpu.processes import ProcessTable
+
+if TYPE_CHECKING:
+    from console.ui.app import PivotApp
+
+RELEASE_TIMEOUT_S = 30.0
+
+
+class GpuPane(Vertical):
+    DEFAULT_CSS = """
+    GpuPane { padding: 0 1; }
+    GpuPane > #gpu-idle { height: 1; margin-top: 1; }
+    GpuPane > #gpu-status { height: auto; max-height: 4; color: $text-muted; }
+    GpuPane > ProcessTable { height: 1fr; min-height: 3; }
+    """
+    BINDINGS = [
+        Binding("k", "kill", "Kill", id="gpu.kill", tooltip="Kill the tagged processes (or the one under the cursor), after a confirmation"),
+        Binding("K", "kill_stray", "Kill stray", id="gpu.kill_stray", tooltip="Kill every stray process, after a confirmation"),
+        Binding("p", "kill_parent", "Kill parent", id="gpu.kill_parent", tooltip="Kill the parent that must reap a zombie, after a confirmation"),
+        Binding("c", "cleanup", "Cleanup", id="gpu.cleanup", tooltip="Run the hypervisor's cleanup command, after a confirmation"),
+    ]
+
+    def __init__(self, **kw: object):
+        super().__init__(**kw)  # type: ignore[arg-type]
+        self.border_title = "GPUs"
+        self.sample: Sample | None = None
+        self.hello: Hello | None = None
+        self.watch: ReleaseWatch | None = None
+        self.offered_parents: list[int] = []
+        self.kill_failed = False
+        self.messages: list[Text] = []
+
+    @property
+    def pivot(self) -> PivotApp:
+        return cast("PivotApp", self.app)
+
+    def compose(self) -> ComposeResult:
+        yield GpuBars(id="gpu-bars")
+        yield Static("", id="gpu-idle")
+        yield Static("", id="gpu-status")
+        yield ProcessTable(id="gpu-procs")
+
+    # -- telemetry ------------------------------------------------------------
+    def show(self, event: TelemetryEvent) -> None:
+        if isinstance(event, Hello):
+            self.hello = event
+            if event.outdated:
+                self.say(f"the agent on the host is older (v{event.version}) than this console expects", "warning")
+        elif isinstance(event, Sample):
+            self._show_sample(event)
+        elif isinstance(event, AgentError):
+            if event.kind == "no-driver":
+                self.query_one("#gpu-idle", Static).update(Text(f"No NVIDIA driver on this host: {event.message}", style="bold"))
+            else:
+                self.say(f"telemetry: {event.message}", "warning")
+        elif isinstance(event, LinkDown):
+            self.say(f"telemetry interrupted: {event.reason} (restarting)", "warning")
+
+    def _show_sample(self, sample: Sample) -> None:
+        self.sample = sample
+        self.query_one(GpuBars).update_sample(sample)
+        self.query_one(ProcessTable).update_sample(sample)
+        self.query_one("#gpu-idle", Static).update(self._idle_text(sample))
+        if self.watch is not None:
+            for message in self.watch.update(sample):
+                self.say(message, "success")
+            if self.watch.done:
+                self.watch = None
+            elif time.monotonic() - self.watch.started > RELEASE_TIMEOUT_S:
+                holders = ", ".join(f"pid {p.pid} ({p.state})" for p in self.watch.holders(sample)) or "?"
+                self.say(f"memory not released after {RELEASE_TIMEOUT_S:g} s on GPU "
+                         f"{', '.join(map(str, self.watch.pending))}: still held by {holders}", "error")
+                self.kill_failed = True
+                self.watch = None
+
+    def _idle_text(self, sample: Sample) -> Text:
+        threshold = self.pivot.config.idle_threshold_mib
+        text = idle_line(sample, threshold)
+        style = "success" if sample.idle(threshold) else "warning"
+        stray = len({p.pid for p in sample.stray})
+        self.border_subtitle = f"{stray} stray: K kills them" if stray and not self.pivot.readonly else ""
+        return Text(text, style=str(self.app.theme_variables.get(style, "")))
+
+    def say(self, message: str, level: str = "") -> None:
+        style = str(self.app.theme_variables.get(level, "")) if level else ""
+        self.messages = [*self.messages[-3:], Text(f"{time.strftime('%H:%M:%S')} {message}", style=style)]
+        self.query_one("#gpu-status", Static).update(Text("\n").join(self.messages))
+
+    # -- kill -----------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("kill", "kill_stray", "kill_parent", "cleanup") and self.pivot.readonly:
+            return False
+        if action == "kill_parent":
+            return bool(self.offered_parents)
+        if action == "cleanup":
+            return self.pivot.hypervisor is not None and self.kill_failed
+        return True
+
+    def action_kill(self) -> None:
+        self._confirm([p.pid for p in self.query_one(ProcessTable).selected()])
+
+    def action_kill_stray(self) -> None:
+        if self.sample is None:
+            return
+        stray = [p.pid for p in self.sample.stray]
+        if not stray:
+            self.notify("no stray processes", timeout=3)
+            return
+        self._confirm(stray, title=f"Kill all {len(set(stray))} stray processes?")
+
+    def action_kill_parent(self) -> None:
+        if self.offered_parents:
+            self._confirm(self.offered_parents, title="Kill the parent that must reap the zombie?")
+
+    def _confirm(self, pids: list[int], title: str | None = None) -> None:
+        if self.sample is None or not pids:
+            self.notify("nothing selected", severity="warning", timeout=3)
+            return
+        agent_pid = self.hello.pid if self.hello else None
+        plan = plan_kill(self.sample, pids, agent_pid=agent_pid)
+        if not plan.targets:
+            self.notify("\n".join(f"pid {r.pid}: {r.reason}" for r in plan.refused), title="Not killed", severity="error")
+            return
+        grace = self.pivot.config.kill_grace_s
+
+        def decided(confirmed: bool | None) -> None:
+            if confirmed:
+                self.run_kill(plan)
+            else:
+                self.say("kill cancelled: nothing was signalled")
+
+        self.app.push_screen(ConfirmKill(plan, grace, title), decided)
+
+    @work(exclusive=True, group="gpu-kill", exit_on_error=False)
+    async def run_kill(self, plan: KillPlan) -> None:
+        grace = self.pivot.config.kill_grace_s
+        self.say(f"SIGTERM to {', '.join(str(p.pid) for p in plan.targets)}; SIGKILL after {grace:g} s if needed")
+        self.offered_parents = []
+        self.kill_failed = False
+        self.watch = ReleaseWatch(plan)
+        outcomes = [KillOutcome.from_agent(d) for d in await self.pivot.telemetry.kill(plan.agent_targets(), grace)]
+        self.pivot.event_log.append("kill", host=self.pivot.host_label, pids=[p.pid for p in plan.targets],
+                                    signals=sorted({s for o in outcomes for s in o.signals}),
+                                    outcomes=[{"pid": o.pid, "outcome": o.outcome, "detail": o.detail} for o in outcomes])
+        for outcome in outcomes:
+            if not outcome.ended:
+                self.say(outcome.describe(), "error")
+        self.kill_failed = any(o.outcome in ("permission-denied", "survived") for o in outcomes)
+        self.offered_parents = zombie_parents(outcomes)
+        if self.offered_parents:
+            self.say(f"zombie: press p to kill its parent {', '.join(map(str, self.offered_parents))}, which must reap it", "warning")
+        if self.kill_failed and self.pivot.hypervisor is not None:
+            self.say(f"press c to run the cleanup command on {self.pivot.hypervisor.name}", "warning")
+        self.refresh_bindings()
+
+    def action_cleanup(self) -> None:
+        hypervisor = self.pivot.hypervisor
+        if hypervisor is None or not hypervisor.cleanup:
+            return
+        from console.ui.screens.confirm_kill import ConfirmCommand
+
+        def decided(confirmed: bool | None) -> None:
+            if confirmed:
+                self.run_cleanup()
+
+        self.app.push_screen(ConfirmCommand(hypervisor.name, list(hypervisor.cleanup)), decided)
+
+    @work(exclusive=True, group="gpu-cleanup", exit_on_error=False)
+    async def run_cleanup(self) -> None:
+        hypervisor = self.pivot.hypervisor
+        assert hypervisor is not None
+        result = await self.pivot.pool.get(hypervisor.name).run(list(hypervisor.cleanup), timeout=120)
+        self.pivot.event_log.append("cleanup", host=hypervisor.name, argv=list(hypervisor.cleanup), exit_status=result.exit_status)
+        last = (result.stderr or result.stdout).strip().splitlines()[-1:] or [""]
+        self.say(f"cleanup on {hypervisor.name}: exit {result.exit_status} {last[0]}", "success" if result.ok else "error")
