@@ -45,8 +45,9 @@ class PivotApp(App[None]):
         Binding("q", "quit", "Quit", id="app.quit", tooltip="Quit (the server and processes on the host are left as they are)"),
     ]
 
-    def __init__(self, config: Config, host: str | None, *, theme: str | None = None, readonly: bool = False):
-        """host None: local mode, this machine's GPUs through nvitop."""
+    def __init__(self, config: Config, host: str | None, *, theme: str | None = None, readonly: bool = False,
+                 telemetry: RemoteTelemetry | LocalTelemetry | None = None):
+        """host None: local mode, this machine's GPUs through nvitop (or the telemetry given)."""
         super().__init__()
         self.config = config
         self.host_name = host
@@ -54,7 +55,9 @@ class PivotApp(App[None]):
         self.pool = HostPool(config)
         self.event_log = EventLog(config.campaign_dir)
         self.telemetry: RemoteTelemetry | LocalTelemetry
-        if host is None:
+        if telemetry is not None:
+            self.telemetry = telemetry
+        elif host is None:
             self.telemetry = LocalTelemetry(interval=config.telemetry_interval_s, pidfile=None)
         else:
             self.telemetry = RemoteTelemetry(self.pool.get(host), config.host(host), interval=config.telemetry_interval_s)
