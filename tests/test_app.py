@@ -1,32 +1,169 @@
-"""The console over real SSH to the simulated host, driven with Textual's pilot."""
+"""The console driven with Textual's pilot: over real SSH to the simulated host, or on canned telemetry."""
 
 from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
 
 from console import config
 from console.remote import ConnState
 from console.sim.host import SimHost
 from console.ui.app import PivotApp
+from console.ui.screens.confirm_kill import ConfirmKill
+from console.ui.screens.help import HelpScreen
+from console.ui.widgets.gpu.pane import GpuPane
+from console.ui.widgets.gpu.processes import ProcessTable
 from console.ui.widgets.host_status import HostStatus
-from tests.conftest import wait_for
+from tests.conftest import HostProcess, free_port, wait_for
+from tests.fake_telemetry import FakeTelemetry
+
+
+def canned_app(tmp_path: Path, **kw: object) -> PivotApp:
+    cfg = config.Config(path=None, hosts={}, campaign_dir=tmp_path / "campaign")
+    return PivotApp(cfg, None, telemetry=FakeTelemetry(), **kw)  # type: ignore[arg-type]
 
 
 async def test_the_header_shows_the_connection_and_its_round_trip(sim_config: config.Config, sim_host: SimHost) -> None:
     app = PivotApp(sim_config, "demo")
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with app.run_test(size=(120, 30)) as pilot:
         status = app.query_one(HostStatus)
         await wait_for(lambda: status.event is not None and status.event.state == ConnState.UP)
+        await wait_for(lambda: status.last_sample is not None)
         await pilot.pause()
-        assert "demo ● up" in str(status.render()) and " ms" in str(status.render())
+        text = str(status.render())
+        assert "demo ● up" in text and " ms" in text and "nvidia-smi" in text and "no managed server" in text
         seen: list[ConnState] = []
         app.pool.get("demo").add_listener(lambda e: seen.append(e.state))
         sim_host.drop_clients()
         await wait_for(lambda: ConnState.DOWN in seen and seen[-1] == ConnState.UP, timeout=15)
+
+
+async def test_panes_not_built_yet_say_so(tmp_path: Path) -> None:
+    async with canned_app(tmp_path).run_test(size=(200, 50)) as pilot:
+        for pane, command in (("#server", "pivot server"), ("#tasks", "pivot tasks"), ("#sweep", "pivot sweep")):
+            text = str(pilot.app.query_one(pane).render())
+            assert "Not built yet" in text and command in text
+
+
+async def test_focus_moves_between_panes(tmp_path: Path) -> None:
+    async with canned_app(tmp_path).run_test(size=(80, 24)) as pilot:
+        app = pilot.app
+        assert isinstance(app.focused, ProcessTable)
+        await pilot.press("tab")
+        assert app.focused is app.query_one("#server")
+        await pilot.press("4")
+        assert app.focused is app.query_one("#sweep")
+        await pilot.press("shift+tab")
+        assert app.focused is app.query_one("#tasks")
+        await pilot.press("1")
+        assert isinstance(app.focused, ProcessTable)
+
+
+async def test_zoom_shows_one_pane_and_back(tmp_path: Path) -> None:
+    async with canned_app(tmp_path).run_test(size=(80, 24)) as pilot:
         await pilot.pause()
-        assert "demo ● up" in str(status.render())
+        await pilot.press("z")
+        assert pilot.app.query_one("#gpus").display and not pilot.app.query_one("#server").display
+        assert pilot.app.query_one(GpuPane).size.height >= 20  # eight GPUs and the table fit
+        await pilot.press("2")  # focusing another pane while zoomed zooms that one
+        assert pilot.app.query_one("#server").display and not pilot.app.query_one("#gpus").display
+        await pilot.press("z")
+        assert all(pilot.app.query_one(f"#{p}").display for p in ("gpus", "server", "tasks", "sweep"))
 
 
-async def test_panes_not_built_yet_say_so(sim_config: config.Config) -> None:
-    app = PivotApp(sim_config, "demo")
-    async with app.run_test(size=(200, 50)):
-        for pane in ("#gpus", "#server", "#tasks", "#sweep"):
-            assert "Not built yet." in str(app.query_one(pane).render())
+async def test_help_lists_every_key(tmp_path: Path) -> None:
+    async with canned_app(tmp_path).run_test(size=(100, 40)) as pilot:
+        await pilot.press("question_mark")
+        assert isinstance(pilot.app.screen, HelpScreen)
+        rows = pilot.app.screen.rows
+        text = " ".join(f"{keys} {what}" for _, keys, what in rows)
+        for words in ("K Kill every stray process", "space Tag or untag", "z Show the focused pane", "q Quit", "y Confirm"):
+            assert words in text, words
+        await pilot.press("escape")
+        assert not isinstance(pilot.app.screen, HelpScreen)
+
+
+async def test_themes_from_files_flag_and_palette(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    user_themes = tmp_path / "xdg" / "pivot" / "themes"
+    user_themes.mkdir(parents=True)
+    (user_themes / "mine.toml").write_text('name = "mine"\nprimary = "#ff00ff"\n')
+    (user_themes / "broken.toml").write_text('name = "broken"\nprimary = "not a colour"\n')
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    app = canned_app(tmp_path, theme="pivot-16")
+    async with app.run_test(size=(100, 30)) as pilot:
+        assert app.theme == "pivot-16"
+        assert {"pivot-dark", "pivot-light", "pivot-16", "mine"} <= set(app.available_themes)
+        assert any("broken.toml" in n.message for n in app._notifications)
+        await pilot.press("ctrl+p")
+        await pilot.press(*"theme: pivot-light")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.theme == "pivot-light"
+
+
+async def test_kill_dialog_cancel_then_confirm_on_canned_telemetry(tmp_path: Path) -> None:
+    app = canned_app(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        pane = app.query_one(GpuPane)
+        assert pane.border_subtitle == "3 stray: K kills them"
+        await pilot.press("K")
+        dialog = app.screen
+        assert isinstance(dialog, ConfirmKill)
+        assert [p.pid for p in dialog.plan.targets] == [2004, 2009, 2008]
+        assert app.focused is not None and app.focused.id == "cancel"
+        await pilot.press("enter")  # Enter on the fresh dialog cancels
+        assert not isinstance(app.screen, ConfirmKill) and app.telemetry.killed == []  # type: ignore[attr-defined]
+        await pilot.press("K", "y")
+        await wait_for(lambda: app.telemetry.killed)  # type: ignore[attr-defined]
+        assert app.telemetry.killed == [["2004:104:group", "2009:109:group", "2008:108:group"]]  # type: ignore[attr-defined]
+    log = (tmp_path / "campaign" / "events.jsonl").read_text()
+    assert '"kind": "kill"' in log and '"pids": [2004, 2009, 2008]' in log
+
+
+async def test_readonly_console_cannot_kill(tmp_path: Path) -> None:
+    app = canned_app(tmp_path, readonly=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("K", "k")
+        assert not isinstance(app.screen, ConfirmKill)
+        assert app.query_one(GpuPane).border_subtitle == ""
+
+
+async def test_local_mode_without_a_driver_says_so_once(tmp_path: Path) -> None:
+    cfg = config.Config(path=None, hosts={}, campaign_dir=tmp_path)
+    app = PivotApp(cfg, None)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(lambda: "No NVIDIA driver" in str(app.query_one("#gpu-idle").render()), timeout=10)
+        await pilot.pause()
+        assert "NVML" in str(app.query_one(HostStatus).render())
+
+
+async def test_operator_kills_the_zombies_a_killed_server_left(sim_host_process: HostProcess) -> None:
+    """The story: the server's main process dies, its workers and a zombie keep the memory,
+    the operator kills them from the pane after confirming, and the GPUs come back."""
+    cfg = sim_host_process.config
+    app = PivotApp(cfg, "demo")
+    async with app.run_test(size=(80, 24)) as pilot:
+        conn = app.pool.get("demo")
+        script = (f"setsid python3 -m console.sim.launch_server --model-path ~/models/kimi-k2.5-int4 --tp 8 "
+                  f"--port {free_port()} </dev/null >~/.pivot/server.log 2>&1 & echo $! > ~/.pivot/server.pid; cat ~/.pivot/server.pid")
+        main_pid = int((await conn.run(["sh", "-c", script])).stdout)
+        pane = app.query_one(GpuPane)
+        await wait_for(lambda: pane.sample is not None and len(pane.sample.procs) == 9, timeout=30)
+        assert not pane.sample.stray  # type: ignore[union-attr]
+        await conn.run(["kill", "-TERM", str(main_pid)])
+        await wait_for(lambda: pane.sample is not None and len(pane.sample.procs) == 3
+                       and any(p.zombie for p in pane.sample.procs), timeout=15)
+        table = app.query_one(ProcessTable)
+        await pilot.pause()
+        rendered = " ".join(str(table.get_row_at(i)) for i in range(table.row_count))
+        assert "zombie" in rendered and "orphan" in rendered and "stray" in rendered
+        await pilot.press("z", "K")
+        assert isinstance(app.screen, ConfirmKill)
+        await pilot.press("y")
+        await wait_for(lambda: "all GPUs idle" in str(app.query_one("#gpu-idle").render()), timeout=20)
+        status = str(app.query_one("#gpu-status").render())
+        assert "GPU 3:" in status and "GPU 7:" in status and "released in" in status

@@ -85,7 +85,7 @@ class PivotApp(App[None]):
         return VARIABLE_DEFAULTS
 
     def compose(self) -> ComposeResult:
-        yield HostStatus(self.host_label, id="host-status")
+        yield HostStatus(self.host_label, local=self.host_name is None, id="host-status")
         with Container(id="panes"):
             yield GpuPane(id="gpus")
             yield PendingPane("Server", "Launch profiles, start / stop / restart, readiness and the live server log.", "pivot server …", id="server")

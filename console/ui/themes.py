@@ -9,6 +9,7 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
+from textual.color import ColorParseError
 from textual.theme import Theme
 
 from console.config import user_config_dir
@@ -38,6 +39,6 @@ def load_themes(dirs: list[Path] | None = None) -> tuple[list[Theme], list[str]]
                 theme = Theme(**data)
                 theme.to_color_system()  # parse every colour now, not on first use
                 themes.append(theme)
-            except (OSError, ValueError, TypeError) as e:
+            except (OSError, ValueError, TypeError, ColorParseError) as e:
                 errors.append(f"{path}: {e}")
     return themes, errors

@@ -21,6 +21,7 @@ class HelpScreen(ModalScreen[None]):
     def __init__(self, sections: list[tuple[str, list[Binding]]]):
         super().__init__()
         self.sections = sections
+        self.rows: list[tuple[str, str, str]] = []  # (section, keys, what it does), as shown
 
     def compose(self) -> ComposeResult:
         with VerticalScroll():
@@ -32,6 +33,7 @@ class HelpScreen(ModalScreen[None]):
                 for b in bindings:
                     keys = ", ".join(self.app.get_key_display(Binding(k.strip(), "")) for k in b.key.split(","))
                     table.add_row(keys, b.tooltip or b.description)
+                    self.rows.append((title, keys, b.tooltip or b.description))
                 yield Static(table)
             yield Static("\nEsc closes this help.", classes="dim")
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import time
 
+from rich.style import Style
 from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import Static
 
 from console.gpu.samples import Sample, ServerRef
 from console.remote import ConnectionEvent, ConnState
+from console.ui.colours import theme_style
 
 _LOOK = {  # state -> (glyph, theme colour)
     ConnState.UP: ("●", "success"),
@@ -33,9 +35,10 @@ class HostStatus(Static):
     server: reactive[ServerRef | None] = reactive(None)
     problem: reactive[str | None] = reactive(None)
 
-    def __init__(self, host: str, **kw: object):
+    def __init__(self, host: str, *, local: bool = False, **kw: object):
         super().__init__(**kw)  # type: ignore[arg-type]
         self.host = host
+        self.local = local
 
     def on_mount(self) -> None:
         self.set_interval(1.0, self.refresh)  # the sample's age and "reconnecting in N s" count
@@ -43,22 +46,25 @@ class HostStatus(Static):
     def sampled(self, sample: Sample) -> None:
         self.source, self.last_sample, self.server, self.problem = sample.source, sample.received, sample.server, None
 
-    def _colour(self, name: str) -> str:
-        return str(self.app.theme_variables.get(name, ""))
+    def _colour(self, name: str, bold: bool = False) -> Style:
+        return theme_style(self.app, name, bold=bold)
 
     def render(self) -> Text:
         text = Text.assemble(("pivot ", "bold"), (self.host, "bold"), " ")
         event = self.event
-        if event is None:
-            return text.append("not connected", "dim")
-        glyph, colour = _LOOK[event.state]
-        label = {
-            ConnState.UP: f"up {event.rtt_s * 1000:.0f} ms" if event.rtt_s is not None else "up",
-            ConnState.RECONNECTING: f"reconnecting in {max(0.0, (event.retry_in_s or 0) - (time.time() - event.at)):.0f} s",
-        }.get(event.state, str(event.state))
-        text.append(f"{glyph} {label}", f"bold {self._colour(colour)}")
-        if event.reason and event.state != ConnState.UP:
-            text.append(f" ({event.reason})", "dim")
+        if self.local:
+            text.append("this machine, no SSH", "dim")
+        elif event is None:
+            text.append("not connected", "dim")
+        else:
+            glyph, colour = _LOOK[event.state]
+            label = {
+                ConnState.UP: f"up {event.rtt_s * 1000:.0f} ms" if event.rtt_s is not None else "up",
+                ConnState.RECONNECTING: f"reconnecting in {max(0.0, (event.retry_in_s or 0) - (time.time() - event.at)):.0f} s",
+            }.get(event.state, str(event.state))
+            text.append(f"{glyph} {label}", self._colour(colour, bold=True))
+            if event.reason and event.state != ConnState.UP:
+                text.append(f" ({event.reason})", "dim")
         text.append(" │ ", "dim")
         if self.problem:
             text.append(self.problem, self._colour("error"))
@@ -68,7 +74,7 @@ class HostStatus(Static):
             age = time.time() - self.last_sample
             stale = age > STALE_AFTER_S
             text.append(f"{self.source} ", "dim")
-            text.append(f"{age:.0f} s ago", f"bold {self._colour('warning')}" if stale else "dim")
+            text.append(f"{age:.0f} s ago", self._colour("warning", bold=True) if stale else "dim")
         text.append(" │ ", "dim")
         if self.server is None:
             text.append("no managed server", "dim")

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections import deque
 
+from rich.style import Style
 from rich.text import Text
 from textual.widget import Widget
 
 from console.gpu.format import bar, gib
 from console.gpu.samples import Gpu, Sample
+from console.ui.colours import theme_style
 
 SPARK = "▁▂▃▄▅▆▇█"
 HISTORY = 600  # samples kept: longer than any screen is wide
@@ -36,8 +38,13 @@ class GpuBars(Widget):
         self.styles.height = len(sample.gpus) or 1
         self.refresh(layout=True)
 
-    def _colour(self, name: str) -> str:
-        return str(self.app.theme_variables.get(name, ""))
+    def _colour(self, name: str) -> Style:
+        return theme_style(self.app, name)
+
+    def _bar(self, fraction: float | None, width: int, colour: Style) -> Text:
+        """The bar on a visible track, so that an empty GPU still shows its scale."""
+        track = theme_style(self.app, "panel").color
+        return Text(bar(fraction, width), style=colour + Style(bgcolor=track))
 
     def _line(self, gpu: Gpu, width: int) -> Text:
         """idx name │ temp │ power/cap │ MEM bar used/total │ UTIL bar pct │ history, as much as the width allows."""
@@ -56,18 +63,18 @@ class GpuBars(Widget):
             mem_w, util_w = 24, 12
             spark_w = width - fixed - mem_w - util_w - 3
             text.append(f"{name[:10]:<10} ", "dim").append(f"{temp} {power}{cap} ").append("MEM ")
-            text.append(bar(frac, mem_w), mem_style).append(f" {mem} UTIL ")
-            text.append(bar(util_frac, util_w), self._colour("success")).append(f" {util}")
+            text.append(self._bar(frac, mem_w, mem_style)).append(f" {mem} UTIL ")
+            text.append(self._bar(util_frac, util_w, self._colour("success"))).append(f" {util}")
             if spark_w >= 8:
                 text.append("  " + sparkline(list(self.history.get(gpu.index, ())), spark_w), self._colour("secondary"))
         elif width >= 60:
             mem_w = max(6, width - 3 - 7 - 5 - 6 - len(mem) - 2 - 6 - 1 - 5)
             text.append(f"{name[:6]:<6} ", "dim").append(f"{temp} {power} ")
-            text.append(bar(frac, mem_w), mem_style).append(f" {mem} ")
-            text.append(bar(util_frac, 6), self._colour("success")).append(f" {util}")
+            text.append(self._bar(frac, mem_w, mem_style)).append(f" {mem} ")
+            text.append(self._bar(util_frac, 6, self._colour("success"))).append(f" {util}")
         else:
             mem_w = max(4, width - 3 - len(mem) - 1 - 5 - 5 - 6)
-            text.append(bar(frac, mem_w), mem_style).append(f" {mem} {util} {temp} {power}")
+            text.append(self._bar(frac, mem_w, mem_style)).append(f" {mem} {util} {temp} {power}")
         text.truncate(width)
         return text
 

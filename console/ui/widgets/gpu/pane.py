@@ -16,6 +16,7 @@ from console.gpu.format import idle_line
 from console.gpu.kill import KillOutcome, KillPlan, ReleaseWatch, plan_kill, zombie_parents
 from console.gpu.samples import AgentError, Hello, Sample
 from console.gpu.telemetry import LinkDown, TelemetryEvent
+from console.ui.colours import theme_style
 from console.ui.screens.confirm_kill import ConfirmKill
 from console.ui.widgets.gpu.bars import GpuBars
 from console.ui.widgets.gpu.processes import ProcessTable
@@ -99,10 +100,10 @@ class GpuPane(Vertical):
         style = "success" if sample.idle(threshold) else "warning"
         stray = len({p.pid for p in sample.stray})
         self.border_subtitle = f"{stray} stray: K kills them" if stray and not self.pivot.readonly else ""
-        return Text(text, style=str(self.app.theme_variables.get(style, "")))
+        return Text(text, style=theme_style(self.app, style))
 
     def say(self, message: str, level: str = "") -> None:
-        style = str(self.app.theme_variables.get(level, "")) if level else ""
+        style = theme_style(self.app, level) if level else ""
         self.messages = [*self.messages[-3:], Text(f"{time.strftime('%H:%M:%S')} {message}", style=style)]
         self.query_one("#gpu-status", Static).update(Text("\n").join(self.messages))
 

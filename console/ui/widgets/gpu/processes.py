@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from rich.style import Style
 from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import DataTable
@@ -13,6 +14,7 @@ from textual.widgets.data_table import RowDoesNotExist
 
 from console.gpu.format import age, flags, gib
 from console.gpu.samples import GpuProcess, Sample
+from console.ui.colours import theme_style
 
 ProcKey = tuple[int, int | None]
 SORTS: list[tuple[str, Callable[[GpuProcess], Any], bool]] = [
@@ -46,8 +48,8 @@ class ProcessTable(DataTable[Text | str]):
     def sort_name(self) -> str:
         return SORTS[self.sort_index][0]
 
-    def _colour(self, name: str) -> str:
-        return str(self.app.theme_variables.get(name, ""))
+    def _colour(self, name: str) -> Style:
+        return theme_style(self.app, name)
 
     def _flags(self, proc: GpuProcess) -> Text:
         styles = {"zombie": "gpu-zombie", "orphan": "warning", "stray": "gpu-stray", "server": "success", "host-pid": "error"}

@@ -1,0 +1,49 @@
+"""A canned telemetry stream for UI tests and snapshots: eight GPUs after a server was killed
+without its group (two orphaned workers and a zombie holding memory), as the simulated host shows it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+
+from console.gpu.samples import Hello, parse_line
+from console.gpu.telemetry import TelemetryEvent
+
+MIB = 143771
+
+
+def canned_sample_line(now: float | None = None) -> str:
+    now = now or time.time()
+    gpus = []
+    for i in range(8):
+        used = {3: 126518, 7: 125494}.get(i, 0)
+        gpus.append({"index": i, "uuid": f"GPU-{i}", "name": "NVIDIA H200", "mem_used_mib": used, "mem_total_mib": MIB,
+                     "util_pct": 0, "temp_c": 35 if used else 32, "power_w": 115.0 if used else 75.0, "power_limit_w": 700.0})
+    base = {"visible": True, "user": "ml", "start": now - 3600, "parent_gone": False, "leader_gone": True, "pgid": 2000}
+    procs = [
+        {**base, "pid": 2004, "gpu": 3, "mem_mib": 125494, "ppid": 1, "parent_gone": True, "state": "S",
+         "cmd": "sglang::scheduler_TP3", "start_ticks": 104},
+        {**base, "pid": 2009, "gpu": 3, "mem_mib": 1024, "ppid": 2004, "state": "Z", "cmd": "[sglang::schedul]",
+         "start_ticks": 109, "parent_start_ticks": 104, "parent_cmd": "sglang::scheduler_TP3"},
+        {**base, "pid": 2008, "gpu": 7, "mem_mib": 125494, "ppid": 1, "parent_gone": True, "state": "S",
+         "cmd": "sglang::scheduler_TP7", "start_ticks": 108},
+    ]
+    return json.dumps({"type": "sample", "v": 1, "t": now, "gpus": gpus, "procs": procs, "server": {"pid": 2000, "alive": False}})
+
+
+class FakeTelemetry:
+    def __init__(self) -> None:
+        self.hello = Hello("nvidia-smi", 999, "gpu1", 1.0, 1)
+        self.killed: list[list[str]] = []
+
+    async def events(self) -> AsyncIterator[TelemetryEvent]:
+        yield self.hello
+        while True:
+            yield parse_line(canned_sample_line(), "nvidia-smi")
+            await asyncio.sleep(3600)
+
+    async def kill(self, targets: list[str], grace_s: float) -> list[dict]:
+        self.killed.append(targets)
+        return [{"pid": int(t.split(":")[0]), "outcome": "exited", "detail": "ended by SIGTERM", "signals": ["TERM"]} for t in targets]

@@ -1,0 +1,44 @@
+"""SVG snapshots of the console with eight GPUs (pytest --snapshot-update to accept a change you meant)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from console import config
+from console.ui.app import PivotApp
+from tests.fake_telemetry import FakeTelemetry
+
+
+def make_app(tmp_path: Path) -> PivotApp:
+    cfg = config.Config(path=None, hosts={}, campaign_dir=tmp_path / "campaign")
+    return PivotApp(cfg, None, telemetry=FakeTelemetry(), theme="pivot-dark")  # type: ignore[arg-type]
+
+
+async def settle(pilot) -> None:  # type: ignore[no-untyped-def]
+    await pilot.pause(0.3)
+    await pilot.pause()
+
+
+class TestGpuPane:
+    @pytest.mark.parametrize("size", [(80, 24), (200, 50)])
+    def test_four_panes(self, snap_compare, tmp_path: Path, size: tuple[int, int]) -> None:  # type: ignore[no-untyped-def]
+        assert snap_compare(make_app(tmp_path), terminal_size=size, run_before=settle)
+
+    @pytest.mark.parametrize("size", [(80, 24), (200, 50)])
+    def test_zoomed(self, snap_compare, tmp_path: Path, size: tuple[int, int]) -> None:  # type: ignore[no-untyped-def]
+        async def zoom(pilot) -> None:  # type: ignore[no-untyped-def]
+            await settle(pilot)
+            await pilot.press("z")
+            await pilot.pause()
+
+        assert snap_compare(make_app(tmp_path), terminal_size=size, run_before=zoom)
+
+    def test_kill_dialog(self, snap_compare, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+        async def ask(pilot) -> None:  # type: ignore[no-untyped-def]
+            await settle(pilot)
+            await pilot.press("K")
+            await pilot.pause()
+
+        assert snap_compare(make_app(tmp_path), terminal_size=(80, 24), run_before=ask)
