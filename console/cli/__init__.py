@@ -36,7 +36,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--time-scale", type=float, default=1.0, help="run the simulated server this many times faster")
     demo.add_argument("--server", choices=["eagle3", "baseline", "none"], default="eagle3",
                       help="simulated server already running on the host when the demo starts")
+    demo.add_argument("--no-traffic", dest="traffic", action="store_false",
+                      help="no background requests to the simulated server (GPUs stay at 0%% utilization)")
     demo.add_argument("--theme", metavar="NAME", default=argparse.SUPPRESS, help="theme for the console")
+    demo.add_argument("--readonly", action="store_true", default=argparse.SUPPRESS, help="a console without destructive actions")
 
     trust = sub.add_parser("trust", help="show a host's key fingerprint and add it to known_hosts once you confirm")
     trust.add_argument("name", metavar="HOST")
@@ -162,12 +165,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
     root = args.dir or Path(tempfile.mkdtemp(prefix="pivot-demo-"))
     if args.serve:
         host = SimHost(root, gpus=GpuSpec(count=args.gpus), time_scale=args.time_scale, subreaper=True)
-        asyncio.run(serve_forever(host, initial_server=args.server))
+        asyncio.run(serve_forever(host, initial_server=args.server, traffic=args.traffic))
         return 0
     # The host runs in its own process, as a remote host would: it adopts and reaps
     # the simulated server's orphans without touching the console's own children.
     argv = [sys.executable, "-m", "console", "demo", "--serve", "--dir", str(root), "--gpus", str(args.gpus),
-            "--time-scale", str(args.time_scale), "--server", args.server]
+            "--time-scale", str(args.time_scale), "--server", args.server, *([] if args.traffic else ["--no-traffic"])]
+    # a closed terminal or tmux window must still end the host and remove its files
+    signal.signal(signal.SIGHUP, lambda *_: sys.exit(129))
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     log = open(root / "host.log", "w")
     host_proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, text=True)
     try:

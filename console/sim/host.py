@@ -329,10 +329,16 @@ def free_port(preferred: int) -> int:
         return s.getsockname()[1]
 
 
-async def serve_forever(host: SimHost, announce: bool = True, initial_server: str = "none") -> None:
+async def serve_forever(host: SimHost, announce: bool = True, initial_server: str = "none", traffic: bool = False) -> None:
+    from console.sim import traffic as demo_traffic
+
     await host.start()
+    background = None
     if initial_server != "none":
-        host.start_server(initial_server, free_port(30000))
+        port = free_port(30000)
+        host.start_server(initial_server, port)
+        if traffic:
+            background = asyncio.create_task(demo_traffic.run(port))
     if announce:
         print(host.ssh_command, flush=True)
         print(f"config: {host.config_path}", flush=True)
@@ -343,6 +349,8 @@ async def serve_forever(host: SimHost, announce: bool = True, initial_server: st
     try:
         await stop.wait()
     finally:
+        if background:
+            background.cancel()
         await host.close()
 
 

@@ -53,7 +53,9 @@ class ProcessTable(DataTable[Text | str]):
 
     def _flags(self, proc: GpuProcess) -> Text:
         styles = {"zombie": "gpu-zombie", "orphan": "warning", "stray": "gpu-stray", "server": "success", "host-pid": "error"}
-        return Text(" ").join(Text(f, style=self._colour(styles[f])) for f in flags(proc))
+        joined = Text(" ").join(Text(f, style=self._colour(styles[f])) for f in flags(proc))
+        joined.justify = "left"
+        return joined
 
     def update_sample(self, sample: Sample) -> None:
         self.last_sample = sample
