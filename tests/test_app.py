@@ -167,3 +167,45 @@ async def test_operator_kills_the_zombies_a_killed_server_left(sim_host_process:
         await wait_for(lambda: "all GPUs idle" in str(app.query_one("#gpu-idle").render()), timeout=20)
         status = str(app.query_one("#gpu-status").render())
         assert "GPU 3:" in status and "GPU 7:" in status and "released in" in status
+
+
+class StubbornTelemetry(FakeTelemetry):
+    """The host refuses: one target is a zombie, the other may not be signalled by this user."""
+
+    async def kill(self, targets: list[str], grace_s: float) -> list[dict]:
+        self.killed.append(targets)
+        out = []
+        for t in targets:
+            pid = int(t.split(":")[0])
+            if pid == 2009:
+                out.append({"pid": pid, "outcome": "zombie", "detail": "its parent 2004 must reap it", "ppid": 2004, "signals": []})
+            else:
+                out.append({"pid": pid, "outcome": "permission-denied", "detail": "SIGTERM: permission denied", "signals": ["TERM"]})
+        return out
+
+
+async def test_a_zombie_offers_its_parent_and_a_failed_kill_offers_the_hypervisor_cleanup(
+        sim_config: config.Config, tmp_path: Path) -> None:
+    demo = sim_config.host("demo")
+    marker = tmp_path / "cleaned"
+    hypervisor = config.HostSpec(**{**demo.__dict__, "name": "hv", "role": "hypervisor",
+                                    "cleanup": ("sh", "-c", f"echo cleaned > {marker}")})
+    cfg = config.Config(path=None, hosts={"hv": hypervisor}, campaign_dir=tmp_path / "campaign")
+    app = PivotApp(cfg, None, telemetry=StubbornTelemetry())  # type: ignore[arg-type]
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        pane = app.query_one(GpuPane)
+        assert not app.query_one(GpuPane).check_action("kill_parent", ())
+        await pilot.press("K", "y")
+        await wait_for(lambda: pane.offered_parents == [2004])
+        status = str(app.query_one("#gpu-status").render())
+        assert "press p to kill its parent 2004" in status and "permission denied" in status
+        assert "press c to run the cleanup command on hv" in status
+        await pilot.press("p")
+        assert isinstance(app.screen, ConfirmKill)
+        assert [(p.pid, p.start_ticks) for p in app.screen.plan.targets] == [(2004, 104)]
+        await pilot.press("n", "c")
+        await pilot.pause()
+        await pilot.press("y")
+        await wait_for(marker.exists, timeout=15)
+        await wait_for(lambda: "cleanup on hv: exit 0" in str(app.query_one("#gpu-status").render()))
