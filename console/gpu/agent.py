@@ -325,6 +325,56 @@ def run_kill(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- checks for the server lifecycle -------------------------------------------
+def run_port(args: argparse.Namespace) -> int:
+    """Exit 0 when HOST:PORT can be bound (free), 1 when it is taken."""
+    sock = socket.socket(socket.AF_INET6 if ":" in args.host else socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.bind((args.host, args.port))
+    except OSError as e:
+        emit({"type": "port", "free": False, "detail": e.strerror or str(e)})
+        return 1
+    finally:
+        sock.close()
+    emit({"type": "port", "free": True})
+    return 0
+
+
+def run_help(args: argparse.Namespace) -> int:
+    """The launcher's --help, cached per launcher version (its argv and its program's mtime and size)."""
+    import hashlib
+    import shutil
+
+    program = shutil.which(args.launcher[0]) or args.launcher[0]
+    try:
+        st = os.stat(program)
+    except OSError as e:
+        emit({"type": "help", "ok": False, "detail": "%s: %s" % (program, e.strerror)})
+        return 1
+    key = hashlib.sha256(json.dumps([args.launcher, program, st.st_mtime, st.st_size]).encode()).hexdigest()[:16]
+    cache = os.path.join(args.cache_dir, key + ".txt")
+    cached = os.path.exists(cache)
+    if cached:
+        with open(cache) as f:
+            text = f.read()
+    else:
+        try:
+            out = subprocess.run(list(args.launcher) + ["--help"], capture_output=True, text=True, timeout=args.timeout)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            emit({"type": "help", "ok": False, "detail": str(e)})
+            return 1
+        text = out.stdout + out.stderr
+        if out.returncode != 0 or "--" not in text:
+            emit({"type": "help", "ok": False, "detail": "--help exited %d: %s" % (out.returncode, text.strip()[-300:])})
+            return 1
+        os.makedirs(args.cache_dir, exist_ok=True)
+        with open(cache + ".tmp", "w") as f:
+            f.write(text)
+        os.replace(cache + ".tmp", cache)
+    emit({"type": "help", "ok": True, "cached": cached, "text": text})
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="pivot-agent")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -336,7 +386,21 @@ def main(argv: list[str] | None = None) -> int:
     k = sub.add_parser("kill")
     k.add_argument("--grace", type=float, default=5.0)
     k.add_argument("targets", nargs="+")
+    p = sub.add_parser("port")
+    p.add_argument("host")
+    p.add_argument("port", type=int)
+    h = sub.add_parser("help")
+    h.add_argument("--cache-dir", default="help-cache")
+    h.add_argument("--timeout", type=float, default=180.0)
+    h.add_argument("launcher", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
+    if args.command == "port":
+        return run_port(args)
+    if args.command == "help":
+        args.launcher = args.launcher[1:] if args.launcher[:1] == ["--"] else args.launcher
+        if not args.launcher:
+            parser.error("help needs the launcher's argv")
+        return run_help(args)
     if args.command == "sample":
         if args.interval < 0.25:
             parser.error("--interval must be at least 0.25 s")

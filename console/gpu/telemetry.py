@@ -100,6 +100,15 @@ class RemoteTelemetry:
             last = Sample(last.t, last.gpus, last.procs, last.server, self.hello.source, last.received)
         return last  # type: ignore[return-value]
 
+    async def agent(self, *args: str, timeout: float = 60.0) -> tuple[int | None, list[dict]]:
+        """Run one of the agent's other subcommands (port, help); its exit status and JSON lines."""
+        await self.install()
+        result = await self.conn.run(self._argv(*args), cwd=self.spec.workdir, timeout=timeout)
+        lines = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+        if not lines and result.stderr.strip():
+            raise RemoteError(self.conn.host, f"agent {args[0]}: {result.stderr.strip().splitlines()[-1]}")
+        return result.exit_status, lines
+
     async def kill(self, targets: list[str], grace_s: float) -> list[dict]:
         """Run the agent's kill on the host; one result per target."""
         await self.install()

@@ -1,0 +1,357 @@
+"""The server pivot manages on a host: start, stop, restart, switch, and a state that is always true.
+
+On the host, in the workdir:
+    server.pid    the server's pid (the leader of its own session and process group)
+    server.log    its stdout and stderr (the previous run's is kept as server.log.1)
+    server.json   what pivot started: profile, argv, pid and start time, port, whether it was stopped
+
+A console started later reads these and adopts the server. Every observation
+is one SSH command (a constant script, no data in it) plus one HTTP request
+through a port forward to the server's own health endpoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import json
+import re
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+
+import httpx
+
+from console.config import HostSpec
+from console.gpu.format import idle_line
+from console.gpu.kill import KillOutcome
+from console.gpu.samples import AgentError, GpuProcess, Sample
+from console.gpu.telemetry import RemoteTelemetry
+from console.remote import Connection, PortForward
+from console.remote.errors import RemoteError
+from console.server.profiles import KINDS, Profile
+
+RECORD, PIDFILE, LOG = "server.json", "server.pid", "server.log"
+CRASH_TAIL = 50
+UNHEALTHY_AFTER = 3  # failed health checks in a row, with the process alive
+MARK = "---pivot---"
+# One probe per poll: the record, the process's /proc stat, the last log line. Constant: no data in it.
+PROBE = f'cat {RECORD} 2>/dev/null; echo; echo {MARK}; p=$(cat {PIDFILE} 2>/dev/null); ' \
+        f'[ -n "$p" ] && cat /proc/$p/stat 2>/dev/null; echo; echo {MARK}; tail -n 1 {LOG} 2>/dev/null'
+# Detached start: its own session, no inherited descriptors (a process holding the channel's makes SSH hang).
+START = f'[ -f {LOG} ] && mv -f {LOG} {LOG}.1; setsid "$@" </dev/null >{LOG} 2>&1 & p=$!; echo $p > {PIDFILE}; echo $p'
+
+
+class ServerState(enum.StrEnum):
+    STOPPED = "stopped"
+    STARTING = "starting"
+    READY = "ready"
+    UNHEALTHY = "unhealthy"
+    CRASHED = "crashed"
+    STOPPING = "stopping"
+
+
+@dataclass(frozen=True)
+class ServerRecord:
+    profile: str
+    argv: list[str]
+    pid: int
+    start_ticks: int | None
+    started: float
+    host: str
+    port: int
+    kind: str
+    stopped: bool = False
+
+    @classmethod
+    def parse(cls, text: str) -> ServerRecord | None:
+        try:
+            data = json.loads(text)
+            return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+        except (ValueError, TypeError, KeyError):
+            return None
+
+
+@dataclass(frozen=True)
+class ServerStatus:
+    state: ServerState
+    profile: str | None = None
+    pid: int | None = None
+    started: float | None = None
+    ready_at: float | None = None
+    last_line: str = ""
+    detail: str = ""
+    log_tail: tuple[str, ...] = ()
+    model: str | None = None
+    at: float = field(default_factory=time.time)
+
+    def describe(self) -> str:
+        what = f"{self.state}"
+        if self.profile:
+            what += f" {self.profile}"
+        if self.pid:
+            what += f" (pid {self.pid})"
+        if self.state == ServerState.STARTING and self.started:
+            what += f", {time.time() - self.started:.0f} s"
+        if self.state == ServerState.READY and self.ready_at:
+            what += f", up {_duration(time.time() - self.ready_at)}"
+        if self.detail:
+            what += f": {self.detail}"
+        return what
+
+
+def _duration(seconds: float) -> str:
+    s = int(seconds)
+    return f"{s}s" if s < 60 else f"{s // 60}m{s % 60:02d}s" if s < 3600 else f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    warning: bool = False  # passed, but worth reading
+
+
+class LifecycleError(Exception):
+    """A refused action, with one line the operator can read."""
+
+
+class PreflightFailed(LifecycleError):
+    def __init__(self, checks: list[Check]):
+        self.checks = checks
+        failed = [c for c in checks if not c.ok]
+        super().__init__("; ".join(f"{c.name}: {c.detail}" for c in failed) + " (start with force to override)")
+
+
+@dataclass(frozen=True)
+class StopReport:
+    outcomes: tuple[KillOutcome, ...]
+    leftovers: tuple[GpuProcess, ...]  # processes of the server's group still holding GPU memory
+
+    def describe(self) -> str:
+        if not self.leftovers:
+            return "stopped; no process of its group holds GPU memory"
+        pids = ", ".join(str(p.pid) for p in self.leftovers)
+        return f"stopped, but {len(self.leftovers)} process(es) of its group still hold GPU memory ({pids}): kill them from the GPU pane"
+
+
+def known_flags(help_text: str) -> tuple[set[str], set[str]]:
+    """Flags a launcher's --help names, and those it calls deprecated."""
+    flags = set(re.findall(r"--([A-Za-z0-9][A-Za-z0-9_-]*)", help_text))
+    deprecated = {f for line in help_text.splitlines() if "deprecat" in line.lower()
+                  for f in re.findall(r"--([A-Za-z0-9][A-Za-z0-9_-]*)", line)}
+    return flags, deprecated
+
+
+class ServerLifecycle:
+    def __init__(self, conn: Connection, spec: HostSpec, agent: RemoteTelemetry, *, idle_threshold_mib: float,
+                 grace_s: float):
+        self.conn, self.spec, self.agent = conn, spec, agent
+        self.idle_threshold_mib, self.grace_s = idle_threshold_mib, grace_s
+        self.status = ServerStatus(ServerState.STOPPED)
+        self._listeners: list[Callable[[ServerStatus], None]] = []
+        self._home: str | None = None
+        self._forward: PortForward | None = None
+        self._health_failures = 0
+        self._stopping = False
+        self._crash_for: int | None = None  # pid whose crash tail was already read
+
+    # -- observation ----------------------------------------------------------
+    def add_listener(self, callback: Callable[[ServerStatus], None]) -> None:
+        self._listeners.append(callback)
+
+    def _set(self, status: ServerStatus) -> ServerStatus:
+        changed = (status.state, status.profile, status.pid, status.last_line, status.detail) != (
+            self.status.state, self.status.profile, self.status.pid, self.status.last_line, self.status.detail)
+        self.status = status
+        if changed:
+            for callback in list(self._listeners):
+                callback(status)
+        return status
+
+    async def poll(self) -> ServerStatus:
+        """Look at the host once and update the state."""
+        out = (await self.conn.run(["sh", "-c", PROBE], cwd=self.spec.workdir, timeout=20)).stdout
+        record_text, stat_text, last_line = (out.split(f"{MARK}\n") + ["", "", ""])[:3]
+        record = ServerRecord.parse(record_text)
+        last_line = last_line.strip()
+        if record is None:
+            return self._set(ServerStatus(ServerState.STOPPED))
+        base = ServerStatus(ServerState.STOPPED, record.profile, record.pid, record.started, self.status.ready_at,
+                            last_line, model=self.status.model)
+        fields = stat_text.strip().rsplit(")", 1)[-1].split() if stat_text.strip() else []
+        alive = bool(fields) and fields[0] != "Z" and (record.start_ticks is None or int(fields[19]) == record.start_ticks)
+        if not alive:
+            self._forget_forward()
+            if record.stopped or self._stopping:
+                return self._set(replace(base, state=ServerState.STOPPED, ready_at=None))
+            if self._crash_for != record.pid:
+                self._crash_for = record.pid
+                tail = await self.log_tail(CRASH_TAIL)
+                return self._set(replace(base, state=ServerState.CRASHED, ready_at=None, log_tail=tuple(tail),
+                                         detail="the process ended without a stop"))
+            return self._set(replace(base, state=ServerState.CRASHED, ready_at=None, log_tail=self.status.log_tail,
+                                     detail=self.status.detail))
+        if self._stopping:
+            return self._set(replace(base, state=ServerState.STOPPING))
+        healthy, why = await self._health(record)
+        if healthy:
+            self._health_failures = 0
+            ready_at = self.status.ready_at if self.status.state in (ServerState.READY, ServerState.UNHEALTHY) else time.time()
+            model = self.status.model or await self._model_name(record)
+            return self._set(replace(base, state=ServerState.READY, ready_at=ready_at, model=model, last_line=last_line))
+        if self.status.state in (ServerState.READY, ServerState.UNHEALTHY):
+            self._health_failures += 1
+            if self._health_failures >= UNHEALTHY_AFTER:
+                return self._set(replace(base, state=ServerState.UNHEALTHY, detail=why))
+            return self._set(replace(base, state=self.status.state))
+        return self._set(replace(base, state=ServerState.STARTING, ready_at=None))
+
+    async def _health(self, record: ServerRecord) -> tuple[bool, str]:
+        try:
+            if self._forward is None or self._forward.remote_port != record.port:
+                self._forget_forward()
+                self._forward = await self.conn.forward("127.0.0.1", record.port)
+            async with httpx.AsyncClient(base_url=self._forward.url, timeout=5.0) as client:
+                response = await client.get(KINDS[record.kind][0])
+            return response.status_code == 200, f"health answered {response.status_code}"
+        except (httpx.HTTPError, RemoteError, OSError) as e:
+            return False, f"health check failed: {type(e).__name__}"
+
+    async def _model_name(self, record: ServerRecord) -> str | None:
+        if self._forward is None:
+            return None
+        with contextlib.suppress(httpx.HTTPError, ValueError, KeyError, IndexError):
+            async with httpx.AsyncClient(base_url=self._forward.url, timeout=5.0) as client:
+                if record.kind == "sglang":
+                    return (await client.get("/model_info")).json()["model_path"]
+                return (await client.get("/v1/models")).json()["data"][0]["id"]
+        return None
+
+    def _forget_forward(self) -> None:
+        if self._forward is not None:
+            self._forward.close()
+            self._forward = None
+
+    async def log_tail(self, lines: int = CRASH_TAIL) -> list[str]:
+        result = await self.conn.run(["tail", "-n", str(lines), LOG], cwd=self.spec.workdir, timeout=20)
+        return result.stdout.splitlines()
+
+    async def follow_log(self, lines: int = 200):  # type: ignore[no-untyped-def]
+        """A stream of the log's lines (`tail -F`: it survives the rotation at the next start)."""
+        return await self.conn.stream(["tail", "-n", str(lines), "-F", LOG], cwd=self.spec.workdir)
+
+    # -- checks ---------------------------------------------------------------
+    async def home(self) -> str:
+        if self._home is None:
+            self._home = (await self.conn.run(["sh", "-c", 'printf %s "$HOME"'])).stdout
+        return self._home
+
+    async def _expand(self, path: str) -> str:
+        return f"{await self.home()}/{path[2:]}" if path.startswith("~/") else path
+
+    async def resolved_argv(self, profile: Profile) -> list[str]:
+        """The profile's argv with the remote home put in for a leading ~/ in the program and paths."""
+        home = await self.home()
+        return [f"{home}/{a[2:]}" if a.startswith("~/") else a for a in profile.argv()]
+
+    async def preflight(self, profile: Profile) -> list[Check]:
+        argv = await self.resolved_argv(profile)
+        checks = []
+        which = await self.conn.run(["sh", "-c", 'command -v "$1"', "sh", argv[0]])
+        checks.append(Check("launcher", which.ok, which.stdout.strip() or f"{argv[0]} not found on the host"))
+        model = await self._expand(profile.model_path)
+        exists = await self.conn.run(["test", "-e", model])
+        checks.append(Check("model path", exists.ok, model if exists.ok else f"{model} does not exist on the host"))
+        sample = await self.agent.sample_once()
+        if isinstance(sample, AgentError):
+            checks.append(Check("GPUs idle", False, f"cannot read the GPUs: {sample.message}"))
+        else:
+            idle = sample.idle(self.idle_threshold_mib)
+            checks.append(Check("GPUs idle", idle, idle_line(sample, self.idle_threshold_mib)))
+        status, lines = await self.agent.agent("port", profile.host, str(profile.port))
+        free = status == 0
+        checks.append(Check("port free", free, f"{profile.host}:{profile.port} " + ("is free" if free else
+                            f"is in use ({lines[0].get('detail', '') if lines else ''})")))
+        checks.append(await self._check_flags(profile, argv))
+        return checks
+
+    async def _check_flags(self, profile: Profile, argv: list[str]) -> Check:
+        launcher = argv[: len(profile.launcher)]
+        try:
+            status, lines = await self.agent.agent("help", "--cache-dir", "help-cache", "--", *launcher, timeout=240)
+        except RemoteError as e:
+            return Check("flags known", False, str(e))
+        if status != 0 or not lines or not lines[-1].get("ok"):
+            return Check("flags known", False, f"cannot read the launcher's --help: {lines[-1].get('detail') if lines else status}")
+        known, deprecated = known_flags(lines[-1]["text"])
+        wanted = [*profile.flags, "host", "port"] + (["model-path"] if KINDS[profile.kind][2] else [])
+        unknown = [f for f in wanted if f not in known]
+        old = [f for f in wanted if f in deprecated]
+        if unknown:
+            return Check("flags known", False, "unknown to this launcher: " + ", ".join(f"--{f}" for f in unknown))
+        if old:
+            return Check("flags known", True, "deprecated: " + ", ".join(f"--{f}" for f in old), warning=True)
+        return Check("flags known", True, f"all {len(wanted)} flags known to the launcher")
+
+    # -- actions --------------------------------------------------------------
+    async def start(self, profile: Profile, *, force: bool = False) -> list[Check]:
+        current = await self.poll()
+        if current.state in (ServerState.STARTING, ServerState.READY, ServerState.UNHEALTHY, ServerState.STOPPING):
+            raise LifecycleError(f"a server is already {current.state} ({current.profile}, pid {current.pid}): stop it or switch")
+        checks = await self.preflight(profile)
+        if not force and not all(c.ok for c in checks):
+            raise PreflightFailed(checks)
+        argv = await self.resolved_argv(profile)
+        if profile.env:
+            argv = ["env", *(f"{k}={v}" for k, v in profile.env.items()), *argv]
+        result = await self.conn.run(["sh", "-c", START, "sh", *argv], cwd=self.spec.workdir, timeout=30)
+        if not result.ok or not result.stdout.strip().isdigit():
+            raise LifecycleError(f"could not start {profile.name}: {result.stderr.strip() or result.exit_status}")
+        pid = int(result.stdout.strip())
+        stat = (await self.conn.run(["cat", f"/proc/{pid}/stat"])).stdout
+        ticks = int(stat.rsplit(")", 1)[1].split()[19]) if stat else None
+        record = ServerRecord(profile.name, argv, pid, ticks, time.time(), profile.host, profile.port, profile.kind)
+        await self.conn.upload(json.dumps(asdict(record), indent=1).encode(), f"{self.spec.workdir.rstrip('/')}/{RECORD}")
+        self._stopping, self._health_failures, self._crash_for = False, 0, None
+        self.status = ServerStatus(ServerState.STOPPED)  # so that ready_at and model are learnt afresh
+        self._set(ServerStatus(ServerState.STARTING, profile.name, pid, record.started))
+        return checks
+
+    async def stop(self) -> StopReport:
+        out = (await self.conn.run(["cat", RECORD], cwd=self.spec.workdir)).stdout
+        record = ServerRecord.parse(out)
+        if record is None:
+            raise LifecycleError("no server started by pivot on this host")
+        self._stopping = True
+        self._set(replace(self.status, state=ServerState.STOPPING))
+        try:
+            outcomes = tuple(KillOutcome.from_agent(d) for d in
+                             await self.agent.kill([f"{record.pid}:{record.start_ticks}:group"], self.grace_s))
+            await self.conn.upload(json.dumps(asdict(replace(record, stopped=True)), indent=1).encode(),
+                                   f"{self.spec.workdir.rstrip('/')}/{RECORD}")
+            self._forget_forward()
+            leftovers: tuple[GpuProcess, ...] = ()
+            for _ in range(10):  # the driver frees memory shortly after the processes end
+                sample = await self.agent.sample_once()
+                leftovers = tuple(p for p in sample.procs if p.pgid == record.pid) if isinstance(sample, Sample) else ()
+                if not leftovers:
+                    break
+                await asyncio.sleep(0.5)
+            report = StopReport(outcomes, leftovers)
+            await self.poll()
+            self._set(replace(self.status, state=ServerState.STOPPED, detail="" if not leftovers else report.describe()))
+            return report
+        finally:
+            self._stopping = False
+
+    async def switch(self, profile: Profile, *, force: bool = False) -> list[Check]:
+        """Stop whatever runs, check that the GPUs are idle, start the profile: one action."""
+        current = await self.poll()
+        if current.state in (ServerState.STARTING, ServerState.READY, ServerState.UNHEALTHY):
+            report = await self.stop()
+            if report.leftovers and not force:
+                raise LifecycleError(report.describe())
+        return await self.start(profile, force=force)
