@@ -61,6 +61,18 @@ class Config:
     idle_threshold_mib: float = 1024.0  # a GPU holding less than this counts as idle
     kill_grace_s: float = 5.0  # SIGTERM, then SIGKILL after this long
     telemetry_interval_s: float = 1.0
+    profiles_dir: Path | None = None
+
+    @property
+    def profile_dirs(self) -> list[Path]:
+        """Where launch profiles come from; a later directory's profile of the same name wins."""
+        shipped = Path(__file__).resolve().parent.parent / "profiles"
+        dirs = [shipped, user_config_dir() / "profiles"]
+        if self.path is not None:
+            dirs.append(self.path.parent / "profiles")
+        if self.profiles_dir is not None:
+            dirs.append(self.profiles_dir)
+        return list(dict.fromkeys(dirs))
 
     def host(self, name: str | None = None) -> HostSpec:
         from console.remote.errors import UnknownHost
@@ -83,6 +95,7 @@ _HOST_FIELDS: dict[str, type | tuple[type, ...]] = {
 _TOP_FIELDS: dict[str, type | tuple[type, ...]] = {
     "default_host": str, "theme": str, "campaign_dir": str, "hosts": dict,
     "idle_threshold_mib": (int, float), "kill_grace_s": (int, float), "telemetry_interval_s": (int, float),
+    "profiles_dir": str,
 }
 _TYPE_NAMES = {str: "a string", int: "an integer", list: "a list", dict: "a table"}
 
@@ -144,8 +157,12 @@ def parse(path: Path, text: str) -> Config:
     interval = float(data.get("telemetry_interval_s", 1.0))
     if interval < 0.25:
         raise ConfigError(path, "telemetry_interval_s", f"must be at least 0.25, got {interval:g}")
+    profiles_dir = Path(os.path.expanduser(data["profiles_dir"])) if "profiles_dir" in data else None
+    if profiles_dir is not None and not profiles_dir.is_absolute():
+        profiles_dir = path.parent / profiles_dir
     return Config(
         path=path, hosts=hosts, default_host=default, theme=data.get("theme"), campaign_dir=campaign,
+        profiles_dir=profiles_dir,
         idle_threshold_mib=float(data.get("idle_threshold_mib", 1024)), kill_grace_s=float(data.get("kill_grace_s", 5)),
         telemetry_interval_s=interval,
     )

@@ -24,7 +24,7 @@ async def main() -> None:
         host = SimHost(Path(tmp) / "demo", time_scale=4)
         await host.start()
         port = free_port(30000)
-        host.start_server("eagle3", port)
+        host.start_server("demo-eagle3", port)
         load = asyncio.create_task(traffic.run(port))
         try:
             app = PivotApp(config.load(host.config_path), "demo")

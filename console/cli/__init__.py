@@ -16,6 +16,7 @@ from pathlib import Path
 
 from console import __version__, config
 from console.remote.errors import RemoteError
+from console.server.profiles import ProfileError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -56,6 +57,17 @@ def build_parser() -> argparse.ArgumentParser:
     kill.add_argument("--grace", type=float, metavar="S", help="seconds between SIGTERM and SIGKILL (default: kill_grace_s)")
     kill.add_argument("--single", action="store_true", help="signal only the process, not its process group")
 
+    server = sub.add_parser("server", help="the managed server: status, start, stop, restart, switch, logs")
+    server.add_argument("action", choices=["status", "start", "stop", "restart", "switch", "logs"])
+    server.add_argument("profile", nargs="?", help="profile to start or switch to")
+    server.add_argument("--force", action="store_true", help="start even when a preflight check fails")
+    server.add_argument("-f", "--follow", action="store_true", help="logs: keep following")
+    server.add_argument("--no-wait", dest="wait", action="store_false", help="start/switch/restart: return once launched")
+
+    profiles = sub.add_parser("profiles", help="launch profiles: list, show one's command line, diff two")
+    profiles.add_argument("action", nargs="?", choices=["show", "diff"])
+    profiles.add_argument("names", nargs="*", metavar="NAME")
+
     ping = sub.add_parser("ping", help="connect to a host and report the round-trip time")
     ping.add_argument("name", metavar="HOST", nargs="?")
 
@@ -79,6 +91,18 @@ def main(argv: list[str] | None = None) -> int:
                 from console.cli.gpus import cmd_gpus
 
                 return asyncio.run(cmd_gpus(config.load(args.config), args.host, watch=args.watch, as_json=args.json, local=args.local))
+            case "server":
+                from console.cli.server import cmd_server
+
+                if args.action in ("start", "switch") and not args.profile:
+                    print(f"pivot: server {args.action} needs a profile (see pivot profiles)", file=sys.stderr)
+                    return 2
+                return asyncio.run(cmd_server(config.load(args.config), args.host, args.action, args.profile,
+                                              force=args.force, follow=args.follow, wait=args.wait))
+            case "profiles":
+                from console.cli.server import cmd_profiles
+
+                return cmd_profiles(config.load(args.config), args.action, args.names)
             case "kill":
                 from console.cli.gpus import cmd_kill
 
@@ -91,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
                 return cmd_config(args)
             case _:
                 return run_console(config.load(args.config), args.host, args.theme, local=args.local, readonly=args.readonly)
-    except (config.ConfigError, RemoteError) as e:
+    except (config.ConfigError, RemoteError, ProfileError) as e:
         print(f"pivot: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -94,8 +94,8 @@ class ServerStatus:
             what += f" (pid {self.pid})"
         if self.state == ServerState.STARTING and self.started:
             what += f", {time.time() - self.started:.0f} s"
-        if self.state == ServerState.READY and self.ready_at:
-            what += f", up {_duration(time.time() - self.ready_at)}"
+        if self.state in (ServerState.READY, ServerState.UNHEALTHY) and self.started:
+            what += f", up {_duration(time.time() - self.started)}"
         if self.detail:
             what += f": {self.detail}"
         return what

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import ctypes
 import fcntl
 import json
@@ -32,6 +33,7 @@ import struct
 import subprocess
 import sys
 import termios
+import time
 from collections.abc import Awaitable
 from pathlib import Path
 
@@ -41,17 +43,6 @@ from console.sim import state
 from console.sim.state import GpuSpec
 
 PR_SET_CHILD_SUBREAPER = 36
-SERVER_FLAGS = [
-    "--model-path", "~/models/kimi-k2.5-int4", "--tp", "8", "--trust-remote-code", "--cuda-graph-max-bs", "128",
-    "--disable-custom-all-reduce", "--attention-backend", "flashinfer", "--enable-flashinfer-allreduce-fusion",
-    "--enable-metrics",
-]
-DEMO_SERVERS = {
-    "baseline": SERVER_FLAGS,
-    "eagle3": [*SERVER_FLAGS, "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "~/models/kimi-k2.5-eagle3",
-               "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4",
-               "--mem-fraction-static", "0.88"],
-}
 MODELS = {"kimi-k2.5-int4": "DeepseekV3ForCausalLM", "kimi-k2.5-eagle3": "LlamaForCausalLMEagle3"}
 
 
@@ -265,20 +256,27 @@ class SimHost:
         return status if status >= 0 else 128 - status
 
     # -- processes ------------------------------------------------------------
-    def start_server(self, name: str, port: int = 30000) -> int:
-        """Start a simulated server detached, as somebody on the host would have: ~/.pivot/server.{log,pid}.
+    def start_server(self, profile_name: str, port: int | None = None) -> int:
+        """Start a server from a launch profile, detached, as an earlier console would have: with the
+        same pid file, log and record in ~/.pivot, so that the console finds and adopts it.
 
         The reaper, not Popen, collects it when it dies (it is adopted like any orphan).
         """
-        flags = [f.replace("~", str(self.home), 1) if f.startswith("~/") else f for f in DEMO_SERVERS[name]]
+        from console.server.lifecycle import LOG, PIDFILE, RECORD, ServerRecord
+        from console.server.profiles import load_profiles
+
+        profile = load_profiles(package_root() / "profiles").get(profile_name)
+        port = port or profile.port
+        profile = dataclasses.replace(profile, port=port)
+        argv = [f"{self.home}/{a[2:]}" if a.startswith("~/") else a for a in profile.argv()]
         workdir = self.home / ".pivot"
-        with open(workdir / "server.log", "ab") as log:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "console.sim.launch_server", *flags, "--port", str(port)],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=self.env(), cwd=self.home,
-                start_new_session=True,
-            )
-        (workdir / "server.pid").write_text(f"{proc.pid}\n")
+        with open(workdir / LOG, "ab") as log:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=self.env(),
+                                    cwd=self.home, start_new_session=True)
+        (workdir / PIDFILE).write_text(f"{proc.pid}\n")
+        record = ServerRecord(profile.name, argv, proc.pid, state.proc_start_ticks(proc.pid), time.time(), profile.host,
+                              port, profile.kind)
+        (workdir / RECORD).write_text(json.dumps(dataclasses.asdict(record), indent=1))
         return proc.pid
 
     async def _reap_adopted(self) -> None:
@@ -336,7 +334,7 @@ async def serve_forever(host: SimHost, announce: bool = True, initial_server: st
     background = None
     if initial_server != "none":
         port = free_port(30000)
-        host.start_server(initial_server, port)
+        host.start_server(f"demo-{initial_server}", port)
         if traffic:
             background = asyncio.create_task(demo_traffic.run(port))
     if announce:
@@ -360,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gpus", type=int, default=8)
     parser.add_argument("--gpu-memory-mib", type=int, default=GpuSpec().memory_mib)
     parser.add_argument("--time-scale", type=float, default=1.0)
-    parser.add_argument("--server", choices=["none", *DEMO_SERVERS], default="none")
+    parser.add_argument("--server", choices=["none", "baseline", "eagle3"], default="none")
     args = parser.parse_args(argv)
     host = SimHost(args.dir, gpus=GpuSpec(count=args.gpus, memory_mib=args.gpu_memory_mib), time_scale=args.time_scale, subreaper=True)
     asyncio.run(serve_forever(host, initial_server=args.server))

@@ -1,0 +1,142 @@
+"""`pivot server …` and `pivot profiles …`: the Server pane's actions on the terminal."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from console import config
+from console.gpu.telemetry import RemoteTelemetry
+from console.remote import Connection
+from console.server.lifecycle import Check, LifecycleError, PreflightFailed, ServerLifecycle, ServerState
+from console.server.profiles import ProfileSet, diff, load_profiles
+from console.tasks.events import EventLog
+
+READY_TIMEOUT_S = 1800.0  # a large model can take many minutes to load
+
+
+def profiles_for(cfg: config.Config) -> ProfileSet:
+    return load_profiles(*cfg.profile_dirs)
+
+
+def cmd_profiles(cfg: config.Config, action: str | None, names: list[str]) -> int:
+    out = Console(highlight=False)
+    profiles = profiles_for(cfg)
+    if action is None:
+        table = Table(box=None, header_style="bold", pad_edge=False)
+        for col in ("PROFILE", "KIND", "EXTENDS", "DESCRIPTION"):
+            table.add_column(col)
+        for name in profiles.names:
+            if name in profiles.broken:
+                table.add_row(name, Text("broken", style="red"), "", Text(str(profiles.broken[name])))
+            else:
+                p = profiles.profiles[name]
+                table.add_row(name, p.kind, p.extends or "", Text(p.description))
+        out.print(table)
+        return 1 if profiles.broken else 0
+    if action == "show":
+        if len(names) != 1:
+            raise SystemExit("pivot: profiles show takes one profile name")
+        p = profiles.get(names[0])
+        out.print(Text(f"# {p.path}\n{p.command_line()}"))
+        return 0
+    if len(names) != 2:
+        raise SystemExit("pivot: profiles diff takes two profile names")
+    a, b = profiles.get(names[0]), profiles.get(names[1])
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for col in ("SETTING", a.name, b.name):
+        table.add_column(col)
+    for key, va, vb in diff(a, b):
+        table.add_row(key, Text(va if va is not None else "—"), Text(vb if vb is not None else "—"))
+    out.print(table if diff(a, b) else f"{a.name} and {b.name} start the same server")
+    return 0
+
+
+def print_checks(out: Console, checks: list[Check]) -> None:
+    for c in checks:
+        mark = Text("ok  ", style="green") if c.ok and not c.warning else Text("warn", style="yellow") if c.ok else Text("FAIL", style="bold red")
+        out.print(Text.assemble(mark, f" {c.name}: ", Text(c.detail)))
+
+
+async def cmd_server(cfg: config.Config, host: str | None, action: str, profile_name: str | None, *, force: bool,
+                     follow: bool, wait: bool) -> int:
+    spec = cfg.host(host)
+    conn = Connection(spec)
+    out = Console(highlight=False)
+    agent = RemoteTelemetry(conn, spec)
+    lifecycle = ServerLifecycle(conn, spec, agent, idle_threshold_mib=cfg.idle_threshold_mib, grace_s=cfg.kill_grace_s)
+    log = EventLog(cfg.campaign_dir)
+    try:
+        await conn.connected(timeout=spec.connect_timeout_s + 5, fail_fast=True)
+        if action == "status":
+            status = await lifecycle.poll()
+            out.print(Text(status.describe()))
+            if status.model:
+                out.print(Text(f"model: {status.model}"))
+            if status.state == ServerState.CRASHED:
+                out.print(Text("\n".join(status.log_tail), style="dim"))
+            return 0 if status.state in (ServerState.READY, ServerState.STOPPED) else 1
+        if action == "logs":
+            if not follow:
+                for line in await lifecycle.log_tail(200):
+                    print(line)
+                return 0
+            async with await lifecycle.follow_log(50) as stream:
+                async for line in stream:
+                    print(line, flush=True)
+            return 0
+        if action == "stop":
+            report = await lifecycle.stop()
+            log.append("stop", host=spec.name, profile=lifecycle.status.profile, outcome=report.describe())
+            out.print(report.describe())
+            return 0 if not report.leftovers else 1
+        profiles = profiles_for(cfg)
+        if action == "restart":
+            current = await lifecycle.poll()
+            if current.profile is None:
+                raise LifecycleError("no server to restart")
+            profile_name = current.profile
+        profile = profiles.get(profile_name or "")
+        try:
+            if action == "start":
+                checks = await lifecycle.start(profile, force=force)
+            else:
+                checks = await lifecycle.switch(profile, force=force)
+        except PreflightFailed as e:
+            print_checks(out, e.checks)
+            out.print(f"not started: {sum(not c.ok for c in e.checks)} check(s) failed (--force to start anyway)")
+            return 1
+        print_checks(out, checks)
+        log.append(action, host=spec.name, profile=profile.name, argv=profile.argv(), forced=force)
+        out.print(f"started {profile.name} (pid {lifecycle.status.pid}); log: {spec.workdir}/server.log")
+        return await _wait_ready(lifecycle, out) if wait else 0
+    except LifecycleError as e:
+        print(f"pivot: {e}", file=sys.stderr)
+        return 1
+    finally:
+        await conn.close()
+
+
+async def _wait_ready(lifecycle: ServerLifecycle, out: Console) -> int:
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    shown = ""
+    while time.monotonic() < deadline:
+        status = await lifecycle.poll()
+        if status.last_line and status.last_line != shown:
+            shown = status.last_line
+            out.print(Text(f"  {shown}", style="dim"))
+        if status.state == ServerState.READY:
+            out.print(Text(status.describe()))
+            return 0
+        if status.state == ServerState.CRASHED:
+            out.print(Text(status.describe(), style="bold red"))
+            out.print(Text("\n".join(status.log_tail), style="dim"))
+            return 1
+        await asyncio.sleep(1.0)
+    out.print("not ready in time")
+    return 1
