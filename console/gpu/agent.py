@@ -329,6 +329,8 @@ def run_kill(args: argparse.Namespace) -> int:
 def run_port(args: argparse.Namespace) -> int:
     """Exit 0 when HOST:PORT can be bound (free), 1 when it is taken."""
     sock = socket.socket(socket.AF_INET6 if ":" in args.host else socket.AF_INET, socket.SOCK_STREAM)
+    # as servers do: connections of a stopped server lingering in TIME_WAIT do not make the port busy
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((args.host, args.port))
     except OSError as e:

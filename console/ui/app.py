@@ -14,6 +14,8 @@ from console.config import Config, HostSpec
 from console.gpu.samples import AgentError, Sample
 from console.gpu.telemetry import LocalTelemetry, RemoteTelemetry
 from console.remote import HostPool
+from console.server.lifecycle import ServerLifecycle, ServerStatus
+from console.server.profiles import load_profiles
 from console.tasks.events import EventLog
 from console.ui.commands import PivotCommands
 from console.ui.messages import ConnectionChanged, TelemetryUpdate
@@ -23,6 +25,7 @@ from console.ui.widgets.gpu.pane import GpuPane
 from console.ui.widgets.gpu.processes import ProcessTable
 from console.ui.widgets.host_status import HostStatus
 from console.ui.widgets.pending_pane import PendingPane
+from console.ui.widgets.server.pane import ServerPane
 
 PANES = ("gpus", "server", "tasks", "sweep")
 
@@ -61,6 +64,10 @@ class PivotApp(App[None]):
             self.telemetry = LocalTelemetry(interval=config.telemetry_interval_s, pidfile=None)
         else:
             self.telemetry = RemoteTelemetry(self.pool.get(host), config.host(host), interval=config.telemetry_interval_s)
+        self.lifecycle: ServerLifecycle | None = None
+        if isinstance(self.telemetry, RemoteTelemetry) and host is not None:
+            self.lifecycle = ServerLifecycle(self.pool.get(host), config.host(host), self.telemetry,
+                                             idle_threshold_mib=config.idle_threshold_mib, grace_s=config.kill_grace_s)
         themes, self.theme_errors = load_themes()
         for t in themes:
             self.register_theme(t)
@@ -88,7 +95,7 @@ class PivotApp(App[None]):
         yield HostStatus(self.host_label, local=self.host_name is None, id="host-status")
         with Container(id="panes"):
             yield GpuPane(id="gpus")
-            yield PendingPane("Server", "Launch profiles, start / stop / restart, readiness and the live server log.", "pivot server …", id="server")
+            yield ServerPane(self.lifecycle, load_profiles(*self.config.profile_dirs), id="server")
             yield PendingPane("Tasks", "The campaign's task list, persisted and advanced by the console's actions.", "pivot tasks …", id="tasks")
             yield PendingPane("Sweep", "Concurrency sweeps drawn as they run, saved, and compared run against run.", "pivot sweep …", id="sweep")
         yield Footer()
@@ -109,6 +116,9 @@ class PivotApp(App[None]):
 
     def on_connection_changed(self, message: ConnectionChanged) -> None:
         self.query_one(HostStatus).event = message.event
+
+    def server_status_changed(self, status: ServerStatus) -> None:
+        self.query_one(HostStatus).server_status = status
 
     def on_telemetry_update(self, message: TelemetryUpdate) -> None:
         status = self.query_one(HostStatus)
@@ -170,6 +180,7 @@ class PivotApp(App[None]):
         sections = [
             ("Console", list(self.BINDINGS)),
             ("GPU pane", [*GpuPane.BINDINGS, *ProcessTable.BINDINGS]),
+            ("Server pane", list(ServerPane.BINDINGS)),
             ("Confirmations", list(Confirm.BINDINGS)),
         ]
         self.push_screen(HelpScreen(sections))  # type: ignore[arg-type]

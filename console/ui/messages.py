@@ -4,6 +4,7 @@ from textual.message import Message
 
 from console.gpu.telemetry import TelemetryEvent
 from console.remote import ConnectionEvent
+from console.server.lifecycle import ServerStatus
 
 
 class ConnectionChanged(Message):
@@ -26,3 +27,14 @@ class TelemetryUpdate(Message):
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, TelemetryUpdate) and type(message.event) is type(self.event)
+
+
+class StatusChanged(Message):
+    """The managed server changed state; only the newest matters."""
+
+    def __init__(self, status: ServerStatus):
+        super().__init__()
+        self.status = status
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, StatusChanged)

@@ -11,6 +11,7 @@ from textual.widgets import Static
 
 from console.gpu.samples import Sample, ServerRef
 from console.remote import ConnectionEvent, ConnState
+from console.server.lifecycle import ServerState, ServerStatus
 from console.ui.colours import theme_style
 
 _LOOK = {  # state -> (glyph, theme colour)
@@ -34,6 +35,7 @@ class HostStatus(Static):
     last_sample: reactive[float | None] = reactive(None)
     server: reactive[ServerRef | None] = reactive(None)
     problem: reactive[str | None] = reactive(None)
+    server_status: reactive[ServerStatus | None] = reactive(None)
 
     def __init__(self, host: str, *, local: bool = False, **kw: object):
         super().__init__(**kw)  # type: ignore[arg-type]
@@ -76,7 +78,11 @@ class HostStatus(Static):
             text.append(f"{self.source} ", "dim")
             text.append(f"{age:.0f} s ago", self._colour("warning", bold=True) if stale else "dim")
         text.append(" │ ", "dim")
-        if self.server is None:
+        status = self.server_status
+        if status is not None and status.profile:
+            colour = {ServerState.READY: "success", ServerState.STARTING: "warning", ServerState.STOPPING: "warning"}.get(status.state, "error")
+            text.append(f"{status.profile} ", "bold").append(str(status.state), self._colour(colour, bold=True))
+        elif self.server is None:
             text.append("no managed server", "dim")
         else:
             text.append(f"server {self.server.pid} ", "")

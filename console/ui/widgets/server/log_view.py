@@ -1,0 +1,63 @@
+"""The server log: live, scrollable, filterable, error lines highlighted.
+
+It follows new lines while the view is at the bottom and stops following as
+soon as the operator scrolls up; scrolling back to the bottom resumes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+
+from rich.text import Text
+from textual.widgets import RichLog
+
+from console.ui.colours import theme_style
+
+ERROR = re.compile(r"error|traceback|exception|fatal|out of memory|killed|segmentation fault", re.IGNORECASE)
+WARNING = re.compile(r"warn", re.IGNORECASE)
+KEEP = 5000
+
+
+class LogView(RichLog):
+    DEFAULT_CSS = """
+    LogView { height: 1fr; min-height: 3; background: $surface; }
+    """
+
+    def __init__(self, **kw: object):
+        super().__init__(max_lines=KEEP, wrap=False, markup=False, highlight=False, auto_scroll=False, **kw)  # type: ignore[arg-type]
+        self.lines_kept: deque[str] = deque(maxlen=KEEP)
+        self.filter_text = ""
+        self.following = True
+
+    def watch_scroll_y(self, old: float, new: float) -> None:
+        super().watch_scroll_y(old, new)
+        if new < old:
+            self.following = False  # the operator scrolled up: stay where they are
+        elif new >= self.max_scroll_y:
+            self.following = True  # back at the bottom: follow again
+
+    def _styled(self, line: str) -> Text:
+        if ERROR.search(line):
+            return Text(line, style=theme_style(self.app, "error", bold=True))
+        if WARNING.search(line):
+            return Text(line, style=theme_style(self.app, "warning"))
+        return Text(line)
+
+    def add(self, line: str) -> None:
+        self.lines_kept.append(line)
+        if self.filter_text.lower() in line.lower():
+            self.write(self._styled(line), scroll_end=self.following)
+
+    def set_filter(self, text: str) -> None:
+        self.filter_text = text
+        self.clear()
+        for line in self.lines_kept:
+            if text.lower() in line.lower():
+                self.write(self._styled(line), scroll_end=False)
+        self.scroll_end(animate=False)
+        self.following = True
+
+    @property
+    def shown(self) -> list[str]:
+        return [line for line in self.lines_kept if self.filter_text.lower() in line.lower()]

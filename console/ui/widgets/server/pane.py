@@ -1,0 +1,308 @@
+"""The Server pane: profiles, the server's state, start / stop / restart / switch, and its live log."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, cast
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.widgets import Input, OptionList, Static
+from textual.widgets.option_list import Option
+
+from console.remote.errors import RemoteError
+from console.server.lifecycle import (
+    Check,
+    LifecycleError,
+    PreflightFailed,
+    ServerLifecycle,
+    ServerState,
+    ServerStatus,
+)
+from console.server.profiles import Profile, ProfileSet, diff
+from console.ui.colours import theme_style
+from console.ui.messages import StatusChanged
+from console.ui.screens.confirm import Confirm
+from console.ui.widgets.server.log_view import LogView
+
+if TYPE_CHECKING:
+    from console.ui.app import PivotApp
+
+POLL_S = 1.0
+LOOK = {  # state -> (glyph, theme colour)
+    ServerState.STOPPED: ("○", "foreground"),
+    ServerState.STARTING: ("◌", "warning"),
+    ServerState.READY: ("●", "success"),
+    ServerState.UNHEALTHY: ("▲", "error"),
+    ServerState.CRASHED: ("✕", "error"),
+    ServerState.STOPPING: ("◌", "warning"),
+}
+
+
+class ServerPane(Vertical):
+    DEFAULT_CSS = """
+    ServerPane { padding: 0 1; }
+    ServerPane #server-state { height: auto; max-height: 3; }
+    ServerPane #server-top { height: auto; max-height: 12; }
+    ServerPane #profiles { width: 24; height: auto; max-height: 12; border: none; padding: 0; }
+    ServerPane #profile-detail { width: 1fr; height: auto; max-height: 12; padding-left: 1; color: $text-muted; }
+    ServerPane #preflight { height: auto; max-height: 6; }
+    ServerPane #log-filter { display: none; height: 1; border: none; padding: 0; }
+    ServerPane #log-filter.-shown { display: block; }
+    """
+    BINDINGS = [
+        Binding("S", "start", "Start", id="server.start", tooltip="Start the highlighted profile (preflight checks first)"),
+        Binding("X", "stop", "Stop", id="server.stop", tooltip="Stop the server: SIGTERM to its group, SIGKILL after the grace (asks first)"),
+        Binding("R", "restart", "Restart", id="server.restart", tooltip="Stop and start the running profile again (asks first)"),
+        Binding("W", "switch", "Switch", id="server.switch", tooltip="Stop, check the GPUs are idle, start the highlighted profile (asks first)"),
+        Binding("F", "force_start", "Force", show=False, id="server.force", tooltip="Start the highlighted profile even if a preflight check fails"),
+        Binding("m", "mark", "Diff", id="server.mark", tooltip="Mark the highlighted profile; the detail then shows its diff with the highlighted one"),
+        Binding("slash", "filter", "Filter", id="server.filter", tooltip="Filter the log (Esc clears the filter)"),
+        Binding("G", "follow", "Follow", show=False, id="server.follow", tooltip="Jump to the end of the log and follow it again"),
+    ]
+
+    def __init__(self, lifecycle: ServerLifecycle | None, profiles: ProfileSet, **kw: object):
+        super().__init__(**kw)  # type: ignore[arg-type]
+        self.border_title = "Server"
+        self.lifecycle = lifecycle
+        self.profiles = profiles
+        self.status = ServerStatus(ServerState.STOPPED)
+        self.marked: str | None = None
+        self.checks: list[Check] = []
+        self.busy: str | None = None  # the action in progress
+
+    @property
+    def pivot(self) -> PivotApp:
+        return cast("PivotApp", self.app)
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="server-state")
+        with Horizontal(id="server-top"):
+            yield OptionList(*self._options(), id="profiles")
+            yield Static("", id="profile-detail")
+        yield Static("", id="preflight")
+        yield Input(placeholder="filter the log…", id="log-filter")
+        yield LogView(id="server-log")
+
+    def _options(self) -> list[Option]:
+        options = []
+        for name in self.profiles.names:
+            if name in self.profiles.broken:
+                options.append(Option(Text.assemble(name, (" broken", "bold red")), id=name))
+            else:
+                options.append(Option(name, id=name))
+        return options
+
+    def on_mount(self) -> None:
+        self._show_state()
+        if self.lifecycle is None:
+            self.query_one("#profile-detail", Static).update("local mode: the server lifecycle needs a host (pivot --host NAME)")
+            return
+        current = self.pivot.config.hosts.get(self.pivot.host_name or "")
+        if current is not None:
+            self.query_one(LogView).add(f"— log of {current.workdir}/server.log on {current.name} —")
+        self.lifecycle.add_listener(lambda status: self.post_message(StatusChanged(status)))
+        self.watch_server()
+        self.follow_log()
+        self._show_detail()
+
+    # -- workers --------------------------------------------------------------
+    @work(exclusive=True, group="server-watch", exit_on_error=False)
+    async def watch_server(self) -> None:
+        assert self.lifecycle is not None
+        while True:
+            try:
+                await self.lifecycle.poll()
+            except RemoteError:
+                pass  # the header shows the connection; the next poll tries again
+            await asyncio.sleep(POLL_S)
+
+    @work(exclusive=True, group="server-log", exit_on_error=False)
+    async def follow_log(self) -> None:
+        assert self.lifecycle is not None
+        log = self.query_one(LogView)
+        while True:
+            try:
+                async with await self.lifecycle.follow_log(200) as stream:
+                    async for line in stream:
+                        log.add(line)
+            except RemoteError:
+                pass
+            await asyncio.sleep(2.0)  # the link came back, or tail ended: follow again
+
+    # -- state ----------------------------------------------------------------
+    def on_status_changed(self, message: StatusChanged) -> None:
+        self.status = message.status
+        self._show_state()
+        self.pivot.server_status_changed(message.status)
+        self.refresh_bindings()
+
+    def _show_state(self) -> None:
+        status = self.status
+        glyph, colour = LOOK[status.state]
+        text = Text.assemble((f"{glyph} {status.describe()}", theme_style(self.app, colour, bold=True)))
+        if self.busy:
+            text.append(f"  [{self.busy}…]", "dim")
+        if status.model and status.state == ServerState.READY:
+            text.append(f"\n  model {status.model}", "dim")
+        if status.state == ServerState.STARTING and status.last_line:
+            text.append(f"\n  {status.last_line}", "dim")
+        if status.state == ServerState.CRASHED and status.log_tail:
+            text.append(f"\n  last of {len(status.log_tail)} log lines kept: {status.log_tail[-1]}", "dim")
+        self.query_one("#server-state", Static).update(text)
+        self.border_subtitle = str(status.state)
+
+    @on(OptionList.OptionHighlighted, "#profiles")
+    def _highlighted(self) -> None:
+        self._show_detail()
+
+    @property
+    def highlighted(self) -> str | None:
+        options = self.query_one("#profiles", OptionList)
+        if options.highlighted is None:
+            return None
+        return options.get_option_at_index(options.highlighted).id
+
+    def _show_detail(self) -> None:
+        name = self.highlighted
+        detail = self.query_one("#profile-detail", Static)
+        if name is None:
+            return
+        if name in self.profiles.broken:
+            detail.update(Text(str(self.profiles.broken[name]), style=theme_style(self.app, "error")))
+            return
+        profile = self.profiles.profiles[name]
+        if self.marked and self.marked != name and self.marked in self.profiles.profiles:
+            rows = diff(self.profiles.profiles[self.marked], profile)
+            text = Text(f"{self.marked} → {name}\n", style="bold")
+            for key, a, b in rows:
+                text.append(f"{key}: ", "bold").append(f"{a if a is not None else '—'} → {b if b is not None else '—'}\n")
+            if not rows:
+                text.append("the same server")
+            detail.update(text)
+            return
+        detail.update(Text.assemble((f"{profile.description}\n", "italic"), profile.command_line()))
+
+    def _show_checks(self, checks: list[Check]) -> None:
+        text = Text()
+        for c in checks:
+            colour = "success" if c.ok and not c.warning else "warning" if c.ok else "error"
+            text.append("✓ " if c.ok else "✕ ", theme_style(self.app, colour, bold=True)).append(f"{c.name}: {c.detail}\n")
+        self.query_one("#preflight", Static).update(text)
+
+    # -- actions --------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("start", "stop", "restart", "switch", "force_start"):
+            if self.lifecycle is None or self.pivot.readonly or self.busy:
+                return False
+            running = self.status.state in (ServerState.STARTING, ServerState.READY, ServerState.UNHEALTHY)
+            if action in ("start", "force_start"):
+                return not running and self.status.state != ServerState.STOPPING
+            if action == "switch":
+                return running
+            return running  # stop, restart
+        return True
+
+    def _profile(self) -> Profile | None:
+        name = self.highlighted
+        if name is None:
+            return None
+        try:
+            return self.profiles.get(name)
+        except Exception as e:  # a broken profile: say why, never half-start it
+            self.notify(str(e), title="Broken profile", severity="error")
+            return None
+
+    def action_start(self) -> None:
+        if (profile := self._profile()) is not None:
+            self.run_action("start", profile, False)
+
+    def action_force_start(self) -> None:
+        if (profile := self._profile()) is None:
+            return
+        self._confirm(f"Start {profile.name} without passing preflight?", [Text(profile.command_line())],
+                      lambda: self.run_action("start", profile, True), "Force start")
+
+    def action_stop(self) -> None:
+        self._confirm(f"Stop {self.status.profile} (pid {self.status.pid})?",
+                      [f"SIGTERM to its process group, SIGKILL after {self.pivot.config.kill_grace_s:g} s."],
+                      lambda: self.run_action("stop", None, False), "Stop")
+
+    def action_restart(self) -> None:
+        name = self.status.profile
+        if name is None or name not in self.profiles.profiles:
+            self.notify(f"the running profile {name!r} is not among the profiles", severity="error")
+            return
+        profile = self.profiles.profiles[name]
+        self._confirm(f"Restart {name}?", ["Stop it, check the GPUs are idle, start it again."],
+                      lambda: self.run_action("switch", profile, False), "Restart")
+
+    def action_switch(self) -> None:
+        if (profile := self._profile()) is None:
+            return
+        self._confirm(f"Switch from {self.status.profile} to {profile.name}?",
+                      ["Stop the running server, check the GPUs are idle, start the other profile."],
+                      lambda: self.run_action("switch", profile, False), "Switch")
+
+    def _confirm(self, title: str, body: list, then, label: str) -> None:  # type: ignore[no-untyped-def]
+        self.app.push_screen(Confirm(title, body, action_label=label), lambda ok: then() if ok else None)
+
+    def action_mark(self) -> None:
+        name = self.highlighted
+        self.marked = None if self.marked == name else name
+        self.notify(f"marked {name}: highlight another profile to see the diff" if self.marked else "mark cleared", timeout=3)
+        self._show_detail()
+
+    def action_filter(self) -> None:
+        box = self.query_one("#log-filter", Input)
+        box.add_class("-shown")
+        box.focus()
+
+    @on(Input.Changed, "#log-filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        self.query_one(LogView).set_filter(event.value)
+
+    def key_escape(self) -> None:
+        box = self.query_one("#log-filter", Input)
+        if box.has_class("-shown"):
+            box.value = ""
+            box.remove_class("-shown")
+            self.query_one(LogView).focus()
+
+    def action_follow(self) -> None:
+        log = self.query_one(LogView)
+        log.scroll_end(animate=False)
+        log.following = True
+
+    @work(exclusive=True, group="server-action", exit_on_error=False)
+    async def run_action(self, action: str, profile: Profile | None, force: bool) -> None:
+        assert self.lifecycle is not None
+        self.busy = action if profile is None else f"{action} {profile.name}"
+        self._show_state()
+        self.refresh_bindings()
+        try:
+            if action == "stop":
+                report = await self.lifecycle.stop()
+                self.notify(report.describe(), severity="information" if not report.leftovers else "warning", timeout=8)
+                self.pivot.event_log.append("stop", host=self.pivot.host_label, profile=self.status.profile,
+                                            outcome=report.describe())
+            else:
+                assert profile is not None
+                starter = self.lifecycle.start if action == "start" else self.lifecycle.switch
+                checks = await starter(profile, force=force)
+                self._show_checks(checks)
+                self.pivot.event_log.append(action, host=self.pivot.host_label, profile=profile.name,
+                                            argv=profile.argv(), forced=force)
+        except PreflightFailed as e:
+            self._show_checks(e.checks)
+            self.notify(f"{profile.name if profile else ''} not started: a preflight check failed (F starts anyway)",
+                        severity="error", timeout=8)
+        except LifecycleError as e:
+            self.notify(str(e), title=f"{action} refused", severity="error", timeout=10)
+        finally:
+            self.busy = None
+            self._show_state()
+            self.refresh_bindings()
