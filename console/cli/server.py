@@ -43,7 +43,7 @@ def cmd_profiles(cfg: config.Config, action: str | None, names: list[str]) -> in
         if len(names) != 1:
             raise SystemExit("pivot: profiles show takes one profile name")
         p = profiles.get(names[0])
-        out.print(Text(f"# {p.path}\n{p.command_line()}"))
+        print(f"# {p.path}\n{p.command_line()}")  # unwrapped: a command line to copy
         return 0
     if len(names) != 2:
         raise SystemExit("pivot: profiles diff takes two profile names")
