@@ -4,6 +4,7 @@ without its group (two orphaned workers and a zombie holding memory), as the sim
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
 from collections.abc import AsyncIterator
@@ -40,10 +41,56 @@ class FakeTelemetry:
 
     async def events(self) -> AsyncIterator[TelemetryEvent]:
         yield self.hello
-        while True:
-            yield parse_line(canned_sample_line(), "nvidia-smi")
-            await asyncio.sleep(3600)
+        sample = parse_line(canned_sample_line(), "nvidia-smi")
+        # received "in the future": the header says "0 s ago" however slow the machine (snapshots)
+        yield dataclasses.replace(sample, received=time.time() + 3600)  # type: ignore[type-var]
+        await asyncio.Event().wait()
 
     async def kill(self, targets: list[str], grace_s: float) -> list[dict]:
         self.killed.append(targets)
         return [{"pid": int(t.split(":")[0]), "outcome": "exited", "detail": "ended by SIGTERM", "signals": ["TERM"]} for t in targets]
+
+
+class FakeLogStream:
+    def __init__(self, lines: list[str]):
+        self.lines = lines
+
+    async def __aenter__(self) -> "FakeLogStream":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+    async def __aiter__(self):  # type: ignore[no-untyped-def]
+        for line in self.lines:
+            yield line
+        await asyncio.Event().wait()  # a log that stays quiet
+
+
+class FakeLifecycle:
+    """A managed server that is ready and stays so: for snapshots of the Server pane."""
+
+    def __init__(self) -> None:
+        from console.server.lifecycle import ServerState, ServerStatus
+
+        self.status = ServerStatus(ServerState.READY, "demo-eagle3", 4100, time.time() - 3600, time.time() - 3500,
+                                   "The server is fired up and ready to roll!", model="/models/kimi-k2.5-int4")
+        self.listeners: list = []
+
+    def add_listener(self, callback) -> None:  # type: ignore[no-untyped-def]
+        self.listeners.append(callback)
+
+    async def poll(self):  # type: ignore[no-untyped-def]
+        for callback in self.listeners:
+            callback(self.status)
+        return self.status
+
+    async def follow_log(self, lines: int = 200) -> FakeLogStream:
+        return FakeLogStream([
+            "[2026-11-30 09:12:01 TP0] Load weight begin. avail mem=140 GB",
+            "[2026-11-30 09:12:09] TP0 Load weight end. type=DeepseekV3ForCausalLM",
+            "[2026-11-30 09:12:10] TP0 KV Cache is allocated.",
+            "[2026-11-30 09:12:12 TP3] WARNING: cuda graph capture took 2.1 s",
+            "[2026-11-30 09:12:13] The server is fired up and ready to roll!",
+            "[2026-11-30 09:20:40 TP5] ERROR: NCCL watchdog timeout on rank 5 (simulated)",
+        ])

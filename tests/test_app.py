@@ -41,7 +41,7 @@ async def test_the_header_shows_the_connection_and_its_round_trip(sim_config: co
 
 async def test_panes_not_built_yet_say_so(tmp_path: Path) -> None:
     async with canned_app(tmp_path).run_test(size=(200, 50)) as pilot:
-        for pane, command in (("#server", "pivot server"), ("#tasks", "pivot tasks"), ("#sweep", "pivot sweep")):
+        for pane, command in (("#tasks", "pivot tasks"), ("#sweep", "pivot sweep")):
             text = str(pilot.app.query_one(pane).render())
             assert "Not built yet" in text and command in text
 
@@ -49,13 +49,14 @@ async def test_panes_not_built_yet_say_so(tmp_path: Path) -> None:
 async def test_focus_moves_between_panes(tmp_path: Path) -> None:
     async with canned_app(tmp_path).run_test(size=(80, 24)) as pilot:
         app = pilot.app
+        pane = lambda: app._pane_of(app.focused).id  # noqa: E731
         assert isinstance(app.focused, ProcessTable)
         await pilot.press("tab")
-        assert app.focused is app.query_one("#server")
+        assert pane() == "server"
         await pilot.press("4")
-        assert app.focused is app.query_one("#sweep")
+        assert pane() == "sweep"
         await pilot.press("shift+tab")
-        assert app.focused is app.query_one("#tasks")
+        assert pane() == "tasks"
         await pilot.press("1")
         assert isinstance(app.focused, ProcessTable)
 
@@ -209,3 +210,51 @@ async def test_a_zombie_offers_its_parent_and_a_failed_kill_offers_the_hyperviso
         await pilot.press("y")
         await wait_for(marker.exists, timeout=15)
         await wait_for(lambda: "cleanup on hv: exit 0" in str(app.query_one("#gpu-status").render()))
+
+
+async def test_server_pane_start_switch_and_crash_over_ssh(sim_host_process: HostProcess, tmp_path: Path) -> None:
+    """Start the demo baseline, watch its log until ready, switch to EAGLE-3, see a crash with its last lines."""
+    from console.server.lifecycle import ServerState
+    from console.ui.widgets.server.log_view import LogView
+    from console.ui.widgets.server.pane import ServerPane
+    from textual.widgets import OptionList
+
+    local = tmp_path / "profiles"
+    local.mkdir()
+    for name in ("baseline", "eagle3"):
+        (local / f"t-{name}.toml").write_text(f'extends = "demo-{name}"\nport = {free_port()}\n')
+    cfg = sim_host_process.config
+    cfg = config.Config(**{**cfg.__dict__, "profiles_dir": local})
+    app = PivotApp(cfg, "demo")
+    async with app.run_test(size=(120, 40)) as pilot:
+        pane = app.query_one(ServerPane)
+        options = app.query_one("#profiles", OptionList)
+
+        def highlight(name: str) -> None:
+            options.highlighted = [o.id for o in options._options].index(name)
+
+        await pilot.press("2")
+        await pilot.pause()
+        assert pane.status.state == ServerState.STOPPED
+        highlight("t-baseline")
+        await pilot.press("S")
+        await wait_for(lambda: pane.status.state == ServerState.READY, timeout=30)
+        log = app.query_one(LogView)
+        await wait_for(lambda: any("ready to roll" in line for line in log.lines_kept), timeout=10)
+        assert "✓ flags known" in str(app.query_one("#preflight").render())
+        assert "t-baseline ready" in str(app.query_one(HostStatus).render())
+
+        highlight("t-eagle3")
+        await pilot.press("W")
+        assert "Switch from t-baseline to t-eagle3?" in app.screen.title_text  # type: ignore[attr-defined]
+        await pilot.press("y")
+        await wait_for(lambda: pane.status.state == ServerState.READY and pane.status.profile == "t-eagle3", timeout=40)
+
+        await pilot.press("slash", *"TP3")
+        await pilot.pause()
+        assert log.shown and all("TP3" in line for line in log.shown)
+        await pilot.press("escape")
+
+        await app.pool.get("demo").run(["kill", "-KILL", "--", f"-{pane.status.pid}"])
+        await wait_for(lambda: pane.status.state == ServerState.CRASHED, timeout=15)
+        assert pane.status.log_tail and "last of" in str(app.query_one("#server-state").render())

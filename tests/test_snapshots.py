@@ -8,12 +8,14 @@ import pytest
 
 from console import config
 from console.ui.app import PivotApp
-from tests.fake_telemetry import FakeTelemetry
+from tests.fake_telemetry import FakeLifecycle, FakeTelemetry
 
 
 def make_app(tmp_path: Path) -> PivotApp:
     cfg = config.Config(path=None, hosts={}, campaign_dir=tmp_path / "campaign")
-    return PivotApp(cfg, None, telemetry=FakeTelemetry(), theme="pivot-dark")  # type: ignore[arg-type]
+    app = PivotApp(cfg, None, telemetry=FakeTelemetry(), theme="pivot-dark")  # type: ignore[arg-type]
+    app.lifecycle = FakeLifecycle()  # type: ignore[assignment]
+    return app
 
 
 async def settle(pilot) -> None:  # type: ignore[no-untyped-def]
@@ -42,3 +44,14 @@ class TestGpuPane:
             await pilot.pause()
 
         assert snap_compare(make_app(tmp_path), terminal_size=(80, 24), run_before=ask)
+
+
+class TestServerPane:
+    @pytest.mark.parametrize("size", [(80, 24), (200, 50)])
+    def test_zoomed(self, snap_compare, tmp_path: Path, size: tuple[int, int]) -> None:  # type: ignore[no-untyped-def]
+        async def zoom(pilot) -> None:  # type: ignore[no-untyped-def]
+            await settle(pilot)
+            await pilot.press("2", "z")
+            await pilot.pause(0.3)
+
+        assert snap_compare(make_app(tmp_path), terminal_size=size, run_before=zoom)

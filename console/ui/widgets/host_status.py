@@ -73,7 +73,7 @@ class HostStatus(Static):
         elif self.last_sample is None:
             text.append("telemetry: waiting", "dim")
         else:
-            age = time.time() - self.last_sample
+            age = max(0.0, time.time() - self.last_sample)
             stale = age > STALE_AFTER_S
             text.append(f"{self.source} ", "dim")
             text.append(f"{age:.0f} s ago", self._colour("warning", bold=True) if stale else "dim")
