@@ -241,7 +241,7 @@ async def test_server_pane_start_switch_and_crash_over_ssh(sim_host_process: Hos
         await wait_for(lambda: pane.status.state == ServerState.READY, timeout=30)
         log = app.query_one(LogView)
         await wait_for(lambda: any("ready to roll" in line for line in log.lines_kept), timeout=10)
-        assert "✓ flags known" in str(app.query_one("#preflight").render())
+        assert [c.name for c in pane.checks if c.ok] == ["launcher", "model path", "GPUs idle", "port free", "flags known"]
         assert "t-baseline ready" in str(app.query_one(HostStatus).render())
 
         highlight("t-eagle3")
@@ -258,3 +258,28 @@ async def test_server_pane_start_switch_and_crash_over_ssh(sim_host_process: Hos
         await app.pool.get("demo").run(["kill", "-KILL", "--", f"-{pane.status.pid}"])
         await wait_for(lambda: pane.status.state == ServerState.CRASHED, timeout=15)
         assert pane.status.log_tail and "last of" in str(app.query_one("#server-state").render())
+
+
+async def test_the_log_follows_until_the_operator_scrolls_up(tmp_path: Path) -> None:
+    from console.ui.widgets.server.log_view import LogView
+
+    async with canned_app(tmp_path).run_test(size=(80, 24)) as pilot:
+        log = pilot.app.query_one(LogView)
+        for i in range(100):
+            log.add(f"line {i}")
+        await pilot.pause()
+        assert log.following and log.scroll_offset.y == log.max_scroll_y
+        await pilot.press("2", "z")  # a resize keeps it at the bottom
+        log.add("after zoom")
+        await pilot.pause()
+        assert log.following and log.scroll_offset.y == log.max_scroll_y
+        log.scroll_up(animate=False)
+        await pilot.pause()
+        assert not log.following
+        at = log.scroll_offset.y
+        log.add("while reading")
+        await pilot.pause()
+        assert log.scroll_offset.y == at  # the operator's place is kept
+        log.scroll_end(animate=False)
+        await pilot.pause()
+        assert log.following

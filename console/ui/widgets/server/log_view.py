@@ -14,7 +14,7 @@ from textual.widgets import RichLog
 
 from console.ui.colours import theme_style
 
-ERROR = re.compile(r"error|traceback|exception|fatal|out of memory|killed|segmentation fault", re.IGNORECASE)
+ERROR = re.compile(r"error|traceback|exception|fatal|out of memory|killed|segmentation fault|crashed", re.IGNORECASE)
 WARNING = re.compile(r"warn", re.IGNORECASE)
 KEEP = 5000
 
@@ -32,10 +32,10 @@ class LogView(RichLog):
 
     def watch_scroll_y(self, old: float, new: float) -> None:
         super().watch_scroll_y(old, new)
-        if new < old:
+        if new >= self.max_scroll_y:
+            self.following = True  # at the bottom (or clamped there by a resize): follow
+        elif new < old:
             self.following = False  # the operator scrolled up: stay where they are
-        elif new >= self.max_scroll_y:
-            self.following = True  # back at the bottom: follow again
 
     def _styled(self, line: str) -> Text:
         if ERROR.search(line):

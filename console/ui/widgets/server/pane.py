@@ -46,9 +46,9 @@ class ServerPane(Vertical):
     DEFAULT_CSS = """
     ServerPane { padding: 0 1; }
     ServerPane #server-state { height: auto; max-height: 3; }
-    ServerPane #server-top { height: auto; max-height: 12; }
-    ServerPane #profiles { width: 24; height: auto; max-height: 12; border: none; padding: 0; }
-    ServerPane #profile-detail { width: 1fr; height: auto; max-height: 12; padding-left: 1; color: $text-muted; }
+    ServerPane #server-top { height: auto; max-height: 8; }
+    ServerPane #profiles { width: 24; height: auto; max-height: 8; border: none; padding: 0; }
+    ServerPane #profile-detail { width: 1fr; height: auto; max-height: 8; padding-left: 1; color: $text-muted; overflow-y: auto; }
     ServerPane #preflight { height: auto; max-height: 6; }
     ServerPane #log-filter { display: none; height: 1; border: none; padding: 0; }
     ServerPane #log-filter.-shown { display: block; }
@@ -73,6 +73,7 @@ class ServerPane(Vertical):
         self.marked: str | None = None
         self.checks: list[Check] = []
         self.busy: str | None = None  # the action in progress
+        self._highlight_placed = False
 
     @property
     def pivot(self) -> PivotApp:
@@ -135,7 +136,15 @@ class ServerPane(Vertical):
 
     # -- state ----------------------------------------------------------------
     def on_status_changed(self, message: StatusChanged) -> None:
+        if message.status.state == ServerState.CRASHED and self.status.state != ServerState.CRASHED:
+            self.query_one(LogView).add(f"— {message.status.profile} crashed (pid {message.status.pid}): "
+                                        f"the process ended without a stop; its last lines are above —")
         self.status = message.status
+        if message.status.state == ServerState.READY and self.checks and all(c.ok and not c.warning for c in self.checks):
+            self.query_one("#preflight", Static).update("")  # all passed and it is up: the room goes back to the log
+        if not self._highlight_placed and message.status.profile in self.profiles.names:
+            self._highlight_placed = True  # once: start on the running profile, then leave it to the operator
+            self.query_one("#profiles", OptionList).highlighted = self.profiles.names.index(message.status.profile)
         self._show_state()
         self.pivot.server_status_changed(message.status)
         self.refresh_bindings()
@@ -187,6 +196,7 @@ class ServerPane(Vertical):
         detail.update(Text.assemble((f"{profile.description}\n", "italic"), profile.command_line()))
 
     def _show_checks(self, checks: list[Check]) -> None:
+        self.checks = checks
         text = Text()
         for c in checks:
             colour = "success" if c.ok and not c.warning else "warning" if c.ok else "error"
