@@ -62,6 +62,7 @@ class Config:
     kill_grace_s: float = 5.0  # SIGTERM, then SIGKILL after this long
     telemetry_interval_s: float = 1.0
     profiles_dir: Path | None = None
+    sweep: dict[str, Any] = field(default_factory=dict)  # defaults for sweeps ([sweep] in pivot.toml)
 
     @property
     def profile_dirs(self) -> list[Path]:
@@ -95,7 +96,7 @@ _HOST_FIELDS: dict[str, type | tuple[type, ...]] = {
 _TOP_FIELDS: dict[str, type | tuple[type, ...]] = {
     "default_host": str, "theme": str, "campaign_dir": str, "hosts": dict,
     "idle_threshold_mib": (int, float), "kill_grace_s": (int, float), "telemetry_interval_s": (int, float),
-    "profiles_dir": str,
+    "profiles_dir": str, "sweep": dict,
 }
 _TYPE_NAMES = {str: "a string", int: "an integer", list: "a list", dict: "a table"}
 
@@ -157,12 +158,22 @@ def parse(path: Path, text: str) -> Config:
     interval = float(data.get("telemetry_interval_s", 1.0))
     if interval < 0.25:
         raise ConfigError(path, "telemetry_interval_s", f"must be at least 0.25, got {interval:g}")
+    sweep = data.get("sweep", {})
+    try:
+        from console.sweep.settings import SweepSettings
+
+        SweepSettings.from_dict(sweep)
+        unknown = set(sweep) - set(SweepSettings.__dataclass_fields__)
+        if unknown:
+            raise ValueError(f"unknown key {sorted(unknown)[0]!r}")
+    except (ValueError, TypeError) as e:
+        raise ConfigError(path, "sweep", str(e)) from None
     profiles_dir = Path(os.path.expanduser(data["profiles_dir"])) if "profiles_dir" in data else None
     if profiles_dir is not None and not profiles_dir.is_absolute():
         profiles_dir = path.parent / profiles_dir
     return Config(
         path=path, hosts=hosts, default_host=default, theme=data.get("theme"), campaign_dir=campaign,
-        profiles_dir=profiles_dir,
+        profiles_dir=profiles_dir, sweep=sweep,
         idle_threshold_mib=float(data.get("idle_threshold_mib", 1024)), kill_grace_s=float(data.get("kill_grace_s", 5)),
         telemetry_interval_s=interval,
     )

@@ -17,6 +17,7 @@ from pathlib import Path
 from console import __version__, config
 from console.remote.errors import RemoteError
 from console.server.profiles import ProfileError
+from console.sweep.store import RunError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -68,6 +69,25 @@ def build_parser() -> argparse.ArgumentParser:
     profiles.add_argument("action", nargs="?", choices=["show", "diff"])
     profiles.add_argument("names", nargs="*", metavar="NAME")
 
+    sweep = sub.add_parser("sweep", help="a concurrency sweep against the running server (or --url)")
+    sweep.add_argument("--levels", type=lambda s: [int(x) for x in s.split(",")], help="e.g. 1,2,5,10,30,70,100,250")
+    sweep.add_argument("--requests", help="per level: auto (max(4C,16)), c (exactly C), or a number")
+    sweep.add_argument("--max-tokens", type=int)
+    sweep.add_argument("--url", help="the server's base URL, directly (no SSH, no lifecycle)")
+    sweep.add_argument("--resume", metavar="RUN", help="finish an interrupted run: completed levels are kept")
+    sweep.add_argument("--json", action="store_true", help="one JSON event per line on stdout")
+
+    runs = sub.add_parser("runs", help="saved sweeps: list, show one, delete")
+    runs.add_argument("action", nargs="?", choices=["show", "delete"])
+    runs.add_argument("names", nargs="*", metavar="RUN")
+
+    cmp = sub.add_parser("compare", help="compare runs level by level: crossover, saturation, recommendation")
+    cmp.add_argument("names", nargs="+", metavar="RUN")
+    cmp.add_argument("--json", dest="fmt", action="store_const", const="json", default="table")
+    cmp.add_argument("--csv", dest="fmt", action="store_const", const="csv")
+    cmp.add_argument("--markdown", type=Path, metavar="FILE", help="also write a Markdown report")
+    cmp.add_argument("--write-profile", action="store_true", help="write the adaptive-speculation config and a profile using it")
+
     ping = sub.add_parser("ping", help="connect to a host and report the round-trip time")
     ping.add_argument("name", metavar="HOST", nargs="?")
 
@@ -103,6 +123,29 @@ def main(argv: list[str] | None = None) -> int:
                 from console.cli.server import cmd_profiles
 
                 return cmd_profiles(config.load(args.config), args.action, args.names)
+            case "sweep":
+                from console.cli.sweep import settings_from, sweep_with_forward
+                from console.sweep.store import open_run
+
+                cfg = config.load(args.config)
+                run = open_run(cfg.campaign_dir, args.resume) if args.resume else None
+                if run is not None:
+                    from console.sweep.settings import SweepSettings
+
+                    settings = SweepSettings.from_dict(run.meta.get("settings", {}))
+                else:
+                    settings = settings_from(cfg, args.levels, args.requests, args.max_tokens)
+                return asyncio.run(sweep_with_forward(cfg, args.host, run, settings, url=args.url, as_json=args.json,
+                                                      resume=run is not None))
+            case "runs":
+                from console.cli.sweep import cmd_runs
+
+                return cmd_runs(config.load(args.config), args.action, args.names)
+            case "compare":
+                from console.cli.sweep import cmd_compare
+
+                return cmd_compare(config.load(args.config), args.names, fmt=args.fmt, markdown_path=args.markdown,
+                                   write_profile=args.write_profile)
             case "kill":
                 from console.cli.gpus import cmd_kill
 
@@ -115,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
                 return cmd_config(args)
             case _:
                 return run_console(config.load(args.config), args.host, args.theme, local=args.local, readonly=args.readonly)
-    except (config.ConfigError, RemoteError, ProfileError) as e:
+    except (config.ConfigError, RemoteError, ProfileError, RunError, ValueError) as e:
         print(f"pivot: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

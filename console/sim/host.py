@@ -142,6 +142,9 @@ class SimHost:
             'workdir = "~/.pivot"\n'
             'role = "gpu"\n'
         )
+        with open(self.root / "pivot.toml", "a") as f:
+            # a whole sweep in about two minutes at the real calibration: one wave of short answers per level
+            f.write('\n[sweep]\nmax_tokens = 64\nrequests = "c"\n')
 
     @property
     def config_path(self) -> Path:

@@ -92,14 +92,14 @@ def spec_config(args: argparse.Namespace) -> SpecConfig | None:
 
 
 def _adaptive_off_batch(path: str) -> int | None:
-    """The batch size from which the adaptive config's tiers turn drafting off.
+    """The running batch size from which the adaptive config turns drafting off.
 
-    The config is JSON: {"batch_size_tiers": [[min_batch, num_steps], ...]}; a tier
-    with num_steps 0 turns drafting off from its min_batch on.
+    The config is what `pivot compare` writes: {"batch_size_tiers": [{"min_batch_size": N,
+    "candidate_steps": [steps, ...]}, ...]}; a tier whose candidate steps are [0] stops drafting.
     """
     try:
         tiers = json.loads(Path(path).expanduser().read_text())["batch_size_tiers"]
-        off = [int(b) for b, steps in tiers if int(steps) == 0]
+        off = [int(t["min_batch_size"]) for t in tiers if list(t["candidate_steps"]) == [0]]
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise LaunchError(f"--speculative-adaptive-config {path}: {e}") from None
     return min(off) if off else None

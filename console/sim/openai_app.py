@@ -42,15 +42,18 @@ class EngineLoop:
     generation_tokens_total: int = 0
 
     async def run(self) -> None:
+        clock = time.monotonic()  # when the current step ends, on an absolute schedule: no drift from late wake-ups
         while True:
             if self.scheduler.idle:
                 if self.on_change:
                     self.on_change(0, 0)
                 await self._wake.wait()
                 self._wake.clear()
+                clock = time.monotonic()
                 continue
             result = self.scheduler.step()
-            await asyncio.sleep(result.duration_s / self.time_scale)
+            clock = max(clock + result.duration_s / self.time_scale, time.monotonic() - 0.05)
+            await asyncio.sleep(max(0.0, clock - time.monotonic()))
             now = time.monotonic()
             step_tokens = 0
             for request, n in result.emitted:

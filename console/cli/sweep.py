@@ -1,0 +1,230 @@
+"""`pivot sweep`, `pivot runs`, `pivot compare`: sweeps and their comparison on the terminal."""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+from console import config
+from console.gpu.samples import Sample
+from console.gpu.telemetry import RemoteTelemetry
+from console.remote import Connection
+from console.server.lifecycle import ServerLifecycle, ServerState
+from console.sweep.compare import Comparison, adaptive_profile_text, compare, sglang_adaptive_config, vllm_speculative_config
+from console.sweep.runner import SweepProcess
+from console.sweep.settings import SweepSettings
+from console.sweep.store import Run, RunError, create_run, delete_run, list_runs, open_run
+from console.tasks.events import EventLog
+
+
+def _fmt(value: Any, digits: int = 1) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def level_row(e: dict[str, Any]) -> list[str]:
+    ms = lambda v: None if v is None else v * 1000  # noqa: E731
+    return [str(e["c"]), _fmt(e["total_tok_s"]), _fmt(e.get("steady_tok_s")), _fmt(e.get("req_tok_s_mean")),
+            _fmt(ms(e.get("ttft_p50")), 0), _fmt(ms(e.get("itl_p50"))), _fmt(ms(e.get("e2e_p90")), 0),
+            f"{e['errors']}/{e['requests']}"]
+
+
+LEVEL_COLUMNS = ["C", "tok/s", "steady", "per-req tok/s", "TTFT p50 ms", "ITL p50 ms", "E2E p90 ms", "errors"]
+
+
+def settings_from(cfg: config.Config, levels: list[int] | None, requests: str | None, max_tokens: int | None) -> SweepSettings:
+    data = dict(cfg.sweep)
+    if levels:
+        data["levels"] = levels
+    if requests:
+        data["requests"] = int(requests) if requests.isdigit() else requests
+    if max_tokens:
+        data["max_tokens"] = max_tokens
+    return SweepSettings.from_dict(data)
+
+
+async def run_meta(conn: Connection, cfg: config.Config, host: str) -> tuple[dict[str, Any], int]:
+    """What the run records about the server and host; and the server's port."""
+    spec = cfg.host(host)
+    agent = RemoteTelemetry(conn, spec)
+    lifecycle = ServerLifecycle(conn, spec, agent, idle_threshold_mib=cfg.idle_threshold_mib, grace_s=cfg.kill_grace_s)
+    status = await lifecycle.poll()
+    if status.state != ServerState.READY:
+        raise RunError(f"the server on {host} is {status.describe()}: start a profile first (pivot server start P)")
+    record = (await conn.run(["cat", "server.json"], cwd=spec.workdir)).stdout
+    data = json.loads(record)
+    sample = await agent.sample_once()
+    gpus = [g.name for g in sample.gpus] if isinstance(sample, Sample) else []
+    meta = {"profile": status.profile, "command_line": " ".join(data.get("argv", [])), "host": host,
+            "gpu_count": len(gpus), "gpu_names": sorted(set(gpus)), "model": status.model}
+    return meta, int(data["port"])
+
+
+async def sweep_with_forward(cfg: config.Config, host: str | None, run: Run | None, settings: SweepSettings, *,
+                             url: str | None, as_json: bool, resume: bool) -> int:
+    conn = None
+    out = Console(stderr=as_json, highlight=False)
+    try:
+        meta: dict[str, Any] = {"host": "direct", "profile": "direct", "url": url}
+        target = ["--url", url] if url else []
+        if url is None:
+            if cfg.path is None:
+                raise RunError("a sweep over SSH needs a pivot.toml (or give --url)")
+            spec = cfg.host(host)
+            conn = Connection(spec)
+            await conn.connected(timeout=spec.connect_timeout_s + 5, fail_fast=True)
+            meta, port = await run_meta(conn, cfg, spec.name)
+            target = ["--config", str(cfg.path), "--host", spec.name, "--port", str(port)]
+        if run is None:
+            run = create_run(cfg.campaign_dir, {**meta, "settings": settings.to_dict()})
+        EventLog(cfg.campaign_dir).append("sweep", run=run.name, profile=run.profile, levels=list(settings.levels))
+        return await print_sweep(SweepProcess(run, target, resume=resume), settings, out, as_json)
+    finally:
+        if conn is not None:
+            await conn.close()
+
+
+async def print_sweep(process: SweepProcess, settings: SweepSettings, out: Console, as_json: bool) -> int:
+    table = Table(box=None, header_style="bold", pad_edge=False, title=f"run {process.run.name}", title_justify="left")
+    for col in LEVEL_COLUMNS:
+        table.add_column(col, justify="right")
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                        TimeElapsedColumn(), console=out, transient=True, disable=as_json or not out.is_terminal)
+    status = 0
+    with progress:
+        task = None
+        async for event in process.events():
+            kind = event.get("type")
+            if as_json and kind != "request":
+                print(json.dumps(event), flush=True)
+            if kind == "sweep_started":
+                for warning in event.get("warnings", []):
+                    out.print(Text(f"warning: {warning}", style="yellow"))
+            elif kind == "level_started":
+                if task is not None:
+                    progress.remove_task(task)
+                task = progress.add_task(f"C={event['c']}", total=event["requests"] + event.get("warmup", 0))
+            elif kind == "request" and task is not None:
+                progress.advance(task)
+            elif kind == "level_done":
+                table.add_row(*level_row(event))
+                if not as_json:
+                    progress.console.print(Text("  ".join(f"{h}={v}" for h, v in zip(LEVEL_COLUMNS, level_row(event)))))
+            elif kind == "failed":
+                out.print(Text(f"pivot: the load generator failed: {event['message']}", style="red"))
+                status = 1
+            elif kind == "sweep_done" and (event.get("aborted") or event.get("stopped")):
+                out.print("sweep " + ("aborted" if event.get("aborted") else "stopped") + ": finished requests are kept")
+    if not as_json:
+        out.print(table)
+        out.print(f"saved: {process.run.dir}")
+    return status
+
+
+def cmd_runs(cfg: config.Config, action: str | None, names: list[str]) -> int:
+    out = Console(highlight=False)
+    if action == "delete":
+        for name in names:
+            delete_run(cfg.campaign_dir, name)
+            out.print(f"deleted {name}")
+        return 0
+    if action == "show":
+        run = open_run(cfg.campaign_dir, names[0])
+        table = Table(box=None, header_style="bold", pad_edge=False, title=f"{run.name} ({run.profile}, {run.state})",
+                      title_justify="left")
+        for col in LEVEL_COLUMNS:
+            table.add_column(col, justify="right")
+        for row in run.levels().iter_rows(named=True):
+            table.add_row(*level_row(row))
+        out.print(table)
+        return 0
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for col in ("RUN", "PROFILE", "STATE", "LEVELS", "STARTED"):
+        table.add_column(col)
+    for run in list_runs(cfg.campaign_dir):
+        if run.meta.get("corrupt"):
+            table.add_row(run.name, "?", Text("corrupt", style="red"), "", "")
+            continue
+        levels = run.levels()
+        table.add_row(run.name, run.profile, run.state, ",".join(map(str, levels["c"].to_list())), str(run.meta.get("started", "")))
+    out.print(table)
+    return 0
+
+
+def comparison_table(cmp: Comparison) -> Table:
+    a, b = cmp.a.name, cmp.b.name
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for col in ("C", f"{a} tok/s", f"{b} tok/s", "B/A", f"{a} per-req", f"{b} per-req", "B/A "):
+        table.add_column(col, justify="right")
+    for row in cmp.table.iter_rows(named=True):
+        table.add_row(str(row["c"]), _fmt(row["a_total_tok_s"]), _fmt(row["b_total_tok_s"]), _fmt(row["ratio_total"], 2),
+                      _fmt(row["a_req_tok_s_mean"]), _fmt(row["b_req_tok_s_mean"]), _fmt(row["ratio_per_request"], 2))
+    return table
+
+
+def report_lines(cmp: Comparison) -> list[str]:
+    sat = "; ".join(f"{name}: C={c}" if c else f"{name}: not within the levels" for name, c in cmp.saturation.items())
+    return [f"crossover, total tok/s: {cmp.total.text}", f"crossover, per-request tok/s: {cmp.per_request.text}",
+            f"saturation (< 10 % more to the next level): {sat}", f"recommendation: {cmp.recommendation}"]
+
+
+def markdown(cmp: Comparison) -> str:
+    head = f"# {cmp.a.name} vs {cmp.b.name}\n\nA = {cmp.a.profile}, B = {cmp.b.profile}\n\n"
+    rows = ["| C | A tok/s | B tok/s | B/A | A per-request | B per-request | B/A |", "|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in cmp.table.iter_rows(named=True):
+        rows.append(f"| {r['c']} | {_fmt(r['a_total_tok_s'])} | {_fmt(r['b_total_tok_s'])} | {_fmt(r['ratio_total'], 2)} | "
+                    f"{_fmt(r['a_req_tok_s_mean'])} | {_fmt(r['b_req_tok_s_mean'])} | {_fmt(r['ratio_per_request'], 2)} |")
+    return head + "\n".join(rows) + "\n\n" + "\n".join(f"- {line}" for line in report_lines(cmp)) + "\n"
+
+
+def cmd_compare(cfg: config.Config, names: list[str], *, fmt: str, markdown_path: Path | None, write_profile: bool) -> int:
+    if len(names) < 2:
+        raise RunError("compare needs two runs (pivot runs lists them)")
+    runs = [open_run(cfg.campaign_dir, n) for n in names]
+    for other in runs[1:]:
+        cmp = compare(runs[0], other)
+        if fmt == "json":
+            print(json.dumps({"a": cmp.a.name, "b": cmp.b.name, "levels": cmp.table.to_dicts(),
+                              "crossover_total": cmp.total.at, "crossover_per_request": cmp.per_request.at,
+                              "saturation": cmp.saturation, "recommendation": cmp.recommendation}))
+        elif fmt == "csv":
+            buffer = io.StringIO()
+            writer = csv.DictWriter(buffer, fieldnames=cmp.table.columns)
+            writer.writeheader()
+            writer.writerows(cmp.table.to_dicts())
+            sys.stdout.write(buffer.getvalue())
+        else:
+            out = Console(highlight=False)
+            out.print(comparison_table(cmp))
+            for line in report_lines(cmp):
+                out.print(Text(line))
+        if markdown_path:
+            markdown_path.write_text(markdown(cmp), encoding="utf-8")
+        if write_profile and cmp.helps_up_to is not None:
+            spec = cmp.a if cmp.a.speculative and not cmp.b.speculative else cmp.b
+            directory = cfg.path.parent / "profiles" if cfg.path else Path("profiles")
+            directory.mkdir(parents=True, exist_ok=True)
+            name = f"{spec.profile}-adaptive"
+            config_file = directory / f"{name}.json"
+            config_file.write_text(json.dumps(sglang_adaptive_config(cmp.helps_up_to), indent=1))
+            (directory / f"{name}.vllm.json").write_text(json.dumps(vllm_speculative_config(cmp.helps_up_to), indent=1))
+            remote = f"~/.pivot/adaptive/{name}.json"
+            (directory / f"{name}.toml").write_text(adaptive_profile_text(spec.profile, remote))
+            print(f"wrote {directory / (name + '.toml')} and {config_file}; copy the JSON to {remote} on the host "
+                  f"(pivot upload is not built yet) and sweep {name} to verify it")
+        with contextlib.suppress(Exception):
+            EventLog(cfg.campaign_dir).append("compare", a=cmp.a.name, b=cmp.b.name, recommendation=cmp.recommendation)
+    return 0
