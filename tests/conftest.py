@@ -44,9 +44,19 @@ class HostProcess:
 @pytest.fixture
 def sim_host_process(tmp_path: Path) -> Iterator[HostProcess]:
     """`pivot demo --serve` in its own process: the host adopts and reaps orphans, as a real host's init does."""
+    yield from _host_process(tmp_path, 20)
+
+
+@pytest.fixture
+def sim_host_measured(tmp_path: Path) -> Iterator[HostProcess]:
+    """The same at a time scale that this machine's client keeps up with, for measurements."""
+    yield from _host_process(tmp_path, 4)
+
+
+def _host_process(tmp_path: Path, time_scale: float) -> Iterator[HostProcess]:
     root = tmp_path / "demo"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "console", "demo", "--serve", "--dir", str(root), "--server", "none", "--time-scale", "20"],
+        [sys.executable, "-m", "console", "demo", "--serve", "--dir", str(root), "--server", "none", "--time-scale", str(time_scale)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
     )
     assert proc.stdout

@@ -1,0 +1,34 @@
+"""Runs on disk with the campaign's numbers, for comparison tests."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from console.sweep.store import EVENTS, create_run
+
+BASELINE = {1: (84.5, 92.6), 2: (166.0, 84.0), 5: (315.0, 64.0), 10: (450.0, 46.0), 30: (631.0, 21.5),
+            70: (713.0, 10.5), 100: (735.0, 7.5), 250: (773.0, 3.1)}
+EAGLE3 = {1: (88.0, 96.1), 2: (150.0, 76.0), 5: (225.0, 46.0), 10: (273.0, 28.0), 30: (324.0, 11.0),
+          70: (341.0, 4.9), 100: (347.0, 3.5), 250: (354.0, 1.4)}
+SPEC_FLAGS = "--speculative-algorithm EAGLE3 --speculative-num-steps 3"
+
+
+def write_run(campaign: Path, name: str, profile: str, numbers: dict[int, tuple[float, float]], *, speculative: bool,
+              complete: bool = True) -> None:
+    levels = sorted(numbers) if complete else sorted(numbers)[:3]
+    run = create_run(campaign, {"profile": profile, "command_line": f"python -m sglang.launch_server {SPEC_FLAGS if speculative else ''}",
+                                "settings": {"levels": sorted(numbers)}}, name=name)
+    with open(run.dir / EVENTS, "a") as f:
+        f.write(json.dumps({"type": "sweep_started"}) + "\n")
+        for c in levels:
+            total, per = numbers[c]
+            f.write(json.dumps({"type": "level_started", "c": c, "requests": c}) + "\n")
+            f.write(json.dumps({"type": "level_done", "c": c, "requests": c, "errors": 0, "wall_s": 10.0,
+                                "output_tokens": int(total * 10), "total_tok_s": total, "steady_tok_s": total,
+                                "req_tok_s_mean": per, "req_tok_s_p50": per, "ttft_p50": 0.05, "itl_p50": 1 / per}) + "\n")
+        if complete:
+            f.write(json.dumps({"type": "sweep_done", "aborted": False, "stopped": False}) + "\n")
+        else:
+            f.write(json.dumps({"type": "level_started", "c": sorted(numbers)[3], "requests": 9}) + "\n")
+    run.finish()

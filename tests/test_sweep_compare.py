@@ -1,0 +1,93 @@
+"""Comparison, the store and the compare command on fixture runs with the campaign's numbers."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from console.sweep.compare import compare, saturation, sglang_adaptive_config
+from console.sweep.store import list_runs, open_run
+from tests.fixtures_runs import BASELINE, EAGLE3, write_run
+
+
+@pytest.fixture
+def campaign(tmp_path: Path) -> Path:
+    campaign = tmp_path / "campaign"
+    write_run(campaign, "base", "baseline", BASELINE, speculative=False)
+    write_run(campaign, "spec", "eagle3", EAGLE3, speculative=True)
+    return campaign
+
+
+def test_the_campaigns_verdict(campaign: Path) -> None:
+    cmp = compare(open_run(campaign, "base"), open_run(campaign, "spec"))
+    assert cmp.table["c"].to_list() == [1, 2, 5, 10, 30, 70, 100, 250]
+    assert cmp.table["ratio_total"].to_list()[-1] == pytest.approx(354 / 773)
+    assert cmp.total.at is not None and 1 < cmp.total.at < 2 and cmp.total.leader_below == "spec"
+    assert cmp.per_request.at is not None and 1 < cmp.per_request.at < 2
+    assert cmp.recommendation == ("speculation (eagle3) helps per-request speed only at C ≤ 1 and wins total "
+                                  "throughput up to C=1: turn drafting off above C=1")
+    assert cmp.helps_up_to == 1
+    assert cmp.saturation == {"base": 70, "spec": 30}
+
+
+def test_a_run_that_never_wins(tmp_path: Path) -> None:
+    worse = {c: (t * 0.5, p * 0.5) for c, (t, p) in BASELINE.items()}
+    write_run(tmp_path, "base", "baseline", BASELINE, speculative=False)
+    write_run(tmp_path, "spec", "eagle3", worse, speculative=True)
+    cmp = compare(open_run(tmp_path, "base"), open_run(tmp_path, "spec"))
+    assert cmp.total.text == "none: base leads at every level"
+    assert cmp.recommendation == "speculation (eagle3) loses at every level: disable it"
+
+
+def test_saturation_is_where_growth_falls_below_ten_percent() -> None:
+    assert saturation([1, 2, 4, 8], [100, 190, 200, 205]) == 2
+    assert saturation([1, 2], [100, 200]) is None
+
+
+def test_the_adaptive_config_turns_drafting_off_above_the_crossover() -> None:
+    assert sglang_adaptive_config(1) == {"batch_size_tiers": [{"min_batch_size": 1, "candidate_steps": [3]},
+                                                              {"min_batch_size": 2, "candidate_steps": [0]}]}
+
+
+def test_store_tables_partial_and_corrupt_runs(campaign: Path) -> None:
+    write_run(campaign, "cut", "baseline", BASELINE, speculative=False, complete=False)
+    (campaign / "runs" / "junk").mkdir()
+    (campaign / "runs" / "junk" / "run.toml").write_text("not = [toml")
+    states = {r.name: ("corrupt" if r.meta.get("corrupt") else r.state) for r in list_runs(campaign)}
+    assert states == {"base": "complete", "cut": "partial", "junk": "corrupt", "spec": "complete"}
+    levels = pl.read_parquet(campaign / "runs" / "base" / "levels.parquet")
+    assert levels["c"].to_list() == sorted(BASELINE) and "total_tok_s" in levels.columns
+    with open(campaign / "runs" / "base" / "events.jsonl", "a") as f:
+        f.write('{"type": "level_do')  # a line cut by a crash
+    assert open_run(campaign, "base").levels().height == 8
+
+
+def pivot(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "console", "--config", str(config), *args], capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_compare_command_table_json_markdown_and_profile(campaign: Path, tmp_path: Path) -> None:
+    config = tmp_path / "pivot.toml"
+    config.write_text(f'campaign_dir = "{campaign}"\n')
+    table = pivot(config, "compare", "base", "spec")
+    assert table.returncode == 0, table.stderr
+    assert "recommendation: speculation (eagle3) helps per-request speed only at C ≤ 1" in table.stdout
+    assert "crossover, total tok/s: C ≈ 1." in table.stdout
+    data = json.loads(pivot(config, "compare", "base", "spec", "--json").stdout)
+    assert 1 < data["crossover_total"] < 2 and len(data["levels"]) == 8
+    assert pivot(config, "compare", "base", "spec", "--csv").stdout.startswith("c,")
+    report = tmp_path / "report.md"
+    written = pivot(config, "compare", "base", "spec", "--markdown", str(report), "--write-profile")
+    assert "| 250 | 773.0 | 354.0 | 0.46 |" in report.read_text()
+    profile = tmp_path / "profiles" / "eagle3-adaptive.toml"
+    assert profile.exists() and 'extends = "eagle3"' in profile.read_text() and "wrote" in written.stdout
+    listed = pivot(config, "runs")
+    assert "base" in listed.stdout and "complete" in listed.stdout
+    missing = pivot(config, "compare", "base", "nope")
+    assert missing.returncode == 2 and "no run named 'nope'" in missing.stderr

@@ -1,0 +1,137 @@
+"""The load generator against the simulated server over SSH: concurrency, calibration, abort, resume, failures."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from console import config
+from console.gpu.telemetry import RemoteTelemetry
+from console.remote import Connection
+from console.server.lifecycle import ServerLifecycle, ServerState
+from console.server.profiles import load_profiles
+from console.sweep.compare import compare
+from console.sweep.runner import SweepProcess
+from console.sweep.settings import SweepSettings
+from console.sweep.store import completed_levels, create_run
+from tests.conftest import HostProcess, free_port, wait_for
+
+SHIPPED = Path(__file__).parent.parent / "profiles"
+
+
+@pytest.fixture
+async def lifecycle(sim_host_measured: HostProcess, tmp_path: Path) -> AsyncIterator[ServerLifecycle]:
+    spec = sim_host_measured.config.host("demo")
+    conn = Connection(spec)
+    yield ServerLifecycle(conn, spec, RemoteTelemetry(conn, spec), idle_threshold_mib=1024, grace_s=3)
+    await conn.close()
+
+
+async def serve(lifecycle: ServerLifecycle, tmp_path: Path, name: str) -> int:
+    local = tmp_path / "profiles"
+    local.mkdir(exist_ok=True)
+    port = free_port()
+    (local / f"t-{name}.toml").write_text(f'extends = "demo-{name}"\nport = {port}\n')
+    await lifecycle.switch(load_profiles(SHIPPED, local).get(f"t-{name}"))
+
+    async def ready() -> bool:
+        return (await lifecycle.poll()).state == ServerState.READY
+    await wait_for(ready, timeout=30, interval=0.2)
+    return port
+
+
+async def sweep(host: HostProcess, campaign: Path, port: int, settings: SweepSettings, name: str,
+                on_event=None) -> list[dict]:  # type: ignore[no-untyped-def]
+    run = create_run(campaign, {"profile": name, "settings": settings.to_dict()}, name=name)
+    process = SweepProcess(run, ["--config", str(host.config_path), "--host", "demo", "--port", str(port)])
+    events = []
+    async for event in process.events():
+        events.append(event)
+        if on_event:
+            on_event(process, event)
+    return events
+
+
+async def test_exactly_c_in_flight_and_the_campaigns_shape(sim_host_measured: HostProcess, lifecycle: ServerLifecycle,
+                                                          tmp_path: Path) -> None:
+    campaign = tmp_path / "campaign"
+    settings = SweepSettings(levels=(1, 2, 8), requests="c", max_tokens=48, input_tokens=32)
+    port = await serve(lifecycle, tmp_path, "baseline")
+    base = await sweep(sim_host_measured, campaign, port, settings, "base")
+    done = [e for e in base if e["type"] == "level_done"]
+    assert [e["c"] for e in done] == [1, 2, 8]
+    assert all(e["peak_in_flight"] <= e["c"] for e in done) and [e["peak_in_flight"] for e in done] == [1, 2, 8]
+    running = [e["running"] for e in base if e["type"] == "metrics"]
+    assert running and max(running) <= 8  # the server's own count never exceeds C
+    assert all(e["errors"] == 0 and e["usage_missing"] == 0 for e in done)
+    port = await serve(lifecycle, tmp_path, "eagle3")
+    await sweep(sim_host_measured, campaign, port, settings, "spec")
+    from console.sweep.store import open_run
+
+    cmp = compare(open_run(campaign, "base"), open_run(campaign, "spec"))
+    # simulated time x4: the campaign's numbers times four, and its verdict
+    ratios = cmp.table["ratio_total"].to_list()
+    assert ratios[1] < 1 and ratios[2] < 0.75  # the baseline leads total throughput from C=2
+    per_request = cmp.table["ratio_per_request"].to_list()
+    assert per_request[0] > 1 > per_request[1]  # speculation is faster per request only at C=1
+    assert "helps per-request speed only at C ≤ 1" in cmp.recommendation
+    base_c1 = cmp.table["a_req_tok_s_mean"][0] / 4
+    assert base_c1 == pytest.approx(92.6, rel=0.08)
+
+
+async def test_abort_keeps_finished_requests_and_resume_reruns_only_the_interrupted_level(
+        sim_host_measured: HostProcess, lifecycle: ServerLifecycle, tmp_path: Path) -> None:
+    campaign = tmp_path / "campaign"
+    port = await serve(lifecycle, tmp_path, "baseline")
+    settings = SweepSettings(levels=(1, 4, 2), requests=8, max_tokens=32, input_tokens=16)
+    seen = {"requests_at_4": 0}
+
+    def abort_in_level_4(process: SweepProcess, event: dict) -> None:
+        if event["type"] == "request" and event["c"] == 4:
+            seen["requests_at_4"] += 1
+            if seen["requests_at_4"] == 2:
+                process.abort()
+
+    events = await sweep(sim_host_measured, campaign, port, settings, "cut", abort_in_level_4)
+    run_dir = campaign / "runs" / "cut"
+    assert events[-1]["type"] == "sweep_done" and events[-1]["aborted"]
+    assert completed_levels(run_dir) == {1}
+    on_disk = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    assert sum(1 for e in on_disk if e["type"] == "request" and e["c"] == 4) >= 2  # finished requests were kept
+
+    from console.sweep.store import open_run
+
+    run = open_run(campaign, "cut")
+    assert run.state == "partial"
+    process = SweepProcess(run, ["--config", str(sim_host_measured.config_path), "--host", "demo", "--port", str(port)],
+                           resume=True)
+    resumed = [e async for e in process.events()]
+    assert [e["c"] for e in resumed if e["type"] == "level_started"] == [4, 2]
+    assert open_run(campaign, "cut").state == "complete"
+    assert open_run(campaign, "cut").levels()["c"].to_list() == [1, 2, 4]
+
+
+async def test_a_server_killed_mid_level_gives_errors_and_a_clean_stop(sim_host_measured: HostProcess,
+                                                                       lifecycle: ServerLifecycle, tmp_path: Path) -> None:
+    campaign = tmp_path / "campaign"
+    port = await serve(lifecycle, tmp_path, "baseline")
+    pid = lifecycle.status.pid
+    settings = SweepSettings(levels=(4, 8), requests=16, max_tokens=256, input_tokens=16, timeout_s=30)
+    killed = {"done": False}
+
+    def kill_server(process: SweepProcess, event: dict) -> None:
+        if event["type"] == "level_started" and event["c"] == 4 and not killed["done"]:
+            killed["done"] = True
+            asyncio.get_running_loop().create_task(
+                lifecycle.conn.run(["kill", "-KILL", "--", f"-{pid}"]))
+
+    events = await asyncio.wait_for(sweep(sim_host_measured, campaign, port, settings, "dead", kill_server), 120)
+    done = [e for e in events if e["type"] == "level_done"]
+    assert done and done[0]["c"] == 4 and done[0]["errors"] > 0
+    errors = [e["error"] for e in events if e["type"] == "request" and e["error"]]
+    assert errors and all(isinstance(e, str) and e for e in errors)
+    assert events[-1]["type"] == "sweep_done" and not events[-1]["aborted"]

@@ -1,0 +1,57 @@
+"""Sweep metrics on synthetic requests with known answers."""
+
+from __future__ import annotations
+
+import pytest
+
+from console.sweep.metrics import RequestRecord, level_metrics, percentile, steady_throughput
+
+
+def req(index: int, start: float, chunks: list[tuple[float, int]], *, c: int = 1, error: str | None = None,
+        usage_missing: bool = False) -> RequestRecord:
+    tokens = sum(n for _, n in chunks)
+    return RequestRecord(c, index, start, 200 if error is None else 500, error, chunks[0][0] if chunks else None,
+                         chunks[-1][0] if chunks and error is None else None, tokens if error is None else 0,
+                         usage_missing, tuple(chunks))
+
+
+def test_several_tokens_in_one_chunk_count_as_tokens_with_per_token_gaps() -> None:
+    r = req(0, 0.0, [(0.1, 1), (0.4, 3), (0.5, 1)])
+    assert r.tokens == 5
+    assert r.itl() == pytest.approx([0.1, 0.1, 0.1, 0.1])  # 0.3 s over 3 tokens, then 0.1 s for 1
+    assert r.decode_tok_s == pytest.approx(4 / 0.4)
+
+
+def test_level_numbers() -> None:
+    records = [req(0, 0.0, [(0.1, 1), (1.1, 9)]), req(1, 1.1, [(0.2, 1), (1.2, 9)]),
+               req(2, 2.3, [], error="HTTP 500: boom")]
+    m = level_metrics(1, records, wall_s=2.5)
+    assert (m.requests, m.errors, m.output_tokens) == (3, 1, 20)
+    assert m.total_tok_s == pytest.approx(8.0) and m.requests_per_s == pytest.approx(0.8)
+    assert m.error_rate == pytest.approx(1 / 3)
+    assert m.ttft_p50 == pytest.approx(0.15) and m.req_tok_s_mean == pytest.approx(9.0)
+
+
+def test_missing_usage_is_counted_and_visible() -> None:
+    m = level_metrics(1, [req(0, 0.0, [(0.1, 1), (0.2, 1)], usage_missing=True)], wall_s=1.0)
+    assert m.usage_missing == 1 and m.output_tokens == 2
+
+
+def test_warmup_requests_are_not_counted() -> None:
+    warm = RequestRecord(1, 0, 0.0, 200, None, 0.1, 0.2, 50, chunks=((0.1, 1), (0.2, 49)), warmup=True)
+    m = level_metrics(1, [warm, req(1, 0.3, [(0.1, 1), (0.2, 1)])], wall_s=1.0)
+    assert m.requests == 1 and m.output_tokens == 2
+
+
+def test_steady_window_is_when_all_slots_are_busy() -> None:
+    # C=2: requests start at 0, 0, 1, 2; the window is [0, 2]
+    records = [req(0, 0.0, [(0.5, 1), (1.0, 1)], c=2), req(1, 0.0, [(0.5, 1), (2.0, 1)], c=2),
+               req(2, 1.0, [(0.5, 1), (1.0, 1)], c=2), req(3, 2.0, [(0.5, 1), (1.0, 1)], c=2)]
+    # chunks at absolute 0.5, 1.0, 0.5, 2.0, 1.5, 2.0 fall in [0, 2]; 2.5 and 3.0 do not
+    assert steady_throughput(2, records) == pytest.approx(6 / 2.0)
+    assert steady_throughput(4, records) is None  # never more requests than slots: no steady window
+
+
+def test_percentiles_interpolate() -> None:
+    assert percentile([1, 2, 3, 4], 50) == 2.5 and percentile([5], 99) == 5 and percentile([], 50) is None
+    assert percentile(list(range(101)), 90) == 90
