@@ -16,12 +16,9 @@ from rich.table import Table
 from rich.text import Text
 
 from console import config
-from console.gpu.samples import Sample
-from console.gpu.telemetry import RemoteTelemetry
 from console.remote import Connection
-from console.server.lifecycle import ServerLifecycle, ServerState
 from console.sweep.compare import Comparison, adaptive_profile_text, compare, sglang_adaptive_config, vllm_speculative_config
-from console.sweep.runner import SweepProcess
+from console.sweep.runner import SweepProcess, describe_server
 from console.sweep.settings import SweepSettings
 from console.sweep.store import Run, RunError, create_run, delete_run, list_runs, open_run
 from console.tasks.events import EventLog
@@ -56,23 +53,6 @@ def settings_from(cfg: config.Config, levels: list[int] | None, requests: str | 
     return SweepSettings.from_dict(data)
 
 
-async def run_meta(conn: Connection, cfg: config.Config, host: str) -> tuple[dict[str, Any], int]:
-    """What the run records about the server and host; and the server's port."""
-    spec = cfg.host(host)
-    agent = RemoteTelemetry(conn, spec)
-    lifecycle = ServerLifecycle(conn, spec, agent, idle_threshold_mib=cfg.idle_threshold_mib, grace_s=cfg.kill_grace_s)
-    status = await lifecycle.poll()
-    if status.state != ServerState.READY:
-        raise RunError(f"the server on {host} is {status.describe()}: start a profile first (pivot server start P)")
-    record = (await conn.run(["cat", "server.json"], cwd=spec.workdir)).stdout
-    data = json.loads(record)
-    sample = await agent.sample_once()
-    gpus = [g.name for g in sample.gpus] if isinstance(sample, Sample) else []
-    meta = {"profile": status.profile, "command_line": " ".join(data.get("argv", [])), "host": host,
-            "gpu_count": len(gpus), "gpu_names": sorted(set(gpus)), "model": status.model}
-    return meta, int(data["port"])
-
-
 async def sweep_with_forward(cfg: config.Config, host: str | None, run: Run | None, settings: SweepSettings, *,
                              url: str | None, as_json: bool, resume: bool) -> int:
     conn = None
@@ -86,7 +66,7 @@ async def sweep_with_forward(cfg: config.Config, host: str | None, run: Run | No
             spec = cfg.host(host)
             conn = Connection(spec)
             await conn.connected(timeout=spec.connect_timeout_s + 5, fail_fast=True)
-            meta, port = await run_meta(conn, cfg, spec.name)
+            meta, port = await describe_server(conn, cfg, spec.name)
             target = ["--config", str(cfg.path), "--host", spec.name, "--port", str(port)]
         if run is None:
             run = create_run(cfg.campaign_dir, {**meta, "settings": settings.to_dict()})

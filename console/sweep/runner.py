@@ -9,7 +9,12 @@ import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
-from console.sweep.store import Run
+from console import config
+from console.gpu.samples import Sample
+from console.gpu.telemetry import RemoteTelemetry
+from console.remote import Connection
+from console.server.lifecycle import ServerLifecycle, ServerState
+from console.sweep.store import Run, RunError
 
 
 class SweepProcess:
@@ -55,3 +60,20 @@ class SweepProcess:
     def abort(self) -> None:
         if self.proc and self.proc.returncode is None:
             self.proc.send_signal(signal.SIGTERM)
+
+
+async def describe_server(conn: Connection, cfg: config.Config, host: str) -> tuple[dict[str, Any], int]:
+    """What the run records about the server and host; and the server's port."""
+    spec = cfg.host(host)
+    agent = RemoteTelemetry(conn, spec)
+    lifecycle = ServerLifecycle(conn, spec, agent, idle_threshold_mib=cfg.idle_threshold_mib, grace_s=cfg.kill_grace_s)
+    status = await lifecycle.poll()
+    if status.state != ServerState.READY:
+        raise RunError(f"the server on {host} is {status.describe()}: start a profile first (pivot server start P)")
+    record = (await conn.run(["cat", "server.json"], cwd=spec.workdir)).stdout
+    data = json.loads(record)
+    sample = await agent.sample_once()
+    gpus = [g.name for g in sample.gpus] if isinstance(sample, Sample) else []
+    meta = {"profile": status.profile, "command_line": " ".join(data.get("argv", [])), "host": host,
+            "gpu_count": len(gpus), "gpu_names": sorted(set(gpus)), "model": status.model}
+    return meta, int(data["port"])

@@ -26,6 +26,7 @@ from console.ui.widgets.gpu.processes import ProcessTable
 from console.ui.widgets.host_status import HostStatus
 from console.ui.widgets.pending_pane import PendingPane
 from console.ui.widgets.server.pane import ServerPane
+from console.ui.widgets.sweep.pane import SweepPane
 
 PANES = ("gpus", "server", "tasks", "sweep")
 
@@ -97,7 +98,7 @@ class PivotApp(App[None]):
             yield GpuPane(id="gpus")
             yield ServerPane(self.lifecycle, load_profiles(*self.config.profile_dirs), id="server")
             yield PendingPane("Tasks", "The campaign's task list, persisted and advanced by the console's actions.", "pivot tasks …", id="tasks")
-            yield PendingPane("Sweep", "Concurrency sweeps drawn as they run, saved, and compared run against run.", "pivot sweep …", id="sweep")
+            yield SweepPane(id="sweep")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -181,6 +182,7 @@ class PivotApp(App[None]):
             ("Console", list(self.BINDINGS)),
             ("GPU pane", [*GpuPane.BINDINGS, *ProcessTable.BINDINGS]),
             ("Server pane", list(ServerPane.BINDINGS)),
+            ("Sweep pane", list(SweepPane.BINDINGS)),
             ("Confirmations", list(Confirm.BINDINGS)),
         ]
         self.push_screen(HelpScreen(sections))  # type: ignore[arg-type]

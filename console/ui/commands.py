@@ -29,6 +29,12 @@ class PivotCommands(Provider):
             if stray:
                 commands.append((f"kill {stray} stray process{'es' if stray != 1 else ''}", pane.action_kill_stray,
                                  "SIGTERM, then SIGKILL after the grace period, after a confirmation"))
+        sweep = app.query("#sweep")
+        if sweep:
+            pane = sweep.first()
+            commands.append(("compare the last two runs", pane.action_compare, "crossover, saturation and recommendation"))
+            if pane.check_action("new_sweep", ()):
+                commands.append(("start a sweep", pane.action_new_sweep, "choose levels and settings, then sweep the running server"))
         for theme in sorted(app.available_themes):
             commands.append((f"theme: {theme}", partial(setattr, app, "theme", theme), "switch the colour theme"))
         return commands

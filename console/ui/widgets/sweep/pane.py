@@ -1,0 +1,305 @@
+"""The Sweep pane: the throughput curve growing while a sweep runs, earlier runs overlaid, the level
+table, progress, start / stop / abort, and the comparison with its crossover and recommendation."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import TYPE_CHECKING, Any, cast
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.widgets import DataTable, Static
+from textual_plotext import PlotextPlot
+
+from console.remote.errors import RemoteError
+from console.sweep.compare import compare
+from console.sweep.runner import SweepProcess, describe_server
+from console.sweep.settings import SweepSettings
+from console.sweep.store import Run, RunError, create_run, list_runs
+from console.ui.colours import theme_style
+from console.ui.screens.confirm import Confirm
+from console.ui.widgets.sweep.form import SweepForm
+
+if TYPE_CHECKING:
+    from console.ui.app import PivotApp
+
+REDRAW_S = 0.5  # the chart redraws at most this often, however fast requests finish
+SECOND = [("per-request tok/s", "req_tok_s_mean", 1.0), ("TTFT p50 ms", "ttft_p50", 1000.0), (None, None, 1.0)]
+OVERLAY_COLOURS = ["orange", "cyan", "magenta", "green"]
+
+
+def _log(levels: list[int]) -> list[float]:
+    return [math.log10(c) for c in levels]
+
+
+class SweepPane(Vertical):
+    DEFAULT_CSS = """
+    SweepPane { padding: 0 1; }
+    SweepPane PlotextPlot { height: 1fr; min-height: 8; }
+    SweepPane #sweep-progress { height: auto; max-height: 3; }
+    SweepPane #sweep-levels { height: auto; max-height: 11; }
+    SweepPane #sweep-compare { height: auto; max-height: 14; display: none; }
+    SweepPane #sweep-compare.-shown { display: block; }
+    """
+    BINDINGS = [
+        Binding("n", "new_sweep", "Sweep", id="sweep.new", tooltip="Start a sweep against the running server (a form first)"),
+        Binding("s", "stop", "Stop", id="sweep.stop", tooltip="Stop after the current level; finished levels are kept"),
+        Binding("A", "abort", "Abort", id="sweep.abort", tooltip="Abort now; every finished request is kept (asks first)"),
+        Binding("c", "compare", "Compare", id="sweep.compare", tooltip="Compare the last two runs: crossover and recommendation"),
+        Binding("y", "second_series", "2nd series", id="sweep.second", tooltip="Overlay per-request tok/s, TTFT, or nothing"),
+        Binding("o", "overlays", "Overlays", id="sweep.overlays", tooltip="Show more or fewer earlier runs on the chart"),
+    ]
+
+    def __init__(self, **kw: object):
+        super().__init__(**kw)  # type: ignore[arg-type]
+        self.border_title = "Sweep"
+        self.process: SweepProcess | None = None
+        self.run: Run | None = None
+        self.levels: list[dict[str, Any]] = []  # level_done events of the run on screen
+        self.live: dict[str, Any] = {}  # the level in progress: c, started, requests, done, tokens
+        self.settings: SweepSettings | None = None
+        self.second = 0
+        self.overlay_count = 2
+        self.dirty = True
+        self.comparison_text: Text | None = None
+        self.warnings: list[str] = []
+
+    @property
+    def pivot(self) -> PivotApp:
+        return cast("PivotApp", self.app)
+
+    def compose(self) -> ComposeResult:
+        yield PlotextPlot(id="sweep-chart")
+        yield Static("", id="sweep-progress")
+        table: DataTable[str] = DataTable(id="sweep-levels", cursor_type="row", zebra_stripes=True)
+        yield table
+        yield Static("", id="sweep-compare")
+
+    def on_mount(self) -> None:
+        table = self.query_one("#sweep-levels", DataTable)
+        for col in ("C", "tok/s", "steady", "per-req", "TTFT p50", "ITL p50", "errors"):
+            table.add_column(col, key=col)
+        self.set_interval(REDRAW_S, self._redraw_if_dirty)
+        runs = [r for r in list_runs(self.pivot.config.campaign_dir) if not r.meta.get("corrupt")]
+        if runs:
+            self._show_run(runs[-1])
+        self._show_progress()
+
+    # -- drawing --------------------------------------------------------------
+    def _overlays(self) -> list[Run]:
+        runs = [r for r in list_runs(self.pivot.config.campaign_dir)
+                if not r.meta.get("corrupt") and (self.run is None or r.name != self.run.name)]
+        return runs[-self.overlay_count:] if self.overlay_count else []
+
+    def _redraw_if_dirty(self) -> None:
+        if self.dirty:
+            self.dirty = False
+            self._draw()
+            self._show_progress()
+
+    def _draw(self) -> None:
+        chart = self.query_one(PlotextPlot)
+        plt = chart.plt
+        plt.clear_data()
+        plt.clear_figure()
+        plt.theme("pro" if self.app.current_theme.dark else "clear")
+        overlays = [(colour, run, run.levels()) for colour, run in zip(OVERLAY_COLOURS, self._overlays())]
+        overlays = [(colour, run, frame) for colour, run, frame in overlays if frame.height]
+        if not self.levels and not overlays:
+            plt.title("total output tok/s by concurrency: no run yet (n starts one)")
+            chart.refresh()
+            return
+        # a log C axis drawn as log10(C) with C on the ticks: plotext's own log scale breaks on edge cases
+        ticks = sorted({e["c"] for e in self.levels} | {c for _, _, f in overlays for c in f["c"].to_list()}
+                       | ({self.live["c"]} if self.live.get("c") else set()))
+        plt.xticks([math.log10(c) for c in ticks], [str(c) for c in ticks])
+        plt.xlabel("concurrency C (log scale)")
+        plt.ylabel("total output tok/s")
+        for colour, run, frame in overlays:
+            plt.plot(_log(frame["c"].to_list()), frame["total_tok_s"].to_list(), label=f"{run.name} ({run.profile})",
+                     color=colour, marker="dot")
+        if self.levels:
+            xs = _log([e["c"] for e in self.levels])
+            label = f"{self.run.name if self.run else 'this run'} ({self.run.profile if self.run else ''})"
+            plt.plot(xs, [e["total_tok_s"] for e in self.levels], label=label, color="white" if self.app.current_theme.dark
+                     else "black", marker="hd")
+            name, key, scale = SECOND[self.second]
+            if key is not None:
+                ys = [(e.get(key) or 0) * scale for e in self.levels]
+                plt.plot(xs, ys, label=name, color="yellow", yside="right", marker="dot")
+                plt.ylabel(name, yside="right")
+        if self.live.get("c") and self.live.get("tokens"):
+            elapsed = max(1e-6, time.monotonic() - self.live["started"])
+            plt.scatter(_log([self.live["c"]]), [self.live["tokens"] / elapsed], marker="●", color="red",
+                        label=f"C={self.live['c']} now")
+        plt.title("total output tok/s by concurrency")
+        chart.refresh()
+
+    def _show_progress(self) -> None:
+        text = Text()
+        if self.process is not None and self.settings is not None and self.live.get("c"):
+            levels = list(self.settings.levels)
+            k = levels.index(self.live["c"]) + 1 if self.live.get("c") in levels else len(self.levels)
+            elapsed = time.monotonic() - self.live["sweep_started"]
+            done_fraction = (len(self.levels) + self.live["done"] / max(1, self.live["requests"])) / len(levels)
+            eta = f", about {elapsed / done_fraction - elapsed:.0f} s left" if done_fraction > 0.05 else ""
+            text.append(f"level {k} of {len(levels)} (C={self.live['c']}): {self.live['done']}/{self.live['requests']} "
+                        f"requests, {elapsed:.0f} s{eta}", "bold")
+        elif self.process is not None:
+            text.append("starting the load generator…", "bold")
+        elif self.run is not None:
+            text.append(f"run {self.run.name}: {self.run.profile}, {self.run.state}", "dim")
+        else:
+            text.append("no sweep yet: n starts one against the running server", "dim")
+        for warning in self.warnings:
+            text.append(f"\n⚠ {warning}", theme_style(self.app, "warning"))
+        self.query_one("#sweep-progress", Static).update(text)
+
+    def _add_level_row(self, e: dict[str, Any]) -> None:
+        ms = lambda v: "—" if v is None else f"{v * 1000:.0f}"  # noqa: E731
+        num = lambda v: "—" if v is None else f"{v:.1f}"  # noqa: E731
+        self.query_one("#sweep-levels", DataTable).add_row(
+            str(e["c"]), num(e["total_tok_s"]), num(e.get("steady_tok_s")), num(e.get("req_tok_s_mean")),
+            ms(e.get("ttft_p50")), ms(e.get("itl_p50")) if e.get("itl_p50") is None else f"{e['itl_p50'] * 1000:.1f}",
+            f"{e.get('errors', 0)}/{e.get('requests', 0)}")
+
+    def _show_run(self, run: Run) -> None:
+        self.run = run
+        self.levels = [row for row in run.levels().iter_rows(named=True)] if run.levels().height else []
+        table = self.query_one("#sweep-levels", DataTable)
+        table.clear()
+        for e in self.levels:
+            self._add_level_row(e)
+        self.dirty = True
+
+    # -- actions --------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        running = self.process is not None
+        if action == "new_sweep":
+            return not running and self.pivot.lifecycle is not None and not self.pivot.readonly
+        if action in ("stop", "abort"):
+            return running
+        return True
+
+    def action_new_sweep(self) -> None:
+        defaults = SweepSettings.from_dict(self.pivot.config.sweep)
+
+        def chosen(settings: SweepSettings | None) -> None:
+            if settings is not None:
+                self.start_sweep(settings)
+
+        self.app.push_screen(SweepForm(defaults), chosen)
+
+    def action_stop(self) -> None:
+        if self.process:
+            self.process.stop()
+            self.notify("the sweep stops after this level", timeout=4)
+
+    def action_abort(self) -> None:
+        def decided(ok: bool | None) -> None:
+            if ok and self.process:
+                self.process.abort()
+
+        self.app.push_screen(Confirm("Abort the sweep now?", ["Requests in flight are lost; finished ones are kept."],
+                                     action_label="Abort"), decided)
+
+    def action_second_series(self) -> None:
+        self.second = (self.second + 1) % len(SECOND)
+        self.dirty = True
+
+    def action_overlays(self) -> None:
+        self.overlay_count = (self.overlay_count + 1) % 4
+        self.notify(f"{self.overlay_count} earlier run(s) overlaid", timeout=2)
+        self.dirty = True
+
+    def action_compare(self) -> None:
+        box = self.query_one("#sweep-compare", Static)
+        if box.has_class("-shown"):
+            box.remove_class("-shown")
+            return
+        runs = [r for r in list_runs(self.pivot.config.campaign_dir) if not r.meta.get("corrupt") and r.levels().height]
+        if len(runs) < 2:
+            self.notify("two runs with completed levels are needed to compare", severity="warning")
+            return
+        self.show_comparison(runs[-2], runs[-1])
+
+    def show_comparison(self, a: Run, b: Run) -> None:
+        try:
+            cmp = compare(a, b)
+        except ValueError as e:
+            self.notify(str(e), severity="error")
+            return
+        text = Text.assemble((f"{a.name} ({a.profile})  vs  {b.name} ({b.profile})\n", "bold"))
+        text.append("   C      A tok/s    B tok/s   B/A    A per-req  B per-req   B/A\n", "dim")
+        for row in cmp.table.iter_rows(named=True):
+            ratio = row["ratio_total"]
+            text.append(f"{row['c']:>4} {row['a_total_tok_s']:>12.1f} {row['b_total_tok_s']:>10.1f} ")
+            text.append(f"{ratio:>5.2f}", theme_style(self.app, "success" if ratio > 1 else "error"))
+            text.append(f" {row['a_req_tok_s_mean'] or 0:>10.1f} {row['b_req_tok_s_mean'] or 0:>10.1f} "
+                        f"{row['ratio_per_request'] or 0:>5.2f}\n")
+        text.append(f"crossover, total tok/s: {cmp.total.text}\n")
+        text.append(f"crossover, per-request: {cmp.per_request.text}\n")
+        text.append(f"recommendation: {cmp.recommendation}", theme_style(self.app, "accent", bold=True))
+        self.comparison_text = text
+        box = self.query_one("#sweep-compare", Static)
+        box.update(text)
+        box.add_class("-shown")
+        self.pivot.event_log.append("compare", a=a.name, b=b.name, recommendation=cmp.recommendation)
+
+    @work(exclusive=True, group="sweep", exit_on_error=False)
+    async def start_sweep(self, settings: SweepSettings) -> None:
+        lifecycle = self.pivot.lifecycle
+        cfg = self.pivot.config
+        if lifecycle is None or cfg.path is None or self.pivot.host_name is None:
+            self.notify("a sweep needs a host from a pivot.toml", severity="error")
+            return
+        try:
+            meta, port = await describe_server(lifecycle.conn, cfg, self.pivot.host_name)
+            run = create_run(cfg.campaign_dir, {**meta, "settings": settings.to_dict()})
+        except (RunError, RemoteError) as e:
+            self.notify(str(e), title="No sweep", severity="error", timeout=10)
+            return
+        self.pivot.event_log.append("sweep", run=run.name, profile=run.profile, levels=list(settings.levels))
+        self.settings = settings
+        self._show_run(run)
+        self.query_one("#sweep-compare", Static).remove_class("-shown")
+        self.process = SweepProcess(run, ["--config", str(cfg.path), "--host", self.pivot.host_name, "--port", str(port)])
+        self.live = {"sweep_started": time.monotonic(), "done": 0, "requests": 0, "tokens": 0, "started": time.monotonic()}
+        self.warnings = []
+        self.refresh_bindings()
+        try:
+            async for event in self.process.events():
+                self._on_event(event)
+        finally:
+            self.process = None
+            self.live = {}
+            self.refresh_bindings()
+            self.dirty = True
+        self._show_run(run)
+        overlays = self._overlays()
+        if overlays and overlays[-1].profile != run.profile and overlays[-1].levels().height and run.levels().height:
+            self.show_comparison(overlays[-1], run)  # the newest other profile against this one
+
+    def _on_event(self, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        if kind == "sweep_started":
+            self.warnings = list(event.get("warnings", []))
+        elif kind == "level_started":
+            self.live.update(c=event["c"], requests=event["requests"] + event.get("warmup", 0), done=0, tokens=0,
+                             started=time.monotonic())
+        elif kind == "request":
+            self.live["done"] = self.live.get("done", 0) + 1
+            self.live["tokens"] = self.live.get("tokens", 0) + (event.get("tokens") or 0)
+        elif kind == "level_done":
+            self.levels.append(event)
+            self._add_level_row(event)
+        elif kind == "failed":
+            self.notify(f"the load generator failed: {event['message']}", severity="error", timeout=10)
+        elif kind == "sweep_done":
+            word = "aborted" if event.get("aborted") else "stopped" if event.get("stopped") else "finished"
+            self.notify(f"sweep {word}: {self.run.name if self.run else ''}", timeout=6)
+        self.dirty = True
