@@ -283,3 +283,42 @@ async def test_the_log_follows_until_the_operator_scrolls_up(tmp_path: Path) -> 
         log.scroll_end(animate=False)
         await pilot.pause()
         assert log.following
+
+
+async def test_a_sweep_from_the_pane_over_ssh(sim_host_measured: HostProcess, tmp_path: Path) -> None:
+    """Start a server, sweep it from the pane: the table fills level by level, the run is saved, the
+    comparison with an earlier run of another profile appears by itself."""
+    from textual.widgets import DataTable, Input
+
+    from console.server.lifecycle import ServerState
+    from console.server.profiles import load_profiles
+    from console.sweep.store import list_runs
+    from console.ui.widgets.sweep.form import SweepForm
+    from console.ui.widgets.sweep.pane import SweepPane
+    from tests.fixtures_runs import EAGLE3, write_run
+
+    local = tmp_path / "profiles"
+    local.mkdir()
+    (local / "t-baseline.toml").write_text(f'extends = "demo-baseline"\nport = {free_port()}\n')
+    cfg = sim_host_measured.config
+    cfg = config.Config(**{**cfg.__dict__, "profiles_dir": local})
+    write_run(cfg.campaign_dir, "0-earlier-eagle3", "eagle3", {c: EAGLE3[c] for c in (1, 2)}, speculative=True)
+    app = PivotApp(cfg, "demo")
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert app.lifecycle is not None
+        await app.lifecycle.start(load_profiles(*cfg.profile_dirs).get("t-baseline"))
+        await wait_for(lambda: app.query_one("#server").status.state == ServerState.READY, timeout=30)
+        await pilot.press("4", "n")
+        assert isinstance(app.screen, SweepForm)
+        app.screen.query_one("#levels", Input).value = "1,2"
+        app.screen.query_one("#max_tokens", Input).value = "24"
+        await pilot.click("#start")
+        pane = app.query_one(SweepPane)
+        await wait_for(lambda: pane.process is not None, timeout=10)
+        await wait_for(lambda: pane.process is None, timeout=60)
+        assert [e["c"] for e in pane.levels] == [1, 2]
+        assert app.query_one("#sweep-levels", DataTable).row_count == 2
+        runs = [r for r in list_runs(cfg.campaign_dir) if r.profile == "t-baseline"]
+        assert len(runs) == 1 and runs[0].state == "complete"
+        assert (runs[0].dir / "levels.parquet").exists() and (runs[0].dir / "requests.parquet").exists()
+        assert pane.comparison_text is not None and "recommendation:" in pane.comparison_text.plain

@@ -55,3 +55,31 @@ class TestServerPane:
             await pilot.pause(0.3)
 
         assert snap_compare(make_app(tmp_path), terminal_size=size, run_before=zoom)
+
+
+def app_with_runs(tmp_path: Path) -> PivotApp:
+    from tests.fixtures_runs import BASELINE, EAGLE3, write_run
+
+    campaign = tmp_path / "campaign"
+    write_run(campaign, "base", "baseline", BASELINE, speculative=False)
+    write_run(campaign, "spec", "eagle3", EAGLE3, speculative=True)
+    return make_app(tmp_path)
+
+
+class TestSweepPane:
+    @pytest.mark.parametrize("size", [(80, 24), (200, 50)])
+    def test_two_runs(self, snap_compare, tmp_path: Path, size: tuple[int, int]) -> None:  # type: ignore[no-untyped-def]
+        async def zoom(pilot) -> None:  # type: ignore[no-untyped-def]
+            await settle(pilot)
+            await pilot.press("4", "z")
+            await pilot.pause(0.8)
+
+        assert snap_compare(app_with_runs(tmp_path), terminal_size=size, run_before=zoom)
+
+    def test_comparison(self, snap_compare, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+        async def compare(pilot) -> None:  # type: ignore[no-untyped-def]
+            await settle(pilot)
+            await pilot.press("4", "z", "c")
+            await pilot.pause(0.8)
+
+        assert snap_compare(app_with_runs(tmp_path), terminal_size=(200, 50), run_before=compare)

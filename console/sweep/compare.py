@@ -104,7 +104,7 @@ def recommend(a: Run, b: Run, table: pl.DataFrame) -> tuple[str, int | None]:
         return f"speculation ({spec.profile}) wins total throughput at every level: keep it", levels[-1]
     speed = f"helps per-request speed only at C ≤ {max(speed_wins)}" if speed_wins else "never helps per-request speed"
     if helps_up_to is None:
-        lost = f"loses total throughput at every C ≥ {levels[0]}" if not total_wins else "loses total throughput at most levels"
+        lost = "loses total throughput at every level" if not total_wins else "loses total throughput at most levels"
         cut = max(speed_wins) if speed_wins else None
         verdict = f"disable it above C={cut}" if cut else "disable it"
         return f"speculation ({spec.profile}) {speed} and {lost}: {verdict}", cut

@@ -228,8 +228,8 @@ def warnings_for(settings: SweepSettings, facts: dict[str, Any]) -> list[str]:
         if isinstance(limit, int):
             over = [c for c in settings.levels if c > limit]
             if over:
-                warnings.append(f"levels {', '.join(map(str, over))} exceed the server's {what} ({limit}): "
-                                f"they measure the queue, not the engine")
+                which = f"level {over[0]} exceeds" if len(over) == 1 else f"levels {', '.join(map(str, over))} exceed"
+                warnings.append(f"{which} the server's {what} ({limit}): the queue is measured, not the engine")
     return warnings
 
 

@@ -39,9 +39,9 @@ def _log(levels: list[int]) -> list[float]:
 class SweepPane(Vertical):
     DEFAULT_CSS = """
     SweepPane { padding: 0 1; }
-    SweepPane PlotextPlot { height: 1fr; min-height: 8; }
+    SweepPane PlotextPlot { height: 2fr; min-height: 8; }
     SweepPane #sweep-progress { height: auto; max-height: 3; }
-    SweepPane #sweep-levels { height: auto; max-height: 11; }
+    SweepPane #sweep-levels { height: 1fr; max-height: 11; }
     SweepPane #sweep-compare { height: auto; max-height: 14; display: none; }
     SweepPane #sweep-compare.-shown { display: block; }
     """
@@ -126,11 +126,11 @@ class SweepPane(Vertical):
             xs = _log([e["c"] for e in self.levels])
             label = f"{self.run.name if self.run else 'this run'} ({self.run.profile if self.run else ''})"
             plt.plot(xs, [e["total_tok_s"] for e in self.levels], label=label, color="white" if self.app.current_theme.dark
-                     else "black", marker="hd")
+                     else "black", marker="braille")
             name, key, scale = SECOND[self.second]
             if key is not None:
                 ys = [(e.get(key) or 0) * scale for e in self.levels]
-                plt.plot(xs, ys, label=name, color="yellow", yside="right", marker="dot")
+                plt.plot(xs, ys, label=name, color="yellow", yside="right", marker="x")
                 plt.ylabel(name, yside="right")
         if self.live.get("c") and self.live.get("tokens"):
             elapsed = max(1e-6, time.monotonic() - self.live["started"])
