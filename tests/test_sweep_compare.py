@@ -91,3 +91,22 @@ def test_compare_command_table_json_markdown_and_profile(campaign: Path, tmp_pat
     assert "base" in listed.stdout and "complete" in listed.stdout
     missing = pivot(config, "compare", "base", "nope")
     assert missing.returncode == 2 and "no run named 'nope'" in missing.stderr
+
+
+def test_bench_serving_results_import_as_a_run_and_compare(campaign: Path, tmp_path: Path) -> None:
+    lines = [{"backend": "sglang-oai", "max_concurrency": c, "completed": 4 * c, "duration": 10.0,
+              "total_output_tokens": int(total * 10), "output_throughput": total, "mean_tpot_ms": 1000 / per,
+              "median_ttft_ms": 50.0, "median_itl_ms": 1000 / per, "request_throughput": 0.4 * c}
+             for c, (total, per) in EAGLE3.items()]
+    results = tmp_path / "old.jsonl"
+    results.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    config = tmp_path / "pivot.toml"
+    config.write_text(f'campaign_dir = "{campaign}"\n')
+    imported = pivot(config, "runs", "import", str(results), "--name", "old-eagle3", "--profile", "eagle3")
+    assert imported.returncode == 0 and "levels 1, 2, 5, 10, 30, 70, 100, 250" in imported.stdout
+    cmp = compare(open_run(campaign, "base"), open_run(campaign, "old-eagle3"))
+    assert cmp.table["b_req_tok_s_mean"][0] == pytest.approx(96.1)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"output_throughput": 1}\n')
+    refused = pivot(config, "runs", "import", str(bad))
+    assert refused.returncode == 2 and "bad.jsonl:1: not a bench_serving result line" in refused.stderr

@@ -78,8 +78,10 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--json", action="store_true", help="one JSON event per line on stdout")
 
     runs = sub.add_parser("runs", help="saved sweeps: list, show one, delete")
-    runs.add_argument("action", nargs="?", choices=["show", "delete"])
-    runs.add_argument("names", nargs="*", metavar="RUN")
+    runs.add_argument("action", nargs="?", choices=["show", "delete", "import"])
+    runs.add_argument("names", nargs="*", metavar="RUN", help="runs; for import: the bench_serving JSONL file")
+    runs.add_argument("--name", help="import: the new run's name")
+    runs.add_argument("--profile", default="imported", help="import: the profile the results were measured with")
 
     cmp = sub.add_parser("compare", help="compare runs level by level: crossover, saturation, recommendation")
     cmp.add_argument("names", nargs="+", metavar="RUN")
@@ -140,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
             case "runs":
                 from console.cli.sweep import cmd_runs
 
-                return cmd_runs(config.load(args.config), args.action, args.names)
+                return cmd_runs(config.load(args.config), args.action, args.names, name=args.name, profile=args.profile)
             case "compare":
                 from console.cli.sweep import cmd_compare
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import csv
 import io
@@ -114,8 +115,17 @@ async def print_sweep(process: SweepProcess, settings: SweepSettings, out: Conso
     return status
 
 
-def cmd_runs(cfg: config.Config, action: str | None, names: list[str]) -> int:
+def cmd_runs(cfg: config.Config, action: str | None, names: list[str], *, name: str | None = None,
+             profile: str = "imported") -> int:
     out = Console(highlight=False)
+    if action == "import":
+        from console.sweep.imports import import_bench_serving
+
+        if len(names) != 1:
+            raise RunError("runs import takes one bench_serving JSONL file")
+        run = import_bench_serving(cfg.campaign_dir, Path(names[0]), name=name, profile=profile)
+        out.print(f"imported {run.name}: levels {', '.join(map(str, run.levels()['c'].to_list()))}")
+        return 0
     if action == "delete":
         for name in names:
             delete_run(cfg.campaign_dir, name)
@@ -170,6 +180,31 @@ def markdown(cmp: Comparison) -> str:
     return head + "\n".join(rows) + "\n\n" + "\n".join(f"- {line}" for line in report_lines(cmp)) + "\n"
 
 
+async def write_adaptive_profile(cfg: config.Config, cmp: Comparison) -> None:
+    """The adaptive config (uploaded to the host when one is configured) and a profile that uses it."""
+    spec = cmp.a if cmp.a.speculative and not cmp.b.speculative else cmp.b
+    directory = cfg.path.parent / "profiles" if cfg.path else Path("profiles")
+    directory.mkdir(parents=True, exist_ok=True)
+    name = f"{spec.profile}-adaptive"
+    config_json = json.dumps(sglang_adaptive_config(cmp.helps_up_to or 1), indent=1)
+    (directory / f"{name}.json").write_text(config_json)
+    (directory / f"{name}.vllm.json").write_text(json.dumps(vllm_speculative_config(cmp.helps_up_to or 1), indent=1))
+    remote = f"~/.pivot/adaptive/{name}.json"
+    if cfg.hosts:
+        host = cfg.host(spec.meta.get("host") if spec.meta.get("host") in cfg.hosts else None)
+        conn = Connection(host)
+        try:
+            await conn.connected(timeout=host.connect_timeout_s + 5, fail_fast=True)
+            home = (await conn.run(["sh", "-c", 'printf %s "$HOME"'])).stdout
+            remote = f"{host.workdir.rstrip('/')}/adaptive/{name}.json".replace("~", home, 1)
+            await conn.upload(config_json.encode(), remote)
+            print(f"uploaded the adaptive config to {host.name}:{remote}")
+        finally:
+            await conn.close()
+    (directory / f"{name}.toml").write_text(adaptive_profile_text(spec.profile, remote))
+    print(f"wrote {directory / (name + '.toml')}: sweep it to check that it follows the better curve at every level")
+
+
 def cmd_compare(cfg: config.Config, names: list[str], *, fmt: str, markdown_path: Path | None, write_profile: bool) -> int:
     if len(names) < 2:
         raise RunError("compare needs two runs (pivot runs lists them)")
@@ -194,17 +229,7 @@ def cmd_compare(cfg: config.Config, names: list[str], *, fmt: str, markdown_path
         if markdown_path:
             markdown_path.write_text(markdown(cmp), encoding="utf-8")
         if write_profile and cmp.helps_up_to is not None:
-            spec = cmp.a if cmp.a.speculative and not cmp.b.speculative else cmp.b
-            directory = cfg.path.parent / "profiles" if cfg.path else Path("profiles")
-            directory.mkdir(parents=True, exist_ok=True)
-            name = f"{spec.profile}-adaptive"
-            config_file = directory / f"{name}.json"
-            config_file.write_text(json.dumps(sglang_adaptive_config(cmp.helps_up_to), indent=1))
-            (directory / f"{name}.vllm.json").write_text(json.dumps(vllm_speculative_config(cmp.helps_up_to), indent=1))
-            remote = f"~/.pivot/adaptive/{name}.json"
-            (directory / f"{name}.toml").write_text(adaptive_profile_text(spec.profile, remote))
-            print(f"wrote {directory / (name + '.toml')} and {config_file}; copy the JSON to {remote} on the host "
-                  f"(pivot upload is not built yet) and sweep {name} to verify it")
+            asyncio.run(write_adaptive_profile(cfg, cmp))
         with contextlib.suppress(Exception):
             EventLog(cfg.campaign_dir).append("compare", a=cmp.a.name, b=cmp.b.name, recommendation=cmp.recommendation)
     return 0
