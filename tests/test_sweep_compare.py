@@ -110,3 +110,11 @@ def test_bench_serving_results_import_as_a_run_and_compare(campaign: Path, tmp_p
     bad.write_text('{"output_throughput": 1}\n')
     refused = pivot(config, "runs", "import", str(bad))
     assert refused.returncode == 2 and "bad.jsonl:1: not a bench_serving result line" in refused.stderr
+
+
+def test_the_simulator_reads_the_adaptive_config_compare_writes(tmp_path: Path) -> None:
+    from console.sim.launch_server import _adaptive_off_batch
+
+    path = tmp_path / "adaptive.json"
+    path.write_text(json.dumps(sglang_adaptive_config(1)))
+    assert _adaptive_off_batch(str(path)) == 2  # drafting at a running batch of 1, off from 2

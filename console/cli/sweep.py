@@ -141,23 +141,23 @@ def cmd_runs(cfg: config.Config, action: str | None, names: list[str], *, name: 
             table.add_row(*level_row(row))
         out.print(table)
         return 0
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    for col in ("RUN", "PROFILE", "STATE", "LEVELS", "STARTED"):
-        table.add_column(col)
+    rows = [("RUN", "PROFILE", "STATE", "LEVELS", "STARTED")]
     for run in list_runs(cfg.campaign_dir):
         if run.meta.get("corrupt"):
-            table.add_row(run.name, "?", Text("corrupt", style="red"), "", "")
-            continue
-        levels = run.levels()
-        table.add_row(run.name, run.profile, run.state, ",".join(map(str, levels["c"].to_list())), str(run.meta.get("started", "")))
-    out.print(table)
+            rows.append((run.name, "?", "corrupt", "", ""))
+        else:
+            levels = ",".join(map(str, run.levels()["c"].to_list()))
+            rows.append((run.name, run.profile, run.state, levels, str(run.meta.get("started", ""))))
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    for row in rows:  # plain columns, never truncated: run names are meant to be copied
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
     return 0
 
 
 def comparison_table(cmp: Comparison) -> Table:
-    a, b = cmp.a.name, cmp.b.name
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    for col in ("C", f"{a} tok/s", f"{b} tok/s", "B/A", f"{a} per-req", f"{b} per-req", "B/A "):
+    table = Table(box=None, header_style="bold", pad_edge=False, title_justify="left",
+                  title=f"A = {cmp.a.name} ({cmp.a.profile})\nB = {cmp.b.name} ({cmp.b.profile})")
+    for col in ("C", "A tok/s", "B tok/s", "B/A", "A per-req tok/s", "B per-req tok/s", "B/A "):
         table.add_column(col, justify="right")
     for row in cmp.table.iter_rows(named=True):
         table.add_row(str(row["c"]), _fmt(row["a_total_tok_s"]), _fmt(row["b_total_tok_s"]), _fmt(row["ratio_total"], 2),

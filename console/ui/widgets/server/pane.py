@@ -22,7 +22,7 @@ from console.server.lifecycle import (
     ServerState,
     ServerStatus,
 )
-from console.server.profiles import Profile, ProfileSet, diff
+from console.server.profiles import Profile, ProfileSet, diff, load_profiles
 from console.ui.colours import theme_style
 from console.ui.messages import StatusChanged
 from console.ui.screens.confirm import Confirm
@@ -163,6 +163,20 @@ class ServerPane(Vertical):
             text.append(f"\n  last of {len(status.log_tail)} log lines kept: {status.log_tail[-1]}", "dim")
         self.query_one("#server-state", Static).update(text)
         self.border_subtitle = str(status.state)
+
+    def on_descendant_focus(self) -> None:
+        """Profiles written meanwhile (pivot compare --write-profile, an editor) appear when the pane is entered."""
+        fresh = load_profiles(*self.pivot.config.profile_dirs)
+        if fresh.names != self.profiles.names or any(
+                fresh.profiles.get(n) != self.profiles.profiles.get(n) for n in fresh.names):
+            current = self.highlighted
+            self.profiles = fresh
+            options = self.query_one("#profiles", OptionList)
+            options.clear_options()
+            options.add_options(self._options())
+            if current in fresh.names:
+                options.highlighted = fresh.names.index(current)
+            self._show_detail()
 
     @on(OptionList.OptionHighlighted, "#profiles")
     def _highlighted(self) -> None:

@@ -28,7 +28,15 @@ if TYPE_CHECKING:
     from console.ui.app import PivotApp
 
 REDRAW_S = 0.5  # the chart redraws at most this often, however fast requests finish
-SECOND = [("per-request tok/s", "req_tok_s_mean", 1.0), ("TTFT p50 ms", "ttft_p50", 1000.0), (None, None, 1.0)]
+SECOND = [("per-request tok/s", "req_tok_s_mean", 1.0), ("TTFT p50 ms", "ttft_p50", 1000.0),
+          ("server's own gen tok/s", "server_gen_tok_s", 1.0), (None, None, 1.0)]
+
+
+def _value(level: dict[str, Any], key: str) -> float | None:
+    """A level's number, from a live level_done event (server view nested) or a stored row (flattened)."""
+    if key.startswith("server_") and key not in level:
+        return (level.get("server") or {}).get(key.removeprefix("server_"))
+    return level.get(key)
 OVERLAY_COLOURS = ["orange", "cyan", "magenta", "green"]
 
 
@@ -50,7 +58,8 @@ class SweepPane(Vertical):
         Binding("s", "stop", "Stop", id="sweep.stop", tooltip="Stop after the current level; finished levels are kept"),
         Binding("A", "abort", "Abort", id="sweep.abort", tooltip="Abort now; every finished request is kept (asks first)"),
         Binding("c", "compare", "Compare", id="sweep.compare", tooltip="Compare the last two runs: crossover and recommendation"),
-        Binding("y", "second_series", "2nd series", id="sweep.second", tooltip="Overlay per-request tok/s, TTFT, or nothing"),
+        Binding("y", "second_series", "2nd series", id="sweep.second",
+                tooltip="Overlay per-request tok/s, TTFT, the server's own throughput (/metrics), or nothing"),
         Binding("o", "overlays", "Overlays", id="sweep.overlays", tooltip="Show more or fewer earlier runs on the chart"),
     ]
 
@@ -129,7 +138,7 @@ class SweepPane(Vertical):
                      else "black", marker="braille")
             name, key, scale = SECOND[self.second]
             if key is not None:
-                ys = [(e.get(key) or 0) * scale for e in self.levels]
+                ys = [(_value(e, key) or 0) * scale for e in self.levels]
                 plt.plot(xs, ys, label=name, color="yellow", yside="right", marker="x")
                 plt.ylabel(name, yside="right")
         if self.live.get("c") and self.live.get("tokens"):
