@@ -322,3 +322,18 @@ async def test_a_sweep_from_the_pane_over_ssh(sim_host_measured: HostProcess, tm
         assert len(runs) == 1 and runs[0].state == "complete"
         assert (runs[0].dir / "levels.parquet").exists() and (runs[0].dir / "requests.parquet").exists()
         assert pane.comparison_text is not None and "recommendation:" in pane.comparison_text.plain
+
+
+async def test_profiles_written_meanwhile_appear_when_the_server_pane_is_entered(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from textual.widgets import OptionList
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    async with canned_app(tmp_path).run_test(size=(100, 30)) as pilot:
+        options = pilot.app.query_one("#profiles", OptionList)
+        assert "mine" not in [o.id for o in options._options]
+        (tmp_path / "xdg" / "pivot" / "profiles").mkdir(parents=True)
+        (tmp_path / "xdg" / "pivot" / "profiles" / "mine.toml").write_text('extends = "baseline"\nport = 31111\n')
+        await pilot.press("2")
+        await pilot.pause()
+        assert "mine" in [o.id for o in options._options]
