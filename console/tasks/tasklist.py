@@ -1,0 +1,232 @@
+"""The campaign's task list: content, priority, status and the history of each status change.
+
+Saved on every change as JSON, atomically (a temporary file, fsync, rename,
+fsync of the directory), so a crash, a kill -9 or a full disk never leaves a
+half-written list. A file that does not load is moved aside and reported,
+never overwritten. Two consoles on one campaign: a save first checks that the
+file is still the one this list was read from; if another console changed
+it, the change is merged task by task (by id) when the two did not touch the
+same task, and refused with a message when they did.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+PRIORITIES = ("high", "medium", "low")
+STATUSES = ("pending", "in_progress", "completed", "cancelled")
+FILE = "tasks.json"
+
+
+class TaskError(Exception):
+    """A refused change or an unusable file; str() is one line."""
+
+
+@dataclass(frozen=True)
+class Task:
+    content: str
+    priority: str = "medium"
+    status: str = "pending"
+    id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
+    history: tuple[tuple[float, str], ...] = ()  # (time, status) for every change, oldest first
+    action: str | None = None  # a runbook action, e.g. "start demo-baseline"
+    result: str | None = None  # what the action reported
+
+    def __post_init__(self) -> None:
+        if not self.content.strip():
+            raise TaskError("a task needs some content")
+        if self.priority not in PRIORITIES:
+            raise TaskError(f"priority must be one of {', '.join(PRIORITIES)}, got {self.priority!r}")
+        if self.status not in STATUSES:
+            raise TaskError(f"status must be one of {', '.join(STATUSES)}, got {self.status!r}")
+
+    @property
+    def in_progress_since(self) -> float | None:
+        if self.status != "in_progress":
+            return None
+        return next((t for t, s in reversed(self.history) if s == "in_progress"), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"id": self.id, "content": self.content, "priority": self.priority,
+                                "status": self.status, "history": [list(h) for h in self.history]}
+        if self.action:
+            data["action"] = self.action
+        if self.result:
+            data["result"] = self.result
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Task:
+        return cls(content=str(data["content"]), priority=str(data.get("priority", "medium")),
+                   status=str(data.get("status", "pending")), id=str(data.get("id") or uuid.uuid4().hex[:8]),
+                   history=tuple((float(t), str(s)) for t, s in data.get("history", ())),
+                   action=data.get("action"), result=data.get("result"))
+
+
+def write_atomically(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)  # the rename itself survives a power cut
+    finally:
+        os.close(directory)
+
+
+def parse(text: str, source: str) -> list[Task]:
+    """Our own format or the todo format coding assistants write: {"todos": [{content, priority, status}]}."""
+    try:
+        data = json.loads(text)
+        items = data["tasks"] if "tasks" in data else data["todos"]
+        return [Task.from_dict(item) for item in items]
+    except (ValueError, KeyError, TypeError, TaskError) as e:
+        raise TaskError(f"{source}: not a task list ({type(e).__name__}: {e})") from None
+
+
+class TaskList:
+    def __init__(self, campaign_dir: Path):
+        self.path = campaign_dir / FILE
+        self.tasks: list[Task] = []
+        self._loaded: str | None = None  # the file's text when this list last read or wrote it
+        self.warning: str | None = None
+
+    # -- disk -----------------------------------------------------------------
+    def load(self) -> TaskList:
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            self.tasks, self._loaded = [], None
+            return self
+        try:
+            self.tasks = parse(text, str(self.path))
+            self._loaded = text
+        except TaskError as e:
+            aside = self.path.with_name(f"{FILE}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}")
+            os.replace(self.path, aside)
+            self.tasks, self._loaded = [], None
+            self.warning = f"{e}; kept aside as {aside.name}, starting with an empty list"
+        return self
+
+    def _text(self) -> str:
+        return json.dumps({"version": 1, "tasks": [t.to_dict() for t in self.tasks]}, indent=1) + "\n"
+
+    def save(self, before: list[Task]) -> None:
+        """Write, after merging a change another console made since we read the file."""
+        try:
+            on_disk = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            on_disk = None
+        if on_disk != self._loaded and on_disk is not None:
+            self.tasks = merge(before, self.tasks, parse(on_disk, str(self.path)))
+        text = self._text()
+        try:
+            write_atomically(self.path, text)
+        except OSError as e:  # read-only, full disk: the change stays in memory, and the operator is told
+            raise TaskError(f"{self.path}: cannot save ({e.strerror or e}); the change is kept here, not on disk") from None
+        self._loaded = text
+
+    def _change(self, new: list[Task]) -> None:
+        before = self.tasks
+        self.tasks = new
+        self.save(before)
+
+    # -- changes --------------------------------------------------------------
+    def index_of(self, number: int) -> int:
+        """1-based numbers, as the operator sees them."""
+        if not 1 <= number <= len(self.tasks):
+            raise TaskError(f"no task {number} (there are {len(self.tasks)})")
+        return number - 1
+
+    def add(self, content: str, priority: str = "medium", action: str | None = None) -> Task:
+        task = Task(content, priority, history=((time.time(), "pending"),), action=action)
+        self._change([*self.tasks, task])
+        return task
+
+    def set_status(self, number: int, status: str, *, insist: bool = False, result: str | None = None) -> Task:
+        i = self.index_of(number)
+        if status == "in_progress" and not insist:
+            busy = [j + 1 for j, t in enumerate(self.tasks) if t.status == "in_progress" and j != i]
+            if busy:
+                raise TaskError(f"task {busy[0]} is already in progress: finish it first, or insist")
+        task = self.tasks[i]
+        changed = replace(task, status=status, history=(*task.history, (time.time(), status)),
+                          result=result if result is not None else task.result)
+        self._change([*self.tasks[:i], changed, *self.tasks[i + 1:]])
+        return changed
+
+    def edit(self, number: int, *, content: str | None = None, priority: str | None = None) -> Task:
+        i = self.index_of(number)
+        task = self.tasks[i]
+        changed = replace(task, content=content if content is not None else task.content,
+                          priority=priority if priority is not None else task.priority)
+        self._change([*self.tasks[:i], changed, *self.tasks[i + 1:]])
+        return changed
+
+    def delete(self, number: int) -> Task:
+        i = self.index_of(number)
+        task = self.tasks[i]
+        self._change([*self.tasks[:i], *self.tasks[i + 1:]])
+        return task
+
+    def move(self, number: int, offset: int) -> None:
+        i = self.index_of(number)
+        j = max(0, min(len(self.tasks) - 1, i + offset))
+        tasks = list(self.tasks)
+        tasks.insert(j, tasks.pop(i))
+        self._change(tasks)
+
+    def import_todos(self, path: Path) -> int:
+        tasks = parse(path.read_text(encoding="utf-8"), str(path))
+        now = time.time()
+        fresh = [replace(t, history=t.history or ((now, t.status),)) for t in tasks]
+        self._change([*self.tasks, *fresh])
+        return len(fresh)
+
+    def export_todos(self) -> str:
+        """The todo format as coding assistants write it: content, priority, status."""
+        return json.dumps({"todos": [{"content": t.content, "priority": t.priority, "status": t.status}
+                                     for t in self.tasks]})
+
+    @property
+    def done_count(self) -> tuple[int, int]:
+        counted = [t for t in self.tasks if t.status != "cancelled"]
+        return sum(t.status == "completed" for t in counted), len(counted)
+
+
+def merge(base: list[Task], ours: list[Task], theirs: list[Task]) -> list[Task]:
+    """Three-way merge by task id: each side's changes to different tasks are both kept."""
+    by_id = {t.id: t for t in base}
+    ours_by, theirs_by = {t.id: t for t in ours}, {t.id: t for t in theirs}
+    conflicts = [i for i in ours_by.keys() & theirs_by.keys()
+                 if ours_by[i] != by_id.get(i) and theirs_by[i] != by_id.get(i) and ours_by[i] != theirs_by[i]]
+    if conflicts:
+        content = ours_by[conflicts[0]].content
+        raise TaskError(f"another console changed the task {content!r} at the same time: reload (r) and redo the change")
+    merged: list[Task] = []
+    for task in theirs:  # their order, with our edits; their deletions stand unless we edited that task
+        if task.id in ours_by:
+            merged.append(ours_by[task.id] if ours_by[task.id] != by_id.get(task.id) else task)
+        elif task.id not in by_id:
+            merged.append(task)  # they added it
+    for task in ours:
+        if task.id not in by_id and task.id not in theirs_by:
+            merged.append(task)  # we added it
+        elif task.id in by_id and task.id not in theirs_by and task != by_id[task.id]:
+            merged.append(task)  # they deleted what we edited: keep ours
+    return merged

@@ -1,0 +1,125 @@
+"""The task list: persistence under failure, concurrent consoles, the todo format."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from console.tasks.tasklist import FILE, TaskError, TaskList
+
+SHARED_TODOS = Path(__file__).parent.parent.parent / "shared" / "data" / "campaign-todos.json"
+TODOS = {"todos": [{"content": "Kill current EAGLE-3 server and zombie processes", "priority": "high", "status": "completed"},
+                   {"content": "Start baseline server", "priority": "high", "status": "in_progress"},
+                   {"content": "Sweep baseline", "priority": "medium", "status": "pending"}]}
+
+
+def test_add_status_history_and_reload(tmp_path: Path) -> None:
+    tasks = TaskList(tmp_path).load()
+    tasks.add("Kill the old server", "high")
+    tasks.add("Sweep the baseline")
+    tasks.set_status(1, "in_progress")
+    with pytest.raises(TaskError, match="task 1 is already in progress"):
+        tasks.set_status(2, "in_progress")
+    tasks.set_status(2, "in_progress", insist=True)
+    tasks.set_status(1, "completed", result="memory released")
+    again = TaskList(tmp_path).load()
+    assert [(t.content, t.status) for t in again.tasks] == [("Kill the old server", "completed"), ("Sweep the baseline", "in_progress")]
+    assert [s for _, s in again.tasks[0].history] == ["pending", "in_progress", "completed"]
+    assert again.tasks[0].result == "memory released" and again.done_count == (1, 2)
+    assert again.tasks[1].in_progress_since is not None
+    again.move(2, -1)
+    again.edit(1, priority="low")
+    again.delete(2)
+    assert [(t.content, t.priority) for t in TaskList(tmp_path).load().tasks] == [("Sweep the baseline", "low")]
+
+
+def test_the_todo_format_round_trips(tmp_path: Path) -> None:
+    source = tmp_path / "todos.json"
+    source.write_text(json.dumps(TODOS))
+    tasks = TaskList(tmp_path / "c").load()
+    assert tasks.import_todos(source) == 3
+    assert json.loads(tasks.export_todos()) == TODOS
+    if SHARED_TODOS.exists():  # the campaign's own list, as it stood
+        other = TaskList(tmp_path / "d").load()
+        other.import_todos(SHARED_TODOS)
+        assert json.loads(other.export_todos()) == json.loads(SHARED_TODOS.read_text())
+
+
+def test_a_corrupt_file_is_kept_aside_and_reported(tmp_path: Path) -> None:
+    (tmp_path / FILE).write_text('{"tasks": [{"content": "half')
+    tasks = TaskList(tmp_path).load()
+    assert tasks.tasks == [] and tasks.warning and "kept aside" in tasks.warning
+    aside = [p for p in tmp_path.iterdir() if p.name.startswith(f"{FILE}.corrupt-")]
+    assert len(aside) == 1 and aside[0].read_text() == '{"tasks": [{"content": "half'
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only directories")
+def test_a_read_only_directory_keeps_the_list_in_memory(tmp_path: Path) -> None:
+    tasks = TaskList(tmp_path).load()
+    tasks.add("one")
+    tmp_path.chmod(0o500)
+    try:
+        with pytest.raises(TaskError, match="cannot save"):
+            tasks.add("two")
+        assert [t.content for t in tasks.tasks] == ["one", "two"]
+    finally:
+        tmp_path.chmod(0o700)
+
+
+def test_a_failing_disk_keeps_the_list_in_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tasks = TaskList(tmp_path).load()
+    tasks.add("one")
+
+    def full(*args: object, **kw: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("console.tasks.tasklist.write_atomically", full)
+    with pytest.raises(TaskError, match="No space left on device"):
+        tasks.add("two")
+    assert [t.content for t in tasks.tasks] == ["one", "two"]
+    assert [t.content for t in TaskList(tmp_path).load().tasks] == ["one"]
+
+
+def test_two_consoles_keep_each_others_edits_or_refuse(tmp_path: Path) -> None:
+    first = TaskList(tmp_path).load()
+    first.add("shared")
+    second = TaskList(tmp_path).load()
+    first.add("from the first")
+    second.add("from the second")  # the file changed under it: merged, not overwritten
+    assert [t.content for t in TaskList(tmp_path).load().tasks] == ["shared", "from the first", "from the second"]
+    first.load()
+    second.load()
+    first.set_status(1, "completed")
+    with pytest.raises(TaskError, match="another console changed the task 'shared'"):
+        second.set_status(1, "cancelled")
+    assert TaskList(tmp_path).load().tasks[0].status == "completed"
+
+
+SAVER = """
+import sys
+from pathlib import Path
+from console.tasks.tasklist import TaskList
+tasks = TaskList(Path(sys.argv[1])).load()
+i = 0
+while True:
+    i += 1
+    tasks.add("task %d " % i + "x" * 2000)
+"""
+
+
+def test_kill_9_in_the_middle_of_saves_never_leaves_a_file_that_does_not_load(tmp_path: Path) -> None:
+    for attempt in range(25):
+        proc = subprocess.Popen([sys.executable, "-c", SAVER, str(tmp_path)])
+        time.sleep(0.05 + (attempt % 5) * 0.03)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        tasks = TaskList(tmp_path).load()
+        assert tasks.warning is None, f"attempt {attempt}: {tasks.warning}"
+    assert TaskList(tmp_path).load().tasks  # and there is something in it
