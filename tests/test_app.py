@@ -39,13 +39,6 @@ async def test_the_header_shows_the_connection_and_its_round_trip(sim_config: co
         await wait_for(lambda: ConnState.DOWN in seen and seen[-1] == ConnState.UP, timeout=15)
 
 
-async def test_panes_not_built_yet_say_so(tmp_path: Path) -> None:
-    async with canned_app(tmp_path).run_test(size=(200, 50)) as pilot:
-        for pane, command in (("#tasks", "pivot tasks"),):
-            text = str(pilot.app.query_one(pane).render())
-            assert "Not built yet" in text and command in text
-
-
 async def test_focus_moves_between_panes(tmp_path: Path) -> None:
     async with canned_app(tmp_path).run_test(size=(80, 24)) as pilot:
         app = pilot.app
@@ -337,3 +330,38 @@ async def test_profiles_written_meanwhile_appear_when_the_server_pane_is_entered
         await pilot.press("2")
         await pilot.pause()
         assert "mine" in [o.id for o in options._options]
+
+
+async def test_tasks_pane_edits_live_and_saves_every_change(tmp_path: Path) -> None:
+    from textual.widgets import DataTable
+
+    from console.tasks.tasklist import TaskList
+    from console.ui.widgets.tasks.pane import TasksPane
+
+    app = canned_app(tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        pane = app.query_one(TasksPane)
+        await pilot.press("3", "a", *"Kill the old server", "enter")
+        await pilot.press("a", *"Sweep the baseline", "enter")
+        await pilot.pause()
+        on_disk = TaskList(tmp_path / "campaign").load()
+        assert [t.content for t in on_disk.tasks] == ["Kill the old server", "Sweep the baseline"]
+        table = app.query_one("#tasks-table", DataTable)
+        table.move_cursor(row=0)
+        await pilot.press("s")
+        table.move_cursor(row=1)
+        await pilot.press("s")  # a second task in progress is refused…
+        await pilot.pause()
+        assert [t.status for t in pane.tasks.tasks] == ["in_progress", "pending"]  # type: ignore[union-attr]
+        assert any("already in progress" in n.message for n in app._notifications)
+        table.move_cursor(row=0)
+        await pilot.press("d", "p")
+        await pilot.pause()
+        assert pane.border_title == "Tasks — 1 of 2 done"
+        assert [(t.status, t.priority) for t in TaskList(tmp_path / "campaign").load().tasks] == [
+            ("completed", "low"), ("pending", "medium")]
+        await pilot.press("f")
+        assert table.row_count == 1
+        other = TaskList(tmp_path / "campaign").load()  # a second console adds a task
+        other.add("Added elsewhere")
+        await wait_for(lambda: any(t.content == "Added elsewhere" for t in pane.tasks.tasks), timeout=5)  # type: ignore[union-attr]

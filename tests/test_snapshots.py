@@ -83,3 +83,28 @@ class TestSweepPane:
             await pilot.pause(0.8)
 
         assert snap_compare(app_with_runs(tmp_path), terminal_size=(200, 50), run_before=compare)
+
+
+class TestTasksPane:
+    @pytest.mark.parametrize("size", [(80, 24), (200, 50)])
+    def test_campaign_tasks(self, snap_compare, tmp_path: Path, size: tuple[int, int]) -> None:  # type: ignore[no-untyped-def]
+        import json
+        import time
+
+        campaign = tmp_path / "campaign"
+        campaign.mkdir()
+        since = time.time() - 600  # "10 min" in progress, stable during the test
+        tasks = [("Kill current EAGLE-3 server and zombie processes", "high", "completed"),
+                 ("Start baseline server (no speculation) with flashinfer + fusion", "high", "in_progress"),
+                 ("Run parallel benchmark at C=1,2,5,10,30,70,100,250 on baseline", "high", "pending"),
+                 ("Compare EAGLE-3 vs baseline results and find crossover point", "medium", "pending")]
+        (campaign / "tasks.json").write_text(json.dumps({"version": 1, "tasks": [
+            {"id": f"t{i}", "content": c, "priority": p, "status": s, "history": [[since, s]]}
+            for i, (c, p, s) in enumerate(tasks)]}))
+
+        async def zoom(pilot) -> None:  # type: ignore[no-untyped-def]
+            await settle(pilot)
+            await pilot.press("3", "z")
+            await pilot.pause()
+
+        assert snap_compare(make_app(tmp_path), terminal_size=size, run_before=zoom)

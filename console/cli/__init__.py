@@ -18,6 +18,7 @@ from console import __version__, config
 from console.remote.errors import RemoteError
 from console.server.profiles import ProfileError
 from console.sweep.store import RunError
+from console.tasks.tasklist import TaskError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -90,6 +91,13 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--markdown", type=Path, metavar="FILE", help="also write a Markdown report")
     cmp.add_argument("--write-profile", action="store_true", help="write the adaptive-speculation config and a profile using it")
 
+    tasks = sub.add_parser("tasks", help="the campaign's task list: list, add, start, done, import, export")
+    tasks.add_argument("action", nargs="?", default="list",
+                       choices=["list", "add", "start", "done", "cancel", "reset", "delete", "import", "export"])
+    tasks.add_argument("args", nargs="*", help="add: the text; start/done/cancel/reset/delete: task numbers; import: a file")
+    tasks.add_argument("--priority", choices=["high", "medium", "low"], default="medium")
+    tasks.add_argument("--insist", action="store_true", help="start a task although another is in progress")
+
     ping = sub.add_parser("ping", help="connect to a host and report the round-trip time")
     ping.add_argument("name", metavar="HOST", nargs="?")
 
@@ -148,6 +156,10 @@ def main(argv: list[str] | None = None) -> int:
 
                 return cmd_compare(config.load(args.config), args.names, fmt=args.fmt, markdown_path=args.markdown,
                                    write_profile=args.write_profile)
+            case "tasks":
+                from console.cli.tasks import cmd_tasks
+
+                return cmd_tasks(config.load(args.config), args.action, args.args, priority=args.priority, insist=args.insist)
             case "kill":
                 from console.cli.gpus import cmd_kill
 
@@ -160,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
                 return cmd_config(args)
             case _:
                 return run_console(config.load(args.config), args.host, args.theme, local=args.local, readonly=args.readonly)
-    except (config.ConfigError, RemoteError, ProfileError, RunError, ValueError) as e:
+    except (config.ConfigError, RemoteError, ProfileError, RunError, TaskError, ValueError) as e:
         print(f"pivot: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

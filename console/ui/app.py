@@ -24,7 +24,7 @@ from console.ui.themes import DEFAULT_THEME, VARIABLE_DEFAULTS, load_themes
 from console.ui.widgets.gpu.pane import GpuPane
 from console.ui.widgets.gpu.processes import ProcessTable
 from console.ui.widgets.host_status import HostStatus
-from console.ui.widgets.pending_pane import PendingPane
+from console.ui.widgets.tasks.pane import TasksPane
 from console.ui.widgets.server.pane import ServerPane
 from console.ui.widgets.sweep.pane import SweepPane
 
@@ -97,7 +97,7 @@ class PivotApp(App[None]):
         with Container(id="panes"):
             yield GpuPane(id="gpus")
             yield ServerPane(self.lifecycle, load_profiles(*self.config.profile_dirs), id="server")
-            yield PendingPane("Tasks", "The campaign's task list, persisted and advanced by the console's actions.", "pivot tasks …", id="tasks")
+            yield TasksPane(id="tasks")
             yield SweepPane(id="sweep")
         yield Footer()
 
@@ -183,6 +183,7 @@ class PivotApp(App[None]):
             ("GPU pane", [*GpuPane.BINDINGS, *ProcessTable.BINDINGS]),
             ("Server pane", list(ServerPane.BINDINGS)),
             ("Sweep pane", list(SweepPane.BINDINGS)),
+            ("Tasks pane", list(TasksPane.BINDINGS)),
             ("Confirmations", list(Confirm.BINDINGS)),
         ]
         self.push_screen(HelpScreen(sections))  # type: ignore[arg-type]

@@ -1,0 +1,232 @@
+"""The Tasks pane: the campaign's task list, edited live and saved on every change."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, cast
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import DataTable, Input, Static
+
+from console.tasks.tasklist import PRIORITIES, Task, TaskError, TaskList
+from console.ui.colours import theme_style
+from console.ui.screens.confirm import Confirm
+
+if TYPE_CHECKING:
+    from console.ui.app import PivotApp
+
+GLYPHS = {"pending": ("○", "foreground"), "in_progress": ("◐", "warning"), "completed": ("●", "success"),
+          "cancelled": ("✕", "error")}
+PRIORITY_COLOURS = {"high": "error", "medium": "warning", "low": "secondary"}
+
+
+def _ago(seconds: float) -> str:
+    minutes = int(seconds // 60)
+    if minutes < 60:
+        return f"{minutes} min ago"
+    return f"{minutes // 60} h ago" if minutes < 24 * 60 else f"{minutes // 1440} d ago"
+
+
+class TextPrompt(ModalScreen[str | None]):
+    DEFAULT_CSS = """
+    TextPrompt { align: center middle; }
+    TextPrompt > Vertical { width: 80; max-width: 95%; height: auto; border: thick $accent; background: $surface; padding: 0 1; }
+    """
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, title: str, value: str = ""):
+        super().__init__()
+        self.title_text, self.value = title, value
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(Text(self.title_text, style="bold"))
+            yield Input(self.value, id="text")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.dismiss(event.value.strip() or None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class TasksPane(Vertical):
+    DEFAULT_CSS = """
+    TasksPane { padding: 0 1; }
+    TasksPane DataTable { height: 1fr; }
+    TasksPane #tasks-detail { height: auto; max-height: 3; color: $text-muted; }
+    """
+    BINDINGS = [
+        Binding("a", "add", "Add", id="tasks.add", tooltip="Add a task"),
+        Binding("e", "edit", "Edit", id="tasks.edit", tooltip="Edit the task's text"),
+        Binding("s", "status('in_progress')", "Start", id="tasks.start", tooltip="Mark the task in progress (one at a time unless insisted: S)"),
+        Binding("S", "insist", "Start anyway", show=False, id="tasks.insist", tooltip="Mark it in progress although another is"),
+        Binding("d", "status('completed')", "Done", id="tasks.done", tooltip="Mark the task completed"),
+        Binding("x", "status('cancelled')", "Cancel", show=False, id="tasks.cancel", tooltip="Mark the task cancelled"),
+        Binding("u", "status('pending')", "Reset", show=False, id="tasks.reset", tooltip="Mark the task pending again"),
+        Binding("p", "priority", "Priority", id="tasks.priority", tooltip="Cycle the priority: high, medium, low"),
+        Binding("K", "move(-1)", "Up", show=False, id="tasks.up", tooltip="Move the task up"),
+        Binding("J", "move(1)", "Down", show=False, id="tasks.down", tooltip="Move the task down"),
+        Binding("delete", "delete", "Delete", show=False, id="tasks.delete", tooltip="Delete the task (asks first)"),
+        Binding("f", "fold", "Fold done", id="tasks.fold", tooltip="Hide or show completed and cancelled tasks"),
+    ]
+
+    def __init__(self, **kw: object):
+        super().__init__(**kw)  # type: ignore[arg-type]
+        self.border_title = "Tasks"
+        self.tasks: TaskList | None = None
+        self.folded = False
+        self._mtime = 0.0
+
+    @property
+    def pivot(self) -> PivotApp:
+        return cast("PivotApp", self.app)
+
+    def compose(self) -> ComposeResult:
+        yield DataTable(id="tasks-table", cursor_type="row", zebra_stripes=False)
+        yield Static("", id="tasks-detail")
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        for label, key in (("#", "n"), ("", "s"), ("P", "p"), ("FOR", "time"), ("TASK", "task")):
+            table.add_column(label, key=key)
+        self.tasks = TaskList(self.pivot.config.campaign_dir).load()
+        if self.tasks.warning:
+            self.notify(self.tasks.warning, title="Tasks", severity="warning", timeout=12)
+        self._draw()
+        self.set_interval(2.0, self._reload_if_changed)  # another console's edits, and the in-progress clocks
+
+    def _reload_if_changed(self) -> None:
+        try:
+            mtime = self.tasks.path.stat().st_mtime if self.tasks else 0.0
+        except FileNotFoundError:
+            mtime = 0.0
+        if self.tasks is not None and mtime != self._mtime:
+            self.tasks.load()
+        self._draw()
+
+    def _visible(self) -> list[tuple[int, Task]]:
+        assert self.tasks is not None
+        return [(i + 1, t) for i, t in enumerate(self.tasks.tasks)
+                if not (self.folded and t.status in ("completed", "cancelled"))]
+
+    def _draw(self) -> None:
+        if self.tasks is None:
+            return
+        try:
+            self._mtime = self.tasks.path.stat().st_mtime
+        except FileNotFoundError:
+            self._mtime = 0.0
+        table = self.query_one(DataTable)
+        row = table.cursor_row
+        table.clear()
+        for number, task in self._visible():
+            glyph, colour = GLYPHS[task.status]
+            style = "dim" if task.status in ("completed", "cancelled") else ""
+            since = task.in_progress_since
+            clock = f"{(time.time() - since) / 60:.0f}m" if since else ""
+            content = Text(task.content, style=style)
+            if task.result:
+                content.append(f"  → {task.result}", "dim")
+            table.add_row(str(number), Text(glyph, style=theme_style(self.app, colour, bold=True)),
+                          Text(task.priority[0].upper(), style=theme_style(self.app, PRIORITY_COLOURS[task.priority])),
+                          clock, content, key=task.id)
+        if table.row_count:
+            table.move_cursor(row=min(row, table.row_count - 1), animate=False)
+        done, total = self.tasks.done_count
+        self.border_title = f"Tasks — {done} of {total} done" + (" (done folded)" if self.folded else "")
+        self._detail()
+
+    def _detail(self) -> None:
+        task = self.current
+        detail = self.query_one("#tasks-detail", Static)
+        if task is None:
+            detail.update("no tasks: a adds one, or pivot tasks import FILE")
+            return
+        history = " → ".join(f"{s} {_ago(time.time() - t)}" for t, s in task.history[-4:])
+        detail.update(Text(history + (f"\naction: {task.action}" if task.action else "")))
+
+    def on_data_table_row_highlighted(self) -> None:
+        self._detail()
+
+    @property
+    def current(self) -> Task | None:
+        table = self.query_one(DataTable)
+        visible = self._visible() if self.tasks else []
+        if not visible or table.cursor_row >= len(visible):
+            return None
+        return visible[table.cursor_row][1]
+
+    @property
+    def current_number(self) -> int | None:
+        table = self.query_one(DataTable)
+        visible = self._visible() if self.tasks else []
+        return visible[table.cursor_row][0] if visible and table.cursor_row < len(visible) else None
+
+    def _apply(self, change, what: str) -> None:  # type: ignore[no-untyped-def]
+        try:
+            task = change()
+        except TaskError as e:
+            self.notify(str(e), title="Tasks", severity="error", timeout=8)
+        else:
+            if isinstance(task, Task):
+                self.pivot.event_log.append("task", change=what, content=task.content, status=task.status)
+        self._draw()
+
+    # -- actions --------------------------------------------------------------
+    def action_add(self) -> None:
+        def added(text: str | None) -> None:
+            if text and self.tasks is not None:
+                self._apply(lambda: self.tasks.add(text), "add")  # type: ignore[union-attr]
+                self.query_one(DataTable).move_cursor(row=self.query_one(DataTable).row_count - 1)
+
+        self.app.push_screen(TextPrompt("New task"), added)
+
+    def action_edit(self) -> None:
+        number, task = self.current_number, self.current
+        if number is None or task is None:
+            return
+
+        def edited(text: str | None) -> None:
+            if text and self.tasks is not None:
+                self._apply(lambda: self.tasks.edit(number, content=text), "edit")  # type: ignore[union-attr]
+
+        self.app.push_screen(TextPrompt("Edit the task", task.content), edited)
+
+    def action_status(self, status: str, insist: bool = False) -> None:
+        if (number := self.current_number) is not None and self.tasks is not None:
+            self._apply(lambda: self.tasks.set_status(number, status, insist=insist), status)  # type: ignore[union-attr]
+
+    def action_insist(self) -> None:
+        self.action_status("in_progress", insist=True)
+
+    def action_priority(self) -> None:
+        number, task = self.current_number, self.current
+        if number is not None and task is not None and self.tasks is not None:
+            following = PRIORITIES[(PRIORITIES.index(task.priority) + 1) % len(PRIORITIES)]
+            self._apply(lambda: self.tasks.edit(number, priority=following), "priority")  # type: ignore[union-attr]
+
+    def action_move(self, offset: int) -> None:
+        if (number := self.current_number) is not None and self.tasks is not None:
+            self._apply(lambda: self.tasks.move(number, offset), "move")  # type: ignore[union-attr]
+            table = self.query_one(DataTable)
+            table.move_cursor(row=max(0, min(table.row_count - 1, table.cursor_row + offset)))
+
+    def action_delete(self) -> None:
+        number, task = self.current_number, self.current
+        if number is None or task is None or self.tasks is None:
+            return
+
+        def decided(ok: bool | None) -> None:
+            if ok:
+                self._apply(lambda: self.tasks.delete(number), "delete")  # type: ignore[union-attr]
+
+        self.app.push_screen(Confirm(f"Delete task {number}?", [Text(task.content)], action_label="Delete"), decided)
+
+    def action_fold(self) -> None:
+        self.folded = not self.folded
+        self._draw()
