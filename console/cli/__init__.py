@@ -98,6 +98,11 @@ def build_parser() -> argparse.ArgumentParser:
     tasks.add_argument("--priority", choices=["high", "medium", "low"], default="medium")
     tasks.add_argument("--insist", action="store_true", help="start a task although another is in progress")
 
+    run = sub.add_parser("run", help="run a runbook: its tasks' actions in order, stopping at the first failure")
+    run.add_argument("runbook", type=Path, help="a runbook TOML (profiles/runbooks/ ships campaign.toml and demo-campaign.toml)")
+    run.add_argument("--from", dest="start", type=int, default=1, metavar="N", help="start at the runbook's task N")
+    run.add_argument("--yes", action="store_true", help="do not ask before a kill")
+
     ping = sub.add_parser("ping", help="connect to a host and report the round-trip time")
     ping.add_argument("name", metavar="HOST", nargs="?")
 
@@ -160,6 +165,10 @@ def main(argv: list[str] | None = None) -> int:
                 from console.cli.tasks import cmd_tasks
 
                 return cmd_tasks(config.load(args.config), args.action, args.args, priority=args.priority, insist=args.insist)
+            case "run":
+                from console.cli.tasks import cmd_run
+
+                return asyncio.run(cmd_run(config.load(args.config), args.host, args.runbook, start=args.start, yes=args.yes))
             case "kill":
                 from console.cli.gpus import cmd_kill
 

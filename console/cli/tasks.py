@@ -58,3 +58,31 @@ def cmd_tasks(cfg: config.Config, action: str, args: list[str], *, priority: str
     for line in render(tasks):
         out.print(line)
     return 0
+
+
+async def cmd_run(cfg: config.Config, host: str | None, runbook_path: Path, *, start: int, yes: bool) -> int:
+    import asyncio
+
+    from console.remote import Connection
+    from console.tasks.runbook import Actions, install, read_runbook, run_tasks
+
+    runbook = read_runbook(runbook_path)
+    tasks = TaskList(cfg.campaign_dir).load()
+    numbers = install(tasks, runbook)[start - 1:]
+    spec = cfg.host(host)
+    conn = Connection(spec)
+
+    async def confirm(question: str) -> bool:
+        if yes:
+            return True
+        answer = await asyncio.to_thread(input, f"{question} [y/N] ")
+        return answer.strip().lower() in ("y", "yes")
+
+    try:
+        await conn.connected(timeout=spec.connect_timeout_s + 5, fail_fast=True)
+        ok = await run_tasks(tasks, Actions(cfg, conn, confirm_kill=confirm), numbers, print)
+    finally:
+        await conn.close()
+    for line in render(tasks):
+        Console(highlight=False).print(line)
+    return 0 if ok else 1

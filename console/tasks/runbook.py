@@ -1,0 +1,255 @@
+"""Runbooks: an ordered list of tasks that carry actions, run in order, stopping at the first failure.
+
+    # profiles/runbooks/demo-campaign.toml
+    name = "demo campaign"
+    [[tasks]]
+    content = "Kill the current server and its zombie processes"
+    priority = "high"
+    action = "kill-stray"
+
+Actions: kill-stray, verify-idle, check-files PATH…, start PROFILE, stop, switch PROFILE,
+sweep [key=value…], compare A B (run names, or `last` and `previous` for the newest two).
+Running one moves its task to in_progress, and to completed with the action's result, or
+leaves it in_progress with the error. An action that is not one of these is refused when
+the runbook is read, never faked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shlex
+import tomllib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from console import config
+from console.gpu.format import idle_line
+from console.gpu.kill import KillOutcome, ReleaseWatch, plan_kill
+from console.gpu.samples import AgentError, Sample
+from console.gpu.telemetry import RemoteTelemetry
+from console.remote import Connection
+from console.server.lifecycle import ServerLifecycle, ServerState
+from console.server.profiles import load_profiles
+from console.sweep.compare import compare
+from console.sweep.runner import SweepProcess, describe_server
+from console.sweep.settings import SweepSettings
+from console.sweep.store import create_run, list_runs, open_run
+from console.tasks.events import EventLog
+from console.tasks.tasklist import TaskError, TaskList
+
+ACTIONS = ("kill-stray", "verify-idle", "check-files", "start", "stop", "switch", "sweep", "compare")
+READY_TIMEOUT_S = 1800.0
+RELEASE_TIMEOUT_S = 60.0
+
+
+class ActionFailed(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class RunbookTask:
+    content: str
+    priority: str
+    action: str
+
+
+def check_action(action: str) -> list[str]:
+    words = shlex.split(action)
+    if not words or words[0] not in ACTIONS:
+        raise TaskError(f"unknown action {action!r} (known: {', '.join(ACTIONS)})")
+    arity = {"start": 1, "switch": 1, "compare": 2, "stop": 0, "kill-stray": 0, "verify-idle": 0}
+    if words[0] in arity and len(words) - 1 != arity[words[0]]:
+        raise TaskError(f"{words[0]} takes {arity[words[0]]} argument(s): {action!r}")
+    return words
+
+
+def read_runbook(path: Path) -> list[RunbookTask]:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise TaskError(f"{path}: {e}") from None
+    tasks = []
+    for i, item in enumerate(data.get("tasks", []), 1):
+        if not isinstance(item, dict) or not isinstance(item.get("content"), str):
+            raise TaskError(f"{path}: tasks[{i}]: needs a content string")
+        action = item.get("action", "")
+        if action:
+            try:
+                check_action(action)
+            except TaskError as e:
+                raise TaskError(f"{path}: tasks[{i}].action: {e}") from None
+        tasks.append(RunbookTask(item["content"], item.get("priority", "medium"), action))
+    if not tasks:
+        raise TaskError(f"{path}: no [[tasks]]")
+    return tasks
+
+
+class Actions:
+    """What a task's action does, on one host, with the same core the panes use."""
+
+    def __init__(self, cfg: config.Config, conn: Connection, *, confirm_kill: Callable[[str], Awaitable[bool]],
+                 say: Callable[[str], None] = print):
+        self.cfg, self.conn, self.say = cfg, conn, say
+        self.spec = conn.spec
+        self.agent = RemoteTelemetry(conn, self.spec, interval=max(0.5, cfg.telemetry_interval_s))
+        self.lifecycle = ServerLifecycle(conn, self.spec, self.agent, idle_threshold_mib=cfg.idle_threshold_mib,
+                                         grace_s=cfg.kill_grace_s)
+        self.confirm_kill = confirm_kill
+        self.log = EventLog(cfg.campaign_dir)
+
+    async def run(self, action: str) -> str:
+        words = check_action(action)
+        handler = getattr(self, "do_" + words[0].replace("-", "_"))
+        return await handler(*words[1:])
+
+    async def _sample(self) -> Sample:
+        sample = await self.agent.sample_once()
+        if isinstance(sample, AgentError):
+            raise ActionFailed(sample.message)
+        return sample
+
+    async def do_kill_stray(self) -> str:
+        sample = await self._sample()
+        stray = sorted({p.pid for p in sample.stray})
+        if not stray:
+            return "no stray processes"
+        plan = plan_kill(sample, stray, agent_pid=self.agent.hello.pid if self.agent.hello else None)
+        listing = ", ".join(f"{p.pid} ({p.cmd or p.state})" for p in plan.targets)
+        if not await self.confirm_kill(f"kill {len(plan.targets)} stray processes: {listing}?"):
+            raise ActionFailed("not confirmed: nothing was killed")
+        watch = ReleaseWatch(plan)
+        outcomes = [KillOutcome.from_agent(d) for d in await self.agent.kill(plan.agent_targets(), self.cfg.kill_grace_s)]
+        self.log.append("kill", host=self.spec.name, pids=[p.pid for p in plan.targets], runbook=True,
+                        outcomes=[{"pid": o.pid, "outcome": o.outcome} for o in outcomes])
+        deadline = asyncio.get_running_loop().time() + RELEASE_TIMEOUT_S
+        released: list[str] = []
+        while not watch.done and asyncio.get_running_loop().time() < deadline:
+            released += watch.update(await self._sample())
+            if not watch.done:
+                await asyncio.sleep(0.5)
+        if not watch.done:
+            raise ActionFailed(f"memory still held on GPU {', '.join(map(str, watch.pending))} after {RELEASE_TIMEOUT_S:g} s")
+        return f"killed {len(plan.targets)}; " + "; ".join(released)
+
+    async def do_verify_idle(self) -> str:
+        sample = await self._sample()
+        line = idle_line(sample, self.cfg.idle_threshold_mib)
+        if not sample.idle(self.cfg.idle_threshold_mib):
+            raise ActionFailed(line)
+        return line
+
+    async def do_check_files(self, *paths: str) -> str:
+        home = await self.lifecycle.home()
+        missing = []
+        for path in paths:
+            full = f"{home}/{path[2:]}" if path.startswith("~/") else path
+            if not (await self.conn.run(["test", "-e", full])).ok:
+                missing.append(path)
+        if missing:
+            raise ActionFailed("missing on the host: " + ", ".join(missing))
+        return f"{len(paths)} present"
+
+    async def _ready(self) -> str:
+        deadline = asyncio.get_running_loop().time() + READY_TIMEOUT_S
+        while asyncio.get_running_loop().time() < deadline:
+            status = await self.lifecycle.poll()
+            if status.state == ServerState.READY:
+                return status.describe()
+            if status.state == ServerState.CRASHED:
+                raise ActionFailed(f"{status.describe()}; last line: {status.log_tail[-1] if status.log_tail else ''}")
+            await asyncio.sleep(1.0)
+        raise ActionFailed("not ready in time")
+
+    async def do_start(self, name: str) -> str:
+        try:
+            await self.lifecycle.start(load_profiles(*self.cfg.profile_dirs).get(name))
+        except Exception as e:
+            raise ActionFailed(str(e)) from None
+        self.log.append("start", host=self.spec.name, profile=name, runbook=True)
+        return await self._ready()
+
+    async def do_switch(self, name: str) -> str:
+        try:
+            await self.lifecycle.switch(load_profiles(*self.cfg.profile_dirs).get(name))
+        except Exception as e:
+            raise ActionFailed(str(e)) from None
+        self.log.append("switch", host=self.spec.name, profile=name, runbook=True)
+        return await self._ready()
+
+    async def do_stop(self) -> str:
+        try:
+            report = await self.lifecycle.stop()
+        except Exception as e:
+            raise ActionFailed(str(e)) from None
+        self.log.append("stop", host=self.spec.name, outcome=report.describe(), runbook=True)
+        if report.leftovers:
+            raise ActionFailed(report.describe())
+        return report.describe()
+
+    async def do_sweep(self, *overrides: str) -> str:
+        data = dict(self.cfg.sweep)
+        for item in overrides:
+            key, _, value = item.partition("=")
+            data[key] = [int(c) for c in value.split(",")] if key == "levels" else int(value) if value.isdigit() else value
+        settings = SweepSettings.from_dict(data)
+        if self.cfg.path is None:
+            raise ActionFailed("a sweep needs a pivot.toml")
+        meta, port = await describe_server(self.conn, self.cfg, self.spec.name)
+        run = create_run(self.cfg.campaign_dir, {**meta, "settings": settings.to_dict()})
+        self.log.append("sweep", run=run.name, profile=run.profile, runbook=True)
+        process = SweepProcess(run, ["--config", str(self.cfg.path), "--host", self.spec.name, "--port", str(port)])
+        async for event in process.events():
+            if event.get("type") == "level_done":
+                self.say(f"    C={event['c']}: {event['total_tok_s']:.1f} tok/s")
+            elif event.get("type") == "failed":
+                raise ActionFailed(event["message"])
+        levels = open_run(self.cfg.campaign_dir, run.name).levels()
+        if not levels.height:
+            raise ActionFailed(f"run {run.name} has no completed level")
+        return f"run {run.name}: {levels.height} levels, peak {max(levels['total_tok_s'].to_list()):.1f} tok/s"
+
+    async def do_compare(self, a: str, b: str) -> str:
+        runs = [r for r in list_runs(self.cfg.campaign_dir) if not r.meta.get("corrupt") and r.levels().height]
+        names = {"last": runs[-1].name if runs else None, "previous": runs[-2].name if len(runs) > 1 else None}
+        try:
+            first, second = (open_run(self.cfg.campaign_dir, names.get(x) or x) for x in (a, b))
+            result = compare(first, second)
+        except Exception as e:
+            raise ActionFailed(str(e)) from None
+        self.log.append("compare", a=first.name, b=second.name, recommendation=result.recommendation, runbook=True)
+        return result.recommendation
+
+
+async def run_tasks(tasks: TaskList, actions: Actions, numbers: list[int], say: Callable[[str], None]) -> bool:
+    """Run the actions of these task numbers in order; stop at the first failure. True when all passed."""
+    for number in numbers:
+        task = tasks.tasks[number - 1]
+        if not task.action:
+            continue
+        if task.status == "completed":
+            say(f"{number}. {task.content}: already completed")
+            continue
+        tasks.set_status(number, "in_progress", insist=True)
+        say(f"{number}. {task.content}  [{task.action}]")
+        try:
+            result = await actions.run(task.action)
+        except (ActionFailed, TaskError) as e:
+            tasks.set_status(number, "in_progress", insist=True, result=f"failed: {e}")
+            say(f"   failed: {e}")
+            return False
+        tasks.set_status(number, "completed", result=result)
+        say(f"   done: {result}")
+    return True
+
+
+def install(tasks: TaskList, runbook: list[RunbookTask]) -> list[int]:
+    """Add the runbook's tasks that the list does not have yet (same content and action); their numbers."""
+    numbers = []
+    for item in runbook:
+        existing = next((i + 1 for i, t in enumerate(tasks.tasks) if t.content == item.content and t.action == item.action), None)
+        if existing is None:
+            tasks.add(item.content, item.priority, action=item.action or None)
+            existing = len(tasks.tasks)
+        numbers.append(existing)
+    return numbers
