@@ -1,0 +1,77 @@
+"""Runbooks: reading them, and the demo campaign end to end against the simulated host."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from console.tasks.runbook import read_runbook
+from console.tasks.tasklist import TaskError, TaskList
+from tests.conftest import HostProcess, free_port
+
+RUNBOOKS = Path(__file__).parent.parent / "profiles" / "runbooks"
+
+
+def test_the_shipped_runbooks_read() -> None:
+    for name in ("campaign", "demo-campaign"):
+        tasks = read_runbook(RUNBOOKS / f"{name}.toml")
+        assert [t.action.split()[0] for t in tasks] == ["kill-stray", "verify-idle", "check-files", "switch", "sweep",
+                                                        "switch", "sweep", "compare"]
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ('[[tasks]]\ncontent = "x"\naction = "reboot everything"\n', "tasks[1].action: unknown action 'reboot everything'"),
+    ('[[tasks]]\ncontent = "x"\naction = "start"\n', "start takes 1 argument(s)"),
+    ('[[tasks]]\naction = "stop"\n', "tasks[1]: needs a content string"),
+    ('name = "empty"\n', "no [[tasks]]"),
+])
+def test_a_bad_runbook_is_refused_before_anything_runs(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "rb.toml"
+    path.write_text(text)
+    with pytest.raises(TaskError, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[").replace("]", r"\]")):
+        read_runbook(path)
+
+
+def test_the_demo_campaign_runs_end_to_end(sim_host_process: HostProcess, tmp_path: Path) -> None:
+    runbook = (RUNBOOKS / "demo-campaign.toml").read_text().replace('action = "sweep"', 'action = "sweep levels=1,2 max_tokens=16"')
+    path = tmp_path / "demo-campaign.toml"
+    path.write_text(runbook)
+    # the same profiles on free ports, beside the demo's pivot.toml (a later directory's profile wins)
+    local = sim_host_process.config_path.parent / "profiles"
+    local.mkdir(exist_ok=True)
+    shipped = Path(__file__).parent.parent / "profiles"
+    for name in ("demo-baseline", "demo-eagle3"):
+        text, port = (shipped / f"{name}.toml").read_text(), f"port = {free_port()}\n"
+        # top-level keys go before the first table
+        (local / f"{name}.toml").write_text(text.replace("[flags]", port + "\n[flags]") if "[flags]" in text else text + port)
+    pivot = [sys.executable, "-m", "console", "--config", str(sim_host_process.config_path)]
+    started = subprocess.run([*pivot, "server", "start", "demo-eagle3"], capture_output=True, text=True, timeout=120)
+    assert started.returncode == 0, started.stdout + started.stderr
+    pid = int((sim_host_process.root / "home" / ".pivot" / "server.pid").read_text())
+    subprocess.run(["kill", "-TERM", str(pid)], check=True)  # a crash that leaves workers and a zombie behind
+    result = subprocess.run([*pivot, "run", str(path), "--yes"], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    tasks = TaskList(sim_host_process.root / "campaign").load().tasks
+    assert [t.status for t in tasks] == ["completed"] * 8
+    results = [t.result or "" for t in tasks]
+    assert "released in" in results[0] and results[1].startswith("all GPUs idle") and results[2] == "2 present"
+    assert results[3].startswith("ready demo-baseline") and results[5].startswith("ready demo-eagle3")
+    assert "2 levels" in results[4] and "2 levels" in results[6]
+    assert results[7].startswith("speculation (demo-eagle3)")
+    again = subprocess.run([*pivot, "run", str(path), "--yes"], capture_output=True, text=True, timeout=120)
+    assert "already completed" in again.stdout  # a runbook that was run does not run twice
+
+
+def test_a_failing_step_stops_the_runbook_and_leaves_its_task_in_progress(sim_host_process: HostProcess, tmp_path: Path) -> None:
+    path = tmp_path / "rb.toml"
+    path.write_text('[[tasks]]\ncontent = "Check the inputs"\naction = "check-files ~/models/nope"\n'
+                    '[[tasks]]\ncontent = "Verify idle"\naction = "verify-idle"\n')
+    result = subprocess.run([sys.executable, "-m", "console", "--config", str(sim_host_process.config_path), "run", str(path)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1 and "failed: missing on the host: ~/models/nope" in result.stdout
+    tasks = TaskList(sim_host_process.root / "campaign").load().tasks
+    assert [t.status for t in tasks] == ["in_progress", "pending"]
+    assert tasks[0].result == "failed: missing on the host: ~/models/nope"
