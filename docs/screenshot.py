@@ -25,7 +25,7 @@ async def main() -> None:
         await host.start()
         port = free_port(30000)
         host.start_server("demo-eagle3", port)
-        load = asyncio.create_task(traffic.run(port))
+        load = asyncio.create_task(traffic.run(port, lambda: True))
         try:
             app = PivotApp(config.load(host.config_path), "demo")
             async with app.run_test(size=(120, 36)) as pilot:

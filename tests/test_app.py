@@ -365,3 +365,42 @@ async def test_tasks_pane_edits_live_and_saves_every_change(tmp_path: Path) -> N
         other = TaskList(tmp_path / "campaign").load()  # a second console adds a task
         other.add("Added elsewhere")
         await wait_for(lambda: any(t.content == "Added elsewhere" for t in pane.tasks.tasks), timeout=5)  # type: ignore[union-attr]
+
+
+async def test_a_runbook_run_from_the_tasks_pane_drives_the_other_panes(sim_host_process: HostProcess, tmp_path: Path) -> None:
+    from textual.widgets import Input
+
+    from console.server.lifecycle import ServerState
+    from console.ui.widgets.server.pane import ServerPane
+    from console.ui.widgets.sweep.pane import SweepPane
+    from console.ui.widgets.tasks.pane import TasksPane
+    from tests.fixtures_runs import EAGLE3, write_run
+
+    local = tmp_path / "profiles"
+    (local / "runbooks").mkdir(parents=True)
+    (local / "t-baseline.toml").write_text(f'extends = "demo-baseline"\nport = {free_port()}\n')
+    (local / "runbooks" / "mini.toml").write_text(
+        '[[tasks]]\ncontent = "Verify the GPUs are idle"\naction = "verify-idle"\n'
+        '[[tasks]]\ncontent = "Start the baseline"\naction = "switch t-baseline"\n'
+        '[[tasks]]\ncontent = "Sweep it"\naction = "sweep levels=1,2 max_tokens=16"\n'
+        '[[tasks]]\ncontent = "Compare"\naction = "compare previous last"\n')
+    cfg = sim_host_process.config
+    cfg = config.Config(**{**cfg.__dict__, "profiles_dir": local})
+    write_run(cfg.campaign_dir, "0-eagle3", "eagle3", {c: EAGLE3[c] for c in (1, 2)}, speculative=True)
+    app = PivotApp(cfg, "demo")
+    async with app.run_test(size=(160, 48)) as pilot:
+        pane = app.query_one(TasksPane)
+        await pilot.press("3", "L")
+        app.screen.query_one(Input).value = "mini"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert [t.action for t in pane.tasks.tasks] == ["verify-idle", "switch t-baseline",  # type: ignore[union-attr]
+                                                        "sweep levels=1,2 max_tokens=16", "compare previous last"]
+        await pilot.press("R")
+        await wait_for(lambda: [t.status for t in pane.tasks.tasks] == ["completed"] * 4, timeout=120)  # type: ignore[union-attr]
+        assert app.query_one(ServerPane).status.state == ServerState.READY
+        sweep = app.query_one(SweepPane)
+        assert [e["c"] for e in sweep.levels] == [1, 2]
+        await wait_for(lambda: sweep.comparison_text is not None, timeout=10)
+        assert "recommendation:" in sweep.comparison_text.plain  # type: ignore[union-attr]
+        assert pane.border_title == "Tasks — 4 of 4 done"

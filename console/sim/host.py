@@ -337,9 +337,10 @@ async def serve_forever(host: SimHost, announce: bool = True, initial_server: st
     background = None
     if initial_server != "none":
         port = free_port(30000)
-        host.start_server(f"demo-{initial_server}", port)
+        pid = host.start_server(f"demo-{initial_server}", port)
         if traffic:
-            background = asyncio.create_task(demo_traffic.run(port))
+            ticks = state.proc_start_ticks(pid)
+            background = asyncio.create_task(demo_traffic.run(port, lambda: state.alive(pid, ticks)))
     if announce:
         print(host.ssh_command, flush=True)
         print(f"config: {host.config_path}", flush=True)

@@ -1,12 +1,14 @@
 """Background requests for `pivot demo`, so the simulated GPUs look like a server in use:
 the number of streams in flight drifts between 0 and 24, and utilization and power follow.
-Loopback only, and only while the demo host runs."""
+Loopback only, only while the demo host runs, and only to the server the demo started: once
+that process is gone the traffic ends, so that it never skews a sweep of the next server."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import random
+from collections.abc import Callable
 
 import httpx
 
@@ -34,16 +36,19 @@ async def _slot(client: httpx.AsyncClient, index: int, target: list[int], rng: r
             await asyncio.sleep(2.0)  # the server is loading, stopped or killed: try again later
 
 
-async def run(port: int, seed: int = 0) -> None:
+async def run(port: int, server_alive: Callable[[], bool], seed: int = 0) -> None:
     rng = random.Random(seed)
     target = [0]
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=httpx.Timeout(10, read=None)) as client:
         slots = [asyncio.create_task(_slot(client, i, target, rng)) for i in range(max(PATTERN))]
         try:
-            while True:
+            while server_alive():
                 for level in PATTERN:
                     target[0] = level
-                    await asyncio.sleep(PERIOD_S)
+                    for _ in range(int(PERIOD_S)):
+                        await asyncio.sleep(1.0)
+                        if not server_alive():
+                            return
         finally:
             for task in slots:
                 task.cancel()

@@ -89,13 +89,17 @@ class Actions:
     """What a task's action does, on one host, with the same core the panes use."""
 
     def __init__(self, cfg: config.Config, conn: Connection, *, confirm_kill: Callable[[str], Awaitable[bool]],
-                 say: Callable[[str], None] = print):
+                 say: Callable[[str], None] = print, lifecycle: ServerLifecycle | None = None,
+                 sweep: Callable[[SweepSettings], Awaitable[str]] | None = None):
+        """lifecycle and sweep let the console run actions through its own panes, so they show each step."""
         self.cfg, self.conn, self.say = cfg, conn, say
         self.spec = conn.spec
-        self.agent = RemoteTelemetry(conn, self.spec, interval=max(0.5, cfg.telemetry_interval_s))
-        self.lifecycle = ServerLifecycle(conn, self.spec, self.agent, idle_threshold_mib=cfg.idle_threshold_mib,
-                                         grace_s=cfg.kill_grace_s)
+        self.lifecycle = lifecycle or ServerLifecycle(
+            conn, self.spec, RemoteTelemetry(conn, self.spec, interval=max(0.5, cfg.telemetry_interval_s)),
+            idle_threshold_mib=cfg.idle_threshold_mib, grace_s=cfg.kill_grace_s)
+        self.agent = self.lifecycle.agent
         self.confirm_kill = confirm_kill
+        self.sweep = sweep
         self.log = EventLog(cfg.campaign_dir)
 
     async def run(self, action: str) -> str:
@@ -193,6 +197,8 @@ class Actions:
             key, _, value = item.partition("=")
             data[key] = [int(c) for c in value.split(",")] if key == "levels" else int(value) if value.isdigit() else value
         settings = SweepSettings.from_dict(data)
+        if self.sweep is not None:
+            return await self.sweep(settings)
         if self.cfg.path is None:
             raise ActionFailed("a sweep needs a pivot.toml")
         meta, port = await describe_server(self.conn, self.cfg, self.spec.name)
@@ -234,7 +240,8 @@ async def run_tasks(tasks: TaskList, actions: Actions, numbers: list[int], say: 
         say(f"{number}. {task.content}  [{task.action}]")
         try:
             result = await actions.run(task.action)
-        except (ActionFailed, TaskError) as e:
+        except Exception as e:  # any failure of a step stops the runbook and is written on its task
+            e = e if isinstance(e, (ActionFailed, TaskError)) else ActionFailed(f"{type(e).__name__}: {e}")
             tasks.set_status(number, "in_progress", insist=True, result=f"failed: {e}")
             say(f"   failed: {e}")
             return False

@@ -89,6 +89,11 @@ class PivotApp(App[None]):
         panes = self.query(GpuPane)
         return panes.first() if panes else None
 
+    def notify(self, message: str, *, title: str = "", severity: str = "information", timeout: float | None = None,
+               markup: bool = True) -> None:  # type: ignore[override]
+        """Notifications carry data (paths, commands, errors with brackets): never parse them as markup."""
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=False)  # type: ignore[arg-type]
+
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return VARIABLE_DEFAULTS
 

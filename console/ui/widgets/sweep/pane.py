@@ -3,6 +3,7 @@ table, progress, start / stop / abort, and the comparison with its crossover and
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from typing import TYPE_CHECKING, Any, cast
@@ -13,6 +14,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import DataTable, Static
+from textual.worker import WorkerState
 from textual_plotext import PlotextPlot
 
 from console.remote.errors import RemoteError
@@ -258,6 +260,19 @@ class SweepPane(Vertical):
         box.update(text)
         box.add_class("-shown")
         self.pivot.event_log.append("compare", a=a.name, b=b.name, recommendation=cmp.recommendation)
+
+    async def sweep_for_runbook(self, settings: SweepSettings) -> str:
+        """A runbook's sweep, drawn here like any other; its summary, or the reason it failed."""
+        from console.tasks.runbook import ActionFailed
+
+        worker = self.start_sweep(settings)
+        while worker.state == WorkerState.PENDING:  # wait() refuses a worker that has not started yet
+            await asyncio.sleep(0.01)
+        await worker.wait()
+        if self.run is None or not self.levels:
+            raise ActionFailed("the sweep finished no level")
+        peak = max(e["total_tok_s"] for e in self.levels)
+        return f"run {self.run.name}: {len(self.levels)} levels, peak {peak:.1f} tok/s"
 
     @work(exclusive=True, group="sweep", exit_on_error=False)
     async def start_sweep(self, settings: SweepSettings) -> None:

@@ -6,12 +6,14 @@ import time
 from typing import TYPE_CHECKING, cast
 
 from rich.text import Text
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Input, Static
 
+from console.sweep.store import list_runs
 from console.tasks.tasklist import PRIORITIES, Task, TaskError, TaskList
 from console.ui.colours import theme_style
 from console.ui.screens.confirm import Confirm
@@ -73,6 +75,9 @@ class TasksPane(Vertical):
         Binding("J", "move(1)", "Down", show=False, id="tasks.down", tooltip="Move the task down"),
         Binding("delete", "delete", "Delete", show=False, id="tasks.delete", tooltip="Delete the task (asks first)"),
         Binding("f", "fold", "Fold done", id="tasks.fold", tooltip="Hide or show completed and cancelled tasks"),
+        Binding("r", "run_one", "Run", id="tasks.run", tooltip="Run the task's action (kill, start, sweep, compare…)"),
+        Binding("R", "run_from_here", "Run from here", id="tasks.run_from", tooltip="Run this task's action and every one after it, stopping at the first failure"),
+        Binding("L", "load_runbook", "Runbook", id="tasks.runbook", tooltip="Add a runbook's tasks (from profiles/runbooks/ or the campaign)"),
     ]
 
     def __init__(self, **kw: object):
@@ -80,6 +85,7 @@ class TasksPane(Vertical):
         self.border_title = "Tasks"
         self.tasks: TaskList | None = None
         self.folded = False
+        self.running = False  # a runbook is running from this pane
         self._mtime = 0.0
 
     @property
@@ -230,3 +236,75 @@ class TasksPane(Vertical):
     def action_fold(self) -> None:
         self.folded = not self.folded
         self._draw()
+
+    # -- runbooks -------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("run_one", "run_from_here"):
+            return self.pivot.lifecycle is not None and not self.pivot.readonly and not self.running
+        return True
+
+    def action_load_runbook(self) -> None:
+        from console.config import user_config_dir
+        from console.tasks.runbook import install, read_runbook
+
+        dirs = [d / "runbooks" for d in self.pivot.config.profile_dirs] + [self.pivot.config.campaign_dir, user_config_dir()]
+        found = sorted({p.stem: p for d in dirs if d.is_dir() for p in d.glob("*.toml") if p.name != "pivot.toml"}.items())
+
+        def chosen(name: str | None) -> None:
+            path = dict(found).get(name or "")
+            if path is None or self.tasks is None:
+                if name:
+                    self.notify(f"no runbook {name!r}", severity="error")
+                return
+            try:
+                install(self.tasks, read_runbook(path))
+            except TaskError as e:
+                self.notify(str(e), title="Runbook", severity="error", timeout=10)
+            self._draw()
+
+        names = ", ".join(name for name, _ in found) or "none found"
+        default = "demo-campaign" if "demo-campaign" in dict(found) and self.pivot.host_name == "demo" else ""
+        self.app.push_screen(TextPrompt(f"Runbook to add ({names})", default), chosen)
+
+    def action_run_one(self) -> None:
+        if (number := self.current_number) is not None:
+            self.run_tasks([number])
+
+    def action_run_from_here(self) -> None:
+        if (number := self.current_number) is not None and self.tasks is not None:
+            self.run_tasks(list(range(number, len(self.tasks.tasks) + 1)))
+
+    @work(exclusive=True, group="runbook", exit_on_error=False)
+    async def run_tasks(self, numbers: list[int]) -> None:
+        from console.tasks.runbook import Actions, run_tasks
+        from console.ui.widgets.sweep.pane import SweepPane
+
+        lifecycle = self.pivot.lifecycle
+        if lifecycle is None or self.tasks is None:
+            return
+        sweep_pane = self.app.query_one(SweepPane)
+
+        async def confirm(question: str) -> bool:
+            return bool(await self.app.push_screen_wait(Confirm(question[0].upper() + question[1:], [],
+                                                                action_label="Kill")))
+
+        def say(line: str) -> None:
+            self.query_one("#tasks-detail", Static).update(Text(line.strip()))  # data, never markup
+            self._draw()
+
+        actions = Actions(self.pivot.config, lifecycle.conn, confirm_kill=confirm, say=say, lifecycle=lifecycle,
+                          sweep=sweep_pane.sweep_for_runbook)
+        self.running = True
+        self.refresh_bindings()
+        try:
+            ok = await run_tasks(self.tasks, actions, numbers, say)
+        finally:
+            self.running = False
+            self.refresh_bindings()
+            self._draw()
+        last = self.tasks.tasks[numbers[-1] - 1] if numbers else None
+        if ok and last is not None and last.action and last.action.startswith("compare"):
+            runs = [r for r in list_runs(self.pivot.config.campaign_dir) if not r.meta.get("corrupt") and r.levels().height]
+            if len(runs) >= 2:
+                sweep_pane.show_comparison(runs[-2], runs[-1])  # the verdict where the curves are
+        self.notify("runbook finished" if ok else "runbook stopped at a failed step", severity="information" if ok else "error")
