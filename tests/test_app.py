@@ -404,3 +404,22 @@ async def test_a_runbook_run_from_the_tasks_pane_drives_the_other_panes(sim_host
         await wait_for(lambda: sweep.comparison_text is not None, timeout=10)
         assert "recommendation:" in sweep.comparison_text.plain  # type: ignore[union-attr]
         assert pane.border_title == "Tasks — 4 of 4 done"
+
+
+async def test_the_event_log_view_lists_what_the_console_did(tmp_path: Path) -> None:
+    from textual.widgets import DataTable
+
+    from console.ui.screens.event_log import EventLogScreen
+
+    app = canned_app(tmp_path)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.pause()
+        await pilot.press("K", "y")
+        await wait_for(lambda: app.telemetry.killed)  # type: ignore[attr-defined]
+        await pilot.press("3", "a", *"Check [the] log", "enter")
+        await pilot.press("E")
+        assert isinstance(app.screen, EventLogScreen)
+        table = app.screen.query_one(DataTable)
+        kinds = [str(table.get_row_at(i)[1]) for i in range(table.row_count)]
+        assert kinds == ["kill", "task"]
+        assert "content=Check [the] log" in str(table.get_row_at(1)[2])  # brackets shown as they are

@@ -123,3 +123,23 @@ def test_kill_9_in_the_middle_of_saves_never_leaves_a_file_that_does_not_load(tm
         tasks = TaskList(tmp_path).load()
         assert tasks.warning is None, f"attempt {attempt}: {tasks.warning}"
     assert TaskList(tmp_path).load().tasks  # and there is something in it
+
+
+def test_the_event_log_prints_filters_and_exports(tmp_path: Path) -> None:
+    from console.tasks.events import EventLog
+
+    log = EventLog(tmp_path / "campaign")
+    log.append("kill", host="demo", pids=[1, 2], outcomes=[{"pid": 1, "outcome": "exited"}])
+    log.append("task", change="add", content="Sweep the baseline")
+    with open(log.path, "a") as f:
+        f.write('{"time": "cut by a cra')  # a crash mid-write loses only that line
+    config = tmp_path / "pivot.toml"
+    config.write_text('campaign_dir = "campaign"\n')
+    run = lambda *a: subprocess.run([sys.executable, "-m", "console", "--config", str(config), "events", *a],  # noqa: E731
+                                    capture_output=True, text=True, timeout=60)
+    printed = run().stdout.splitlines()
+    assert len(printed) == 2 and "kill" in printed[0] and "outcomes=1:exited" in printed[0]
+    assert run("--kind", "task").stdout.count("\n") == 1
+    out = tmp_path / "export.jsonl"
+    assert "2 events written" in run("--export", str(out)).stdout
+    assert [json.loads(line)["kind"] for line in out.read_text().splitlines()] == ["kill", "task"]

@@ -103,6 +103,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--from", dest="start", type=int, default=1, metavar="N", help="start at the runbook's task N")
     run.add_argument("--yes", action="store_true", help="do not ask before a kill")
 
+    events = sub.add_parser("events", help="the campaign's event log: print it, or export it as JSON lines")
+    events.add_argument("--kind", help="only events of this kind (kill, start, stop, switch, sweep, compare, task, …)")
+    events.add_argument("--export", type=Path, metavar="FILE", help="write the events as JSON lines to FILE")
+
     ping = sub.add_parser("ping", help="connect to a host and report the round-trip time")
     ping.add_argument("name", metavar="HOST", nargs="?")
 
@@ -169,6 +173,10 @@ def main(argv: list[str] | None = None) -> int:
                 from console.cli.tasks import cmd_run
 
                 return asyncio.run(cmd_run(config.load(args.config), args.host, args.runbook, start=args.start, yes=args.yes))
+            case "events":
+                from console.cli.tasks import cmd_events
+
+                return cmd_events(config.load(args.config), args.kind, args.export)
             case "kill":
                 from console.cli.gpus import cmd_kill
 

@@ -86,3 +86,18 @@ async def cmd_run(cfg: config.Config, host: str | None, runbook_path: Path, *, s
     for line in render(tasks):
         Console(highlight=False).print(line)
     return 0 if ok else 1
+
+
+def cmd_events(cfg: config.Config, kind: str | None, export: Path | None) -> int:
+    import json
+
+    from console.tasks.events import summary
+
+    events = [e for e in EventLog(cfg.campaign_dir).read() if kind is None or e.get("kind") == kind]
+    if export is not None:
+        export.write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
+        print(f"{len(events)} events written to {export}")
+        return 0
+    for e in events:
+        print(f"{str(e.get('time', ''))[:19].replace('T', ' ')}  {e.get('kind', ''):<8} {summary(e)}")
+    return 0

@@ -34,3 +34,12 @@ class EventLog:
             except ValueError:
                 continue  # a line cut by a crash mid-write: the rest of the log stands
         return events
+
+
+def summary(event: dict[str, Any]) -> str:
+    """One line that says what happened, for the log view and `pivot events`."""
+    skip = {"time", "kind", "outcomes", "argv"}
+    parts = [f"{k}={v}" for k, v in event.items() if k not in skip and v not in (None, "", [])]
+    if outcomes := event.get("outcomes"):
+        parts.append("outcomes=" + ",".join(f"{o.get('pid')}:{o.get('outcome')}" for o in outcomes))
+    return "  ".join(parts)

@@ -45,6 +45,7 @@ class PivotApp(App[None]):
         Binding("z", "toggle_zoom", "Zoom", id="app.zoom", tooltip="Show the focused pane on the whole screen, or all panes again"),
         Binding("r", "reconnect", "Reconnect", show=False, id="app.reconnect", tooltip="Drop and re-establish the SSH connection"),
         Binding("question_mark,f1", "help", "Help", id="app.help", tooltip="Every key, pane by pane"),
+        Binding("E", "event_log", "Events", show=False, id="app.events", tooltip="The campaign's event log: kills, starts, sweeps, task changes"),
         Binding("ctrl+p", "command_palette", "Palette", show=False, id="app.palette", tooltip="Commands for the current state"),
         Binding("q", "quit", "Quit", id="app.quit", tooltip="Quit (the server and processes on the host are left as they are)"),
     ]
@@ -192,6 +193,11 @@ class PivotApp(App[None]):
             ("Confirmations", list(Confirm.BINDINGS)),
         ]
         self.push_screen(HelpScreen(sections))  # type: ignore[arg-type]
+
+    def action_event_log(self) -> None:
+        from console.ui.screens.event_log import EventLogScreen
+
+        self.push_screen(EventLogScreen(self.event_log.read(), str(self.event_log.path)))
 
     async def on_unmount(self) -> None:
         await self.pool.close()

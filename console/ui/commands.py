@@ -22,6 +22,7 @@ class PivotCommands(Provider):
             ("zoom the focused pane", app.action_toggle_zoom, "show one pane on the whole screen, or all four again"),
             ("reconnect", app.action_reconnect, "drop and re-establish the SSH connection"),
             ("help: keys", app.action_help, "every key of every pane"),
+            ("event log", app.action_event_log, "every kill, start, stop, sweep, comparison and task change"),
         ]
         pane = app.gpu_pane
         if pane is not None and pane.sample is not None and not app.readonly:
