@@ -52,8 +52,9 @@ class SweepPane(Vertical):
     SweepPane PlotextPlot { height: 2fr; min-height: 8; }
     SweepPane #sweep-progress { height: auto; max-height: 3; }
     SweepPane #sweep-levels { height: 1fr; max-height: 11; }
-    SweepPane #sweep-compare { height: auto; max-height: 14; display: none; }
+    SweepPane #sweep-compare { height: auto; max-height: 16; display: none; overflow-y: auto; }
     SweepPane #sweep-compare.-shown { display: block; }
+    SweepPane.-comparing #sweep-levels { display: none; }
     """
     BINDINGS = [
         Binding("n", "new_sweep", "Sweep", id="sweep.new", tooltip="Start a sweep against the running server (a form first)"),
@@ -231,6 +232,7 @@ class SweepPane(Vertical):
         box = self.query_one("#sweep-compare", Static)
         if box.has_class("-shown"):
             box.remove_class("-shown")
+            self.remove_class("-comparing")
             return
         runs = [r for r in list_runs(self.pivot.config.campaign_dir) if not r.meta.get("corrupt") and r.levels().height]
         if len(runs) < 2:
@@ -244,7 +246,8 @@ class SweepPane(Vertical):
         except ValueError as e:
             self.notify(str(e), severity="error")
             return
-        text = Text.assemble((f"{a.name} ({a.profile})  vs  {b.name} ({b.profile})\n", "bold"))
+        text = Text.assemble((f"recommendation: {cmp.recommendation}\n", theme_style(self.app, "accent", bold=True)),
+                             (f"A = {a.name} ({a.profile}), B = {b.name} ({b.profile})\n", "bold"))
         text.append("   C      A tok/s    B tok/s   B/A    A per-req  B per-req   B/A\n", "dim")
         for row in cmp.table.iter_rows(named=True):
             ratio = row["ratio_total"]
@@ -253,12 +256,12 @@ class SweepPane(Vertical):
             text.append(f" {row['a_req_tok_s_mean'] or 0:>10.1f} {row['b_req_tok_s_mean'] or 0:>10.1f} "
                         f"{row['ratio_per_request'] or 0:>5.2f}\n")
         text.append(f"crossover, total tok/s: {cmp.total.text}\n")
-        text.append(f"crossover, per-request: {cmp.per_request.text}\n")
-        text.append(f"recommendation: {cmp.recommendation}", theme_style(self.app, "accent", bold=True))
+        text.append(f"crossover, per-request: {cmp.per_request.text}")
         self.comparison_text = text
         box = self.query_one("#sweep-compare", Static)
         box.update(text)
         box.add_class("-shown")
+        self.add_class("-comparing")  # the comparison has the same levels: it takes the table's room
         self.pivot.event_log.append("compare", a=a.name, b=b.name, recommendation=cmp.recommendation)
 
     async def sweep_for_runbook(self, settings: SweepSettings) -> str:
@@ -291,6 +294,7 @@ class SweepPane(Vertical):
         self.settings = settings
         self._show_run(run)
         self.query_one("#sweep-compare", Static).remove_class("-shown")
+        self.remove_class("-comparing")
         self.process = SweepProcess(run, ["--config", str(cfg.path), "--host", self.pivot.host_name, "--port", str(port)])
         self.live = {"sweep_started": time.monotonic(), "done": 0, "requests": 0, "tokens": 0, "started": time.monotonic()}
         self.warnings = []
