@@ -166,19 +166,18 @@ class Actions:
         raise ActionFailed("not ready in time")
 
     async def do_start(self, name: str) -> str:
-        try:
-            await self.lifecycle.start(load_profiles(*self.cfg.profile_dirs).get(name))
-        except Exception as e:
-            raise ActionFailed(str(e)) from None
-        self.log.append("start", host=self.spec.name, profile=name, runbook=True)
-        return await self._ready()
+        return await self._launch("start", name)
 
     async def do_switch(self, name: str) -> str:
+        return await self._launch("switch", name)
+
+    async def _launch(self, how: str, name: str) -> str:
+        launch = self.lifecycle.start if how == "start" else self.lifecycle.switch
         try:
-            await self.lifecycle.switch(load_profiles(*self.cfg.profile_dirs).get(name))
-        except Exception as e:
+            await launch(load_profiles(*self.cfg.profile_dirs).get(name))
+        except Exception as e:  # a refused preflight, a broken profile, a lost link: the step fails with why
             raise ActionFailed(str(e)) from None
-        self.log.append("switch", host=self.spec.name, profile=name, runbook=True)
+        self.log.append(how, host=self.spec.name, profile=name, runbook=True)
         return await self._ready()
 
     async def do_stop(self) -> str:
