@@ -164,6 +164,10 @@ class ServerPane(Vertical):
         self.query_one("#server-state", Static).update(text)
         self.border_subtitle = str(status.state)
 
+    def on_resize(self) -> None:
+        # too narrow for a command line beside the list: show it when the pane is zoomed or wide
+        self.query_one("#profile-detail", Static).display = self.size.width >= 60
+
     def on_descendant_focus(self) -> None:
         """Profiles written meanwhile (pivot compare --write-profile, an editor) appear when the pane is entered."""
         fresh = load_profiles(*self.pivot.config.profile_dirs)

@@ -151,7 +151,7 @@ class TasksPane(Vertical):
         task = self.current
         detail = self.query_one("#tasks-detail", Static)
         if task is None:
-            detail.update("no tasks: a adds one, or pivot tasks import FILE")
+            detail.update("no tasks: a adds one, L adds a runbook's (demo-campaign on the demo host)")
             return
         history = " → ".join(f"{s} {_ago(time.time() - t)}" for t, s in task.history[-4:])
         detail.update(Text(history + (f"\naction: {task.action}" if task.action else "")))
