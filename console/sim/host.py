@@ -92,6 +92,7 @@ class SimHost:
             "PATH": path, "HOME": str(self.home), "USER": self.user, "LOGNAME": self.user, "SHELL": "/bin/bash",
             "LANG": os.environ.get("LANG", "C.UTF-8"), "PYTHONPATH": pythonpath, "PYTHONUNBUFFERED": "1",
             state.ENV: str(self.sim), "PIVOT_SIM_TIME_SCALE": repr(self.time_scale),
+            "PIVOT_SIM_HOST_PID": str(os.getpid()),
         }
 
     async def start(self) -> None:

@@ -55,9 +55,14 @@ def main(argv: list[str] | None = None) -> int:
     state.claim(home, args.gpu, args.mib)
     if args.zombie_helper_mib and os.fork() == 0:
         _helper(home, args.gpu, args.zombie_helper_mib, args.server_pid, server_start, args.rank)
+    host_pid = int(os.environ.get("PIVOT_SIM_HOST_PID", "0"))
+    host_start = state.proc_start_ticks(host_pid) if host_pid else None
     orphaned = False
     while True:
         time.sleep(0.5)
+        if host_pid and not state.alive(host_pid, host_start):
+            state.release(home)  # the simulated host itself is gone: nothing is left to simulate for
+            return 0
         if not orphaned and not state.alive(args.server_pid, server_start):
             orphaned = True
             _log(args.rank, "lost the server process; still holding GPU memory")
