@@ -398,7 +398,7 @@ async def test_a_runbook_run_from_the_tasks_pane_drives_the_other_panes(sim_host
                                                         "sweep levels=1,2 max_tokens=16", "compare previous last"]
         await pilot.press("R")
         await wait_for(lambda: [t.status for t in pane.tasks.tasks] == ["completed"] * 4, timeout=120)  # type: ignore[union-attr]
-        assert app.query_one(ServerPane).status.state == ServerState.READY
+        await wait_for(lambda: app.query_one(ServerPane).status.state == ServerState.READY, timeout=15)
         sweep = app.query_one(SweepPane)
         assert [e["c"] for e in sweep.levels] == [1, 2]
         await wait_for(lambda: sweep.comparison_text is not None, timeout=10)
