@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from console import config
 from console.gpu.telemetry import RemoteTelemetry
 from console.remote import Connection
 from console.server.lifecycle import ServerLifecycle, ServerState

@@ -78,6 +78,7 @@ class SweepPane(Vertical):
         self.overlay_count = 2
         self.dirty = True
         self.comparison_text: Text | None = None
+        self._overlay_frames: list[tuple[str, Run, Any]] = []
         self.warnings: list[str] = []
 
     @property
@@ -107,6 +108,12 @@ class SweepPane(Vertical):
                 if not r.meta.get("corrupt") and (self.run is None or r.name != self.run.name)]
         return runs[-self.overlay_count:] if self.overlay_count else []
 
+    def _refresh_overlays(self) -> None:
+        """Read the earlier runs once per change of run, not at every redraw of a running sweep."""
+        frames = [(colour, run, run.levels()) for colour, run in zip(OVERLAY_COLOURS, self._overlays())]
+        self._overlay_frames = [(colour, run, frame) for colour, run, frame in frames if frame.height]
+        self.dirty = True
+
     def _redraw_if_dirty(self) -> None:
         if self.dirty:
             self.dirty = False
@@ -119,8 +126,7 @@ class SweepPane(Vertical):
         plt.clear_data()
         plt.clear_figure()
         plt.theme("pro" if self.app.current_theme.dark else "clear")
-        overlays = [(colour, run, run.levels()) for colour, run in zip(OVERLAY_COLOURS, self._overlays())]
-        overlays = [(colour, run, frame) for colour, run, frame in overlays if frame.height]
+        overlays = self._overlay_frames
         if not self.levels and not overlays:
             plt.title("total output tok/s by concurrency: no run yet (n starts one)")
             chart.refresh()
@@ -186,7 +192,7 @@ class SweepPane(Vertical):
         table.clear()
         for e in self.levels:
             self._add_level_row(e)
-        self.dirty = True
+        self._refresh_overlays()
 
     # -- actions --------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -226,7 +232,7 @@ class SweepPane(Vertical):
     def action_overlays(self) -> None:
         self.overlay_count = (self.overlay_count + 1) % 4
         self.notify(f"{self.overlay_count} earlier run(s) overlaid", timeout=2)
-        self.dirty = True
+        self._refresh_overlays()
 
     def action_compare(self) -> None:
         box = self.query_one("#sweep-compare", Static)
