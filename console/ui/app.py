@@ -121,19 +121,29 @@ class PivotApp(App[None]):
         async for event in self.telemetry.events():
             self.post_message(TelemetryUpdate(event))
 
+    @property
+    def host_status(self) -> HostStatus | None:
+        """None while the app is shutting down: late events from the host must not fail the exit."""
+        found = self.query(HostStatus)
+        return found.first() if found else None
+
     def on_connection_changed(self, message: ConnectionChanged) -> None:
-        self.query_one(HostStatus).event = message.event
+        if (status := self.host_status) is not None:
+            status.event = message.event
 
     def server_status_changed(self, status: ServerStatus) -> None:
-        self.query_one(HostStatus).server_status = status
+        if (header := self.host_status) is not None:
+            header.server_status = status
 
     def on_telemetry_update(self, message: TelemetryUpdate) -> None:
-        status = self.query_one(HostStatus)
+        status, pane = self.host_status, self.gpu_pane
+        if status is None or pane is None:
+            return
         if isinstance(message.event, Sample):
             status.sampled(message.event)
         elif isinstance(message.event, AgentError):
             status.problem = message.event.message if message.event.kind == "no-driver" else None
-        self.query_one(GpuPane).show(message.event)
+        pane.show(message.event)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """One place where a failed worker becomes something the operator sees."""
