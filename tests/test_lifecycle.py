@@ -81,6 +81,22 @@ async def test_a_crash_is_reported_with_the_log_tail(conn: Connection, sim_host_
     assert any("ready to roll" in line for line in crashed.log_tail) and len(crashed.log_tail) <= 50
 
 
+async def test_a_server_that_stops_answering_is_unhealthy_until_it_answers_again(
+        conn: Connection, sim_host_process: HostProcess, profiles: ProfileSet) -> None:
+    lifecycle = make(conn, sim_host_process)
+    await lifecycle.start(profiles.get("t-baseline"))
+    ready = await until(lifecycle, ServerState.READY)
+    await conn.run(["kill", "-STOP", str(ready.pid)])  # alive, holding its port, answering nothing
+    try:
+        unhealthy = await until(lifecycle, ServerState.UNHEALTHY, timeout=60)
+        assert unhealthy.pid == ready.pid and unhealthy.detail == "health check failed: ReadTimeout"
+    finally:
+        await conn.run(["kill", "-CONT", str(ready.pid)])
+    again = await until(lifecycle, ServerState.READY)
+    assert again.ready_at == ready.ready_at  # the same server, up since it first became ready
+    await lifecycle.stop()
+
+
 async def test_a_later_console_adopts_the_running_server(conn: Connection, sim_host_process: HostProcess,
                                                          profiles: ProfileSet) -> None:
     first = make(conn, sim_host_process)
