@@ -52,6 +52,9 @@ async def test_focus_moves_between_panes(tmp_path: Path) -> None:
         assert pane() == "tasks"
         await pilot.press("1")
         assert isinstance(app.focused, ProcessTable)
+        app.action_focus_pane("sweep")  # keys typed together arrive before the next idle
+        app.action_toggle_zoom()
+        assert app.query_one("#sweep").has_class("-zoom-target")
 
 
 async def test_zoom_shows_one_pane_and_back(tmp_path: Path) -> None:

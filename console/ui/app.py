@@ -164,7 +164,8 @@ class PivotApp(App[None]):
         if self.query_one("#panes").has_class("-zoomed"):
             self._zoom(target)
         focusable = [w for w in target.query("*") if w.focusable] if not target.focusable else [target]
-        (focusable[0] if focusable else target).focus()
+        # At once, not at the next idle: a key typed right after ("4 z") must act on the new pane.
+        self.screen.set_focus(focusable[0] if focusable else target)
 
     def _cycle(self, step: int) -> None:
         current = self._pane_of(self.focused)
