@@ -400,6 +400,9 @@ async def test_a_runbook_run_from_the_tasks_pane_drives_the_other_panes(sim_host
         assert [t.action for t in pane.tasks.tasks] == ["verify-idle", "switch t-baseline",  # type: ignore[union-attr]
                                                         "sweep levels=1,2 max_tokens=16", "compare previous last"]
         await pilot.press("R")
+        detail = lambda: str(app.query_one("#tasks-detail").render())  # noqa: E731
+        # the cursor follows the step being run, and its live line is shown under it
+        await wait_for(lambda: pane.current_number == 2 and "2. Start the baseline  [switch t-baseline]" in detail(), timeout=60)
         await wait_for(lambda: [t.status for t in pane.tasks.tasks] == ["completed"] * 4, timeout=120)  # type: ignore[union-attr]
         await wait_for(lambda: app.query_one(ServerPane).status.state == ServerState.READY, timeout=15)
         sweep = app.query_one(SweepPane)

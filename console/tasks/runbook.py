@@ -181,7 +181,11 @@ class Actions:
         return await self._ready()
 
     async def do_stop(self) -> str:
+        """Idempotent, as a runbook step should be: nothing running is already the state the step asks for."""
         try:
+            current = await self.lifecycle.poll()
+            if current.state not in (ServerState.STARTING, ServerState.READY, ServerState.UNHEALTHY, ServerState.STOPPING):
+                return f"no server running ({current.describe()})"
             report = await self.lifecycle.stop()
         except Exception as e:
             raise ActionFailed(str(e)) from None

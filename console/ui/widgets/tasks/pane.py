@@ -86,6 +86,7 @@ class TasksPane(Vertical):
         self.tasks: TaskList | None = None
         self.folded = False
         self.running = False  # a runbook is running from this pane
+        self.said = ""  # the runbook's last line, shown under the running task
         self._mtime = 0.0
 
     @property
@@ -120,7 +121,8 @@ class TasksPane(Vertical):
         return [(i + 1, t) for i, t in enumerate(self.tasks.tasks)
                 if not (self.folded and t.status in ("completed", "cancelled"))]
 
-    def _draw(self) -> None:
+    def _draw(self, follow: int | None = None) -> None:
+        """follow: a task number to put the cursor on (the step a runbook is running)."""
         if self.tasks is None:
             return
         try:
@@ -141,6 +143,9 @@ class TasksPane(Vertical):
             table.add_row(str(number), Text(glyph, style=theme_style(self.app, colour, bold=True)),
                           Text(task.priority[0].upper(), style=theme_style(self.app, PRIORITY_COLOURS[task.priority])),
                           clock, content, key=task.id)
+        numbers = [number for number, _ in self._visible()]
+        if follow in numbers:
+            row = numbers.index(follow)
         if table.row_count:
             table.move_cursor(row=min(row, table.row_count - 1), animate=False)
         done, total = self.tasks.done_count
@@ -154,7 +159,9 @@ class TasksPane(Vertical):
             detail.update("no tasks: a adds one, L adds a runbook's (demo-campaign on the demo host)")
             return
         history = " → ".join(f"{s} {_ago(time.time() - t)}" for t, s in task.history[-4:])
-        detail.update(Text(history + (f"\naction: {task.action}" if task.action else "")))
+        live = [self.said] if self.running and self.said and task.status == "in_progress" else []
+        lines = [*live, *([f"action: {task.action}"] if task.action else []), history]  # the live line first: 3 lines at most
+        detail.update(Text("\n".join(lines)))
 
     def on_data_table_row_highlighted(self) -> None:
         self._detail()
@@ -289,12 +296,13 @@ class TasksPane(Vertical):
                                                                 action_label="Kill")))
 
         def say(line: str) -> None:
-            self.query_one("#tasks-detail", Static).update(Text(line.strip()))  # data, never markup
-            self._draw()
+            assert self.tasks is not None
+            self.said = line.strip()
+            self._draw(follow=next((n for n in numbers if self.tasks.tasks[n - 1].status == "in_progress"), None))
 
         actions = Actions(self.pivot.config, lifecycle.conn, confirm_kill=confirm, say=say, lifecycle=lifecycle,
                           sweep=sweep_pane.sweep_for_runbook)
-        self.running = True
+        self.running, self.said = True, ""
         self.refresh_bindings()
         try:
             ok = await run_tasks(self.tasks, actions, numbers, say)
