@@ -429,3 +429,27 @@ async def test_the_event_log_view_lists_what_the_console_did(tmp_path: Path) -> 
         kinds = [str(table.get_row_at(i)[1]) for i in range(table.row_count)]
         assert kinds == ["kill", "task"]
         assert "content=Check [the] log" in str(table.get_row_at(1)[2])  # brackets shown as they are
+
+
+@pytest.mark.parametrize(("size", "legend_under_chart"), [((80, 24), True), ((200, 50), False)])
+async def test_a_short_chart_has_its_legend_under_it_and_the_comparison_scrolls(
+        tmp_path: Path, size: tuple[int, int], legend_under_chart: bool) -> None:
+    from tests.fixtures_runs import BASELINE, EAGLE3, write_run
+
+    write_run(tmp_path / "campaign", "base", "baseline", BASELINE, speculative=False)
+    write_run(tmp_path / "campaign", "spec", "eagle3", EAGLE3, speculative=True)
+    async with canned_app(tmp_path).run_test(size=size) as pilot:
+        app = pilot.app
+        await pilot.press("4", "z")
+        await pilot.pause(0.8)
+        progress = str(app.query_one("#sweep-progress").render())
+        assert ("• base (baseline)  ⣿ spec (eagle3)  x per-request tok/s" in progress) is legend_under_chart
+        await pilot.press("c")
+        await pilot.pause()
+        box = app.query_one("#sweep-compare")
+        assert app.focused is box  # the arrows reach every level of a comparison taller than the pane
+        await pilot.press("end")
+        await wait_for(lambda: box.scroll_y == box.max_scroll_y)
+        assert box.region.bottom <= app.query_one("#sweep").content_region.bottom
+        await pilot.press("c")
+        assert app.focused is app.query_one("#sweep-levels")

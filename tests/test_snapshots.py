@@ -76,13 +76,14 @@ class TestSweepPane:
 
         assert snap_compare(app_with_runs(tmp_path), terminal_size=size, run_before=zoom)
 
-    def test_comparison(self, snap_compare, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    @pytest.mark.parametrize("size", [(80, 24), (200, 50)])
+    def test_comparison(self, snap_compare, tmp_path: Path, size: tuple[int, int]) -> None:  # type: ignore[no-untyped-def]
         async def compare(pilot) -> None:  # type: ignore[no-untyped-def]
             await settle(pilot)
             await pilot.press("4", "z", "c")
             await pilot.pause(0.8)
 
-        assert snap_compare(app_with_runs(tmp_path), terminal_size=(200, 50), run_before=compare)
+        assert snap_compare(app_with_runs(tmp_path), terminal_size=size, run_before=compare)
 
 
 class TestTasksPane:

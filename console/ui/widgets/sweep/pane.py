@@ -8,11 +8,15 @@ import math
 import time
 from typing import TYPE_CHECKING, Any, cast
 
+from rich.color import Color
+from rich.console import Group
+from rich.style import Style
+from rich.table import Table
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.widgets import DataTable, Static
 from textual.worker import WorkerState
 from textual_plotext import PlotextPlot
@@ -39,7 +43,13 @@ def _value(level: dict[str, Any], key: str) -> float | None:
     if key.startswith("server_") and key not in level:
         return (level.get("server") or {}).get(key.removeprefix("server_"))
     return level.get(key)
-OVERLAY_COLOURS = ["orange", "cyan", "magenta", "green"]
+# RGB, not names: plotext's "yellow" is undefined (textual-plotext draws it purple), and the legend under a short
+# chart must show the very colour of the curve
+RGB = tuple[int, int, int]
+OVERLAY_COLOURS: list[RGB] = [(255, 165, 0), (0, 200, 215), (215, 95, 215), (95, 200, 95)]
+SECOND_COLOUR: RGB = (235, 205, 0)
+LIVE_COLOUR: RGB = (230, 60, 60)
+LEGEND_INSIDE_ROWS = 16  # a shorter chart would be mostly legend: the legend goes under it instead
 
 
 def _log(levels: list[int]) -> list[float]:
@@ -50,9 +60,9 @@ class SweepPane(Vertical):
     DEFAULT_CSS = """
     SweepPane { padding: 0 1; }
     SweepPane PlotextPlot { height: 2fr; min-height: 8; }
-    SweepPane #sweep-progress { height: auto; max-height: 3; }
+    SweepPane #sweep-progress { height: auto; max-height: 5; }
     SweepPane #sweep-levels { height: 1fr; max-height: 11; }
-    SweepPane #sweep-compare { height: auto; max-height: 16; display: none; overflow-y: auto; }
+    SweepPane #sweep-compare { height: 1fr; max-height: 16; display: none; scrollbar-gutter: stable; }
     SweepPane #sweep-compare.-shown { display: block; }
     SweepPane.-comparing #sweep-levels { display: none; }
     """
@@ -80,6 +90,7 @@ class SweepPane(Vertical):
         self.comparison_text: Text | None = None
         self._overlay_frames: list[tuple[str, Run, Any]] = []
         self.warnings: list[str] = []
+        self.legend: list[tuple[str, str, RGB]] = []  # (marker, label, colour) of what the chart shows
 
     @property
     def pivot(self) -> PivotApp:
@@ -90,7 +101,8 @@ class SweepPane(Vertical):
         yield Static("", id="sweep-progress")
         table: DataTable[str] = DataTable(id="sweep-levels", cursor_type="row", zebra_stripes=True)
         yield table
-        yield Static("", id="sweep-compare")
+        with VerticalScroll(id="sweep-compare"):  # focusable: the arrows scroll a comparison taller than the pane
+            yield Static("", id="sweep-compare-text")
 
     def on_mount(self) -> None:
         table = self.query_one("#sweep-levels", DataTable)
@@ -120,6 +132,9 @@ class SweepPane(Vertical):
             self._draw()
             self._show_progress()
 
+    def on_resize(self) -> None:
+        self.dirty = True  # the legend's place depends on the chart's height
+
     def _draw(self) -> None:
         chart = self.query_one(PlotextPlot)
         plt = chart.plt
@@ -127,6 +142,13 @@ class SweepPane(Vertical):
         plt.clear_figure()
         plt.theme("pro" if self.app.current_theme.dark else "clear")
         overlays = self._overlay_frames
+        self.legend = []
+        inside = chart.size.height >= LEGEND_INSIDE_ROWS
+
+        def series(marker: str, label: str, colour: RGB) -> str | None:
+            self.legend.append((marker, label, colour))
+            return label if inside else None
+
         if not self.levels and not overlays:
             plt.title("total output tok/s by concurrency: no run yet (n starts one)")
             chart.refresh()
@@ -138,27 +160,33 @@ class SweepPane(Vertical):
         plt.xlabel("concurrency C (log scale)")
         plt.ylabel("total output tok/s")
         for colour, run, frame in overlays:
-            plt.plot(_log(frame["c"].to_list()), frame["total_tok_s"].to_list(), label=f"{run.name} ({run.profile})",
-                     color=colour, marker="dot")
+            plt.plot(_log(frame["c"].to_list()), frame["total_tok_s"].to_list(),
+                     label=series("•", f"{run.name} ({run.profile})", colour), color=colour, marker="dot")
         if self.levels:
             xs = _log([e["c"] for e in self.levels])
             label = f"{self.run.name if self.run else 'this run'} ({self.run.profile if self.run else ''})"
-            plt.plot(xs, [e["total_tok_s"] for e in self.levels], label=label, color="white" if self.app.current_theme.dark
-                     else "black", marker="braille")
+            colour = (235, 235, 235) if self.app.current_theme.dark else (20, 20, 20)
+            plt.plot(xs, [e["total_tok_s"] for e in self.levels], label=series("⣿", label, colour), color=colour,
+                     marker="braille")
             name, key, scale = SECOND[self.second]
             if key is not None:
                 ys = [(_value(e, key) or 0) * scale for e in self.levels]
-                plt.plot(xs, ys, label=name, color="yellow", yside="right", marker="x")
+                plt.plot(xs, ys, label=series("x", name, SECOND_COLOUR), color=SECOND_COLOUR, yside="right", marker="x")
                 plt.ylabel(name, yside="right")
         if self.live.get("c") and self.live.get("tokens"):
             elapsed = max(1e-6, time.monotonic() - self.live["started"])
-            plt.scatter(_log([self.live["c"]]), [self.live["tokens"] / elapsed], marker="●", color="red",
-                        label=f"C={self.live['c']} now")
+            plt.scatter(_log([self.live["c"]]), [self.live["tokens"] / elapsed], marker="●", color=LIVE_COLOUR,
+                        label=series("●", f"C={self.live['c']} now", LIVE_COLOUR))
         plt.title("total output tok/s by concurrency")
         chart.refresh()
 
     def _show_progress(self) -> None:
         text = Text()
+        if self.legend and self.query_one(PlotextPlot).size.height < LEGEND_INSIDE_ROWS:
+            for marker, label, colour in self.legend:
+                text.append(f"{marker} ", Style(color=Color.from_rgb(*colour)))
+                text.append(f"{label}  ")
+            text.append("\n")
         if self.process is not None and self.settings is not None and self.live.get("c"):
             levels = list(self.settings.levels)
             k = levels.index(self.live["c"]) + 1 if self.live.get("c") in levels else len(self.levels)
@@ -235,10 +263,13 @@ class SweepPane(Vertical):
         self._refresh_overlays()
 
     def action_compare(self) -> None:
-        box = self.query_one("#sweep-compare", Static)
+        box = self.query_one("#sweep-compare")
         if box.has_class("-shown"):
+            had_focus = box.has_focus
             box.remove_class("-shown")
             self.remove_class("-comparing")
+            if had_focus:
+                self.query_one("#sweep-levels").focus()
             return
         runs = [r for r in list_runs(self.pivot.config.campaign_dir) if not r.meta.get("corrupt") and r.levels().height]
         if len(runs) < 2:
@@ -253,20 +284,25 @@ class SweepPane(Vertical):
             self.notify(str(e), severity="error")
             return
         text = Text.assemble((f"recommendation: {cmp.recommendation}\n", theme_style(self.app, "accent", bold=True)),
-                             (f"A = {a.name} ({a.profile}), B = {b.name} ({b.profile})\n", "bold"))
-        text.append("   C      A tok/s    B tok/s   B/A    A per-req  B per-req   B/A\n", "dim")
+                             (f"A = {a.name} ({a.profile}), B = {b.name} ({b.profile})\n", "bold"),
+                             f"crossover, total tok/s: {cmp.total.text}\n", f"crossover, per-request: {cmp.per_request.text}")
+        table = Table(box=None, padding=(0, 1), header_style="dim", pad_edge=False)
+        for header in ("C", "A tok/s", "B tok/s", "B/A", "A per-req", "B per-req", "B/A"):
+            table.add_column(header, justify="right")
+
+        def ratio(value: float | None) -> Text:
+            return Text("—") if value is None else Text(f"{value:.2f}", theme_style(self.app, "success" if value > 1 else "error"))
+
         for row in cmp.table.iter_rows(named=True):
-            ratio = row["ratio_total"]
-            text.append(f"{row['c']:>4} {row['a_total_tok_s']:>12.1f} {row['b_total_tok_s']:>10.1f} ")
-            text.append(f"{ratio:>5.2f}", theme_style(self.app, "success" if ratio > 1 else "error"))
-            text.append(f" {row['a_req_tok_s_mean'] or 0:>10.1f} {row['b_req_tok_s_mean'] or 0:>10.1f} "
-                        f"{row['ratio_per_request'] or 0:>5.2f}\n")
-        text.append(f"crossover, total tok/s: {cmp.total.text}\n")
-        text.append(f"crossover, per-request: {cmp.per_request.text}")
+            per_request = [row["a_req_tok_s_mean"], row["b_req_tok_s_mean"]]
+            table.add_row(str(row["c"]), f"{row['a_total_tok_s']:.1f}", f"{row['b_total_tok_s']:.1f}", ratio(row["ratio_total"]),
+                          *("—" if v is None else f"{v:.1f}" for v in per_request), ratio(row["ratio_per_request"]))
         self.comparison_text = text
-        box = self.query_one("#sweep-compare", Static)
-        box.update(text)
+        self.query_one("#sweep-compare-text", Static).update(Group(text, table))
+        box = self.query_one("#sweep-compare")
         box.add_class("-shown")
+        if self.has_focus_within:
+            box.focus()  # the level table it replaces had the focus
         self.add_class("-comparing")  # the comparison has the same levels: it takes the table's room
         self.pivot.event_log.append("compare", a=a.name, b=b.name, recommendation=cmp.recommendation)
 
@@ -299,7 +335,7 @@ class SweepPane(Vertical):
         self.pivot.event_log.append("sweep", run=run.name, profile=run.profile, levels=list(settings.levels))
         self.settings = settings
         self._show_run(run)
-        self.query_one("#sweep-compare", Static).remove_class("-shown")
+        self.query_one("#sweep-compare").remove_class("-shown")
         self.remove_class("-comparing")
         self.process = SweepProcess(run, ["--config", str(cfg.path), "--host", self.pivot.host_name, "--port", str(port)])
         self.live = {"sweep_started": time.monotonic(), "done": 0, "requests": 0, "tokens": 0, "started": time.monotonic()}
