@@ -15,6 +15,7 @@ from console.ui.screens.help import HelpScreen
 from console.ui.widgets.gpu.pane import GpuPane
 from console.ui.widgets.gpu.processes import ProcessTable
 from console.ui.widgets.host_status import HostStatus
+from console.ui.widgets.link_banner import LinkBanner
 from tests.conftest import HostProcess, free_port, wait_for
 from tests.fake_telemetry import FakeTelemetry
 
@@ -37,6 +38,31 @@ async def test_the_header_shows_the_connection_and_its_round_trip(sim_config: co
         app.pool.get("demo").add_listener(lambda e: seen.append(e.state))
         sim_host.drop_clients()
         await wait_for(lambda: ConnState.DOWN in seen and seen[-1] == ConnState.UP, timeout=15)
+        await pilot.pause()
+        assert "demo ● up" in str(status.render()) and not app.query_one(LinkBanner).has_class("-shown")
+
+
+async def test_a_lost_link_is_said_over_the_panes_until_it_is_back(tmp_path: Path) -> None:
+    from console.remote import ConnectionEvent
+    from console.ui.messages import ConnectionChanged
+
+    app = PivotApp(config.Config(path=None, hosts={}, campaign_dir=tmp_path / "campaign"), None, telemetry=FakeTelemetry())
+    async with app.run_test(size=(80, 24)) as pilot:
+        banner, panes = app.query_one(LinkBanner), app.query_one("#panes")
+        for event in (ConnectionEvent("gpu1", ConnState.CONNECTING), ConnectionEvent("gpu1", ConnState.UP, rtt_s=0.01)):
+            app.post_message(ConnectionChanged(event))
+            await pilot.pause()
+            assert not banner.has_class("-shown")  # connecting for the first time is not a lost link
+        app.post_message(ConnectionChanged(ConnectionEvent("gpu1", ConnState.DOWN, reason="connection lost")))
+        await pilot.pause()
+        app.post_message(ConnectionChanged(ConnectionEvent("gpu1", ConnState.CONNECTING)))
+        await pilot.pause()
+        text = str(banner.render())
+        assert banner.has_class("-shown") and panes.has_class("-link-lost")
+        assert text.startswith("✕ link to local lost at ") and "(connection lost): panes show the last data seen" in text
+        app.post_message(ConnectionChanged(ConnectionEvent("gpu1", ConnState.UP, rtt_s=0.01)))
+        await pilot.pause()
+        assert not banner.has_class("-shown") and not panes.has_class("-link-lost")  # up again: the banner goes
 
 
 async def test_focus_moves_between_panes(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ from console.ui.themes import DEFAULT_THEME, VARIABLE_DEFAULTS, load_themes
 from console.ui.widgets.gpu.pane import GpuPane
 from console.ui.widgets.gpu.processes import ProcessTable
 from console.ui.widgets.host_status import HostStatus
+from console.ui.widgets.link_banner import LinkBanner
 from console.ui.widgets.tasks.pane import TasksPane
 from console.ui.widgets.server.pane import ServerPane
 from console.ui.widgets.sweep.pane import SweepPane
@@ -100,6 +101,7 @@ class PivotApp(App[None]):
 
     def compose(self) -> ComposeResult:
         yield HostStatus(self.host_label, local=self.host_name is None, id="host-status")
+        yield LinkBanner(self.host_label, id="link-banner")
         with Container(id="panes"):
             yield GpuPane(id="gpus")
             yield ServerPane(self.lifecycle, load_profiles(*self.config.profile_dirs), id="server")
@@ -130,6 +132,9 @@ class PivotApp(App[None]):
     def on_connection_changed(self, message: ConnectionChanged) -> None:
         if (status := self.host_status) is not None:
             status.event = message.event
+            banner = self.query_one(LinkBanner)
+            banner.changed(message.event)
+            self.query_one("#panes").set_class(banner.has_class("-shown"), "-link-lost")
 
     def server_status_changed(self, status: ServerStatus) -> None:
         if (header := self.host_status) is not None:

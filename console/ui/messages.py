@@ -8,14 +8,11 @@ from console.server.lifecycle import ServerStatus
 
 
 class ConnectionChanged(Message):
-    """The SSH connection to a host changed state; a newer one replaces an unprocessed older one."""
+    """The SSH connection to a host changed state. Never coalesced: they are few, and a "down" carries the reason."""
 
     def __init__(self, event: ConnectionEvent):
         super().__init__()
         self.event = event
-
-    def can_replace(self, message: Message) -> bool:
-        return isinstance(message, ConnectionChanged) and message.event.host == self.event.host
 
 
 class TelemetryUpdate(Message):
