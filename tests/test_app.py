@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ from console import config
 from console.remote import ConnState
 from console.sim.host import SimHost
 from console.ui.app import PivotApp
+from console.ui.screens.confirm import Confirm
 from console.ui.screens.confirm_kill import ConfirmKill
 from console.ui.screens.help import HelpScreen
 from console.ui.widgets.gpu.pane import GpuPane
@@ -265,6 +267,9 @@ async def test_server_pane_start_switch_and_crash_over_ssh(sim_host_process: Hos
         await wait_for(lambda: any("ready to roll" in line for line in log.lines_kept), timeout=10)
         assert [c.name for c in pane.checks if c.ok] == ["launcher", "model path", "GPUs idle", "port free", "flags known"]
         assert "t-baseline ready" in str(app.query_one(HostStatus).render())
+        state = lambda: str(app.query_one("#server-state").render())  # noqa: E731
+        first = state()
+        await wait_for(lambda: state() != first and ", up " in state(), timeout=5)  # the uptime ticks
 
         highlight("t-eagle3")
         await pilot.press("W")
@@ -295,16 +300,25 @@ async def test_the_log_follows_until_the_operator_scrolls_up(tmp_path: Path) -> 
         log.add("after zoom")
         await pilot.pause()
         assert log.following and log.scroll_offset.y == log.max_scroll_y
-        log.scroll_up(animate=False)
+        log.focus()
+        await pilot.press("up")  # the operator scrolls up
         await pilot.pause()
         assert not log.following
         at = log.scroll_offset.y
         log.add("while reading")
         await pilot.pause()
         assert log.scroll_offset.y == at  # the operator's place is kept
-        log.scroll_end(animate=False)
+        await pilot.press("end")
+        await wait_for(lambda: log.following)
+        # a layout change that moves the view (the preflight lines above it cleared) does not stop the following
+        preflight = pilot.app.query_one("#preflight")
+        preflight.update("\n".join(f"check {i}" for i in range(6)))
         await pilot.pause()
-        assert log.following
+        log.add("while the checks show")
+        preflight.update("")
+        log.add("ready")
+        await pilot.pause()
+        assert log.following and log.scroll_offset.y == log.max_scroll_y
 
 
 async def test_a_sweep_from_the_pane_over_ssh(sim_host_measured: HostProcess, tmp_path: Path) -> None:
@@ -469,7 +483,7 @@ async def test_a_short_chart_has_its_legend_under_it_and_the_comparison_scrolls(
         await pilot.press("4", "z")
         await pilot.pause(0.8)
         progress = str(app.query_one("#sweep-progress").render())
-        assert ("• base (baseline)  ⣿ spec (eagle3)  x per-request tok/s" in progress) is legend_under_chart
+        assert ("•\u00a0base\u00a0(baseline)  ⣿\u00a0spec\u00a0(eagle3)  x\u00a0per-request\u00a0tok/s" in progress) is legend_under_chart
         await pilot.press("c")
         await pilot.pause()
         box = app.query_one("#sweep-compare")
@@ -479,3 +493,27 @@ async def test_a_short_chart_has_its_legend_under_it_and_the_comparison_scrolls(
         assert box.region.bottom <= app.query_one("#sweep").content_region.bottom
         await pilot.press("c")
         assert app.focused is app.query_one("#sweep-levels")
+
+
+async def test_the_comparison_offers_the_adaptive_profile_it_recommends(tmp_path: Path) -> None:
+    from tests.fixtures_runs import BASELINE, EAGLE3, write_run
+
+    write_run(tmp_path / "campaign", "base", "baseline", BASELINE, speculative=False)
+    write_run(tmp_path / "campaign", "spec", "eagle3", EAGLE3, speculative=True)
+    cfg = config.Config(path=tmp_path / "pivot.toml", hosts={}, campaign_dir=tmp_path / "campaign")
+    app = PivotApp(cfg, None, telemetry=FakeTelemetry())  # type: ignore[arg-type]
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("4", "w")
+        assert not isinstance(app.screen, Confirm)  # nothing compared yet: nothing to write
+        await pilot.press("c", "w")
+        assert isinstance(app.screen, Confirm)
+        body = " ".join(str(s.render()) for s in app.screen.query(".body"))
+        assert "drafting off above C=1" in body and "no host configured" in body
+        await pilot.press("y")
+        profile = tmp_path / "profiles" / "eagle3-adaptive.toml"
+        await wait_for(profile.exists)
+        text = profile.read_text()
+        assert 'extends = "eagle3"' in text and "speculative-adaptive = true" in text
+        config_file = tmp_path / "profiles" / "eagle3-adaptive.json"
+        assert json.loads(config_file.read_text())["batch_size_tiers"][1] == {"min_batch_size": 2, "candidate_steps": [0]}
+        assert any(e["kind"] == "profile" and e["name"] == "eagle3-adaptive" for e in app.event_log.read())

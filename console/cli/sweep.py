@@ -18,7 +18,8 @@ from rich.text import Text
 
 from console import config
 from console.remote import Connection
-from console.sweep.compare import Comparison, adaptive_profile_text, compare, sglang_adaptive_config, vllm_speculative_config
+from console.sweep.adaptive import spec_host, write_adaptive_profile
+from console.sweep.compare import Comparison, compare
 from console.sweep.runner import SweepProcess, describe_server
 from console.sweep.settings import SweepSettings
 from console.sweep.store import Run, RunError, create_run, delete_run, list_runs, open_run
@@ -180,29 +181,17 @@ def markdown(cmp: Comparison) -> str:
     return head + "\n".join(rows) + "\n\n" + "\n".join(f"- {line}" for line in report_lines(cmp)) + "\n"
 
 
-async def write_adaptive_profile(cfg: config.Config, cmp: Comparison) -> None:
-    """The adaptive config (uploaded to the host when one is configured) and a profile that uses it."""
-    spec = cmp.a if cmp.a.speculative and not cmp.b.speculative else cmp.b
-    directory = cfg.path.parent / "profiles" if cfg.path else Path("profiles")
-    directory.mkdir(parents=True, exist_ok=True)
-    name = f"{spec.profile}-adaptive"
-    config_json = json.dumps(sglang_adaptive_config(cmp.helps_up_to or 1), indent=1)
-    (directory / f"{name}.json").write_text(config_json)
-    (directory / f"{name}.vllm.json").write_text(json.dumps(vllm_speculative_config(cmp.helps_up_to or 1), indent=1))
-    remote = f"~/.pivot/adaptive/{name}.json"
-    if cfg.hosts:
-        host = cfg.host(spec.meta.get("host") if spec.meta.get("host") in cfg.hosts else None)
-        conn = Connection(host)
-        try:
+async def write_profile_for(cfg: config.Config, cmp: Comparison) -> None:
+    """The adaptive profile, its config uploaded to the host the speculative run was measured on."""
+    host = spec_host(cfg, cmp)
+    conn = Connection(host) if host is not None else None
+    try:
+        if conn is not None and host is not None:
             await conn.connected(timeout=host.connect_timeout_s + 5, fail_fast=True)
-            home = (await conn.run(["sh", "-c", 'printf %s "$HOME"'])).stdout
-            remote = f"{host.workdir.rstrip('/')}/adaptive/{name}.json".replace("~", home, 1)
-            await conn.upload(config_json.encode(), remote)
-            print(f"uploaded the adaptive config to {host.name}:{remote}")
-        finally:
+        print((await write_adaptive_profile(cfg, cmp, conn)).describe())
+    finally:
+        if conn is not None:
             await conn.close()
-    (directory / f"{name}.toml").write_text(adaptive_profile_text(spec.profile, remote))
-    print(f"wrote {directory / (name + '.toml')}: sweep it to check that it follows the better curve at every level")
 
 
 def cmd_compare(cfg: config.Config, names: list[str], *, fmt: str, markdown_path: Path | None, write_profile: bool) -> int:
@@ -229,7 +218,7 @@ def cmd_compare(cfg: config.Config, names: list[str], *, fmt: str, markdown_path
         if markdown_path:
             markdown_path.write_text(markdown(cmp), encoding="utf-8")
         if write_profile and cmp.helps_up_to is not None:
-            asyncio.run(write_adaptive_profile(cfg, cmp))
+            asyncio.run(write_profile_for(cfg, cmp))
         with contextlib.suppress(Exception):
             EventLog(cfg.campaign_dir).append("compare", a=cmp.a.name, b=cmp.b.name, recommendation=cmp.recommendation)
     return 0

@@ -10,6 +10,8 @@ import re
 from collections import deque
 
 from rich.text import Text
+from textual import events
+from textual.scrollbar import ScrollTo, ScrollUp
 from textual.widgets import RichLog
 
 from console.ui.colours import theme_style
@@ -33,9 +35,33 @@ class LogView(RichLog):
     def watch_scroll_y(self, old: float, new: float) -> None:
         super().watch_scroll_y(old, new)
         if new >= self.max_scroll_y:
-            self.following = True  # at the bottom (or clamped there by a resize): follow
-        elif new < old:
-            self.following = False  # the operator scrolled up: stay where they are
+            self.following = True  # at the bottom: follow
+
+    # Only the operator stops the following: a layout change (a pane zoomed, the preflight lines cleared) also
+    # moves scroll_y, and must not leave the log stuck above the newest lines.
+    def action_scroll_up(self) -> None:
+        self.following = False
+        super().action_scroll_up()
+
+    def action_page_up(self) -> None:
+        self.following = False
+        super().action_page_up()
+
+    def action_scroll_home(self) -> None:
+        self.following = False
+        super().action_scroll_home()
+
+    def _on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
+        self.following = False
+        super()._on_mouse_scroll_up(event)
+
+    def _on_scroll_up(self, event: ScrollUp) -> None:  # a click on the scrollbar above the thumb
+        self.following = False
+        super()._on_scroll_up(event)
+
+    def _on_scroll_to(self, message: ScrollTo) -> None:  # the thumb dragged
+        self.following = message.y is None or message.y >= self.max_scroll_y
+        super()._on_scroll_to(message)
 
     def _styled(self, line: str) -> Text:
         if ERROR.search(line):

@@ -106,6 +106,7 @@ class ServerPane(Vertical):
         if current is not None:
             self.query_one(LogView).add(f"— log of {current.workdir}/server.log on {current.name} —")
         self.lifecycle.add_listener(lambda status: self.post_message(StatusChanged(status)))
+        self.set_interval(1.0, self._show_state)  # the uptime and "starting, N s" tick between changes of state
         self.watch_server()
         self.follow_log()
         self._show_detail()

@@ -22,7 +22,8 @@ from textual.worker import WorkerState
 from textual_plotext import PlotextPlot
 
 from console.remote.errors import RemoteError
-from console.sweep.compare import compare
+from console.sweep.adaptive import plan, spec_host, write_adaptive_profile
+from console.sweep.compare import Comparison, compare
 from console.sweep.runner import SweepProcess, describe_server
 from console.sweep.settings import SweepSettings
 from console.sweep.store import Run, RunError, create_run, list_runs
@@ -52,6 +53,13 @@ LIVE_COLOUR: RGB = (230, 60, 60)
 LEGEND_INSIDE_ROWS = 16  # a shorter chart would be mostly legend: the legend goes under it instead
 
 
+def _label(run: Run | None) -> str:
+    """A run as the legend names it: its name, which ends with its profile unless it was renamed or imported."""
+    if run is None:
+        return "this run"
+    return run.name if run.name.endswith(run.profile) else f"{run.name} ({run.profile})"
+
+
 def _log(levels: list[int]) -> list[float]:
     return [math.log10(c) for c in levels]
 
@@ -74,6 +82,8 @@ class SweepPane(Vertical):
         Binding("y", "second_series", "2nd series", id="sweep.second",
                 tooltip="Overlay per-request tok/s, TTFT, the server's own throughput (/metrics), or nothing"),
         Binding("o", "overlays", "Overlays", id="sweep.overlays", tooltip="Show more or fewer earlier runs on the chart"),
+        Binding("w", "write_adaptive", "Adaptive profile", id="sweep.adaptive",
+                tooltip="Write a profile that turns drafting off above the crossover, its config uploaded to the host"),
     ]
 
     def __init__(self, **kw: object):
@@ -88,6 +98,7 @@ class SweepPane(Vertical):
         self.overlay_count = 2
         self.dirty = True
         self.comparison_text: Text | None = None
+        self.comparison: Comparison | None = None  # the one on screen
         self._overlay_frames: list[tuple[str, Run, Any]] = []
         self.warnings: list[str] = []
         self.legend: list[tuple[str, str, RGB]] = []  # (marker, label, colour) of what the chart shows
@@ -161,10 +172,10 @@ class SweepPane(Vertical):
         plt.ylabel("total output tok/s")
         for colour, run, frame in overlays:
             plt.plot(_log(frame["c"].to_list()), frame["total_tok_s"].to_list(),
-                     label=series("•", f"{run.name} ({run.profile})", colour), color=colour, marker="dot")
+                     label=series("•", _label(run), colour), color=colour, marker="dot")
         if self.levels:
             xs = _log([e["c"] for e in self.levels])
-            label = f"{self.run.name if self.run else 'this run'} ({self.run.profile if self.run else ''})"
+            label = _label(self.run)
             colour = (235, 235, 235) if self.app.current_theme.dark else (20, 20, 20)
             plt.plot(xs, [e["total_tok_s"] for e in self.levels], label=series("⣿", label, colour), color=colour,
                      marker="braille")
@@ -183,9 +194,9 @@ class SweepPane(Vertical):
     def _show_progress(self) -> None:
         text = Text()
         if self.legend and self.query_one(PlotextPlot).size.height < LEGEND_INSIDE_ROWS:
-            for marker, label, colour in self.legend:
-                text.append(f"{marker} ", Style(color=Color.from_rgb(*colour)))
-                text.append(f"{label}  ")
+            for marker, label, colour in self.legend:  # no-break spaces: an entry wraps whole or not at all
+                text.append(f"{marker}\u00a0", Style(color=Color.from_rgb(*colour)))
+                text.append(label.replace(" ", "\u00a0") + "  ")
             text.append("\n")
         if self.process is not None and self.settings is not None and self.live.get("c"):
             levels = list(self.settings.levels)
@@ -229,6 +240,9 @@ class SweepPane(Vertical):
             return not running and self.pivot.lifecycle is not None and not self.pivot.readonly
         if action in ("stop", "abort"):
             return running
+        if action == "write_adaptive":
+            shown = self.comparison is not None and self.query_one("#sweep-compare").has_class("-shown")
+            return shown and plan(self.pivot.config, self.comparison) is not None and not self.pivot.readonly  # type: ignore[arg-type]
         return True
 
     def action_new_sweep(self) -> None:
@@ -253,6 +267,30 @@ class SweepPane(Vertical):
         self.app.push_screen(Confirm("Abort the sweep now?", ["Requests in flight are lost; finished ones are kept."],
                                      action_label="Abort"), decided)
 
+    def action_write_adaptive(self) -> None:
+        cmp = self.comparison
+        planned = plan(self.pivot.config, cmp) if cmp is not None else None
+        if cmp is None or planned is None:
+            return
+        name, path, cut = planned
+        host = spec_host(self.pivot.config, cmp)
+        lines = [f"extends the speculative profile with --speculative-adaptive-config: drafting off above C={cut}",
+                 f"written to {path}" + (" (replacing the one there)" if path.exists() else ""),
+                 f"its config uploaded to {host.name}" if host is not None else "no host configured: nothing is uploaded"]
+
+        def decided(ok: bool | None) -> None:
+            if ok:
+                self.write_adaptive(cmp)
+
+        self.app.push_screen(Confirm(f"Write profile {name}?", [Text(line) for line in lines], action_label="Write"), decided)
+
+    @work(group="adaptive", exit_on_error=False)
+    async def write_adaptive(self, cmp: Comparison) -> None:
+        host = spec_host(self.pivot.config, cmp)
+        written = await write_adaptive_profile(self.pivot.config, cmp, self.pivot.pool.get(host.name) if host else None)
+        self.pivot.event_log.append("profile", name=written.name, path=str(written.profile_path), off_above=written.off_above)
+        self.notify(written.describe(), title="Adaptive profile", timeout=12)
+
     def action_second_series(self) -> None:
         self.second = (self.second + 1) % len(SECOND)
         self.dirty = True
@@ -270,6 +308,7 @@ class SweepPane(Vertical):
             self.remove_class("-comparing")
             if had_focus:
                 self.query_one("#sweep-levels").focus()
+            self.refresh_bindings()
             return
         runs = [r for r in list_runs(self.pivot.config.campaign_dir) if not r.meta.get("corrupt") and r.levels().height]
         if len(runs) < 2:
@@ -280,6 +319,7 @@ class SweepPane(Vertical):
     def show_comparison(self, a: Run, b: Run) -> None:
         try:
             cmp = compare(a, b)
+            self.comparison = cmp
         except ValueError as e:
             self.notify(str(e), severity="error")
             return
@@ -304,6 +344,7 @@ class SweepPane(Vertical):
         if self.has_focus_within:
             box.focus()  # the level table it replaces had the focus
         self.add_class("-comparing")  # the comparison has the same levels: it takes the table's room
+        self.refresh_bindings()
         self.pivot.event_log.append("compare", a=a.name, b=b.name, recommendation=cmp.recommendation)
 
     async def sweep_for_runbook(self, settings: SweepSettings) -> str:
