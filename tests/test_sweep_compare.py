@@ -118,3 +118,17 @@ def test_the_simulator_reads_the_adaptive_config_compare_writes(tmp_path: Path) 
     path = tmp_path / "adaptive.json"
     path.write_text(json.dumps(sglang_adaptive_config(1)))
     assert _adaptive_off_batch(str(path)) == 2  # drafting at a running batch of 1, off from 2
+
+
+def test_two_runs_of_the_same_kind_get_no_speculation_verdict(tmp_path: Path) -> None:
+    # the adaptive profile's check: drafting (EAGLE-3) against drafting turned off above C=1
+    adaptive = {c: (EAGLE3[c] if c == 1 else BASELINE[c]) for c in BASELINE}
+    write_run(tmp_path, "spec", "eagle3", EAGLE3, speculative=True)
+    write_run(tmp_path, "adaptive", "eagle3-adaptive", adaptive, speculative=True)
+    cmp = compare(open_run(tmp_path, "spec"), open_run(tmp_path, "adaptive"))
+    assert cmp.recommendation == "eagle3-adaptive leads total throughput at C ≥ 2 (×2.18 at C=250); even elsewhere"
+    assert cmp.helps_up_to is None  # nothing to write: no adaptive profile is offered
+    write_run(tmp_path, "base2", "baseline", BASELINE, speculative=False)
+    write_run(tmp_path, "base", "baseline", BASELINE, speculative=False)
+    same = compare(open_run(tmp_path, "base"), open_run(tmp_path, "base2"))
+    assert same.recommendation == "baseline and baseline are even (within 2%) at every level"

@@ -217,7 +217,9 @@ def cmd_compare(cfg: config.Config, names: list[str], *, fmt: str, markdown_path
                 out.print(Text(line))
         if markdown_path:
             markdown_path.write_text(markdown(cmp), encoding="utf-8")
-        if write_profile and cmp.helps_up_to is not None:
+        if write_profile and cmp.helps_up_to is None:
+            print(f"no adaptive profile written: {cmp.recommendation}", file=sys.stderr)
+        elif write_profile:
             asyncio.run(write_profile_for(cfg, cmp))
         with contextlib.suppress(Exception):
             EventLog(cfg.campaign_dir).append("compare", a=cmp.a.name, b=cmp.b.name, recommendation=cmp.recommendation)

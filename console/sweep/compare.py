@@ -11,6 +11,7 @@ import polars as pl
 from console.sweep.store import Run
 
 SATURATION_GAIN = 0.10  # past this level, throughput grows by less than 10 % to the next
+EVEN = 0.02  # two runs within 2 % of each other at a level: measurement noise, nobody leads
 
 
 @dataclass(frozen=True)
@@ -83,9 +84,38 @@ def compare(a: Run, b: Run) -> Comparison:
     return Comparison(a, b, table, total, per_request, sat, recommendation, helps_up_to)
 
 
+def _where(subset: list[int], levels: list[int]) -> str:
+    """Levels as the operator reads them: "C ≤ 5", "C ≥ 10", or a list when they are not one end."""
+    if subset == levels:
+        return "every level"
+    if subset == levels[: len(subset)]:
+        return f"C ≤ {subset[-1]}"
+    if subset == levels[-len(subset):]:
+        return f"C ≥ {subset[0]}"
+    return "C = " + ", ".join(str(c) for c in subset)
+
+
+def _which_leads(a: Run, b: Run, table: pl.DataFrame) -> str:
+    """Two runs of the same kind (both drafting, or neither): no speculation verdict, only who leads where."""
+    levels, ratios = table["c"].to_list(), table["ratio_total"].to_list()
+    b_leads = [c for c, r in zip(levels, ratios) if r > 1 + EVEN]
+    a_leads = [c for c, r in zip(levels, ratios) if r < 1 - EVEN]
+    best = max(zip(ratios, levels))
+    if not b_leads and not a_leads:
+        return f"{a.profile} and {b.profile} are even (within {EVEN:.0%}) at every level"
+    if not b_leads:
+        return f"{a.profile} leads total throughput at {_where(a_leads, levels)}: {b.profile} brings no gain"
+    text = f"{b.profile} leads total throughput at {_where(b_leads, levels)} (×{best[0]:.2f} at C={best[1]})"
+    if a_leads:
+        return text + f", {a.profile} at {_where(a_leads, levels)}"
+    return text + ("; even elsewhere" if len(b_leads) < len(levels) else "")
+
+
 def recommend(a: Run, b: Run, table: pl.DataFrame) -> tuple[str, int | None]:
-    """One actionable line. The speculative run is the one whose command line drafts; else B."""
-    spec, base = (a, b) if a.speculative and not b.speculative else (b, a)
+    """One actionable line. The speculative run is the one whose command line drafts."""
+    if a.speculative == b.speculative:
+        return _which_leads(a, b, table), None
+    spec, base = (a, b) if a.speculative else (b, a)
     sign = 1 if spec is b else -1
     levels = table["c"].to_list()
     total_ratio = [r if sign == 1 else 1 / r for r in table["ratio_total"].to_list()]
