@@ -124,7 +124,13 @@ def cmd_runs(cfg: config.Config, action: str | None, names: list[str], *, name: 
 
         if len(names) != 1:
             raise RunError("runs import takes one bench_serving JSONL file")
-        run = import_bench_serving(cfg.campaign_dir, Path(names[0]), name=name, profile=profile)
+        from console.server.profiles import ProfileError, load_profiles
+
+        try:
+            command_line: str | None = load_profiles(*cfg.profile_dirs).get(profile).command_line()
+        except ProfileError:
+            command_line = None  # a profile unknown here: the run is imported without its command line
+        run = import_bench_serving(cfg.campaign_dir, Path(names[0]), name=name, profile=profile, command_line=command_line)
         out.print(f"imported {run.name}: levels {', '.join(map(str, run.levels()['c'].to_list()))}")
         return 0
     if action == "delete":

@@ -11,7 +11,7 @@ import polars as pl
 from console.sweep.store import Run
 
 SATURATION_GAIN = 0.10  # past this level, throughput grows by less than 10 % to the next
-EVEN = 0.02  # two runs within 2 % of each other at a level: measurement noise, nobody leads
+EVEN = 0.03  # within 3 % at a level: a short sweep's noise (measured in pivot demo), nobody leads
 
 
 @dataclass(frozen=True)
@@ -112,34 +112,34 @@ def _which_leads(a: Run, b: Run, table: pl.DataFrame) -> str:
 
 
 def recommend(a: Run, b: Run, table: pl.DataFrame) -> tuple[str, int | None]:
-    """One actionable line. The speculative run is the one whose command line drafts."""
+    """One actionable line, and the C above which drafting should be off (None: no adaptive setting helps).
+    The speculative run is the one whose command line drafts; differences within EVEN are nobody's."""
     if a.speculative == b.speculative:
         return _which_leads(a, b, table), None
-    spec, base = (a, b) if a.speculative else (b, a)
-    sign = 1 if spec is b else -1
+    spec = a if a.speculative else b
+    flip = (lambda r: r) if spec is b else (lambda r: 1 / r)  # noqa: E731
     levels = table["c"].to_list()
-    total_ratio = [r if sign == 1 else 1 / r for r in table["ratio_total"].to_list()]
-    speed_ratio = [(r if sign == 1 else 1 / r) if r else None for r in table["ratio_per_request"].to_list()]
-    total_wins = [c for c, r in zip(levels, total_ratio) if r > 1]
-    speed_wins = [c for c, r in zip(levels, speed_ratio) if r and r > 1]
-    helps_up_to = None
-    for c, r in zip(levels, total_ratio):
-        if r > 1:
-            helps_up_to = c
-        else:
-            break
-    if not total_wins and not speed_wins:
-        return f"speculation ({spec.profile}) loses at every level: disable it", None
-    if len(total_wins) == len(levels):
-        return f"speculation ({spec.profile}) wins total throughput at every level: keep it", levels[-1]
-    speed = f"helps per-request speed only at C ≤ {max(speed_wins)}" if speed_wins else "never helps per-request speed"
-    if helps_up_to is None:
-        lost = "loses total throughput at every level" if not total_wins else "loses total throughput at most levels"
-        cut = max(speed_wins) if speed_wins else None
-        verdict = f"disable it above C={cut}" if cut else "disable it"
-        return f"speculation ({spec.profile}) {speed} and {lost}: {verdict}", cut
-    return (f"speculation ({spec.profile}) {speed} and wins total throughput up to C={helps_up_to}: "
-            f"turn drafting off above C={helps_up_to}"), helps_up_to
+    total = [flip(r) for r in table["ratio_total"].to_list()]
+    speed = [flip(r) if r else None for r in table["ratio_per_request"].to_list()]
+    wins = [c for c, r in zip(levels, total) if r > 1 + EVEN]
+    losses = [c for c, r in zip(levels, total) if r < 1 - EVEN]
+    speed_wins = [c for c, r in zip(levels, speed) if r and r > 1 + EVEN]
+    who = f"speculation ({spec.profile})"
+    if not losses:
+        if not wins and not speed_wins:
+            return f"{who} is even with the baseline at every level (within {EVEN:.0%}): it buys nothing", None
+        gains = [f"per-request speed at {_where(speed_wins, levels)}"] if speed_wins else []
+        gains += [f"total throughput at {_where(wins, levels)}"] if wins else []
+        return f"{who} helps {' and '.join(gains)}, costs no total throughput anywhere: keep it", None
+    if not wins and not speed_wins:
+        return f"{who} loses total throughput at {_where(losses, levels)} and helps nowhere: disable it", None
+    speed_text = f"helps per-request speed only at {_where(speed_wins, levels)}" if speed_wins else "never helps per-request speed"
+    total_text = (f"wins total throughput at {_where(wins, levels)} and loses it at {_where(losses, levels)}" if wins
+                  else f"loses total throughput at {_where(losses, levels)}")
+    safe = [c for c in levels[: levels.index(losses[0])]]  # the levels below the first loss
+    cut = safe[-1] if safe and (set(safe) & set(wins + speed_wins)) else None
+    verdict = f"turn drafting off above C={cut}" if cut else "disable it"
+    return f"{who} {speed_text} and {total_text}: {verdict}", cut
 
 
 def sglang_adaptive_config(off_above: int, steps: int = 3) -> dict:

@@ -34,7 +34,9 @@ def level_from_bench_serving(line: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def import_bench_serving(campaign_dir: Path, path: Path, *, name: str | None, profile: str) -> Run:
+def import_bench_serving(campaign_dir: Path, path: Path, *, name: str | None, profile: str,
+                         command_line: str | None = None) -> Run:
+    """command_line: the profile's, when it is known here, so that the comparison knows whether the run drafted."""
     levels = []
     for number, text in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not text.strip():
@@ -46,8 +48,9 @@ def import_bench_serving(campaign_dir: Path, path: Path, *, name: str | None, pr
     if not levels:
         raise RunError(f"{path}: no result lines")
     by_c = {level["c"]: level for level in levels}  # a later line for the same C wins, as a rerun would
-    run = create_run(campaign_dir, {"profile": profile, "imported_from": str(path), "source": "sglang bench_serving",
-                                    "settings": {"levels": sorted(by_c)}}, name=name)
+    meta = {"profile": profile, "imported_from": str(path), "source": "sglang bench_serving",
+            "settings": {"levels": sorted(by_c)}, **({"command_line": command_line} if command_line else {})}
+    run = create_run(campaign_dir, meta, name=name)
     with open(run.dir / EVENTS, "a", encoding="utf-8") as f:
         for c in sorted(by_c):
             f.write(json.dumps(by_c[c]) + "\n")
