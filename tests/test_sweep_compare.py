@@ -29,7 +29,7 @@ def test_the_campaigns_verdict(campaign: Path) -> None:
     assert cmp.table["ratio_total"].to_list()[-1] == pytest.approx(354 / 773)
     assert cmp.total.at is not None and 1 < cmp.total.at < 2 and cmp.total.leader_below == "spec"
     assert cmp.per_request.at is not None and 1 < cmp.per_request.at < 2
-    assert cmp.recommendation == ("speculation (eagle3) helps per-request speed only at C ≤ 1 and wins total "
+    assert cmp.recommendation == ("speculation (eagle3) helps per-request speed only at C ≤ 1, wins total "
                                   "throughput at C ≤ 1 and loses it at C ≥ 2: turn drafting off above C=1")
     assert cmp.helps_up_to == 1
     assert cmp.saturation == {"base": 70, "spec": 30}

@@ -139,7 +139,7 @@ def recommend(a: Run, b: Run, table: pl.DataFrame) -> tuple[str, int | None]:
     safe = [c for c in levels[: levels.index(losses[0])]]  # the levels below the first loss
     cut = safe[-1] if safe and (set(safe) & set(wins + speed_wins)) else None
     verdict = f"turn drafting off above C={cut}" if cut else "disable it"
-    return f"{who} {speed_text} and {total_text}: {verdict}", cut
+    return f"{who} {speed_text}{', ' if wins else ' and '}{total_text}: {verdict}", cut
 
 
 def sglang_adaptive_config(off_above: int, steps: int = 3) -> dict:
