@@ -10,7 +10,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from console.sweep.compare import compare, saturation, sglang_adaptive_config
+from console.sweep.compare import compare, counterpart, saturation, sglang_adaptive_config
 from console.sweep.store import list_runs, open_run
 from tests.fixtures_runs import BASELINE, EAGLE3, write_run
 
@@ -136,6 +136,9 @@ def test_two_runs_of_the_same_kind_get_no_speculation_verdict(tmp_path: Path) ->
     assert verified.recommendation == ("speculation (eagle3-adaptive) helps per-request speed at C ≤ 1 and total "
                                        "throughput at C ≤ 1, costs no total throughput anywhere: keep it")
     assert verified.helps_up_to is None
+    # a sweep that ends is compared with the newest run of the other kind: the adaptive one with the baseline
+    assert counterpart(open_run(tmp_path, "adaptive"), list_runs(tmp_path)).name == "base"  # type: ignore[union-attr]
+    assert counterpart(open_run(tmp_path, "spec"), list_runs(tmp_path)).name == "base"  # type: ignore[union-attr]
     write_run(tmp_path, "base2", "baseline", BASELINE, speculative=False)
     same = compare(open_run(tmp_path, "base"), open_run(tmp_path, "base2"))
     assert same.recommendation == "baseline and baseline are even (within 3%) at every level"

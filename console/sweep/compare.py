@@ -61,6 +61,15 @@ def saturation(levels: list[int], tps: list[float], gain: float = SATURATION_GAI
     return None
 
 
+def counterpart(run: Run, runs: list[Run]) -> Run | None:
+    """The earlier run to hold this one against: the newest of the other kind (drafting or not), so that an
+    adaptive profile is checked against the baseline; else the newest of another profile; None without one."""
+    others = [r for r in runs if r.name != run.name and r.profile != run.profile
+              and not r.meta.get("corrupt") and r.levels().height]
+    other_kind = [r for r in others if r.speculative != run.speculative]
+    return (other_kind or others or [None])[-1]
+
+
 def compare(a: Run, b: Run) -> Comparison:
     la, lb = a.levels(), b.levels()
     if la.is_empty() or lb.is_empty():

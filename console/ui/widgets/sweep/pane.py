@@ -23,7 +23,7 @@ from textual_plotext import PlotextPlot
 
 from console.remote.errors import RemoteError
 from console.sweep.adaptive import plan, spec_host, write_adaptive_profile
-from console.sweep.compare import Comparison, compare
+from console.sweep.compare import Comparison, compare, counterpart
 from console.sweep.runner import SweepProcess, describe_server
 from console.sweep.settings import SweepSettings
 from console.sweep.store import Run, RunError, create_run, list_runs
@@ -391,9 +391,9 @@ class SweepPane(Vertical):
             self.refresh_bindings()
             self.dirty = True
         self._show_run(run)
-        overlays = self._overlays()
-        if overlays and overlays[-1].profile != run.profile and overlays[-1].levels().height and run.levels().height:
-            self.show_comparison(overlays[-1], run)  # the newest other profile against this one
+        other = counterpart(run, list_runs(self.pivot.config.campaign_dir)) if run.levels().height else None
+        if other is not None:
+            self.show_comparison(other, run)
 
     def _on_event(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
