@@ -55,3 +55,20 @@ def test_steady_window_is_when_all_slots_are_busy() -> None:
 def test_percentiles_interpolate() -> None:
     assert percentile([1, 2, 3, 4], 50) == 2.5 and percentile([5], 99) == 5 and percentile([], 50) is None
     assert percentile(list(range(101)), 90) == 90
+
+
+def test_a_server_already_busy_before_the_sweep_is_warned_about() -> None:
+    from console.sweep.loadgen import server_gauges, warnings_for
+    from console.sweep.settings import SweepSettings
+
+    exposition = ('# HELP sglang:num_running_reqs The number of running requests.\n# TYPE sglang:num_running_reqs gauge\n'
+                  'sglang:num_running_reqs{model_name="m"} 12.0\n'
+                  '# HELP sglang:num_queue_reqs The number of requests in the waiting queue.\n# TYPE sglang:num_queue_reqs gauge\n'
+                  'sglang:num_queue_reqs{model_name="m"} 3.0\n')
+    gauges = server_gauges(exposition)
+    assert gauges == {"running": 12.0, "queued": 3.0}
+    settings = SweepSettings(levels=(1, 2))
+    busy = warnings_for(settings, {"busy": {"running": 12, "queued": 3}})
+    assert busy == ["the server was already serving 12 request(s) (3 queued) before the sweep: "
+                    "another client's load is in these numbers"]
+    assert warnings_for(settings, {"busy": {"running": 0, "queued": 0}}) == []

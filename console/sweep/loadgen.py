@@ -141,16 +141,22 @@ async def one_request(client: httpx.AsyncClient, path: str, body: dict[str, Any]
     )
 
 
+def server_gauges(text: str) -> dict[str, float]:
+    """The server's own view from its Prometheus text: running, queued, generation throughput, speculation."""
+    values: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name in SERVER_GAUGES:
+                values[SERVER_GAUGES[sample.name]] = sample.value
+    return values
+
+
 async def scrape(client: httpx.AsyncClient, c: int, sink: EventSink, samples: list[dict[str, float]]) -> None:
     while True:
         with contextlib.suppress(httpx.HTTPError, ValueError):
             response = await client.get("/metrics", timeout=5)
             if response.status_code == 200:
-                values: dict[str, float] = {}
-                for family in text_string_to_metric_families(response.text):
-                    for sample in family.samples:
-                        if sample.name in SERVER_GAUGES:
-                            values[SERVER_GAUGES[sample.name]] = sample.value
+                values = server_gauges(response.text)
                 if values:
                     samples.append(values)
                     sink.emit({"type": "metrics", "c": c, **values})
@@ -216,8 +222,12 @@ async def server_facts(client: httpx.AsyncClient) -> dict[str, Any]:
                 facts.update({k: info.get(k) for k in ("max_running_requests", "cuda_graph_max_bs", "speculative_algorithm",
                                                         "tp_size", "version") if k in info})
                 break
-    with contextlib.suppress(httpx.HTTPError):
-        facts["metrics"] = (await client.get("/metrics", timeout=10)).status_code == 200
+    with contextlib.suppress(httpx.HTTPError, ValueError):
+        response = await client.get("/metrics", timeout=10)
+        facts["metrics"] = response.status_code == 200
+        if facts["metrics"]:
+            gauges = server_gauges(response.text)
+            facts["busy"] = {k: int(gauges[k]) for k in ("running", "queued") if k in gauges}
     return facts
 
 
@@ -230,6 +240,10 @@ def warnings_for(settings: SweepSettings, facts: dict[str, Any]) -> list[str]:
             if over:
                 which = f"level {over[0]} exceeds" if len(over) == 1 else f"levels {', '.join(map(str, over))} exceed"
                 warnings.append(f"{which} the server's {what} ({limit}): the queue is measured, not the engine")
+    busy = facts.get("busy") or {}
+    if busy.get("running") or busy.get("queued"):
+        warnings.append(f"the server was already serving {busy.get('running', 0)} request(s) ({busy.get('queued', 0)} queued) "
+                        "before the sweep: another client's load is in these numbers")
     return warnings
 
 

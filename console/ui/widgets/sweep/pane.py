@@ -68,7 +68,7 @@ class SweepPane(Vertical):
     DEFAULT_CSS = """
     SweepPane { padding: 0 1; }
     SweepPane PlotextPlot { height: 2fr; min-height: 8; }
-    SweepPane #sweep-progress { height: auto; max-height: 5; }
+    SweepPane #sweep-progress { height: auto; max-height: 7; }
     SweepPane #sweep-levels { height: 1fr; max-height: 11; }
     SweepPane #sweep-compare { height: 1fr; max-height: 16; display: none; scrollbar-gutter: stable; }
     SweepPane #sweep-compare.-shown { display: block; }
@@ -160,9 +160,12 @@ class SweepPane(Vertical):
             self.legend.append((marker, label, colour))
             return label if inside else None
 
-        if not self.levels and not overlays:
-            plt.title("total output tok/s by concurrency: no run yet (n starts one)")
-            chart.refresh()
+        # nothing to draw yet: no empty frame, the line under it says what n does
+        shown = bool(self.levels or overlays or self.live.get("c"))
+        if shown and not chart.display:
+            self.call_after_refresh(setattr, self, "dirty", True)  # drawn again once it has a height for the legend
+        chart.display = shown
+        if not shown:
             return
         # a log C axis drawn as log10(C) with C on the ticks: plotext's own log scale breaks on edge cases
         ticks = sorted({e["c"] for e in self.levels} | {c for _, _, f in overlays for c in f["c"].to_list()}
