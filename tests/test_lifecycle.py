@@ -89,7 +89,7 @@ async def test_a_server_that_stops_answering_is_unhealthy_until_it_answers_again
     await conn.run(["kill", "-STOP", str(ready.pid)])  # alive, holding its port, answering nothing
     try:
         unhealthy = await until(lifecycle, ServerState.UNHEALTHY, timeout=60)
-        assert unhealthy.pid == ready.pid and unhealthy.detail == "health check failed: ReadTimeout"
+        assert unhealthy.pid == ready.pid and unhealthy.detail.startswith("health check failed")
     finally:
         await conn.run(["kill", "-CONT", str(ready.pid)])
     again = await until(lifecycle, ServerState.READY)
