@@ -9,6 +9,7 @@ are kept in the events but left out of the tables, and a resume runs it again.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -24,7 +25,7 @@ import tomli_w
 
 from console import __version__
 
-EVENTS, META = "events.jsonl", "run.toml"
+EVENTS, META, LEVELS = "events.jsonl", "run.toml", "levels.parquet"
 
 
 class RunError(Exception):
@@ -81,14 +82,21 @@ class Run:
         """complete, partial (stopped, aborted or interrupted), or empty."""
         events = self.events()
         done = [e for e in events if e.get("type") == "sweep_done"]
-        levels = completed_levels(self.dir)
+        levels = {int(e["c"]) for e in events if e.get("type") == "level_done"}
         wanted = set(self.meta.get("settings", {}).get("levels", []))
         if done and not done[-1].get("aborted") and not done[-1].get("stopped") and wanted <= levels:
             return "complete"
         return "partial" if levels else "empty"
 
     def levels(self) -> pl.DataFrame:
-        """One row per completed level (the last attempt of each), sorted by C."""
+        """One row per completed level (the last attempt of each), sorted by C. From levels.parquet while it is newer
+        than the events (a finished run): the events of a long sweep are megabytes of chunk timings to parse."""
+        with contextlib.suppress(OSError, pl.exceptions.PolarsError):  # missing or unreadable: the events are the truth
+            if (self.dir / LEVELS).stat().st_mtime_ns > (self.dir / EVENTS).stat().st_mtime_ns:
+                return pl.read_parquet(self.dir / LEVELS)
+        return self._levels_from_events()
+
+    def _levels_from_events(self) -> pl.DataFrame:
         rows: dict[int, dict[str, Any]] = {}
         for e in self.events():
             if e.get("type") == "level_done":
@@ -119,7 +127,7 @@ class Run:
         return frame.with_columns(pl.col("chunks").cast(pl.List(pl.List(pl.Float64)))) if "chunks" in frame.columns else frame
 
     def write_tables(self) -> None:
-        _atomic_parquet(self.levels(), self.dir / "levels.parquet")
+        _atomic_parquet(self._levels_from_events(), self.dir / LEVELS)
         requests = self.requests()
         if requests.height:
             _atomic_parquet(requests, self.dir / "requests.parquet")

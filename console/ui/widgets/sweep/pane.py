@@ -44,6 +44,8 @@ def _value(level: dict[str, Any], key: str) -> float | None:
     if key.startswith("server_") and key not in level:
         return (level.get("server") or {}).get(key.removeprefix("server_"))
     return level.get(key)
+
+
 # RGB, not names: plotext's "yellow" is undefined (textual-plotext draws it purple), and the legend under a short
 # chart must show the very colour of the curve
 RGB = tuple[int, int, int]
@@ -99,7 +101,7 @@ class SweepPane(Vertical):
         self.dirty = True
         self.comparison_text: Text | None = None
         self.comparison: Comparison | None = None  # the one on screen
-        self._overlay_frames: list[tuple[str, Run, Any]] = []
+        self._overlay_frames: list[tuple[RGB, Run, Any]] = []
         self.warnings: list[str] = []
         self.legend: list[tuple[str, str, RGB]] = []  # (marker, label, colour) of what the chart shows
 
@@ -229,7 +231,7 @@ class SweepPane(Vertical):
 
     def _show_run(self, run: Run) -> None:
         self.run = run
-        self.levels = [row for row in run.levels().iter_rows(named=True)] if run.levels().height else []
+        self.levels = list(run.levels().iter_rows(named=True))
         table = self.query_one("#sweep-levels", DataTable)
         table.clear()
         for e in self.levels:
