@@ -108,6 +108,7 @@ class Connection:
         self._forwards: dict[int, PortForward] = {}
         self.last_error: RemoteError | None = None
         self.last_event = ConnectionEvent(self.host, ConnState.CLOSED)
+        self._home: str | None = None
 
     # -- events ---------------------------------------------------------------
     def add_listener(self, callback: Callable[[ConnectionEvent], None]) -> Callable[[], None]:
@@ -280,6 +281,18 @@ class Connection:
         return self._conn
 
     # -- operations -----------------------------------------------------------
+    async def home(self) -> str:
+        """The remote user's $HOME, asked once: argv is never run through a shell that would expand ~."""
+        if self._home is None:
+            self._home = (await self.run(["sh", "-c", 'printf %s "$HOME"'])).stdout
+        return self._home
+
+    async def expand(self, path: str) -> str:
+        """A leading ~/ or ~ as the remote home."""
+        if path == "~" or path.startswith("~/"):
+            return await self.home() + path[1:]
+        return path
+
     async def run(
         self,
         argv: Sequence[str],

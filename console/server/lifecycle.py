@@ -152,7 +152,6 @@ class ServerLifecycle:
         self.idle_threshold_mib, self.grace_s = idle_threshold_mib, grace_s
         self.status = ServerStatus(ServerState.STOPPED)
         self._listeners: list[Callable[[ServerStatus], None]] = []
-        self._home: str | None = None
         self._forward: PortForward | None = None
         self._health_failures = 0
         self._stopping = False
@@ -244,25 +243,16 @@ class ServerLifecycle:
         return await self.conn.stream(["tail", "-n", str(lines), "-F", LOG], cwd=self.spec.workdir)
 
     # -- checks ---------------------------------------------------------------
-    async def home(self) -> str:
-        if self._home is None:
-            self._home = (await self.conn.run(["sh", "-c", 'printf %s "$HOME"'])).stdout
-        return self._home
-
-    async def _expand(self, path: str) -> str:
-        return f"{await self.home()}/{path[2:]}" if path.startswith("~/") else path
-
     async def resolved_argv(self, profile: Profile) -> list[str]:
         """The profile's argv with the remote home put in for a leading ~/ in the program and paths."""
-        home = await self.home()
-        return [f"{home}/{a[2:]}" if a.startswith("~/") else a for a in profile.argv()]
+        return [await self.conn.expand(a) if a.startswith("~/") else a for a in profile.argv()]
 
     async def preflight(self, profile: Profile) -> list[Check]:
         argv = await self.resolved_argv(profile)
         checks = []
         which = await self.conn.run(["sh", "-c", 'command -v "$1"', "sh", argv[0]])
         checks.append(Check("launcher", which.ok, which.stdout.strip() or f"{argv[0]} not found on the host"))
-        model = await self._expand(profile.model_path)
+        model = await self.conn.expand(profile.model_path)
         exists = await self.conn.run(["test", "-e", model])
         checks.append(Check("model path", exists.ok, model if exists.ok else f"{model} does not exist on the host"))
         sample = await self.agent.sample_once()

@@ -10,7 +10,6 @@ from pathlib import Path
 from console.config import Config, HostSpec, user_config_dir
 from console.remote import Connection
 from console.sweep.compare import Comparison, adaptive_profile_text, sglang_adaptive_config, vllm_speculative_config
-from console.sweep.store import Run
 
 
 @dataclass(frozen=True)
@@ -27,15 +26,11 @@ class AdaptiveProfile:
                 "sweep it to check that it follows the better curve at every level")
 
 
-def _speculative(cmp: Comparison) -> Run:
-    return cmp.a if cmp.a.speculative and not cmp.b.speculative else cmp.b
-
-
 def plan(cfg: Config, cmp: Comparison) -> tuple[str, Path, int] | None:
     """The profile's name, path and cut; None when the comparison recommends no adaptive setting."""
     if cmp.helps_up_to is None:
         return None
-    spec = _speculative(cmp)
+    spec = cmp.drafting
     directory = cfg.path.parent / "profiles" if cfg.path else user_config_dir() / "profiles"  # both are profile_dirs
     return f"{spec.profile}-adaptive", directory / f"{spec.profile}-adaptive.toml", cmp.helps_up_to
 
@@ -44,7 +39,7 @@ def spec_host(cfg: Config, cmp: Comparison) -> HostSpec | None:
     """The host the speculative run was measured on (or the default one), where the config must be."""
     if not cfg.hosts:
         return None
-    spec = _speculative(cmp)
+    spec = cmp.drafting
     return cfg.host(spec.meta.get("host") if spec.meta.get("host") in cfg.hosts else None)
 
 
@@ -60,9 +55,8 @@ async def write_adaptive_profile(cfg: Config, cmp: Comparison, conn: Connection 
     (profile_path.parent / f"{name}.vllm.json").write_text(json.dumps(vllm_speculative_config(cut), indent=1))
     remote, uploaded_to = f"~/.pivot/adaptive/{name}.json", None
     if conn is not None:
-        home = (await conn.run(["sh", "-c", 'printf %s "$HOME"'])).stdout
-        remote = f"{conn.spec.workdir.rstrip('/')}/adaptive/{name}.json".replace("~", home, 1)
+        remote = await conn.expand(f"{conn.spec.workdir.rstrip('/')}/adaptive/{name}.json")
         await conn.upload(config_json.encode(), remote)
         uploaded_to = conn.spec.name
-    profile_path.write_text(adaptive_profile_text(_speculative(cmp).profile, remote))
+    profile_path.write_text(adaptive_profile_text(cmp.drafting.profile, remote))
     return AdaptiveProfile(name, profile_path, cut, remote, uploaded_to)

@@ -34,6 +34,15 @@ class Comparison:
     recommendation: str
     helps_up_to: int | None  # the largest measured C where speculation still helps total throughput (None: nowhere)
 
+    @property
+    def drafting(self) -> Run:
+        return drafting(self.a, self.b)
+
+
+def drafting(a: Run, b: Run) -> Run:
+    """Of two runs, the one whose server drafts (B when both or neither do)."""
+    return a if a.speculative and not b.speculative else b
+
 
 def _crossover(levels: list[int], a: list[float], b: list[float], a_name: str, b_name: str, metric: str) -> Crossover:
     diffs = [y - x for x, y in zip(a, b)]
@@ -125,7 +134,7 @@ def recommend(a: Run, b: Run, table: pl.DataFrame) -> tuple[str, int | None]:
     The speculative run is the one whose command line drafts; differences within EVEN are nobody's."""
     if a.speculative == b.speculative:
         return _which_leads(a, b, table), None
-    spec = a if a.speculative else b
+    spec = drafting(a, b)
     flip = (lambda r: r) if spec is b else (lambda r: 1 / r)  # noqa: E731
     levels = table["c"].to_list()
     total = [flip(r) for r in table["ratio_total"].to_list()]

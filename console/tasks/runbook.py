@@ -144,11 +144,9 @@ class Actions:
         return line
 
     async def do_check_files(self, *paths: str) -> str:
-        home = await self.lifecycle.home()
         missing = []
         for path in paths:
-            full = f"{home}/{path[2:]}" if path.startswith("~/") else path
-            if not (await self.conn.run(["test", "-e", full])).ok:
+            if not (await self.conn.run(["test", "-e", await self.conn.expand(path)])).ok:
                 missing.append(path)
         if missing:
             raise ActionFailed("missing on the host: " + ", ".join(missing))
