@@ -51,6 +51,11 @@ class ServerState(enum.StrEnum):
     CRASHED = "crashed"
     STOPPING = "stopping"
 
+    @property
+    def running(self) -> bool:
+        """A server process of ours is up (or on its way up or down)."""
+        return self in (ServerState.STARTING, ServerState.READY, ServerState.UNHEALTHY, ServerState.STOPPING)
+
 
 @dataclass(frozen=True)
 class ServerRecord:
@@ -289,7 +294,7 @@ class ServerLifecycle:
     # -- actions --------------------------------------------------------------
     async def start(self, profile: Profile, *, force: bool = False) -> list[Check]:
         current = await self.poll()
-        if current.state in (ServerState.STARTING, ServerState.READY, ServerState.UNHEALTHY, ServerState.STOPPING):
+        if current.state.running:
             raise LifecycleError(f"a server is already {current.state} ({current.profile}, pid {current.pid}): stop it or switch")
         checks = await self.preflight(profile)
         if not force and not all(c.ok for c in checks):

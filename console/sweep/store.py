@@ -96,6 +96,13 @@ class Run:
                 return pl.read_parquet(self.dir / LEVELS)
         return self._levels_from_events()
 
+    def summary(self) -> str | None:
+        """One line for a runbook step; None when no level finished."""
+        levels = self.levels()
+        if not levels.height:
+            return None
+        return f"run {self.name}: {levels.height} levels, peak {max(levels['total_tok_s'].to_list()):.1f} tok/s"
+
     def _levels_from_events(self) -> pl.DataFrame:
         rows: dict[int, dict[str, Any]] = {}
         for e in self.events():

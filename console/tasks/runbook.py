@@ -182,7 +182,7 @@ class Actions:
         """Idempotent, as a runbook step should be: nothing running is already the state the step asks for."""
         try:
             current = await self.lifecycle.poll()
-            if current.state not in (ServerState.STARTING, ServerState.READY, ServerState.UNHEALTHY, ServerState.STOPPING):
+            if not current.state.running:
                 return f"no server running ({current.describe()})"
             report = await self.lifecycle.stop()
         except Exception as e:
@@ -211,10 +211,10 @@ class Actions:
                 self.say(f"    C={event['c']}: {event['total_tok_s']:.1f} tok/s")
             elif event.get("type") == "failed":
                 raise ActionFailed(event["message"])
-        levels = open_run(self.cfg.campaign_dir, run.name).levels()
-        if not levels.height:
+        summary = run.summary()
+        if summary is None:
             raise ActionFailed(f"run {run.name} has no completed level")
-        return f"run {run.name}: {levels.height} levels, peak {max(levels['total_tok_s'].to_list()):.1f} tok/s"
+        return summary
 
     async def do_compare(self, a: str, b: str) -> str:
         runs = [r for r in list_runs(self.cfg.campaign_dir) if not r.meta.get("corrupt") and r.levels().height]

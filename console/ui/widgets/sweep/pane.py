@@ -360,10 +360,10 @@ class SweepPane(Vertical):
         while worker.state == WorkerState.PENDING:  # wait() refuses a worker that has not started yet
             await asyncio.sleep(0.01)
         await worker.wait()
-        if self.run is None or not self.levels:
+        summary = self.run.summary() if self.run is not None else None
+        if summary is None:
             raise ActionFailed("the sweep finished no level")
-        peak = max(e["total_tok_s"] for e in self.levels)
-        return f"run {self.run.name}: {len(self.levels)} levels, peak {peak:.1f} tok/s"
+        return summary
 
     @work(exclusive=True, group="sweep", exit_on_error=False)
     async def start_sweep(self, settings: SweepSettings) -> None:
