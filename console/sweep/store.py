@@ -77,9 +77,22 @@ class Run:
     def events(self) -> list[dict[str, Any]]:
         return read_events(self.dir)
 
+    def _finished_since_last_event(self) -> bool:
+        """finish() wrote the tables (and the state in run.toml) after the last event: they are the events' summary.
+        A long sweep's events are megabytes of chunk timings, too much to parse again at each look."""
+        try:
+            return (self.dir / LEVELS).stat().st_mtime_ns > (self.dir / EVENTS).stat().st_mtime_ns
+        except OSError:
+            return False
+
     @property
     def state(self) -> str:
         """complete, partial (stopped, aborted or interrupted), or empty."""
+        if self.meta.get("state") and self._finished_since_last_event():
+            return str(self.meta["state"])
+        return self._state_from_events()
+
+    def _state_from_events(self) -> str:
         events = self.events()
         done = [e for e in events if e.get("type") == "sweep_done"]
         levels = {int(e["c"]) for e in events if e.get("type") == "level_done"}
@@ -89,10 +102,9 @@ class Run:
         return "partial" if levels else "empty"
 
     def levels(self) -> pl.DataFrame:
-        """One row per completed level (the last attempt of each), sorted by C. From levels.parquet while it is newer
-        than the events (a finished run): the events of a long sweep are megabytes of chunk timings to parse."""
-        with contextlib.suppress(OSError, pl.exceptions.PolarsError):  # missing or unreadable: the events are the truth
-            if (self.dir / LEVELS).stat().st_mtime_ns > (self.dir / EVENTS).stat().st_mtime_ns:
+        """One row per completed level (the last attempt of each), sorted by C."""
+        if self._finished_since_last_event():
+            with contextlib.suppress(OSError, pl.exceptions.PolarsError):  # unreadable: the events are the truth
                 return pl.read_parquet(self.dir / LEVELS)
         return self._levels_from_events()
 
@@ -142,7 +154,7 @@ class Run:
     def finish(self) -> None:
         self.write_tables()
         self.meta["ended"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        self.meta["state"] = self.state
+        self.meta["state"] = self._state_from_events()
         write_meta(self.dir, self.meta)
 
 
