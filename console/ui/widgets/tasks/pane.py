@@ -132,7 +132,8 @@ class TasksPane(Vertical):
         table = self.query_one(DataTable)
         row = table.cursor_row
         table.clear()
-        for number, task in self._visible():
+        visible = self._visible()
+        for number, task in visible:
             glyph, colour = GLYPHS[task.status]
             style = "dim" if task.status in ("completed", "cancelled") else ""
             since = task.in_progress_since
@@ -143,7 +144,7 @@ class TasksPane(Vertical):
             table.add_row(str(number), Text(glyph, style=theme_style(self.app, colour, bold=True)),
                           Text(task.priority[0].upper(), style=theme_style(self.app, PRIORITY_COLOURS[task.priority])),
                           clock, content, key=task.id)
-        numbers = [number for number, _ in self._visible()]
+        numbers = [number for number, _ in visible]
         if follow in numbers:
             row = numbers.index(follow)
         if table.row_count:
@@ -168,11 +169,8 @@ class TasksPane(Vertical):
 
     @property
     def current(self) -> Task | None:
-        table = self.query_one(DataTable)
-        visible = self._visible() if self.tasks else []
-        if not visible or table.cursor_row >= len(visible):
-            return None
-        return visible[table.cursor_row][1]
+        number = self.current_number
+        return self.tasks.tasks[number - 1] if number is not None and self.tasks is not None else None
 
     @property
     def current_number(self) -> int | None:
