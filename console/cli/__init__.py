@@ -246,7 +246,7 @@ async def cmd_ping(args: argparse.Namespace) -> int:
     spec = config.load(args.config).host(args.name or args.host)
     conn = Connection(spec)
     try:
-        await conn.connected(timeout=spec.connect_timeout_s + 5, fail_fast=True)
+        await conn.up_now()
         event = conn.last_event
         result = await conn.run(["uname", "-srm"], timeout=10)
         print(f"{event.describe()}; {result.stdout.strip()}")

@@ -51,7 +51,7 @@ def _telemetry(cfg: config.Config, host: str | None, local: bool) -> tuple[Remot
 
 async def _first_sample(telemetry: RemoteTelemetry | LocalTelemetry) -> Sample:
     if isinstance(telemetry, RemoteTelemetry):
-        await telemetry.conn.connected(timeout=telemetry.spec.connect_timeout_s + 5, fail_fast=True)
+        await telemetry.conn.up_now()
         result = await telemetry.sample_once()
     else:
         result = None
@@ -78,7 +78,7 @@ async def cmd_gpus(cfg: config.Config, host: str | None, *, watch: bool, as_json
                     out.print(part)
             return 0
         if conn is not None:
-            await conn.connected(timeout=conn.spec.connect_timeout_s + 5, fail_fast=True)
+            await conn.up_now()
         async for event in telemetry.events():
             if isinstance(event, Sample):
                 if as_json:

@@ -72,7 +72,7 @@ async def cmd_server(cfg: config.Config, host: str | None, action: str, profile_
     lifecycle = ServerLifecycle(conn, spec, agent, idle_threshold_mib=cfg.idle_threshold_mib, grace_s=cfg.kill_grace_s)
     log = EventLog(cfg.campaign_dir)
     try:
-        await conn.connected(timeout=spec.connect_timeout_s + 5, fail_fast=True)
+        await conn.up_now()
         if action == "status":
             status = await lifecycle.poll()
             out.print(Text(status.describe()))

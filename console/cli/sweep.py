@@ -67,7 +67,7 @@ async def sweep_with_forward(cfg: config.Config, host: str | None, run: Run | No
                 raise RunError("a sweep over SSH needs a pivot.toml (or give --url)")
             spec = cfg.host(host)
             conn = Connection(spec)
-            await conn.connected(timeout=spec.connect_timeout_s + 5, fail_fast=True)
+            await conn.up_now()
             meta, port = await describe_server(conn, cfg, spec.name)
             target = ["--config", str(cfg.path), "--host", spec.name, "--port", str(port)]
         if run is None:
@@ -192,8 +192,8 @@ async def write_profile_for(cfg: config.Config, cmp: Comparison) -> None:
     host = spec_host(cfg, cmp)
     conn = Connection(host) if host is not None else None
     try:
-        if conn is not None and host is not None:
-            await conn.connected(timeout=host.connect_timeout_s + 5, fail_fast=True)
+        if conn is not None:
+            await conn.up_now()
         print((await write_adaptive_profile(cfg, cmp, conn)).describe())
     finally:
         if conn is not None:

@@ -79,7 +79,7 @@ async def cmd_run(cfg: config.Config, host: str | None, runbook_path: Path, *, s
         return answer.strip().lower() in ("y", "yes")
 
     try:
-        await conn.connected(timeout=spec.connect_timeout_s + 5, fail_fast=True)
+        await conn.up_now()
         ok = await run_tasks(tasks, Actions(cfg, conn, confirm_kill=confirm), numbers, print)
     finally:
         await conn.close()

@@ -260,6 +260,10 @@ class Connection:
         """Whether known_hosts holds any key for this host: then a refused key is a changed key."""
         return bool(known_keys(self.spec))
 
+    async def up_now(self) -> asyncssh.SSHClientConnection:
+        """For a one-shot command: up within the host's connect timeout, or its one-line error at the first failure."""
+        return await self.connected(timeout=self.spec.connect_timeout_s + 5, fail_fast=True)
+
     async def connected(self, timeout: float = 30.0, *, fail_fast: bool = False) -> asyncssh.SSHClientConnection:
         """The live connection, waiting up to `timeout` for it; raises the reason it is not up.
 

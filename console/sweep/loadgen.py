@@ -305,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
 
                 spec = config.load(args.config).host(args.host)
                 conn = Connection(spec)
-                await conn.connected(timeout=spec.connect_timeout_s + 5, fail_fast=True)
+                await conn.up_now()
                 url = (await conn.forward("127.0.0.1", args.port)).url
             return await sweep(url, args.run_dir, settings, args.resume)
         except asyncio.CancelledError:
