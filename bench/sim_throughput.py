@@ -26,7 +26,7 @@ import httpx
 
 from console.sim import state
 from console.sim.calibration import DEFAULT
-from console.sim.engine import BatchScheduler, SpecConfig, simulate_level
+from console.sim.engine import BatchScheduler, StaticDrafting, simulate_level
 from console.sim.launch_server import READY_LINE
 
 SPEC = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "{draft}", "--speculative-num-steps", "3"]
@@ -73,7 +73,7 @@ def run(name: str, flags: list[str], args: argparse.Namespace, root: Path) -> No
         cpu0 = cpu_seconds(proc.pid)
         tokens, wall = asyncio.run(level(f"http://127.0.0.1:{port}", args.concurrency, args.max_tokens))
         cpu = cpu_seconds(proc.pid) - cpu0
-        spec = SpecConfig(num_steps=3) if flags else None
+        spec = StaticDrafting(3) if flags else None
         predicted = simulate_level(BatchScheduler(DEFAULT, spec=spec), args.concurrency, args.concurrency,
                                    prompt_tokens=160, max_tokens=args.max_tokens) * args.time_scale
         print(f"{name:9s} C={args.concurrency:<4d} tokens={tokens:<7d} wall={wall:6.1f} s  "

@@ -163,11 +163,9 @@ def parse(path: Path, text: str) -> Config:
         from console.sweep.settings import SweepSettings
 
         SweepSettings.from_dict(sweep)
-        unknown = set(sweep) - set(SweepSettings.__dataclass_fields__)
-        if unknown:
-            raise ValueError(f"unknown key {sorted(unknown)[0]!r}")
-    except (ValueError, TypeError) as e:
-        raise ConfigError(path, "sweep", str(e)) from None
+    except ValueError as e:  # "key: problem"
+        key, _, problem = str(e).partition(": ")
+        raise ConfigError(path, f"sweep.{key}", problem) from None
     profiles_dir = Path(os.path.expanduser(data["profiles_dir"])) if "profiles_dir" in data else None
     if profiles_dir is not None and not profiles_dir.is_absolute():
         profiles_dir = path.parent / profiles_dir

@@ -11,22 +11,31 @@ BASELINE = {1: (84.5, 92.6), 2: (166.0, 84.0), 5: (315.0, 64.0), 10: (450.0, 46.
             70: (713.0, 10.5), 100: (735.0, 7.5), 250: (773.0, 3.1)}
 EAGLE3 = {1: (88.0, 96.1), 2: (150.0, 76.0), 5: (225.0, 46.0), 10: (273.0, 28.0), 30: (324.0, 11.0),
           70: (341.0, 4.9), 100: (347.0, 3.5), 250: (354.0, 1.4)}
-SPEC_FLAGS = "--speculative-algorithm EAGLE3 --speculative-num-steps 3"
+SPEC_FLAGS = ["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3"]
+
+
+def level(c: int, total: float, per: float, spread: float = 0.01, **extra: object) -> dict[str, object]:
+    """A level_done event with 95 % intervals of ±spread around its figures."""
+    return {"type": "level_done", "c": c, "requests": max(c, 4), "errors": 0, "wall_s": 10.0,
+            "output_tokens": int(total * 10), "total_tok_s": total, "steady_tok_s": total,
+            "total_tok_s_lo": total * (1 - spread), "total_tok_s_hi": total * (1 + spread),
+            "req_tok_s_mean": per, "req_tok_s_p50": per, "req_tok_s_lo": per * (1 - spread),
+            "req_tok_s_hi": per * (1 + spread), "ttft_p50": 0.05, "itl_p50": 1 / per, "itl_mean": 1 / per,
+            "itl_lo": 1 / per * (1 - spread), "itl_hi": 1 / per * (1 + spread), **extra}
 
 
 def write_run(campaign: Path, name: str, profile: str, numbers: dict[int, tuple[float, float]], *, speculative: bool,
-              complete: bool = True) -> None:
+              complete: bool = True, spread: float = 0.01, kind: str = "sglang", argv: list[str] | None = None) -> None:
     levels = sorted(numbers) if complete else sorted(numbers)[:3]
-    run = create_run(campaign, {"profile": profile, "command_line": f"python -m sglang.launch_server {SPEC_FLAGS if speculative else ''}",
-                                "settings": {"levels": sorted(numbers)}}, name=name)
+    argv = argv or ["python", "-m", "sglang.launch_server", *(SPEC_FLAGS if speculative else [])]
+    run = create_run(campaign, {"profile": profile, "kind": kind, "argv": argv, "settings": {"levels": sorted(numbers)}},
+                     name=name)
     with open(run.dir / EVENTS, "a") as f:
         f.write(json.dumps({"type": "sweep_started"}) + "\n")
         for c in levels:
             total, per = numbers[c]
             f.write(json.dumps({"type": "level_started", "c": c, "requests": c}) + "\n")
-            f.write(json.dumps({"type": "level_done", "c": c, "requests": c, "errors": 0, "wall_s": 10.0,
-                                "output_tokens": int(total * 10), "total_tok_s": total, "steady_tok_s": total,
-                                "req_tok_s_mean": per, "req_tok_s_p50": per, "ttft_p50": 0.05, "itl_p50": 1 / per}) + "\n")
+            f.write(json.dumps(level(c, total, per, spread)) + "\n")
         if complete:
             f.write(json.dumps({"type": "sweep_done", "aborted": False, "stopped": False}) + "\n")
         else:

@@ -508,12 +508,28 @@ async def test_the_comparison_offers_the_adaptive_profile_it_recommends(tmp_path
         await pilot.press("c", "w")
         assert isinstance(app.screen, Confirm)
         body = " ".join(str(s.render()) for s in app.screen.query(".body"))
-        assert "drafting off above C=1" in body and "no host configured" in body
+        assert "drafting for running batches up to 1 (measured C ≤ 1), off from 2" in body and "no host configured" in body
+        assert not (tmp_path / "profiles" / "eagle3-adaptive.toml").exists()  # nothing written before it is confirmed
         await pilot.press("y")
         profile = tmp_path / "profiles" / "eagle3-adaptive.toml"
         await wait_for(profile.exists)
         text = profile.read_text()
         assert 'extends = "eagle3"' in text and "speculative-adaptive = true" in text
         config_file = tmp_path / "profiles" / "eagle3-adaptive.json"
-        assert json.loads(config_file.read_text())["batch_size_tiers"][1] == {"min_batch_size": 2, "candidate_steps": [0]}
+        assert json.loads(config_file.read_text()) == {"1": {"candidate_steps": [3]}, "2": {"candidate_steps": [0]}}
         assert any(e["kind"] == "profile" and e["name"] == "eagle3-adaptive" for e in app.event_log.read())
+
+
+async def test_w_says_why_no_adaptive_profile_is_written(tmp_path: Path) -> None:
+    from tests.fixtures_runs import BASELINE, write_run
+
+    write_run(tmp_path / "campaign", "base", "baseline", BASELINE, speculative=False)
+    write_run(tmp_path / "campaign", "base2", "baseline", BASELINE, speculative=False)
+    cfg = config.Config(path=tmp_path / "pivot.toml", hosts={}, campaign_dir=tmp_path / "campaign")
+    app = PivotApp(cfg, None, telemetry=FakeTelemetry())  # type: ignore[arg-type]
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("4", "c", "w")
+        assert not isinstance(app.screen, Confirm)
+        said = [str(n.message) for n in app._notifications]
+        assert any(m.startswith("no adaptive profile: base (baseline) and base2 (baseline) neither drafts") for m in said)
+        assert not (tmp_path / "profiles").exists()

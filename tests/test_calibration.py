@@ -4,43 +4,48 @@ from __future__ import annotations
 
 import pytest
 
+from console.sim.adaptive import AdaptiveParams
 from console.sim.calibration import DEFAULT
-from console.sim.engine import BatchScheduler, SimRequest, SpecConfig, simulate_level
+from console.sim.engine import BatchScheduler, SimRequest, StaticDrafting, simulate_level
 
 LEVELS = (1, 2, 5, 10, 30, 70, 100, 250)
 
 
-def tps(spec: SpecConfig | None, concurrency: int) -> float:
+def tps(spec: StaticDrafting | None, concurrency: int) -> float:
     return simulate_level(BatchScheduler(DEFAULT, spec=spec, seed=1), concurrency, max(concurrency, 8))
 
 
 @pytest.mark.parametrize(
     ("spec", "concurrency", "target"),
-    [(None, 1, 92.6), (None, 250, 773.0), (SpecConfig(num_steps=3), 1, 96.1), (SpecConfig(num_steps=3), 250, 354.0)],
+    [(None, 1, 92.6), (None, 250, 773.0), (StaticDrafting(3), 1, 96.1), (StaticDrafting(3), 250, 354.0)],
 )
-def test_calibration_matches_the_campaign_within_5_percent(spec: SpecConfig | None, concurrency: int, target: float) -> None:
+def test_calibration_matches_the_campaign_within_5_percent(spec: StaticDrafting | None, concurrency: int, target: float) -> None:
     assert tps(spec, concurrency) == pytest.approx(target, rel=0.05)
 
 
 def test_baseline_wins_total_throughput_at_every_concurrency_from_2() -> None:
     for c in LEVELS[1:]:
-        assert tps(None, c) > tps(SpecConfig(num_steps=3), c), c
-    assert tps(SpecConfig(num_steps=3), 1) > tps(None, 1)
+        assert tps(None, c) > tps(StaticDrafting(3), c), c
+    assert tps(StaticDrafting(3), 1) > tps(None, 1)
 
 
-def test_adaptive_speculation_stops_drafting_from_batch_64() -> None:
-    scheduler = BatchScheduler(DEFAULT, spec=SpecConfig(num_steps=3, adaptive=True, off_from_batch=64))
-    for _ in range(63):
-        scheduler.submit(SimRequest(16, 8))
-    assert scheduler.step().drafting and scheduler.last_num_steps == 3
-    scheduler = BatchScheduler(DEFAULT, spec=SpecConfig(num_steps=3, adaptive=True, off_from_batch=64))
-    for _ in range(64):
-        scheduler.submit(SimRequest(16, 8))
-    assert not scheduler.step().drafting and scheduler.last_num_steps == 0
+def test_sglangs_default_adaptive_config_stops_drafting_from_batch_64() -> None:
+    # SGLang's built-in tiers (no config file): [1,3,5,7] from 1, [0,1,3] from 8, [0,1] from 32, [0] from 64
+    for batch, drafting in ((63, True), (64, False)):
+        scheduler = BatchScheduler(DEFAULT, spec=AdaptiveParams(3, None, None))
+        for _ in range(batch):
+            scheduler.submit(SimRequest(16, 8))
+        assert scheduler.step().drafting is drafting
+
+
+def test_fewer_draft_steps_cost_less_and_zero_is_the_baseline() -> None:
+    assert DEFAULT.step_time(10, 0) == DEFAULT.baseline_steps.step_time(10)
+    assert DEFAULT.step_time(10, 3) == DEFAULT.eagle3_steps.step_time(10)
+    assert DEFAULT.step_time(10, 0) < DEFAULT.step_time(10, 1) < DEFAULT.step_time(10, 3)
 
 
 def test_speculation_emits_several_tokens_per_step_and_never_exceeds_max_tokens() -> None:
-    scheduler = BatchScheduler(DEFAULT, spec=SpecConfig(num_steps=3), seed=3)
+    scheduler = BatchScheduler(DEFAULT, spec=StaticDrafting(3), seed=3)
     request = SimRequest(16, 100)
     scheduler.submit(request)
     counts = []

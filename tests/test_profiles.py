@@ -27,9 +27,9 @@ def test_shipped_profiles_load_with_the_campaign_flags() -> None:
     assert not profiles.broken
     base, eagle = profiles.get("baseline"), profiles.get("eagle3")
     assert base.argv() == ["~/ml-env/bin/python3", "-m", "sglang.launch_server", "--model-path", "/shared/kimi-k2.5-int4",
-                           "--host", "127.0.0.1", "--port", "30000", "--tp", "8", "--trust-remote-code",
-                           "--cuda-graph-max-bs", "128", "--disable-custom-all-reduce", "--attention-backend", "flashinfer",
-                           "--enable-flashinfer-allreduce-fusion", "--enable-metrics"]
+                           "--host", "127.0.0.1", "--port", "30000", "--tp-size", "8", "--trust-remote-code",
+                           "--cuda-graph-max-bs-decode", "128", "--disable-custom-all-reduce", "--attention-backend",
+                           "flashinfer", "--flashinfer-allreduce-fusion-backend", "auto", "--enable-metrics"]
     assert eagle.argv()[: len(base.argv())] == base.argv()
     assert [k for k, _, _ in diff(base, eagle)] == [
         "--speculative-algorithm", "--speculative-draft-model-path", "--speculative-num-steps",

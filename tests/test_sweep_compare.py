@@ -10,9 +10,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from console.sweep.compare import compare, counterpart, saturation, sglang_adaptive_config
-from console.sweep.store import list_runs, open_run
-from tests.fixtures_runs import BASELINE, EAGLE3, write_run
+from console.sweep.compare import compare, counterpart, saturation
+from console.sweep.store import EVENTS, list_runs, open_run
+from tests.fixtures_runs import BASELINE, EAGLE3, level, write_run
 
 
 @pytest.fixture
@@ -27,12 +27,14 @@ def test_the_campaigns_verdict(campaign: Path) -> None:
     cmp = compare(open_run(campaign, "base"), open_run(campaign, "spec"))
     assert cmp.table["c"].to_list() == [1, 2, 5, 10, 30, 70, 100, 250]
     assert cmp.table["ratio_total"].to_list()[-1] == pytest.approx(354 / 773)
-    assert cmp.total.at is not None and 1 < cmp.total.at < 2 and cmp.total.leader_below == "spec"
+    assert cmp.total.at is not None and 1 < cmp.total.at < 2 and cmp.total.leader_below == "b"
     assert cmp.per_request.at is not None and 1 < cmp.per_request.at < 2
-    assert cmp.recommendation == ("speculation (eagle3) helps per-request speed only at C ≤ 1, wins total "
-                                  "throughput at C ≤ 1 and loses it at C ≥ 2: turn drafting off above C=1")
+    assert cmp.recommendation == ("speculation (spec (eagle3), against base (baseline)) helps per-request speed at C ≤ 1 "
+                                  "and total throughput at C ≤ 1 and loses total throughput at C ≥ 2: "
+                                  "turn drafting off above C=1")
     assert cmp.helps_up_to == 1
-    assert cmp.saturation == {"base": 70, "spec": 30}
+    assert cmp.saturation == {"base (baseline)": 70, "spec (eagle3)": 30}
+    assert cmp.table["ratio_itl"][0] == pytest.approx(92.6 / 96.1)  # ITL shown beside the throughput ratios
 
 
 def test_a_run_that_never_wins(tmp_path: Path) -> None:
@@ -40,9 +42,51 @@ def test_a_run_that_never_wins(tmp_path: Path) -> None:
     write_run(tmp_path, "base", "baseline", BASELINE, speculative=False)
     write_run(tmp_path, "spec", "eagle3", worse, speculative=True)
     cmp = compare(open_run(tmp_path, "base"), open_run(tmp_path, "spec"))
-    assert cmp.total.text == "none: base leads at every level"
-    assert cmp.recommendation == "speculation (eagle3) loses total throughput at every level and helps nowhere: disable it"
+    assert cmp.total.text == "none: base (baseline) leads at every level"
+    assert cmp.recommendation == ("speculation (spec (eagle3), against base (baseline)) loses total throughput at every "
+                                  "level and helps nowhere the data can tell: disable it")
     assert cmp.helps_up_to is None
+
+
+def test_a_level_is_called_even_only_where_the_intervals_cannot_tell(tmp_path: Path) -> None:
+    # C=1: +3.8 % per request with ±4 % intervals: cannot tell, said with the numbers, and how many requests would
+    base = {1: (84.5, 92.6), 2: (166.0, 84.0), 5: (315.0, 64.0)}
+    spec = {1: (84.5, 96.1), 2: (150.0, 76.0), 5: (225.0, 46.0)}
+    write_run(tmp_path, "base", "baseline", base, speculative=False, spread=0.04)
+    write_run(tmp_path, "spec", "eagle3", spec, speculative=True, spread=0.04)
+    cmp = compare(open_run(tmp_path, "base"), open_run(tmp_path, "spec"))
+    assert cmp.levels[0].per_request.leader is None and cmp.levels[0].total.leader is None
+    assert cmp.recommendation == ("speculation (spec (eagle3), against base (baseline)) loses total throughput at C ≥ 2 "
+                                  "and helps nowhere the data can tell; cannot tell total throughput at C ≤ 1: disable it")
+    assert cmp.total.text == "none: base (baseline) leads at C ≥ 2; cannot tell at C ≤ 1"
+    assert [r.c for r in cmp.repeats] == [1]
+    assert cmp.repeats[0].text == ("C=1: 92.6 vs 96.1 per-request tok/s, +4 % ± 6 %: cannot tell; about 15 more "
+                                   "request(s) in each run would")
+    table_leaders = cmp.table["leader_total"].to_list()
+    assert table_leaders == [None, "a", "a"]  # the recommendation and the table say the same
+
+
+def test_two_identical_runs_name_no_winner_and_no_crossover(tmp_path: Path) -> None:
+    jitter = {c: (t * (1.003 if c % 2 else 0.997), p) for c, (t, p) in BASELINE.items()}
+    write_run(tmp_path, "one", "direct", BASELINE, speculative=False, spread=0.02)
+    write_run(tmp_path, "two", "direct", jitter, speculative=False, spread=0.02)
+    cmp = compare(open_run(tmp_path, "one"), open_run(tmp_path, "two"))
+    assert cmp.recommendation == "one (direct) and two (direct) cannot be told apart in total throughput at any level"
+    assert cmp.total.at is None and cmp.total.text.startswith("cannot tell at any level")
+    assert all(r.more_requests is None for r in cmp.repeats)  # a 0.3 % gap: more requests would only narrow it
+
+
+def test_failed_levels_are_in_no_verdict_and_errors_are_shown(tmp_path: Path) -> None:
+    write_run(tmp_path, "base", "baseline", BASELINE, speculative=False)
+    write_run(tmp_path, "spec", "eagle3", EAGLE3, speculative=True)
+    with open(tmp_path / "runs" / "spec" / EVENTS, "a") as f:  # a retry of C=2 that failed: 40 of 40 requests
+        f.write(json.dumps({"type": "level_started", "c": 2, "requests": 40}) + "\n")
+        f.write(json.dumps(level(2, 3.0, 1.0, errors=40, requests=40, failed="40 of 40 requests failed")) + "\n")
+    cmp = compare(open_run(tmp_path, "base"), open_run(tmp_path, "spec"))
+    assert 2 not in [lv.c for lv in cmp.levels]
+    assert cmp.excluded == {2: "spec (eagle3): failed (40 of 40 requests failed)"}
+    assert "C=2: left out: spec (eagle3): failed (40 of 40 requests failed)" in cmp.report()
+    assert cmp.table["a_errors"].to_list()[0] == 0 and "b_errors" in cmp.table.columns
 
 
 def test_saturation_is_where_growth_falls_below_ten_percent() -> None:
@@ -50,16 +94,11 @@ def test_saturation_is_where_growth_falls_below_ten_percent() -> None:
     assert saturation([1, 2], [100, 200]) is None
 
 
-def test_the_adaptive_config_turns_drafting_off_above_the_crossover() -> None:
-    assert sglang_adaptive_config(1) == {"batch_size_tiers": [{"min_batch_size": 1, "candidate_steps": [3]},
-                                                              {"min_batch_size": 2, "candidate_steps": [0]}]}
-
-
 def test_store_tables_partial_and_corrupt_runs(campaign: Path) -> None:
     write_run(campaign, "cut", "baseline", BASELINE, speculative=False, complete=False)
     (campaign / "runs" / "junk").mkdir()
     (campaign / "runs" / "junk" / "run.toml").write_text("not = [toml")
-    states = {r.name: ("corrupt" if r.meta.get("corrupt") else r.state) for r in list_runs(campaign)}
+    states = {r.name: r.state for r in list_runs(campaign)}
     assert states == {"base": "complete", "cut": "partial", "junk": "corrupt", "spec": "complete"}
     levels = pl.read_parquet(campaign / "runs" / "base" / "levels.parquet")
     assert levels["c"].to_list() == sorted(BASELINE) and "total_tok_s" in levels.columns
@@ -78,20 +117,25 @@ def test_compare_command_table_json_markdown_and_profile(campaign: Path, tmp_pat
     config.write_text(f'campaign_dir = "{campaign}"\n')
     table = pivot(config, "compare", "base", "spec")
     assert table.returncode == 0, table.stderr
-    assert "recommendation: speculation (eagle3) helps per-request speed only at C ≤ 1" in table.stdout
-    assert "crossover, total tok/s: C ≈ 1." in table.stdout
+    assert "recommendation: speculation (spec (eagle3), against base (baseline)) helps per-request speed at C ≤ 1" in table.stdout
+    assert "crossover, total tok/s: C ≈ 1." in table.stdout and "ITL B/A" in table.stdout
     data = json.loads(pivot(config, "compare", "base", "spec", "--json").stdout)
-    assert 1 < data["crossover_total"] < 2 and len(data["levels"]) == 8
+    assert 1 < data["crossover_total"] < 2 and len(data["levels"]) == 8 and data["drafting_up_to"] == 1
+    assert pivot(config, "compare", "previous", "last", "--json").stdout == pivot(config, "compare", "base", "spec", "--json").stdout
     assert pivot(config, "compare", "base", "spec", "--csv").stdout.startswith("c,")
     report = tmp_path / "report.md"
     written = pivot(config, "compare", "base", "spec", "--markdown", str(report), "--write-profile")
-    assert "| 250 | 773.0 | 354.0 | 0.46 |" in report.read_text()
+    assert "| 250 | 773.0 | 354.0 | 0.46±0.01 A |" in report.read_text()
     profile = tmp_path / "profiles" / "eagle3-adaptive.toml"
     assert profile.exists() and 'extends = "eagle3"' in profile.read_text() and "wrote" in written.stdout
+    assert json.loads((tmp_path / "profiles" / "eagle3-adaptive.json").read_text()) == {
+        "1": {"candidate_steps": [3]}, "2": {"candidate_steps": [0]}}
     listed = pivot(config, "runs")
     assert "base" in listed.stdout and "complete" in listed.stdout
     missing = pivot(config, "compare", "base", "nope")
     assert missing.returncode == 2 and "no run named 'nope'" in missing.stderr
+    nothing = pivot(config, "compare", "base", "base", "--write-profile")
+    assert nothing.returncode == 1 and nothing.stdout.splitlines()[-1].startswith("no adaptive profile: ")
 
 
 def test_bench_serving_results_import_as_a_run_and_compare(campaign: Path, tmp_path: Path) -> None:
@@ -106,20 +150,13 @@ def test_bench_serving_results_import_as_a_run_and_compare(campaign: Path, tmp_p
     imported = pivot(config, "runs", "import", str(results), "--name", "old-eagle3", "--profile", "eagle3")
     assert imported.returncode == 0 and "levels 1, 2, 5, 10, 30, 70, 100, 250" in imported.stdout
     cmp = compare(open_run(campaign, "base"), open_run(campaign, "old-eagle3"))
-    assert cmp.table["b_req_tok_s_mean"][0] == pytest.approx(96.1)
-    assert cmp.recommendation.startswith("speculation (eagle3)")  # the shipped profile says it drafts
+    assert cmp.table["b_per_request"][0] == pytest.approx(96.1)
+    assert cmp.recommendation.startswith("speculation (old-eagle3, against")  # the shipped profile says it drafts
+    assert any("carry no interval" in note for note in cmp.notes)
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"output_throughput": 1}\n')
     refused = pivot(config, "runs", "import", str(bad))
     assert refused.returncode == 2 and "bad.jsonl:1: not a bench_serving result line" in refused.stderr
-
-
-def test_the_simulator_reads_the_adaptive_config_compare_writes(tmp_path: Path) -> None:
-    from console.sim.launch_server import _adaptive_off_batch
-
-    path = tmp_path / "adaptive.json"
-    path.write_text(json.dumps(sglang_adaptive_config(1)))
-    assert _adaptive_off_batch(str(path)) == 2  # drafting at a running batch of 1, off from 2
 
 
 def test_two_runs_of_the_same_kind_get_no_speculation_verdict(tmp_path: Path) -> None:
@@ -128,17 +165,16 @@ def test_two_runs_of_the_same_kind_get_no_speculation_verdict(tmp_path: Path) ->
     write_run(tmp_path, "spec", "eagle3", EAGLE3, speculative=True)
     write_run(tmp_path, "adaptive", "eagle3-adaptive", adaptive, speculative=True)
     cmp = compare(open_run(tmp_path, "spec"), open_run(tmp_path, "adaptive"))
-    assert cmp.recommendation == "eagle3-adaptive leads total throughput at C ≥ 2 (×2.18 at C=250); even elsewhere"
+    assert cmp.recommendation == ("adaptive (eagle3-adaptive) leads total throughput at C ≥ 2 (×2.18 at C=250); "
+                                  "cannot tell at C ≤ 1")
     assert cmp.helps_up_to is None  # nothing to write: no adaptive profile is offered
     # against the baseline, the adaptive profile keeps the C=1 gain and costs nothing above: the check passed
     write_run(tmp_path, "base", "baseline", BASELINE, speculative=False)
     verified = compare(open_run(tmp_path, "base"), open_run(tmp_path, "adaptive"))
-    assert verified.recommendation == ("speculation (eagle3-adaptive) helps per-request speed at C ≤ 1 and total "
-                                       "throughput at C ≤ 1, costs no total throughput anywhere: keep it")
+    assert verified.recommendation == ("speculation (adaptive (eagle3-adaptive), against base (baseline)) helps "
+                                       "per-request speed at C ≤ 1 and total throughput at C ≤ 1, costs no total "
+                                       "throughput where the data can tell; cannot tell total throughput at C ≥ 2: keep it")
     assert verified.helps_up_to is None
     # a sweep that ends is compared with the newest run of the other kind: the adaptive one with the baseline
     assert counterpart(open_run(tmp_path, "adaptive"), list_runs(tmp_path)).name == "base"  # type: ignore[union-attr]
     assert counterpart(open_run(tmp_path, "spec"), list_runs(tmp_path)).name == "base"  # type: ignore[union-attr]
-    write_run(tmp_path, "base2", "baseline", BASELINE, speculative=False)
-    same = compare(open_run(tmp_path, "base"), open_run(tmp_path, "base2"))
-    assert same.recommendation == "baseline and baseline are even (within 3%) at every level"

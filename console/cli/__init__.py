@@ -74,7 +74,13 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--requests", help="per level: auto (max(4C,16)), c (exactly C), or a number")
     sweep.add_argument("--max-tokens", type=int)
     sweep.add_argument("--url", help="the server's base URL, directly (no SSH, no lifecycle)")
-    sweep.add_argument("--resume", metavar="RUN", help="finish an interrupted run: completed levels are kept")
+    again = sweep.add_mutually_exclusive_group()
+    again.add_argument("--resume", metavar="RUN", help="finish an interrupted run: measured levels are kept, failed ones run again")
+    again.add_argument("--repeat-uncertain", metavar="RUN",
+                       help="measure again the levels of RUN its comparison cannot decide, merged into it")
+    sweep.add_argument("--against", metavar="RUN", help="with --repeat-uncertain: the run to compare with (default: its counterpart)")
+    sweep.add_argument("--other-server", action="store_true",
+                       help="resume or repeat a run although the running server is not the one it measured")
     sweep.add_argument("--json", action="store_true", help="one JSON event per line on stdout")
 
     runs = sub.add_parser("runs", help="saved sweeps: list, show one, delete")
@@ -82,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     runs.add_argument("names", nargs="*", metavar="RUN", help="runs; for import: the bench_serving JSONL file")
     runs.add_argument("--name", help="import: the new run's name")
     runs.add_argument("--profile", default="imported", help="import: the profile the results were measured with")
+    runs.add_argument("--yes", action="store_true", help="delete: do not ask")
 
     cmp = sub.add_parser("compare", help="compare runs level by level: crossover, saturation, recommendation")
     cmp.add_argument("names", nargs="+", metavar="RUN")
@@ -142,23 +149,14 @@ def main(argv: list[str] | None = None) -> int:
 
                 return cmd_profiles(config.load(args.config), args.action, args.names)
             case "sweep":
-                from console.cli.sweep import settings_from, sweep_with_forward
-                from console.sweep.store import open_run
+                from console.cli.sweep import cmd_sweep
 
-                cfg = config.load(args.config)
-                run = open_run(cfg.campaign_dir, args.resume) if args.resume else None
-                if run is not None:
-                    from console.sweep.settings import SweepSettings
-
-                    settings = SweepSettings.from_dict(run.meta.get("settings", {}))
-                else:
-                    settings = settings_from(cfg, args.levels, args.requests, args.max_tokens)
-                return asyncio.run(sweep_with_forward(cfg, args.host, run, settings, url=args.url, as_json=args.json,
-                                                      resume=run is not None))
+                return cmd_sweep(config.load(args.config), args)
             case "runs":
                 from console.cli.sweep import cmd_runs
 
-                return cmd_runs(config.load(args.config), args.action, args.names, name=args.name, profile=args.profile)
+                return cmd_runs(config.load(args.config), args.action, args.names, name=args.name, profile=args.profile,
+                                yes=args.yes)
             case "compare":
                 from console.cli.sweep import cmd_compare
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
-import contextlib
 import csv
 import io
 import json
@@ -18,12 +18,14 @@ from rich.text import Text
 
 from console import config
 from console.remote import Connection
-from console.sweep.adaptive import spec_host, write_adaptive_profile
-from console.sweep.compare import Comparison, compare
-from console.sweep.runner import SweepProcess, describe_server
+from console.sweep.adaptive import NoAdaptiveProfile, plan, spec_host, write_adaptive_profile
+from console.sweep.compare import Comparison, Verdict, compare, counterpart
+from console.sweep.runlock import holder
+from console.sweep.runner import SweepProcess, describe_server, identity_mismatch
 from console.sweep.settings import SweepSettings
 from console.sweep.store import Run, RunError, create_run, delete_run, list_runs, open_run
 from console.tasks.events import EventLog
+from console.untrusted import visible
 
 
 def _fmt(value: Any, digits: int = 1) -> str:
@@ -34,31 +36,91 @@ def _fmt(value: Any, digits: int = 1) -> str:
     return str(value)
 
 
+def _pm(value: float | None, lo: float | None, hi: float | None) -> str:
+    """A figure with its 95 % interval as ± percent of it."""
+    if value is None:
+        return "—"
+    if lo is None or hi is None or not value:
+        return f"{value:.1f}"
+    return f"{value:.1f} ±{(hi - lo) / 2 / value * 100:.0f}%"
+
+
+def level_notes(e: dict[str, Any]) -> str:
+    """What the operator must know about a level's numbers, in a few words."""
+    notes = []
+    if e.get("failed"):
+        notes.append(f"FAILED: {e['failed']}")
+    if e.get("client_bound"):
+        notes.append("client-bound")
+    if e.get("lagging"):
+        notes.append("latencies not measured (client loop late)")
+    if e.get("short"):
+        notes.append(f"{e['short']} ended early")
+    if e.get("usage_missing"):
+        notes.append(f"{e['usage_missing']} without usage")
+    if (e.get("attempts") or 1) > 1:
+        notes.append(f"{e['attempts']} attempts merged")
+    return visible("; ".join(notes))
+
+
 def level_row(e: dict[str, Any]) -> list[str]:
     ms = lambda v: None if v is None else v * 1000  # noqa: E731
-    return [str(e["c"]), _fmt(e["total_tok_s"]), _fmt(e.get("steady_tok_s")), _fmt(e.get("req_tok_s_mean")),
+    return [str(e["c"]), _pm(e["total_tok_s"], e.get("total_tok_s_lo"), e.get("total_tok_s_hi")),
+            _pm(e.get("req_tok_s_mean"), e.get("req_tok_s_lo"), e.get("req_tok_s_hi")),
             _fmt(ms(e.get("ttft_p50")), 0), _fmt(ms(e.get("itl_p50"))), _fmt(ms(e.get("e2e_p90")), 0),
-            f"{e['errors']}/{e['requests']}"]
+            f"{e['errors']}/{e['requests']}", level_notes(e)]
 
 
-LEVEL_COLUMNS = ["C", "tok/s", "steady", "per-req tok/s", "TTFT p50 ms", "ITL p50 ms", "E2E p90 ms", "errors"]
+LEVEL_COLUMNS = ["C", "tok/s", "per-req tok/s", "TTFT p50 ms", "ITL p50 ms", "E2E p90 ms", "errors", "notes"]
 
 
 def settings_from(cfg: config.Config, levels: list[int] | None, requests: str | None, max_tokens: int | None) -> SweepSettings:
     data = dict(cfg.sweep)
-    if levels:
+    if levels is not None:
         data["levels"] = levels
-    if requests:
+    if requests is not None:
         data["requests"] = int(requests) if requests.isdigit() else requests
-    if max_tokens:
+    if max_tokens is not None:
         data["max_tokens"] = max_tokens
     return SweepSettings.from_dict(data)
 
 
+def cmd_sweep(cfg: config.Config, args: argparse.Namespace) -> int:
+    run: Run | None = None
+    repeat: list[int] | None = None
+    if args.resume or args.repeat_uncertain:
+        run = open_run(cfg.campaign_dir, args.resume or args.repeat_uncertain)
+        if (pid := holder(run.dir)) is not None:
+            raise RunError(f"run {run.name} is being written by a load generator now (pid {pid}): stop that sweep first")
+        settings = SweepSettings.from_dict(run.meta.get("settings", {}))
+        if args.repeat_uncertain:
+            repeat, settings = repeat_plan(cfg, run, args.against, settings)
+    else:
+        settings = settings_from(cfg, args.levels, args.requests, args.max_tokens)
+    return asyncio.run(sweep_with_forward(cfg, args.host, run, settings, url=args.url, as_json=args.json,
+                                          resume=bool(args.resume), repeat=repeat, other_server=args.other_server))
+
+
+def repeat_plan(cfg: config.Config, run: Run, against: str | None, settings: SweepSettings) -> tuple[list[int], SweepSettings]:
+    """The levels of `run` that its comparison cannot decide, and as many requests as would decide them."""
+    other = open_run(cfg.campaign_dir, against) if against else counterpart(run, list_runs(cfg.campaign_dir))
+    if other is None:
+        raise RunError(f"nothing to compare {run.name} with: name a run with --against")
+    cmp = compare(other, run)
+    wanted = {r.c: r.more_requests for r in cmp.repeats if r.more_requests}
+    if not wanted:
+        raise RunError(f"{run.name} against {other.name}: no level is uncertain enough for more requests to settle")
+    requests = max(wanted.values())
+    print(f"repeating C = {', '.join(map(str, sorted(wanted)))} of {run.name} with {requests} request(s) each "
+          f"(against {other.name})")
+    return sorted(wanted), SweepSettings.from_dict({**settings.to_dict(), "requests": requests})
+
+
 async def sweep_with_forward(cfg: config.Config, host: str | None, run: Run | None, settings: SweepSettings, *,
-                             url: str | None, as_json: bool, resume: bool) -> int:
+                             url: str | None, as_json: bool, resume: bool, repeat: list[int] | None = None,
+                             other_server: bool = False) -> int:
     conn = None
-    out = Console(stderr=as_json, highlight=False)
+    out = terminal(stderr=as_json)
     try:
         meta: dict[str, Any] = {"host": "direct", "profile": "direct", "url": url}
         target = ["--url", url] if url else []
@@ -72,8 +134,13 @@ async def sweep_with_forward(cfg: config.Config, host: str | None, run: Run | No
             target = ["--config", str(cfg.path), "--host", spec.name, "--port", str(port)]
         if run is None:
             run = create_run(cfg.campaign_dir, {**meta, "settings": settings.to_dict()})
-        EventLog(cfg.campaign_dir).append("sweep", run=run.name, profile=run.profile, levels=list(settings.levels))
-        return await print_sweep(SweepProcess(run, target, resume=resume), settings, out, as_json)
+        elif (mismatch := identity_mismatch(run.meta, meta)) and not other_server:
+            raise RunError(f"run {run.name} was measured on another server ({mismatch}): switch back to it, "
+                           "or give --other-server to add to it anyway")
+        EventLog(cfg.campaign_dir).append("sweep", run=run.name, profile=run.profile, levels=repeat or list(settings.levels))
+        process = SweepProcess(run, target, resume=resume, repeat=repeat,
+                               requests=settings.requests if repeat and isinstance(settings.requests, int) else None)
+        return await print_sweep(process, settings, out, as_json)
     finally:
         if conn is not None:
             await conn.close()
@@ -82,7 +149,7 @@ async def sweep_with_forward(cfg: config.Config, host: str | None, run: Run | No
 async def print_sweep(process: SweepProcess, settings: SweepSettings, out: Console, as_json: bool) -> int:
     table = Table(box=None, header_style="bold", pad_edge=False, title=f"run {process.run.name}", title_justify="left")
     for col in LEVEL_COLUMNS:
-        table.add_column(col, justify="right")
+        table.add_column(col, justify="left" if col == "notes" else "right")
     progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                         TimeElapsedColumn(), console=out, transient=True, disable=as_json or not out.is_terminal)
     status = 0
@@ -94,7 +161,7 @@ async def print_sweep(process: SweepProcess, settings: SweepSettings, out: Conso
                 print(json.dumps(event), flush=True)
             if kind == "sweep_started":
                 for warning in event.get("warnings", []):
-                    out.print(Text(f"warning: {warning}", style="yellow"))
+                    out.print(Text(f"warning: {visible(str(warning))}", style="yellow"))
             elif kind == "level_started":
                 if task is not None:
                     progress.remove_task(task)
@@ -104,10 +171,17 @@ async def print_sweep(process: SweepProcess, settings: SweepSettings, out: Conso
             elif kind == "level_done":
                 table.add_row(*level_row(event))
                 if not as_json:
-                    progress.console.print(Text("  ".join(f"{h}={v}" for h, v in zip(LEVEL_COLUMNS, level_row(event)))))
+                    progress.console.print(Text("  ".join(f"{h}={v}" for h, v in zip(LEVEL_COLUMNS, level_row(event)) if v)))
+            elif kind == "level_retry":
+                out.print(Text(f"C={event['c']} failed ({visible(str(event.get('reason')))}); the server answers "
+                               "again: measuring the level once more", style="yellow"))
             elif kind == "failed":
-                out.print(Text(f"pivot: the load generator failed: {event['message']}", style="red"))
+                out.print(Text(f"pivot: the load generator failed: {visible(str(event['message']))}", style="red"))
                 status = 1
+            elif kind == "sweep_done" and event.get("failed"):
+                out.print(Text(f"pivot: the sweep stopped: {visible(str(event['failed']))}; the run is partial and "
+                               f"`pivot sweep --resume {process.run.name}` measures the rest", style="red"))
+                status = 3
             elif kind == "sweep_done" and (event.get("aborted") or event.get("stopped")):
                 out.print("sweep " + ("aborted" if event.get("aborted") else "stopped") + ": finished requests are kept")
     if not as_json:
@@ -117,99 +191,156 @@ async def print_sweep(process: SweepProcess, settings: SweepSettings, out: Conso
 
 
 def cmd_runs(cfg: config.Config, action: str | None, names: list[str], *, name: str | None = None,
-             profile: str = "imported") -> int:
-    out = Console(highlight=False)
+             profile: str = "imported", yes: bool = False) -> int:
+    out = terminal()
     if action == "import":
-        from console.sweep.imports import import_bench_serving
-
-        if len(names) != 1:
-            raise RunError("runs import takes one bench_serving JSONL file")
-        from console.server.profiles import ProfileError, load_profiles
-
-        try:
-            command_line: str | None = load_profiles(*cfg.profile_dirs).get(profile).command_line()
-        except ProfileError:
-            command_line = None  # a profile unknown here: the run is imported without its command line
-        run = import_bench_serving(cfg.campaign_dir, Path(names[0]), name=name, profile=profile, command_line=command_line)
-        out.print(f"imported {run.name}: levels {', '.join(map(str, run.levels()['c'].to_list()))}")
-        return 0
+        return _import(cfg, names, name, profile, out)
     if action == "delete":
-        for name in names:
-            delete_run(cfg.campaign_dir, name)
-            out.print(f"deleted {name}")
-        return 0
+        return _delete(cfg, names, yes)
     if action == "show":
+        if len(names) != 1:
+            raise RunError("runs show takes one run (pivot runs lists them)")
         run = open_run(cfg.campaign_dir, names[0])
-        table = Table(box=None, header_style="bold", pad_edge=False, title=f"{run.name} ({run.profile}, {run.state})",
-                      title_justify="left")
+        state = run.state
+        title = f"{run.name} ({visible(run.profile)}, {state})"
+        if run.corrupt:
+            title += f": {run.corrupt}"
+        if run.stopped_because:
+            title += f": stopped because {visible(run.stopped_because)}"
+        table = Table(box=None, header_style="bold", pad_edge=False, title=title, title_justify="left")
         for col in LEVEL_COLUMNS:
-            table.add_column(col, justify="right")
+            table.add_column(col, justify="left" if col == "notes" else "right")
         for row in run.levels().iter_rows(named=True):
             table.add_row(*level_row(row))
         out.print(table)
         return 0
     rows = [("RUN", "PROFILE", "STATE", "LEVELS", "STARTED")]
     for run in list_runs(cfg.campaign_dir):
-        if run.meta.get("corrupt"):
-            rows.append((run.name, "?", "corrupt", "", ""))
-        else:
-            levels = ",".join(map(str, run.levels()["c"].to_list()))
-            rows.append((run.name, run.profile, run.state, levels, str(run.meta.get("started", ""))))
+        levels = run.levels() if not run.meta.get("corrupt") else None
+        state = run.state
+        cells = ",".join(map(str, levels["c"].to_list())) if levels is not None else ""
+        if run.corrupt:
+            cells = visible(run.corrupt)
+        rows.append((run.name, visible(run.profile), state, cells, str(run.meta.get("started", ""))))
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
     for row in rows:  # plain columns, never truncated: run names are meant to be copied
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
     return 0
 
 
+def _import(cfg: config.Config, names: list[str], name: str | None, profile: str, out: Console) -> int:
+    from console.server.profiles import ProfileError, load_profiles
+    from console.sweep.imports import import_bench_serving
+
+    if len(names) != 1:
+        raise RunError("runs import takes one bench_serving JSONL file")
+    try:
+        found = load_profiles(*cfg.profile_dirs).get(profile)
+        argv, kind = found.argv(), found.kind
+    except ProfileError:
+        argv, kind = None, None  # a profile unknown here: the run is imported without its command line
+    run = import_bench_serving(cfg.campaign_dir, Path(names[0]), name=name, profile=profile, argv=argv, kind=kind)
+    out.print(f"imported {run.name}: levels {', '.join(map(str, run.levels()['c'].to_list()))}")
+    return 0
+
+
+def _delete(cfg: config.Config, names: list[str], yes: bool) -> int:
+    if not names:
+        raise RunError("runs delete takes the runs to delete (pivot runs lists them)")
+    runs = [open_run(cfg.campaign_dir, n) for n in names]  # every name checked before anything is removed
+    if not yes:
+        print("delete " + ", ".join(f"{r.name} ({r.dir})" for r in runs) + "?")
+        try:
+            answer = input("[yes/no] ").strip().lower()
+        except EOFError:
+            answer = ""
+        if answer not in ("y", "yes"):
+            print("nothing deleted")
+            return 1
+    for run in runs:
+        delete_run(cfg.campaign_dir, run.name)
+        print(f"deleted {run.name}")
+    return 0
+
+
+def _ratio(v: Verdict | None) -> str:
+    if v is None or v.ratio is None:
+        return "—"
+    mark = {"a": " A", "b": " B", None: " ?"}[v.leader]
+    return f"{v.ratio:.2f}±{(v.spread or 0):.2f}{mark}"
+
+
 def comparison_table(cmp: Comparison) -> Table:
     table = Table(box=None, header_style="bold", pad_edge=False, title_justify="left",
-                  title=f"A = {cmp.a.name} ({cmp.a.profile})\nB = {cmp.b.name} ({cmp.b.profile})")
-    for col in ("C", "A tok/s", "B tok/s", "B/A", "A per-req tok/s", "B per-req tok/s", "B/A "):
+                  title=f"A = {cmp.name('a')}\nB = {cmp.name('b')}\nB/A ± its 95 % spread; A, B: who leads; ?: cannot tell")
+    for col in ("C", "A tok/s", "B tok/s", "B/A", "A per-req", "B per-req", "B/A ", "ITL B/A", "TTFT B/A", "errors A", "errors B"):
         table.add_column(col, justify="right")
-    for row in cmp.table.iter_rows(named=True):
-        table.add_row(str(row["c"]), _fmt(row["a_total_tok_s"]), _fmt(row["b_total_tok_s"]), _fmt(row["ratio_total"], 2),
-                      _fmt(row["a_req_tok_s_mean"]), _fmt(row["b_req_tok_s_mean"]), _fmt(row["ratio_per_request"], 2))
+    for lv in cmp.levels:
+        table.add_row(str(lv.c), _fmt(lv.total.a.value), _fmt(lv.total.b.value), _ratio(lv.total),
+                      _fmt(lv.per_request.a.value), _fmt(lv.per_request.b.value), _ratio(lv.per_request),
+                      _ratio(lv.itl), _ratio(lv.ttft), f"{lv.a.get('errors', 0)}/{lv.a.get('requests', 0)}",
+                      f"{lv.b.get('errors', 0)}/{lv.b.get('requests', 0)}")
     return table
 
 
-def report_lines(cmp: Comparison) -> list[str]:
-    sat = "; ".join(f"{name}: C={c}" if c else f"{name}: not within the levels" for name, c in cmp.saturation.items())
-    return [f"crossover, total tok/s: {cmp.total.text}", f"crossover, per-request tok/s: {cmp.per_request.text}",
-            f"saturation (< 10 % more to the next level): {sat}", f"recommendation: {cmp.recommendation}"]
-
-
 def markdown(cmp: Comparison) -> str:
-    head = f"# {cmp.a.name} vs {cmp.b.name}\n\nA = {cmp.a.profile}, B = {cmp.b.profile}\n\n"
-    rows = ["| C | A tok/s | B tok/s | B/A | A per-request | B per-request | B/A |", "|---:|---:|---:|---:|---:|---:|---:|"]
-    for r in cmp.table.iter_rows(named=True):
-        rows.append(f"| {r['c']} | {_fmt(r['a_total_tok_s'])} | {_fmt(r['b_total_tok_s'])} | {_fmt(r['ratio_total'], 2)} | "
-                    f"{_fmt(r['a_req_tok_s_mean'])} | {_fmt(r['b_req_tok_s_mean'])} | {_fmt(r['ratio_per_request'], 2)} |")
-    return head + "\n".join(rows) + "\n\n" + "\n".join(f"- {line}" for line in report_lines(cmp)) + "\n"
+    head = f"# {cmp.a.name} vs {cmp.b.name}\n\nA = {cmp.name('a')}, B = {cmp.name('b')}\n\n"
+    rows = ["| C | A tok/s | B tok/s | B/A | A per-request | B per-request | B/A | ITL B/A | TTFT B/A |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for lv in cmp.levels:
+        rows.append(f"| {lv.c} | {_fmt(lv.total.a.value)} | {_fmt(lv.total.b.value)} | {_ratio(lv.total)} | "
+                    f"{_fmt(lv.per_request.a.value)} | {_fmt(lv.per_request.b.value)} | {_ratio(lv.per_request)} | "
+                    f"{_ratio(lv.itl)} | {_ratio(lv.ttft)} |")
+    return head + "\n".join(rows) + "\n\n" + "\n".join(f"- {line}" for line in cmp.report()) + "\n"
 
 
-async def write_profile_for(cfg: config.Config, cmp: Comparison) -> None:
-    """The adaptive profile, its config uploaded to the host the speculative run was measured on."""
-    host = spec_host(cfg, cmp)
+def as_json(cmp: Comparison) -> dict[str, Any]:
+    return {"a": cmp.a.name, "b": cmp.b.name, "levels": cmp.table.to_dicts(), "excluded": cmp.excluded,
+            "crossover_total": cmp.total.at, "crossover_per_request": cmp.per_request.at,
+            "crossover_total_text": cmp.total.text, "crossover_per_request_text": cmp.per_request.text,
+            "saturation": cmp.saturation, "recommendation": cmp.recommendation, "drafting_up_to": cmp.helps_up_to,
+            "repeat": [{"c": r.c, "more_requests": r.more_requests, "text": r.text} for r in cmp.repeats],
+            "notes": cmp.notes}
+
+
+async def write_profile_for(cfg: config.Config, cmp: Comparison) -> int:
+    """The adaptive profile, its config uploaded to the host the speculative run was measured on; says what it did
+    or why it did not."""
+    try:
+        adaptive = plan(cfg, cmp)
+    except NoAdaptiveProfile as e:
+        print(str(e))
+        return 1
+    host = spec_host(cfg, cmp) if adaptive.engine == "sglang" else None
     conn = Connection(host) if host is not None else None
     try:
         if conn is not None:
             await conn.up_now()
-        print((await write_adaptive_profile(cfg, cmp, conn)).describe())
+        written = await write_adaptive_profile(adaptive, conn)
     finally:
         if conn is not None:
             await conn.close()
+    print(written.describe())
+    EventLog(cfg.campaign_dir).append("profile", name=adaptive.name, path=str(adaptive.profile_path),
+                                      drafting_up_to=adaptive.drafting_up_to, first_off=adaptive.first_off)
+    return 0
+
+
+def terminal(stderr: bool = False) -> Console:
+    """Rich output that a pipe gets whole: wide tables, sentences not cut into lines."""
+    out = Console(highlight=False, stderr=stderr)
+    return out if out.is_terminal else Console(highlight=False, stderr=stderr, width=200)
 
 
 def cmd_compare(cfg: config.Config, names: list[str], *, fmt: str, markdown_path: Path | None, write_profile: bool) -> int:
     if len(names) < 2:
         raise RunError("compare needs two runs (pivot runs lists them)")
-    runs = [open_run(cfg.campaign_dir, n) for n in names]
+    runs = resolve_runs(cfg, names)
+    status = 0
     for other in runs[1:]:
         cmp = compare(runs[0], other)
         if fmt == "json":
-            print(json.dumps({"a": cmp.a.name, "b": cmp.b.name, "levels": cmp.table.to_dicts(),
-                              "crossover_total": cmp.total.at, "crossover_per_request": cmp.per_request.at,
-                              "saturation": cmp.saturation, "recommendation": cmp.recommendation}))
+            print(json.dumps(as_json(cmp)))
         elif fmt == "csv":
             buffer = io.StringIO()
             writer = csv.DictWriter(buffer, fieldnames=cmp.table.columns)
@@ -217,16 +348,27 @@ def cmd_compare(cfg: config.Config, names: list[str], *, fmt: str, markdown_path
             writer.writerows(cmp.table.to_dicts())
             sys.stdout.write(buffer.getvalue())
         else:
-            out = Console(highlight=False)
+            out = terminal()
             out.print(comparison_table(cmp))
-            for line in report_lines(cmp):
-                out.print(Text(line))
+            for line in cmp.report():
+                out.print(Text(line), soft_wrap=True)
         if markdown_path:
             markdown_path.write_text(markdown(cmp), encoding="utf-8")
-        if write_profile and cmp.helps_up_to is None:
-            print(f"no adaptive profile written: {cmp.recommendation}", file=sys.stderr)
-        elif write_profile:
-            asyncio.run(write_profile_for(cfg, cmp))
-        with contextlib.suppress(Exception):
-            EventLog(cfg.campaign_dir).append("compare", a=cmp.a.name, b=cmp.b.name, recommendation=cmp.recommendation)
-    return 0
+        if write_profile:
+            status = max(status, asyncio.run(write_profile_for(cfg, cmp)))
+    return status
+
+
+def resolve_runs(cfg: config.Config, names: list[str]) -> list[Run]:
+    """Runs by name; `last` and `previous` as runbooks say them (the newest, the one before)."""
+    measured = [r for r in list_runs(cfg.campaign_dir) if r.state != "corrupt" and r.measured().height]
+    picks = {"last": -1, "previous": -2}
+    runs = []
+    for name in names:
+        if name in picks:
+            if len(measured) < -picks[name]:
+                raise RunError(f"no {name!r} run: {len(measured)} run(s) with measured levels")
+            runs.append(measured[picks[name]])
+        else:
+            runs.append(open_run(cfg.campaign_dir, name))
+    return runs

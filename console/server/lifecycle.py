@@ -71,11 +71,16 @@ class ServerRecord:
 
     @classmethod
     def parse(cls, text: str) -> ServerRecord | None:
+        """The record a host holds, or None when it is missing or not of the shape pivot wrote (it is the host's file)."""
         try:
             data = json.loads(text)
-            return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
-        except (ValueError, TypeError, KeyError):
+            record = cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+        except (ValueError, TypeError, KeyError, RecursionError):
             return None
+        shaped = (isinstance(record.profile, str) and isinstance(record.kind, str) and isinstance(record.argv, list)
+                  and all(isinstance(a, str) for a in record.argv) and isinstance(record.pid, int)
+                  and isinstance(record.port, int) and 0 < record.port < 65536)
+        return record if shaped else None
 
 
 @dataclass(frozen=True)

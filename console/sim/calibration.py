@@ -52,7 +52,6 @@ class Calibration:
     accept_prob: float = 0.6  # per draft token; with 3 steps the mean accept length is ~2.18
     default_num_steps: int = 3  # the step count the eagle3 targets were measured with
     prefill_s_per_token: float = 2e-5  # a 512-token prompt costs ~10 ms of one step
-    adaptive_off_batch: int = 64  # SGLang's default adaptive config stops drafting from this batch
     load_seconds: float = 8.0  # simulated weight loading before /health answers 200
     # GPU model
     gpu_name: str = "NVIDIA H200"
@@ -78,6 +77,14 @@ class Calibration:
     def eagle3_steps(self) -> StepModel:
         t = self.eagle3
         return StepModel.from_targets(t.tps_at_1, t.tps_saturated, t.saturation_batch, self.mean_accept_length())
+
+    def step_time(self, batch: int, draft_steps: int) -> float:
+        """One decode step of a running batch: the baseline's, plus the drafting cost in proportion to the draft
+        steps (the EAGLE-3 targets were measured at `default_num_steps`; 0 steps is the baseline)."""
+        base = self.baseline_steps.step_time(batch)
+        if not draft_steps:
+            return base
+        return base + (self.eagle3_steps.step_time(batch) - base) * draft_steps / self.default_num_steps
 
 
 DEFAULT = Calibration()

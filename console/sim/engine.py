@@ -13,18 +13,30 @@ import itertools
 import random
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from console.sim.calibration import Calibration
 
 
+class DraftPolicy(Protocol):
+    """How many draft steps a running batch of this size gets, told how many drafts each request had accepted."""
+
+    def steps_for(self, batch: int) -> int: ...
+
+    def on_verify(self, correct_drafts_per_req: list[int], batch: int) -> None: ...
+
+
 @dataclass(frozen=True)
-class SpecConfig:
-    """Speculative decoding as the launch flags set it."""
+class StaticDrafting:
+    """Speculative decoding with a fixed draft length, as `--speculative-num-steps` sets it."""
 
     num_steps: int = 3
-    adaptive: bool = False
-    # batch size from which drafting is off (adaptive mode); None: drafting always on
-    off_from_batch: int | None = None
+
+    def steps_for(self, batch: int) -> int:
+        return self.num_steps
+
+    def on_verify(self, correct_drafts_per_req: list[int], batch: int) -> None:
+        pass
 
 
 @dataclass(eq=False)
@@ -51,15 +63,13 @@ class StepResult:
 
 
 class BatchScheduler:
-    def __init__(self, calibration: Calibration, *, spec: SpecConfig | None = None, max_running: int = 256, seed: int = 0):
+    def __init__(self, calibration: Calibration, *, spec: DraftPolicy | None = None, max_running: int = 256, seed: int = 0):
         self.cal = calibration
         self.spec = spec
         self.max_running = max_running
         self.rng = random.Random(seed)
         self.waiting: deque[SimRequest] = deque()
         self.running: list[SimRequest] = []
-        self.base_model = calibration.baseline_steps
-        self.spec_model = calibration.eagle3_steps
         self.accepted_tokens = 0  # for avg_spec_accept_length
         self.spec_steps = 0
         self.last_num_steps = 0  # draft steps used in the last step (0 = drafting off)
@@ -79,14 +89,12 @@ class BatchScheduler:
     def idle(self) -> bool:
         return not self.running and not self.waiting
 
-    def drafting_at(self, batch: int) -> bool:
-        if self.spec is None or self.spec.num_steps <= 0:
-            return False
-        return self.spec.off_from_batch is None or batch < self.spec.off_from_batch
+    def steps_at(self, batch: int) -> int:
+        return self.spec.steps_for(batch) if self.spec is not None else 0
 
-    def _accept_length(self) -> int:
-        n = 1
-        for _ in range(self.spec.num_steps if self.spec else 0):
+    def _accepted_drafts(self, steps: int) -> int:
+        n = 0
+        for _ in range(steps):
             if self.rng.random() >= self.cal.accept_prob:
                 break
             n += 1
@@ -99,23 +107,26 @@ class BatchScheduler:
             prefill += request.prompt_tokens
             self.running.append(request)
         batch = len(self.running)
-        drafting = self.drafting_at(batch)
-        model = self.spec_model if drafting else self.base_model
-        duration = prefill * self.cal.prefill_s_per_token + (model.step_time(batch) if batch else 0.0)
+        steps = self.steps_at(batch) if batch else 0
+        duration = prefill * self.cal.prefill_s_per_token + (self.cal.step_time(batch, steps) if batch else 0.0)
         emitted: list[tuple[SimRequest, int]] = []
+        correct: list[int] = []
         for request in self.running:
-            n = self._accept_length() if drafting else 1
-            if drafting:
-                self.accepted_tokens += n
+            drafts = self._accepted_drafts(steps)
+            correct.append(drafts)
+            if steps:
+                self.accepted_tokens += drafts + 1
                 self.spec_steps += 1
             limit = request.max_tokens if request.ignore_eos else min(request.max_tokens, request.stop_at)
-            n = min(n, limit - request.generated)
+            n = min(drafts + 1, limit - request.generated)
             request.generated += n
             emitted.append((request, n))
+        if self.spec is not None and batch:
+            self.spec.on_verify(correct, batch)
         finished = [r for r in self.running if r.done]
         self.running = [r for r in self.running if not r.done]
-        self.last_num_steps = self.spec.num_steps if drafting and self.spec else 0
-        return StepResult(duration, emitted, finished, batch, drafting)
+        self.last_num_steps = steps
+        return StepResult(duration, emitted, finished, batch, steps > 0)
 
     @property
     def avg_accept_length(self) -> float:

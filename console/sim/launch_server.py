@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
 import signal
 import socket
@@ -26,13 +25,19 @@ import uvicorn
 
 from console.sim import state
 from console.sim.calibration import DEFAULT
-from console.sim.engine import BatchScheduler, SpecConfig
+from console.server.speculation import sglang_adaptive_unsupported, sglang_capture_sizes, sglang_default_max_bs
+from console.sim.adaptive import AdaptiveParams, candidate_steps_of
+from console.sim.engine import BatchScheduler, DraftPolicy, StaticDrafting
 from console.sim.openai_app import EngineLoop, SimServer
 
 READY_LINE = "The server is fired up and ready to roll!"
+DEFAULT_MAX_RUNNING = 256  # the simulated engine's running limit when --max-running-requests is not given
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """SGLang 0.5.23's spelling of every flag the simulator takes (the contract tests check each against the
+    release's own argument definitions); argparse's prefix matching is left on as SGLang leaves it, so
+    `--tp` is `--tp-size` and `--cuda-graph-max-bs` is refused as ambiguous, as the real server does."""
     p = argparse.ArgumentParser(prog="launch_server", description="Simulated SGLang server (pivot demo host)")
     a = p.add_argument
     a("--model-path", "--model", required=True)
@@ -40,20 +45,26 @@ def build_parser() -> argparse.ArgumentParser:
     a("--served-model-name")
     a("--host", default="127.0.0.1")
     a("--port", type=int, default=30000)
-    a("--tp-size", "--tp", type=int, default=1, dest="tp_size")
-    a("--dp-size", "--dp", type=int, default=1, dest="dp_size")
+    a("--tp-size", "--tensor-parallel-size", type=int, default=1, dest="tp_size")
+    a("--dp-size", "--data-parallel-size", type=int, default=1, dest="dp_size")
+    a("--enable-dp-attention", action="store_true")
     a("--trust-remote-code", action="store_true")
     a("--context-length", type=int, default=131072)
     a("--mem-fraction-static", type=float, default=0.85)
-    a("--max-running-requests", type=int, default=256)
-    a("--cuda-graph-max-bs", type=int, default=160)
+    a("--max-running-requests", type=int)
+    a("--cuda-graph-max-bs-decode", type=int)
+    a("--cuda-graph-max-bs-prefill", type=int)
+    a("--cuda-graph-bs-decode", type=int, nargs="+")
     a("--disable-cuda-graph", action="store_true")
+    a("--disable-cuda-graph-padding", action="store_true")
     a("--disable-custom-all-reduce", action="store_true")
     a("--disable-radix-cache", action="store_true")
-    a("--attention-backend", choices=["flashinfer", "fa3", "triton", "torch_native", "flashmla", "trtllm_mla"])
+    a("--attention-backend", choices=["triton", "torch_native", "fa3", "fa4", "flashinfer", "flashmla", "trtllm_mla",
+                                      "trtllm_mha"])
     a("--enable-flashinfer-allreduce-fusion", action="store_true")
-    a("--speculative-algorithm", choices=["EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM"])
-    a("--speculative-draft-model-path")
+    a("--flashinfer-allreduce-fusion-backend", choices=["auto", "trtllm", "mnnvl", "cutedsl"])
+    a("--speculative-algorithm")
+    a("--speculative-draft-model-path", "--speculative-draft-model")
     a("--speculative-num-steps", type=int)
     a("--speculative-eagle-topk", type=int)
     a("--speculative-num-draft-tokens", type=int)
@@ -75,34 +86,50 @@ def _log(message: str) -> None:
     print(f"[{time.strftime('%Y-%m-%d %H:%M:%S')}] {message}", flush=True)
 
 
-def spec_config(args: argparse.Namespace) -> SpecConfig | None:
-    if not args.speculative_algorithm:
+SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK", "UNO")
+
+
+def decode_graph_sizes(args: argparse.Namespace, gpus: state.GpuSpec) -> list[int] | None:
+    """The decode CUDA-graph batch sizes SGLang would capture (None: graphs off, no padding)."""
+    if args.disable_cuda_graph:
         return None
-    if not args.speculative_draft_model_path and args.speculative_algorithm != "NGRAM":
-        raise LaunchError("--speculative-draft-model-path is required with --speculative-algorithm " + args.speculative_algorithm)
+    if args.cuda_graph_bs_decode:
+        return sorted(args.cuda_graph_bs_decode)
+    max_bs = args.cuda_graph_max_bs_decode
+    if max_bs is None:
+        max_bs = sglang_default_max_bs(gpus.memory_mib, args.tp_size)
+        if args.max_running_requests is not None:
+            max_bs = min(max_bs, args.max_running_requests)
+    return sglang_capture_sizes(max_bs, speculative=bool(args.speculative_algorithm),
+                                padding=not args.disable_cuda_graph_padding)
+
+
+def draft_policy(args: argparse.Namespace, argv: list[str], graph_sizes: list[int] | None) -> DraftPolicy | None:
+    """Speculation as SGLang 0.5.23 resolves it (speculative_hook.py): adaptive mode switched off with a warning
+    where it is unsupported, its config refused with SGLang's own ValueError, the step count checked against it."""
+    algorithm = args.speculative_algorithm
+    if not algorithm:
+        return None
+    if algorithm.upper() not in SPEC_ALGORITHMS:
+        raise ValueError(f"Unknown speculative algorithm name: {algorithm}")
+    if not args.speculative_draft_model_path and algorithm.upper() not in ("NGRAM", "NEXTN"):
+        raise LaunchError("--speculative-draft-model-path is required with --speculative-algorithm " + algorithm)
     if args.speculative_draft_model_path and not Path(args.speculative_draft_model_path).expanduser().is_dir():
         raise LaunchError(f"draft model path does not exist: {args.speculative_draft_model_path}")
-    steps = DEFAULT.default_num_steps if args.speculative_num_steps is None else args.speculative_num_steps
-    off_from: int | None = None
-    if args.speculative_adaptive:
-        off_from = DEFAULT.adaptive_off_batch
-        if args.speculative_adaptive_config:
-            off_from = _adaptive_off_batch(args.speculative_adaptive_config)
-    return SpecConfig(num_steps=steps, adaptive=args.speculative_adaptive, off_from_batch=off_from)
-
-
-def _adaptive_off_batch(path: str) -> int | None:
-    """The running batch size from which the adaptive config turns drafting off.
-
-    The config is what `pivot compare` writes: {"batch_size_tiers": [{"min_batch_size": N,
-    "candidate_steps": [steps, ...]}, ...]}; a tier whose candidate steps are [0] stops drafting.
-    """
-    try:
-        tiers = json.loads(Path(path).expanduser().read_text())["batch_size_tiers"]
-        off = [int(t["min_batch_size"]) for t in tiers if list(t["candidate_steps"]) == [0]]
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise LaunchError(f"--speculative-adaptive-config {path}: {e}") from None
-    return min(off) if off else None
+    adaptive = args.speculative_adaptive
+    if adaptive and (reason := sglang_adaptive_unsupported(argv)):
+        _log(f"WARNING speculative_adaptive disabled: {reason}. Falling back to static speculative params.")
+        adaptive = False
+    steps = args.speculative_num_steps
+    if not adaptive:
+        return StaticDrafting(DEFAULT.default_num_steps if steps is None else steps)
+    candidates = candidate_steps_of(args.speculative_adaptive_config)
+    if steps is None:
+        steps = candidates[len(candidates) // 2]
+    if steps not in candidates:
+        raise ValueError(f"--speculative-num-steps={steps} is not in the adaptive config candidate_steps {candidates}. "
+                         "Pass one of those values.")
+    return AdaptiveParams(steps, args.speculative_adaptive_config, graph_sizes)
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -136,8 +163,14 @@ class _Server(uvicorn.Server):
         yield
 
 
-async def serve(args: argparse.Namespace, sock: socket.socket, home: Path) -> str:
-    """Serve until a signal; returns the signal's name."""
+SGLANG_LOADING = ["Load weight end. type=DeepseekV3ForCausalLM", "KV Cache is allocated.",
+                  "Capture cuda graph begin. This can take up to several minutes.", "Capture cuda graph end."]
+
+
+async def serve(args: argparse.Namespace, sock: socket.socket, home: Path, policy: DraftPolicy | None,
+                server_args: dict[str, Any], *, loading: list[str], ready: list[str]) -> str:
+    """Serve until a signal; returns the signal's name. args: tp_size, host, port, served_model_name, model_path,
+    enable_metrics, random_seed, time_scale, max_running_requests, as the engine's own flags set them."""
     gpus = list(range(args.tp_size))
     last_publish = [0.0, -1, -1]
 
@@ -147,9 +180,10 @@ async def serve(args: argparse.Namespace, sock: socket.socket, home: Path) -> st
             state.publish_server(home, gpus, running, queued)
             last_publish[:] = [now, running, queued]
 
-    scheduler = BatchScheduler(DEFAULT, spec=spec_config(args), max_running=args.max_running_requests, seed=args.random_seed)
+    scheduler = BatchScheduler(DEFAULT, spec=policy, max_running=args.max_running_requests or DEFAULT_MAX_RUNNING,
+                               seed=args.random_seed)
     engine = EngineLoop(scheduler, time_scale=args.time_scale, on_change=publish)
-    sim = SimServer(engine, resolved_args(args), args.served_model_name or args.model_path, args.enable_metrics)
+    sim = SimServer(engine, server_args, args.served_model_name or args.model_path, args.enable_metrics)
     config = uvicorn.Config(sim.app, log_level="warning", access_log=False, lifespan="off")
     server = _Server(config)
     received: list[str] = []
@@ -168,14 +202,13 @@ async def serve(args: argparse.Namespace, sock: socket.socket, home: Path) -> st
     load_s = DEFAULT.load_seconds / args.time_scale
     for rank in range(args.tp_size):
         print(f"[{time.strftime('%Y-%m-%d %H:%M:%S')} TP{rank}] Load weight begin. avail mem={int(state.read_gpus(home).memory_mib / 1024)} GB", flush=True)
-    for fraction, message in ((0.6, "Load weight end. type=DeepseekV3ForCausalLM"), (0.8, "KV Cache is allocated."),
-                              (0.9, "Capture cuda graph begin. This can take up to several minutes."), (1.0, "Capture cuda graph end.")):
-        await _sleep_unless(load_s * 0.25, received)
-        _log(f"TP0 {message}" if fraction < 1 else message)
+    for i, message in enumerate(loading):
+        await _sleep_unless(load_s / len(loading), received)
+        _log(f"TP0 {message}" if i < len(loading) - 1 else message)
     if not received:
         sim.ready = True
-        _log(f"INFO:     Uvicorn running on http://{args.host}:{args.port} (Press CTRL+C to quit)")
-        _log(READY_LINE)
+        for line in ready:
+            _log(line.format(host=args.host, port=args.port))
     while not received and not serve_task.done():
         await asyncio.sleep(0.1)
     server.should_exit = True
@@ -190,14 +223,23 @@ async def _sleep_unless(seconds: float, received: list[str]) -> None:
         await asyncio.sleep(min(0.05, end - time.monotonic()))
 
 
-def resolved_args(args: argparse.Namespace) -> dict[str, Any]:
-    resolved = {k: v for k, v in vars(args).items() if k != "time_scale"}
+def resolved_args(args: argparse.Namespace, policy: DraftPolicy | None, graph_sizes: list[int] | None) -> dict[str, Any]:
+    """What /server_info reports: the arguments as resolution left them, SGLang 0.5.23's field names."""
+    resolved = {k: v for k, v in vars(args).items() if k not in ("time_scale", "cuda_graph_max_bs_decode",
+                                                                  "cuda_graph_max_bs_prefill", "cuda_graph_bs_decode")}
     resolved["served_model_name"] = args.served_model_name or args.model_path
     resolved["tokenizer_path"] = args.tokenizer_path or args.model_path
+    resolved["max_running_requests"] = args.max_running_requests or DEFAULT_MAX_RUNNING
+    resolved["speculative_adaptive"] = isinstance(policy, AdaptiveParams)
+    if isinstance(policy, StaticDrafting):
+        resolved["speculative_num_steps"] = policy.num_steps
+    decode: dict[str, Any] = {"backend": "disabled"} if graph_sizes is None else {"max_bs": graph_sizes[-1], "bs": graph_sizes}
+    resolved["cuda_graph_config"] = {"decode": decode, "prefill": {}}
     return resolved
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     args = build_parser().parse_args(argv)
     try:
         home = state.sim_home()
@@ -206,14 +248,26 @@ def main(argv: list[str] | None = None) -> int:
             raise LaunchError(f"model path does not exist or is not a directory: {args.model_path}")
         if args.tp_size > gpus.count:
             raise LaunchError(f"tp_size={args.tp_size} needs {args.tp_size} GPUs but this host has {gpus.count}")
-        spec_config(args)
+        graph_sizes = decode_graph_sizes(args, gpus)
+        try:
+            policy = draft_policy(args, argv, graph_sizes)
+        except (ValueError, OSError) as e:  # SGLang lets these out of its argument resolution
+            return refused_at_start(e)
         sock = bind(args.host, args.port)
     except (LaunchError, state.SimHomeMissing) as e:
         print(f"ERROR: {e}", file=sys.stderr, flush=True)
         return 1
-    _log(f"server_args=ServerArgs({', '.join(f'{k}={v!r}' for k, v in resolved_args(args).items())})")
+    server_args = resolved_args(args, policy, graph_sizes)
+    _log(f"server_args=ServerArgs({', '.join(f'{k}={v!r}' for k, v in server_args.items())})")
+    return run_simulated(args, sock, gpus, home, policy, server_args, loading=SGLANG_LOADING,
+                         ready=["INFO:     Uvicorn running on http://{host}:{port} (Press CTRL+C to quit)", READY_LINE])
+
+
+def run_simulated(args: argparse.Namespace, sock: socket.socket, gpus: state.GpuSpec, home: Path,
+                  policy: DraftPolicy | None, server_args: dict[str, Any], *, loading: list[str], ready: list[str]) -> int:
+    """Workers, the server until a signal, and a shutdown that leaves behind what a real engine's does."""
     workers = start_workers(args, gpus)
-    reason = asyncio.run(serve(args, sock, home))
+    reason = asyncio.run(serve(args, sock, home, policy, server_args, loading=loading, ready=ready))
     _log(f"Received {reason}, shutting down")
     # A stop that reaches only this process leaves some workers behind, as SGLang
     # sometimes does; a stop of the whole process group takes them all.
@@ -227,6 +281,13 @@ def main(argv: list[str] | None = None) -> int:
                 worker.wait(timeout=5)
     (home / "servers" / f"{os.getpid()}.json").unlink(missing_ok=True)
     return 0
+
+
+def refused_at_start(e: BaseException) -> int:
+    """An engine that lets an exception out of its start: a traceback's last lines on stderr, exit status 1."""
+    print(f"Traceback (most recent call last):\n  File \"<engine start>\", in <module>\n{type(e).__name__}: {e}",
+          file=sys.stderr, flush=True)
+    return 1
 
 
 if __name__ == "__main__":

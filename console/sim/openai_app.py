@@ -162,7 +162,7 @@ class SimServer:
                 "avg_spec_accept_length": scheduler.avg_accept_length if scheduler.spec else None,
                 "last_gen_throughput": self.engine.throughput(),
             }],
-            "version": "0.5.5-pivot-sim",
+            "version": self.args.get("version", "0.5.23-pivot-sim"),
         })
 
     async def metrics(self, _request: Request) -> Response:

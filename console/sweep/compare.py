@@ -1,25 +1,132 @@
-"""Comparing runs level by level: ratios, crossovers, saturation, and what to do about speculation."""
+"""Comparing runs level by level, with the uncertainty of each level: who leads where, the crossovers,
+saturation, and what to do about speculation.
+
+A run leads at a level only when the two runs' 95 % intervals do not overlap there; where they do,
+the comparison says it cannot tell, with the numbers, and how many more requests would settle it.
+Levels that failed (errors, a lost link or server) or where the load generator was the limit are
+left out of every verdict and said to be. The recommendation, the crossover lines and the table are
+all read from the same per-level verdicts, so they cannot contradict each other.
+"""
 
 from __future__ import annotations
 
-import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import polars as pl
 
 from console.sweep.store import Run
+from console.untrusted import visible
 
 SATURATION_GAIN = 0.10  # past this level, throughput grows by less than 10 % to the next
-EVEN = 0.03  # within 3 % at a level: a short sweep's noise (measured in pivot demo), nobody leads
+MAX_REPEAT_FACTOR = 16  # more than 16x the requests to tell two levels apart: call them alike
+METRICS = {  # name -> (value column, low, high)
+    "total": ("total_tok_s", "total_tok_s_lo", "total_tok_s_hi"),
+    "per_request": ("req_tok_s_mean", "req_tok_s_lo", "req_tok_s_hi"),
+    "ttft": ("ttft_mean", "ttft_lo", "ttft_hi"),
+    "itl": ("itl_mean", "itl_lo", "itl_hi"),
+}
+
+
+def label(run: Run) -> str:
+    """A run as every sentence names it: its name, with its profile when the name does not say it."""
+    name, profile = visible(run.name), visible(run.profile)
+    return name if profile in name else f"{name} ({profile})"
+
+
+@dataclass(frozen=True)
+class Estimate:
+    value: float | None
+    lo: float | None
+    hi: float | None
+
+    @property
+    def known(self) -> bool:
+        return self.value is not None
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        if self.value is None:
+            return None
+        return (self.lo if self.lo is not None else self.value, self.hi if self.hi is not None else self.value)
+
+    @property
+    def relative_half(self) -> float:
+        if not self.value or self.lo is None or self.hi is None:
+            return 0.0
+        return (self.hi - self.lo) / 2 / abs(self.value)
+
+
+def estimate(row: dict[str, Any], metric: str) -> Estimate:
+    value, lo, hi = METRICS[metric]
+    return Estimate(row.get(value), row.get(lo), row.get(hi))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One metric at one level: B over A, its 95 % interval, and who leads ("a", "b", or None: cannot tell)."""
+
+    a: Estimate
+    b: Estimate
+    leader: str | None
+
+    @property
+    def ratio(self) -> float | None:
+        return self.b.value / self.a.value if self.a.value and self.b.value is not None else None
+
+    @property
+    def spread(self) -> float | None:
+        """The ratio's relative 95 % half-width (both runs' uncertainties combined)."""
+        if self.ratio is None:
+            return None
+        return self.ratio * math.hypot(self.a.relative_half, self.b.relative_half)
+
+    def text(self, unit: str, digits: int = 1) -> str:
+        if self.ratio is None or self.a.value is None or self.b.value is None:
+            return "not measured by both"
+        change = f"{(self.ratio - 1) * 100:+.0f} % ± {(self.spread or 0) * 100:.0f} %"
+        return f"{self.a.value:.{digits}f} vs {self.b.value:.{digits}f} {unit}, {change}"
+
+
+def judge(a: Estimate, b: Estimate, higher_is_better: bool = True) -> Verdict:
+    """B leads when its interval lies wholly beyond A's (and the other way round); otherwise nobody can tell."""
+    ia, ib = a.interval, b.interval
+    if ia is None or ib is None:
+        return Verdict(a, b, None)
+    if ib[0] > ia[1]:
+        better = "b"
+    elif ib[1] < ia[0]:
+        better = "a"
+    else:
+        return Verdict(a, b, None)
+    return Verdict(a, b, better if higher_is_better else ("a" if better == "b" else "b"))
+
+
+@dataclass(frozen=True)
+class Level:
+    c: int
+    total: Verdict
+    per_request: Verdict
+    ttft: Verdict | None  # None where latencies were not measurable (the client's loop ran late)
+    itl: Verdict | None
+    a: dict[str, Any]
+    b: dict[str, Any]
 
 
 @dataclass(frozen=True)
 class Crossover:
     metric: str
-    at: float | None  # interpolated C where B starts to lead (or stops leading)
-    leader_below: str | None  # which run leads below the crossover
+    at: float | None  # interpolated C where the lead changes hands (None: it does not, or not at one point)
+    leader_below: str | None  # "a" or "b"
     leader_above: str | None
+    text: str
+
+
+@dataclass(frozen=True)
+class Repeat:
+    c: int
+    more_requests: int | None  # per run, to tell the two apart; None: they are alike (more would only narrow it)
     text: str
 
 
@@ -27,16 +134,50 @@ class Crossover:
 class Comparison:
     a: Run
     b: Run
-    table: pl.DataFrame  # c, a_*, b_*, ratio_* per level both runs measured
+    levels: list[Level]
+    excluded: dict[int, str]  # C -> why it is in no verdict
     total: Crossover
     per_request: Crossover
     saturation: dict[str, int | None]
     recommendation: str
-    helps_up_to: int | None  # the largest measured C where speculation still helps total throughput (None: nowhere)
+    helps_up_to: int | None  # the largest measured C where drafting should stay on (None: no adaptive setting helps)
+    repeats: list[Repeat] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def drafting(self) -> Run:
         return drafting(self.a, self.b)
+
+    @property
+    def table(self) -> pl.DataFrame:
+        """One row per compared level: both runs' figures, B/A ratios with their spread, and who leads."""
+        rows = []
+        for lv in self.levels:
+            row: dict[str, Any] = {"c": lv.c}
+            for name in ("total", "per_request", "ttft", "itl"):
+                v: Verdict | None = getattr(lv, name)
+                row[f"a_{name}"] = v.a.value if v else None
+                row[f"b_{name}"] = v.b.value if v else None
+                row[f"ratio_{name}"] = v.ratio if v else None
+                row[f"spread_{name}"] = v.spread if v else None
+                row[f"leader_{name}"] = v.leader if v else None
+            row["a_errors"], row["b_errors"] = lv.a.get("errors"), lv.b.get("errors")
+            row["a_requests"], row["b_requests"] = lv.a.get("requests"), lv.b.get("requests")
+            rows.append(row)
+        return pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame({"c": []})
+
+    def name(self, side: str | None) -> str:
+        return label(self.a if side == "a" else self.b)
+
+    def report(self) -> list[str]:
+        """The comparison in sentences, as the terminal and the pane print them under the table."""
+        sat = "; ".join(f"{name}: C={c}" if c else f"{name}: not within the levels" for name, c in self.saturation.items())
+        lines = [f"recommendation: {self.recommendation}", f"crossover, total tok/s: {self.total.text}",
+                 f"crossover, per-request tok/s: {self.per_request.text}",
+                 f"saturation (< 10 % more to the next level): {sat}"]
+        lines += [f"C={c}: left out: {why}" for c, why in sorted(self.excluded.items())]
+        lines += [f"repeat: {r.text}" for r in self.repeats]
+        return lines + self.notes
 
 
 def drafting(a: Run, b: Run) -> Run:
@@ -44,65 +185,44 @@ def drafting(a: Run, b: Run) -> Run:
     return a if a.speculative and not b.speculative else b
 
 
-def _crossover(levels: list[int], a: list[float], b: list[float], a_name: str, b_name: str, metric: str) -> Crossover:
-    diffs = [y - x for x, y in zip(a, b)]
-    if all(d <= 0 for d in diffs):
-        return Crossover(metric, None, a_name, a_name, f"none: {a_name} leads at every level")
-    if all(d > 0 for d in diffs):
-        return Crossover(metric, None, b_name, b_name, f"none: {b_name} leads at every level")
-    for i in range(len(diffs) - 1):
-        if (diffs[i] > 0) != (diffs[i + 1] > 0):
-            # interpolate where the difference crosses zero, on a log C axis
-            lo, hi = math.log(levels[i]), math.log(levels[i + 1])
-            frac = diffs[i] / (diffs[i] - diffs[i + 1])
-            at = math.exp(lo + frac * (hi - lo))
-            below = b_name if diffs[i] > 0 else a_name
-            above = a_name if diffs[i] > 0 else b_name
-            return Crossover(metric, at, below, above,
-                             f"C ≈ {at:.1f}: {below} leads below (C ≤ {levels[i]}), {above} from C = {levels[i + 1]}")
-    return Crossover(metric, None, None, None, "the lead changes more than once: see the table")
-
-
-def saturation(levels: list[int], tps: list[float], gain: float = SATURATION_GAIN) -> int | None:
-    for i in range(len(levels) - 1):
-        if tps[i] > 0 and (tps[i + 1] - tps[i]) / tps[i] < gain:
-            return levels[i]
-    return None
-
-
 def counterpart(run: Run, runs: list[Run]) -> Run | None:
     """The earlier run to hold this one against: the newest of the other kind (drafting or not), so that an
     adaptive profile is checked against the baseline; else the newest of another profile; None without one."""
-    others = [r for r in runs if r.name != run.name and r.profile != run.profile
-              and not r.meta.get("corrupt") and r.levels().height]
+    others = [r for r in runs if r.name != run.name and r.profile != run.profile and r.state != "corrupt"
+              and r.measured().height]
     other_kind = [r for r in others if r.speculative != run.speculative]
     return (other_kind or others or [None])[-1]
 
 
-def compare(a: Run, b: Run) -> Comparison:
-    la, lb = a.levels(), b.levels()
-    if la.is_empty() or lb.is_empty():
-        raise ValueError(f"{a.name if la.is_empty() else b.name} has no completed level")
-    cols = ["c", "total_tok_s", "req_tok_s_mean", "ttft_p50", "itl_p50", "errors"]
-    joined = la.select([c for c in cols if c in la.columns]).join(
-        lb.select([c for c in cols if c in lb.columns]), on="c", suffix="_b").sort("c")
-    table = joined.rename({k: f"a_{k}" for k in cols[1:] if k in joined.columns}).rename(
-        {f"{k}_b": f"b_{k}" for k in cols[1:] if f"{k}_b" in joined.columns})
-    table = table.with_columns(
-        (pl.col("b_total_tok_s") / pl.col("a_total_tok_s")).alias("ratio_total"),
-        (pl.col("b_req_tok_s_mean") / pl.col("a_req_tok_s_mean")).alias("ratio_per_request"),
-    )
-    levels = table["c"].to_list()
-    total = _crossover(levels, table["a_total_tok_s"].to_list(), table["b_total_tok_s"].to_list(), a.name, b.name, "total")
-    per_request = _crossover(levels, [x or 0 for x in table["a_req_tok_s_mean"].to_list()],
-                             [x or 0 for x in table["b_req_tok_s_mean"].to_list()], a.name, b.name, "per-request")
-    sat = {a.name: saturation(la["c"].to_list(), la["total_tok_s"].to_list()),
-           b.name: saturation(lb["c"].to_list(), lb["total_tok_s"].to_list())}
-    recommendation, helps_up_to = recommend(a, b, table)
-    return Comparison(a, b, table, total, per_request, sat, recommendation, helps_up_to)
+def _why_out(row: dict[str, Any]) -> str | None:
+    if row.get("failed"):
+        return f"failed ({row['failed']})"
+    if row.get("client_bound"):
+        return f"client-bound ({row['client_bound']})"
+    return None
 
 
-def _where(subset: list[int], levels: list[int]) -> str:
+def _levels(a: Run, b: Run) -> tuple[list[Level], dict[int, str]]:
+    rows_a = {r["c"]: r for r in a.levels().iter_rows(named=True)}
+    rows_b = {r["c"]: r for r in b.levels().iter_rows(named=True)}
+    levels, excluded = [], {}
+    for c in sorted(set(rows_a) & set(rows_b)):
+        ra, rb = rows_a[c], rows_b[c]
+        why = [f"{label(run)}: {w}" for run, row in ((a, ra), (b, rb)) if (w := _why_out(row))]
+        if why:
+            excluded[c] = "; ".join(why)
+            continue
+        latency = not (ra.get("lagging") or rb.get("lagging"))
+        levels.append(Level(
+            c, judge(estimate(ra, "total"), estimate(rb, "total")),
+            judge(estimate(ra, "per_request"), estimate(rb, "per_request")),
+            judge(estimate(ra, "ttft"), estimate(rb, "ttft"), higher_is_better=False) if latency else None,
+            judge(estimate(ra, "itl"), estimate(rb, "itl"), higher_is_better=False) if latency else None,
+            ra, rb))
+    return levels, excluded
+
+
+def where(subset: list[int], levels: list[int]) -> str:
     """Levels as the operator reads them: "C ≤ 5", "C ≥ 10", or a list when they are not one end."""
     if subset == levels:
         return "every level"
@@ -113,66 +233,171 @@ def _where(subset: list[int], levels: list[int]) -> str:
     return "C = " + ", ".join(str(c) for c in subset)
 
 
-def _which_leads(a: Run, b: Run, table: pl.DataFrame) -> str:
+def _crossover(cmp_levels: list[Level], metric: str, names: dict[str, str]) -> Crossover:
+    verdicts = [(lv.c, getattr(lv, metric)) for lv in cmp_levels]
+    clear = [(c, v) for c, v in verdicts if v.leader]
+    unclear = [c for c, v in verdicts if not v.leader]
+    levels = [c for c, _ in verdicts]
+    if not clear:
+        return Crossover(metric, None, None, None, "cannot tell at any level: the intervals overlap everywhere")
+    leaders = {v.leader for _, v in clear}
+    tail = f"; cannot tell at {where(unclear, levels)}" if unclear else ""
+    if len(leaders) == 1:
+        leader = clear[0][1].leader
+        return Crossover(metric, None, leader, leader, f"none: {names[leader or 'b']} leads at "
+                         f"{where([c for c, _ in clear], levels)}{tail}")
+    changes = [i for i in range(len(clear) - 1) if clear[i][1].leader != clear[i + 1][1].leader]
+    if len(changes) > 1:
+        return Crossover(metric, None, None, None, "the lead changes more than once: see the table")
+    i = changes[0]
+    (c0, v0), (c1, v1) = clear[i], clear[i + 1]
+    below, above = v0.leader, v1.leader
+    between = [c for c in unclear if c0 < c < c1]
+    if between:  # the intervals cannot place it on one of the levels between
+        return Crossover(metric, None, below, above, f"between C = {c0} and C = {c1}: {names[below or 'b']} leads at "
+                         f"C ≤ {c0}, {names[above or 'b']} from C = {c1}; cannot tell at {where(between, levels)}")
+    d0, d1 = (v0.b.value or 0) - (v0.a.value or 0), (v1.b.value or 0) - (v1.a.value or 0)
+    frac = d0 / (d0 - d1) if d0 != d1 else 0.5
+    at = math.exp(math.log(c0) + frac * (math.log(c1) - math.log(c0)))
+    return Crossover(metric, at, below, above,
+                     f"C ≈ {at:.1f}: {names[below or 'b']} leads below (C ≤ {c0}), {names[above or 'b']} from C = {c1}{tail}")
+
+
+def saturation(levels: list[int], tps: list[float], gain: float = SATURATION_GAIN) -> int | None:
+    for i in range(len(levels) - 1):
+        if tps[i] > 0 and (tps[i + 1] - tps[i]) / tps[i] < gain:
+            return levels[i]
+    return None
+
+
+def _repeats(cmp_levels: list[Level]) -> list[Repeat]:
+    """For each level where total throughput or per-request speed cannot be told apart: how many requests would
+    (intervals narrow as the square root of the requests), or that the two are alike."""
+    repeats = []
+    for lv in cmp_levels:
+        options: list[tuple[float, Verdict, str]] = []
+        n = min(int(lv.a.get("requests") or 0), int(lv.b.get("requests") or 0))
+        for metric, unit in (("total", "tok/s"), ("per_request", "per-request tok/s")):
+            v: Verdict = getattr(lv, metric)
+            if v.leader or v.a.value is None or v.b.value is None or n < 2:
+                continue
+            half = v.a.value * v.a.relative_half + v.b.value * v.b.relative_half
+            gap = abs(v.b.value - v.a.value)
+            if half > 0:
+                options.append(((half / gap) ** 2 if gap > 0 else math.inf, v, unit))
+        if not options:
+            continue
+        factor, v, unit = min(options, key=lambda o: o[0])
+        if factor > MAX_REPEAT_FACTOR:
+            repeats.append(Repeat(lv.c, None, f"C={lv.c}: {v.text(unit)}: alike; more requests would only narrow it"))
+        else:
+            more = max(1, math.ceil(n * factor) - n)
+            repeats.append(Repeat(lv.c, more, f"C={lv.c}: {v.text(unit)}: cannot tell; about {more} more request(s) "
+                                              "in each run would"))
+    return repeats
+
+
+def _client_note(a: Run, b: Run) -> list[str]:
+    """The client's CPU and the machines' load, when they differ between the runs (noise that is not the server's)."""
+    def worst(run: Run, key: str) -> float | None:
+        frame = run.levels()
+        values = [v for v in frame[key].to_list() if v is not None] if key in frame.columns else []
+        return max(values) if values else None
+
+    parts = []
+    for key, what, gap, fmt in (("client_cpu", "its load generator's CPU", 0.2, "{:.0%} of a core"),
+                                ("load_avg", "the client machine's load", 1.0, "{:.1f}"),
+                                ("host_load_avg", "the server host's load", 1.0, "{:.1f}")):
+        va, vb = worst(a, key), worst(b, key)
+        if va is not None and vb is not None and abs(va - vb) >= gap:
+            parts.append(f"{what} peaked at {fmt.format(va)} in {label(a)} and {fmt.format(vb)} in {label(b)}")
+    return [f"note: {'; '.join(parts)}"] if parts else []
+
+
+def _quality_notes(run: Run) -> list[str]:
+    frame = run.measured()
+    notes = []
+    for key, text in (("usage_missing", "usage missing: tokens counted from chunks or finish_reason"),
+                      ("short", "ended early (finish_reason stop): their tokens count"),
+                      ("lagging", None)):
+        if key not in frame.columns:
+            continue
+        values = [(c, v) for c, v in zip(frame["c"].to_list(), frame[key].to_list()) if v]
+        if not values:
+            continue
+        if key == "lagging":
+            notes.append(f"note: {label(run)}: latencies not measured at {where([c for c, _ in values], frame['c'].to_list())}"
+                         f" ({values[0][1]})")
+        else:
+            notes.append(f"note: {label(run)}: {sum(int(v) for _, v in values)} request(s) {text}")
+    if any(r.get("total_tok_s_lo") is None for r in frame.iter_rows(named=True)):
+        notes.append(f"note: {label(run)} has levels without per-request data (imported, or under two requests): "
+                     "their numbers carry no interval")
+    return notes
+
+
+def compare(a: Run, b: Run) -> Comparison:
+    if not a.measured().height or not b.measured().height:
+        missing = a if not a.measured().height else b
+        raise ValueError(f"{label(missing)} has no measured level" + (f" ({missing.corrupt})" if missing.corrupt else ""))
+    cmp_levels, excluded = _levels(a, b)
+    if not cmp_levels:
+        raise ValueError(f"{label(a)} and {label(b)} have no level that both measured"
+                         + (": " + "; ".join(f"C={c} {w}" for c, w in excluded.items()) if excluded else ""))
+    names = {"a": label(a), "b": label(b)}
+    la, lb = a.measured(), b.measured()
+    sat = {names["a"]: saturation(la["c"].to_list(), la["total_tok_s"].to_list()),
+           names["b"]: saturation(lb["c"].to_list(), lb["total_tok_s"].to_list())}
+    recommendation, cut = recommend(a, b, cmp_levels)
+    return Comparison(a, b, cmp_levels, excluded, _crossover(cmp_levels, "total", names),
+                      _crossover(cmp_levels, "per_request", names), sat, recommendation, cut, _repeats(cmp_levels),
+                      _client_note(a, b) + _quality_notes(a) + _quality_notes(b))
+
+
+def _which_leads(a: Run, b: Run, cmp_levels: list[Level]) -> str:
     """Two runs of the same kind (both drafting, or neither): no speculation verdict, only who leads where."""
-    levels, ratios = table["c"].to_list(), table["ratio_total"].to_list()
-    b_leads = [c for c, r in zip(levels, ratios) if r > 1 + EVEN]
-    a_leads = [c for c, r in zip(levels, ratios) if r < 1 - EVEN]
-    best = max(zip(ratios, levels))
+    levels = [lv.c for lv in cmp_levels]
+    b_leads = [lv.c for lv in cmp_levels if lv.total.leader == "b"]
+    a_leads = [lv.c for lv in cmp_levels if lv.total.leader == "a"]
+    unclear = [lv.c for lv in cmp_levels if lv.total.leader is None]
     if not b_leads and not a_leads:
-        return f"{a.profile} and {b.profile} are even (within {EVEN:.0%}) at every level"
-    if not b_leads:
-        return f"{a.profile} leads total throughput at {_where(a_leads, levels)}: {b.profile} brings no gain"
-    text = f"{b.profile} leads total throughput at {_where(b_leads, levels)} (×{best[0]:.2f} at C={best[1]})"
-    if a_leads:
-        return text + f", {a.profile} at {_where(a_leads, levels)}"
-    return text + ("; even elsewhere" if len(b_leads) < len(levels) else "")
+        return f"{label(a)} and {label(b)} cannot be told apart in total throughput at any level"
+    parts = []
+    for side, leads in (("b", b_leads), ("a", a_leads)):
+        if leads:
+            best = max((lv for lv in cmp_levels if lv.c in leads),
+                       key=lambda lv: (lv.total.ratio or 1) if side == "b" else 1 / (lv.total.ratio or 1))
+            ratio = best.total.ratio if side == "b" else 1 / (best.total.ratio or 1)
+            parts.append(f"{label(b if side == 'b' else a)} leads total throughput at {where(leads, levels)} "
+                         f"(×{ratio:.2f} at C={best.c})")
+    text = ", ".join(parts)
+    return text + (f"; cannot tell at {where(unclear, levels)}" if unclear else "")
 
 
-def recommend(a: Run, b: Run, table: pl.DataFrame) -> tuple[str, int | None]:
+def recommend(a: Run, b: Run, cmp_levels: list[Level]) -> tuple[str, int | None]:
     """One actionable line, and the C above which drafting should be off (None: no adaptive setting helps).
-    The speculative run is the one whose command line drafts; differences within EVEN are nobody's."""
+    The speculative run is the one whose command line drafts; only levels the intervals decide count."""
     if a.speculative == b.speculative:
-        return _which_leads(a, b, table), None
-    spec = drafting(a, b)
-    flip = (lambda r: r) if spec is b else (lambda r: 1 / r)  # noqa: E731
-    levels = table["c"].to_list()
-    total = [flip(r) for r in table["ratio_total"].to_list()]
-    speed = [flip(r) if r else None for r in table["ratio_per_request"].to_list()]
-    wins = [c for c, r in zip(levels, total) if r > 1 + EVEN]
-    losses = [c for c, r in zip(levels, total) if r < 1 - EVEN]
-    speed_wins = [c for c, r in zip(levels, speed) if r and r > 1 + EVEN]
-    who = f"speculation ({spec.profile})"
+        return _which_leads(a, b, cmp_levels), None
+    spec_side = "a" if drafting(a, b) is a else "b"
+    spec, base = (a, b) if spec_side == "a" else (b, a)
+    levels = [lv.c for lv in cmp_levels]
+    wins = [lv.c for lv in cmp_levels if lv.total.leader == spec_side]
+    losses = [lv.c for lv in cmp_levels if lv.total.leader not in (None, spec_side)]
+    speed_wins = [lv.c for lv in cmp_levels if lv.per_request.leader == spec_side]
+    unclear = [lv.c for lv in cmp_levels if lv.total.leader is None]
+    who = f"speculation ({label(spec)}, against {label(base)})"
+    unsure = f"; cannot tell total throughput at {where(unclear, levels)}" if unclear else ""
+    gains = [f"per-request speed at {where(speed_wins, levels)}"] if speed_wins else []
+    gains += [f"total throughput at {where(wins, levels)}"] if wins else []
     if not losses:
-        if not wins and not speed_wins:
-            return f"{who} is even with the baseline at every level (within {EVEN:.0%}): it buys nothing", None
-        gains = [f"per-request speed at {_where(speed_wins, levels)}"] if speed_wins else []
-        gains += [f"total throughput at {_where(wins, levels)}"] if wins else []
-        return f"{who} helps {' and '.join(gains)}, costs no total throughput anywhere: keep it", None
-    if not wins and not speed_wins:
-        return f"{who} loses total throughput at {_where(losses, levels)} and helps nowhere: disable it", None
-    speed_text = f"helps per-request speed only at {_where(speed_wins, levels)}" if speed_wins else "never helps per-request speed"
-    total_text = (f"wins total throughput at {_where(wins, levels)} and loses it at {_where(losses, levels)}" if wins
-                  else f"loses total throughput at {_where(losses, levels)}")
-    safe = [c for c in levels[: levels.index(losses[0])]]  # the levels below the first loss
-    cut = safe[-1] if safe and (set(safe) & set(wins + speed_wins)) else None
-    verdict = f"turn drafting off above C={cut}" if cut else "disable it"
-    return f"{who} {speed_text}{', ' if wins else ' and '}{total_text}: {verdict}", cut
-
-
-def sglang_adaptive_config(off_above: int, steps: int = 3) -> dict:
-    """--speculative-adaptive-config: draft at running batches up to `off_above`, not beyond."""
-    return {"batch_size_tiers": [{"min_batch_size": 1, "candidate_steps": [steps]},
-                                 {"min_batch_size": off_above + 1, "candidate_steps": [0]}]}
-
-
-def vllm_speculative_config(off_above: int, tokens: int = 3) -> dict:
-    return {"num_speculative_tokens": tokens,
-            "num_speculative_tokens_per_batch_size": [[1, tokens], [off_above + 1, 0]]}
-
-
-def adaptive_profile_text(spec_profile: str, config_path: str) -> str:
-    return (f'# written by pivot compare: {spec_profile} with drafting off above the crossover\n'
-            f'description = "{spec_profile} + adaptive speculation from pivot compare"\n'
-            f'extends = "{spec_profile}"\n\n[flags]\nspeculative-adaptive = true\n'
-            f'speculative-adaptive-config = {json.dumps(config_path)}\n')
+        if not gains:
+            return f"{who}: cannot tell whether it helps or costs anything at any level: repeat the uncertain levels", None
+        return f"{who} helps {' and '.join(gains)}, costs no total throughput where the data can tell{unsure}: keep it", None
+    if not gains:
+        return f"{who} loses total throughput at {where(losses, levels)} and helps nowhere the data can tell{unsure}: disable it", None
+    below = [c for c in levels if c < losses[0]]
+    helped_below = [c for c in below if c in wins or c in speed_wins]
+    cut = helped_below[-1] if helped_below else None
+    verdict = f"turn drafting off above C={cut}" if cut else "disable it (its gains lie above where it loses)"
+    return f"{who} helps {' and '.join(gains)} and loses total throughput at {where(losses, levels)}{unsure}: {verdict}", cut

@@ -4,6 +4,7 @@ concurrency) becomes a pivot run, one level per line, so it can be compared with
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -35,21 +36,26 @@ def level_from_bench_serving(line: dict[str, Any]) -> dict[str, Any]:
 
 
 def import_bench_serving(campaign_dir: Path, path: Path, *, name: str | None, profile: str,
-                         command_line: str | None = None) -> Run:
-    """command_line: the profile's, when it is known here, so that the comparison knows whether the run drafted."""
+                         argv: list[str] | None = None, kind: str | None = None) -> Run:
+    """argv, kind: the profile's, when it is known here, so that the comparison knows whether the run drafted."""
     levels = []
-    for number, text in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    try:
+        text_lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError as e:
+        raise RunError(f"{path}: cannot read: {e.strerror}") from None
+    for number, text in enumerate(text_lines, 1):
         if not text.strip():
             continue
         try:
             levels.append(level_from_bench_serving(json.loads(text)))
-        except (ValueError, KeyError, TypeError) as e:
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
             raise RunError(f"{path}:{number}: not a bench_serving result line ({e})") from None
     if not levels:
         raise RunError(f"{path}: no result lines")
     by_c = {level["c"]: level for level in levels}  # a later line for the same C wins, as a rerun would
     meta = {"profile": profile, "imported_from": str(path), "source": "sglang bench_serving",
-            "settings": {"levels": sorted(by_c)}, **({"command_line": command_line} if command_line else {})}
+            "settings": {"levels": sorted(by_c)},
+            **({"argv": argv, "command_line": shlex.join(argv), "kind": kind} if argv else {})}
     run = create_run(campaign_dir, meta, name=name)
     with open(run.dir / EVENTS, "a", encoding="utf-8") as f:
         for c in sorted(by_c):

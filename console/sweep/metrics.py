@@ -3,8 +3,15 @@
 A speculative server sends several tokens in one chunk, so inter-token
 latency is computed per token: a chunk of n tokens that arrived g seconds
 after the previous one contributes n gaps of g/n. Token counts come from
-the server's usage; where a server sent none, the chunk count stands in and
-the result says so.
+the server's usage; where a server sent none, the request says how it was
+counted instead (see `token_source`).
+
+Every level carries 95 % confidence intervals over its requests, so that a
+comparison can tell a difference from noise:
+- total tok/s: the level's throughput is C x (tokens / busy seconds) of its
+  requests, a ratio of sums, whose relative interval comes from the delta
+  method with Student's t (honest for the handful of requests of a C=1 level);
+- per-request tok/s, TTFT and ITL: the interval of the mean over requests.
 """
 
 from __future__ import annotations
@@ -12,6 +19,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from statistics import NormalDist
+from typing import Any
+
+FAILED_ERROR_RATE = 0.05  # a level with more failed requests than this is not measured: it is marked failed
+_Z975 = NormalDist().inv_cdf(0.975)
 
 
 @dataclass(frozen=True)
@@ -23,18 +35,25 @@ class RequestRecord:
     error: str | None
     ttft: float | None  # seconds to the first content
     e2e: float | None
-    tokens: int  # output tokens (usage, or chunks when usage_missing)
-    usage_missing: bool = False
+    tokens: int  # output tokens (see token_source)
+    usage_missing: bool = False  # the server sent no usage: tokens were counted another way
     chunks: tuple[tuple[float, int], ...] = ()  # (seconds since start, tokens in the chunk)
     warmup: bool = False
+    finish_reason: str | None = None  # "length", "stop", …: the server's own word on why the stream ended
+    over_asked: bool = False  # the server reported more tokens than max_tokens asked for
 
     @property
     def ok(self) -> bool:
         return self.error is None
 
     @property
+    def short(self) -> bool:
+        """Ended before max_tokens because the model stopped (finish_reason "stop"): its tokens count."""
+        return self.ok and self.finish_reason not in (None, "length")
+
+    @property
     def decode_tok_s(self) -> float | None:
-        """This request's speed once tokens flow: tokens after the first over the time they took."""
+        """This request's speed once tokens flow: tokens after the first chunk over the time they took."""
         if not self.ok or self.ttft is None or self.e2e is None or self.tokens < 2 or self.e2e <= self.ttft:
             return None
         first_chunk = self.chunks[0][1] if self.chunks else 1
@@ -47,16 +66,21 @@ class RequestRecord:
                 gaps += [(t1 - t0) / n] * n
         return gaps
 
-    def to_dict(self) -> dict:
-        return {"c": self.c, "i": self.index, "start": self.start, "status": self.status, "error": self.error,
-                "ttft": self.ttft, "e2e": self.e2e, "tokens": self.tokens, "usage_missing": self.usage_missing,
-                "chunks": [list(c) for c in self.chunks], "warmup": self.warmup}
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"c": self.c, "i": self.index, "start": self.start, "status": self.status, "error": self.error,
+                             "ttft": self.ttft, "e2e": self.e2e, "tokens": self.tokens, "usage_missing": self.usage_missing,
+                             "chunks": [list(c) for c in self.chunks], "warmup": self.warmup,
+                             "finish_reason": self.finish_reason}
+        if self.over_asked:
+            d["over_asked"] = True
+        return d
 
     @classmethod
-    def from_dict(cls, d: dict) -> RequestRecord:
+    def from_dict(cls, d: dict[str, Any]) -> RequestRecord:
         return cls(int(d["c"]), int(d["i"]), float(d["start"]), d.get("status"), d.get("error"), d.get("ttft"),
-                   d.get("e2e"), int(d.get("tokens", 0)), bool(d.get("usage_missing")),
-                   tuple((float(t), int(n)) for t, n in d.get("chunks", ())), bool(d.get("warmup")))
+                   d.get("e2e"), int(d.get("tokens") or 0), bool(d.get("usage_missing")),
+                   tuple((float(t), int(n)) for t, n in d.get("chunks") or ()), bool(d.get("warmup")),
+                   d.get("finish_reason"), bool(d.get("over_asked")))
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
@@ -67,6 +91,40 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     k = (len(ordered) - 1) * q / 100
     lo, hi = math.floor(k), math.ceil(k)
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def t975(df: int) -> float:
+    """Student's t quantile for a two-sided 95 % interval (Cornish-Fisher; within 0.3 % of tables from df = 2)."""
+    if df < 1:
+        return math.inf
+    if df == 1:
+        return 12.706
+    z = _Z975
+    return (z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+            + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * df**3))
+
+
+def mean_interval(values: Sequence[float]) -> tuple[float, float, float] | None:
+    """(mean, low, high) of a 95 % interval of the mean; None with fewer than two values."""
+    n = len(values)
+    if n < 2:
+        return None
+    mean = sum(values) / n
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    half = t975(n - 1) * sd / math.sqrt(n)
+    return mean, mean - half, mean + half
+
+
+def ratio_relative_halfwidth(ys: Sequence[float], xs: Sequence[float]) -> float | None:
+    """Relative half-width of a 95 % interval of sum(ys) / sum(xs) over pairs (delta method, Student's t)."""
+    n = len(xs)
+    if n < 2 or sum(xs) <= 0 or sum(ys) <= 0:
+        return None
+    ratio = sum(ys) / sum(xs)
+    mean_x = sum(xs) / n
+    residuals = [y - ratio * x for x, y in zip(xs, ys)]
+    se = math.sqrt(sum(r * r for r in residuals) / (n - 1) / n) / mean_x
+    return t975(n - 1) * se / ratio
 
 
 @dataclass(frozen=True)
@@ -91,14 +149,36 @@ class LevelMetrics:
     e2e_p99: float | None
     requests_per_s: float
     usage_missing: int = 0
-    server: dict = field(default_factory=dict)  # the server's own view (/metrics), means over the level
+    server: dict[str, float] = field(default_factory=dict)  # the server's own view (/metrics), means over the level
+    # 95 % intervals (None where the level has too few requests to say)
+    total_tok_s_lo: float | None = None
+    total_tok_s_hi: float | None = None
+    req_tok_s_lo: float | None = None
+    req_tok_s_hi: float | None = None
+    ttft_mean: float | None = None
+    ttft_lo: float | None = None
+    ttft_hi: float | None = None
+    itl_mean: float | None = None  # the mean of each request's mean inter-token latency
+    itl_lo: float | None = None
+    itl_hi: float | None = None
+    short: int = 0  # requests that ended early with finish_reason "stop": their tokens count
+    over_asked: int = 0  # requests whose usage exceeded max_tokens
+    first_error: str | None = None
+    failed: str | None = None  # why the level is not a measurement (errors, the link, the server); None: it is
+    attempts: int = 1  # repeats of the level merged into these numbers
 
     @property
     def error_rate(self) -> float:
         return self.errors / self.requests if self.requests else 0.0
 
 
-def level_metrics(c: int, records: Sequence[RequestRecord], wall_s: float, server: dict | None = None) -> LevelMetrics:
+def _request_itl_mean(r: RequestRecord) -> float | None:
+    speed = r.decode_tok_s
+    return 1 / speed if speed else None
+
+
+def level_metrics(c: int, records: Sequence[RequestRecord], wall_s: float, server: dict[str, float] | None = None, *,
+                  failed: str | None = None, attempts: int = 1) -> LevelMetrics:
     counted = [r for r in records if not r.warmup]
     ok = [r for r in counted if r.ok]
     tokens = sum(r.tokens for r in ok)
@@ -106,15 +186,32 @@ def level_metrics(c: int, records: Sequence[RequestRecord], wall_s: float, serve
     itl = [g for r in ok for g in r.itl()]
     ttft = [r.ttft for r in ok if r.ttft is not None]
     e2e = [r.e2e for r in ok if r.e2e is not None]
+    total = tokens / wall_s if wall_s > 0 else 0.0
+    busy = [(r.tokens, r.e2e) for r in ok if r.e2e]
+    rel = ratio_relative_halfwidth([t for t, _ in busy], [s for _, s in busy])
+    speed_ci = mean_interval(speeds)
+    ttft_ci = mean_interval(ttft)
+    itl_ci = mean_interval([m for r in ok if (m := _request_itl_mean(r)) is not None])
+    errors = len(counted) - len(ok)
+    if failed is None and counted and errors / len(counted) > FAILED_ERROR_RATE:
+        failed = f"{errors} of {len(counted)} requests failed"
     return LevelMetrics(
-        c=c, requests=len(counted), errors=len(counted) - len(ok), wall_s=wall_s, output_tokens=tokens,
-        total_tok_s=tokens / wall_s if wall_s > 0 else 0.0, steady_tok_s=steady_throughput(c, ok),
+        c=c, requests=len(counted), errors=errors, wall_s=wall_s, output_tokens=tokens,
+        total_tok_s=total, steady_tok_s=steady_throughput(c, ok),
         req_tok_s_mean=sum(speeds) / len(speeds) if speeds else None, req_tok_s_p50=percentile(speeds, 50),
         ttft_p50=percentile(ttft, 50), ttft_p90=percentile(ttft, 90), ttft_p99=percentile(ttft, 99),
         itl_p50=percentile(itl, 50), itl_p90=percentile(itl, 90), itl_p99=percentile(itl, 99),
         e2e_p50=percentile(e2e, 50), e2e_p90=percentile(e2e, 90), e2e_p99=percentile(e2e, 99),
         requests_per_s=len(ok) / wall_s if wall_s > 0 else 0.0,
         usage_missing=sum(r.usage_missing for r in ok), server=server or {},
+        total_tok_s_lo=total * (1 - rel) if rel is not None else None,
+        total_tok_s_hi=total * (1 + rel) if rel is not None else None,
+        req_tok_s_lo=speed_ci[1] if speed_ci else None, req_tok_s_hi=speed_ci[2] if speed_ci else None,
+        ttft_mean=ttft_ci[0] if ttft_ci else None, ttft_lo=ttft_ci[1] if ttft_ci else None,
+        ttft_hi=ttft_ci[2] if ttft_ci else None,
+        itl_mean=itl_ci[0] if itl_ci else None, itl_lo=itl_ci[1] if itl_ci else None, itl_hi=itl_ci[2] if itl_ci else None,
+        short=sum(r.short for r in ok), over_asked=sum(r.over_asked for r in ok),
+        first_error=next((r.error for r in counted if r.error), None), failed=failed, attempts=attempts,
     )
 
 

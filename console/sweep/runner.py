@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import shlex
 import signal
 import sys
 from collections.abc import AsyncIterator
@@ -13,16 +15,20 @@ from console import config
 from console.gpu.samples import Sample
 from console.gpu.telemetry import RemoteTelemetry
 from console.remote import Connection
-from console.server.lifecycle import ServerLifecycle, ServerState
+from console.server.lifecycle import ServerLifecycle, ServerRecord, ServerState
 from console.sweep.store import Run, RunError
+from console.untrusted import visible
 
 
 class SweepProcess:
     """One load generator process writing into one run. stop(): after the level; abort(): now."""
 
-    def __init__(self, run: Run, target: list[str], *, resume: bool = False):
-        """target: ["--url", URL] or ["--config", PATH, "--host", NAME, "--port", PORT] (its own SSH forward)."""
-        self.run, self.target, self.resume = run, target, resume
+    def __init__(self, run: Run, target: list[str], *, resume: bool = False, repeat: list[int] | None = None,
+                 requests: int | None = None):
+        """target: ["--url", URL] or ["--config", PATH, "--host", NAME, "--port", PORT] (its own SSH forward).
+        resume: run the levels not yet measured; repeat: measure these levels again (`requests` each), merged with
+        what is there."""
+        self.run, self.target, self.resume, self.repeat, self.requests = run, target, resume, repeat, requests
         self.proc: asyncio.subprocess.Process | None = None
         self.stderr = ""
 
@@ -30,28 +36,51 @@ class SweepProcess:
         argv = [sys.executable, "-m", "console.sweep.loadgen", *self.target, "--run-dir", str(self.run.dir)]
         if self.resume:
             argv.append("--resume")
+        if self.repeat:
+            argv += ["--repeat", ",".join(map(str, self.repeat))]
+        if self.requests:
+            argv += ["--requests", str(self.requests)]
         self.proc = await asyncio.create_subprocess_exec(
             *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
             limit=1 << 24,  # a request event with every chunk of a long answer is one long line
         )
         assert self.proc.stdout and self.proc.stderr
         stderr_task = asyncio.create_task(self.proc.stderr.read())
+        finished = False
         try:
             while line := await self.proc.stdout.readline():
                 try:
-                    yield json.loads(line)
+                    event = json.loads(line)
                 except ValueError:
                     continue
+                if isinstance(event, dict):
+                    yield event
             await self.proc.wait()
             self.stderr = (await stderr_task).decode(errors="replace")
-            if self.proc.returncode not in (0, 130):
-                yield {"type": "failed", "status": self.proc.returncode,
-                       "message": (self.stderr.strip().splitlines() or ["no output"])[-1]}
+            if self.proc.returncode not in (0, 3, 130):
+                yield {"type": "failed", "status": self.proc.returncode, "message": self._why(self.proc.returncode)}
+            finished = True
+            try:
+                await asyncio.to_thread(self.run.finish)  # parsing a long run's events: not on the caller's loop
+            except RunError as e:
+                yield {"type": "failed", "status": None, "message": str(e)}
         finally:
             if self.proc.returncode is None:  # the caller went away: end the generator we started
                 self.proc.send_signal(signal.SIGTERM)
                 await self.proc.wait()
-            self.run.finish()
+            if not finished:
+                with contextlib.suppress(RunError):
+                    self.run.finish()
+
+    def _why(self, status: int) -> str:
+        if status < 0:
+            try:
+                name = signal.Signals(-status).name
+            except ValueError:
+                name = f"signal {-status}"
+            return f"the load generator was killed by {name}"
+        last = (self.stderr.strip().splitlines() or [f"it exited with status {status} and said nothing"])[-1]
+        return visible(last)
 
     def stop(self) -> None:
         if self.proc and self.proc.returncode is None:
@@ -70,10 +99,23 @@ async def describe_server(conn: Connection, cfg: config.Config, host: str) -> tu
     status = await lifecycle.poll()
     if status.state != ServerState.READY:
         raise RunError(f"the server on {host} is {status.describe()}: start a profile first (pivot server start P)")
-    record = (await conn.run(["cat", "server.json"], cwd=spec.workdir)).stdout
-    data = json.loads(record)
+    record = ServerRecord.parse((await conn.run(["cat", "server.json"], cwd=spec.workdir)).stdout)
+    if record is None:
+        raise RunError(f"the server on {host} has no readable server.json: start it with pivot")
     sample = await agent.sample_once()
-    gpus = [g.name for g in sample.gpus] if isinstance(sample, Sample) else []
-    meta = {"profile": status.profile, "command_line": " ".join(data.get("argv", [])), "host": host,
-            "gpu_count": len(gpus), "gpu_names": sorted(set(gpus)), "model": status.model}
-    return meta, int(data["port"])
+    gpus = sample.gpus if isinstance(sample, Sample) else []
+    meta = {"profile": status.profile, "kind": record.kind, "argv": list(record.argv), "command_line": shlex.join(record.argv),
+            "host": host, "gpu_count": len(gpus), "gpu_names": sorted({g.name for g in gpus}),
+            "gpu_memory_mib": max((g.mem_total_mib for g in gpus if g.mem_total_mib), default=None), "model": status.model}
+    return meta, record.port
+
+
+def identity_mismatch(run_meta: dict[str, Any], server_meta: dict[str, Any]) -> str | None:
+    """How the running server differs from the one a run measured (profile, model, command line); None: the same."""
+    for key, what in (("profile", "profile"), ("model", "model"), ("argv", "command line")):
+        if key in run_meta and key in server_meta and run_meta[key] != server_meta[key]:
+            ran, now = run_meta[key], server_meta[key]
+            if key == "argv":
+                return "its command line differs"
+            return f"{what} {visible(str(ran))}, now {visible(str(now))}"
+    return None

@@ -3,19 +3,22 @@
 events.jsonl is the truth, written as things happen; the Parquet tables are
 derived from it (atomically: a temporary file, then rename) when a sweep
 ends, and again on demand, so a run interrupted at any moment still opens.
-A level counts once it has its level_done; an interrupted level's requests
-are kept in the events but left out of the tables, and a resume runs it again.
+
+A level counts once it has its level_done. Attempts of a level: a fresh one
+(a resume, a retry after a failure) replaces the earlier ones; a repeat
+(`--repeat-uncertain`) adds its requests to the earlier good ones, and the
+level's numbers are computed again from all of them. A failed attempt is
+shown as failed, never averaged, and a resume runs that level again.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import time
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -24,40 +27,102 @@ import polars as pl
 import tomli_w
 
 from console import __version__
+from console.server.speculation import Drafting, command_argv, drafting
+from console.sweep.metrics import RequestRecord, level_metrics
+from console.sweep.runfiles import (EVENTS, LEVELS, META, REQUESTS, EventLogFile, EventsCorrupt, RunError, check_run_name,
+                                    name_part, read_events)
 
-EVENTS, META, LEVELS = "events.jsonl", "run.toml", "levels.parquet"
-
-
-class RunError(Exception):
-    pass
+__all__ = ["EVENTS", "META", "EventLogFile", "Run", "RunError", "completed_levels", "create_run", "delete_run",
+           "list_runs", "open_run", "runs_dir"]
+_CLIENT_MAX = ("client_cpu", "loop_lag_p50", "loop_lag_p90", "loop_lag_p99", "load_avg", "host_load_avg", "peak_in_flight")
 
 
 def runs_dir(campaign_dir: Path) -> Path:
     return campaign_dir / "runs"
 
 
-def read_events(run_dir: Path) -> list[dict[str, Any]]:
-    events = []
-    try:
-        lines = (run_dir / EVENTS).read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        return []
-    for line in lines:
-        try:
-            events.append(json.loads(line))
-        except ValueError:
-            continue  # a line cut by a crash mid-write: everything before it stands
-    return events
+@dataclass
+class _Attempt:
+    done: dict[str, Any]
+    requests: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.done.get("failed"))
+
+
+def _attempts(events: list[dict[str, Any]]) -> dict[int, list[_Attempt]]:
+    """Per C, the attempts that count now: the last fresh one and the repeats after it."""
+    groups: dict[int, list[_Attempt]] = {}
+    current: dict[int, list[dict[str, Any]]] = {}
+    for e in events:
+        kind = e["type"]
+        if kind == "level_started":
+            current[e["c"]] = []
+        elif kind == "request" and e["c"] in current:
+            current[e["c"]].append(e)
+        elif kind == "level_done":
+            attempt = _Attempt(e, current.pop(e["c"], []))
+            if e.get("repeat") and groups.get(e["c"]):
+                groups[e["c"]].append(attempt)
+            else:
+                groups[e["c"]] = [attempt]
+    return groups
+
+
+def _row(done: dict[str, Any]) -> dict[str, Any]:
+    row = {k: v for k, v in done.items() if k not in ("type", "t", "server", "repeat")}
+    for key, value in (done.get("server") or {}).items():
+        row[f"server_{key}"] = value
+    return row
+
+
+def _pooled(c: int, attempts: list[_Attempt]) -> dict[str, Any]:
+    """One level's numbers from the requests of several good attempts."""
+    records = [RequestRecord.from_dict(r) for a in attempts for r in a.requests]
+    servers = [a.done.get("server") or {} for a in attempts]
+    server = {k: sum(s[k] for s in servers if k in s) / sum(k in s for s in servers) for k in {k for s in servers for k in s}}
+    metrics = level_metrics(c, records, sum(float(a.done.get("wall_s") or 0) for a in attempts), server,
+                            attempts=len(attempts))
+    row = _row({**vars(metrics), "server": server})
+    for key in _CLIENT_MAX:
+        values = [a.done[key] for a in attempts if isinstance(a.done.get(key), (int, float))]
+        row[key] = max(values) if values else None
+    for key in ("client_bound", "lagging"):
+        row[key] = next((a.done[key] for a in attempts if a.done.get(key)), None)
+    return row
+
+
+def _level_rows(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    rows = []
+    for c, group in sorted(_attempts(events).items()):
+        good = [a for a in group if not a.failed]
+        if len(good) > 1:
+            rows.append(_pooled(c, good))
+        else:
+            rows.append(_row((good or group)[-1].done))
+    return rows
+
+
+def _frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
+    if not rows:
+        return pl.DataFrame({"c": pl.Series([], dtype=pl.Int64), "total_tok_s": pl.Series([], dtype=pl.Float64)})
+    return pl.DataFrame(rows, infer_schema_length=None)
 
 
 def completed_levels(run_dir: Path) -> set[int]:
-    return {int(e["c"]) for e in read_events(run_dir) if e.get("type") == "level_done"}
+    """Levels measured (not failed): a resume leaves them alone."""
+    return {row["c"] for row in _level_rows(read_events(run_dir)) if not row.get("failed")}
 
 
 def _atomic_parquet(frame: pl.DataFrame, path: Path) -> None:
     tmp = path.with_suffix(".parquet.tmp")
-    frame.write_parquet(tmp)
-    os.replace(tmp, path)
+    try:
+        frame.write_parquet(tmp)
+        os.replace(tmp, path)
+    except (OSError, pl.exceptions.PolarsError) as e:
+        tmp.unlink(missing_ok=True)
+        raise RunError(f"cannot write {path}: {getattr(e, 'strerror', None) or e}") from None
 
 
 @dataclass
@@ -65,14 +130,24 @@ class Run:
     name: str
     dir: Path
     meta: dict[str, Any]
+    corrupt: str | None = None  # why its events cannot be read (file and line), once found
 
     @property
     def profile(self) -> str:
         return str(self.meta.get("profile", "?"))
 
     @property
+    def drafting(self) -> Drafting | None:
+        """How the measured server drafted, by its engine's rules, from its recorded command line."""
+        argv = command_argv(self.meta)
+        found = drafting(str(self.meta.get("kind", "sglang")), argv)
+        if found is None and self.meta.get("server", {}).get("speculative_algorithm"):
+            return Drafting("sglang", str(self.meta["server"]["speculative_algorithm"]), None)
+        return found
+
+    @property
     def speculative(self) -> bool:
-        return "speculative-algorithm" in self.meta.get("command_line", "") or bool(self.meta.get("server", {}).get("speculative_algorithm"))
+        return self.drafting is not None
 
     def events(self) -> list[dict[str, Any]]:
         return read_events(self.dir)
@@ -85,83 +160,116 @@ class Run:
         except OSError:
             return False
 
+    def _read(self) -> list[dict[str, Any]]:
+        try:
+            return self.events()
+        except EventsCorrupt as e:
+            self.corrupt = str(e)
+            return []
+
     @property
     def state(self) -> str:
-        """complete, partial (stopped, aborted or interrupted), or empty."""
+        """complete, partial (stopped, aborted, interrupted or failed), empty, or corrupt."""
+        if self.meta.get("corrupt"):
+            return "corrupt"
         if self.meta.get("state") and self._finished_since_last_event():
             return str(self.meta["state"])
-        return self._state_from_events()
+        events = self._read()
+        if self.corrupt:
+            return "corrupt"
+        state = self._state(events)
+        if state == "empty" and self._stored_levels().height:  # events cut short; the tables hold the levels
+            return str(self.meta.get("state") or "partial")
+        return state
 
-    def _state_from_events(self) -> str:
-        events = self.events()
-        done = [e for e in events if e.get("type") == "sweep_done"]
-        levels = {int(e["c"]) for e in events if e.get("type") == "level_done"}
+    def _state(self, events: list[dict[str, Any]]) -> str:
+        done = [e for e in events if e["type"] == "sweep_done"]
+        measured = {row["c"] for row in _level_rows(events) if not row.get("failed")}
         wanted = set(self.meta.get("settings", {}).get("levels", []))
-        if done and not done[-1].get("aborted") and not done[-1].get("stopped") and wanted <= levels:
+        last = done[-1] if done else {}
+        if done and not any(last.get(k) for k in ("aborted", "stopped", "failed")) and wanted <= measured:
             return "complete"
-        return "partial" if levels else "empty"
+        return "partial" if measured or any(e["type"] == "level_done" for e in events) else "empty"
+
+    @property
+    def stopped_because(self) -> str | None:
+        """Why the sweep stopped before its end (a level that failed), as the load generator said."""
+        if "stopped_because" in self.meta and self._finished_since_last_event():
+            return self.meta["stopped_because"] or None
+        done = [e for e in self._read() if e["type"] == "sweep_done"]
+        return (done[-1].get("failed") or None) if done else None
+
+    def _stored_levels(self) -> pl.DataFrame:
+        with contextlib.suppress(OSError, pl.exceptions.PolarsError):
+            return pl.read_parquet(self.dir / LEVELS)
+        return _frame([])
 
     def levels(self) -> pl.DataFrame:
-        """One row per completed level (the last attempt of each), sorted by C."""
+        """One row per level (its attempts merged), sorted by C; failed levels carry their reason in `failed`."""
         if self._finished_since_last_event():
-            with contextlib.suppress(OSError, pl.exceptions.PolarsError):  # unreadable: the events are the truth
-                return pl.read_parquet(self.dir / LEVELS)
-        return self._levels_from_events()
+            stored = self._stored_levels()
+            if stored.height:
+                return stored
+        frame = _frame(_level_rows(self._read()))
+        if not frame.height:  # events cut short or corrupt: tables written earlier still hold the levels
+            return self._stored_levels()
+        return frame
+
+    def measured(self) -> pl.DataFrame:
+        """The levels that are measurements: not failed (client-bound ones are kept, and flagged)."""
+        frame = self.levels()
+        return frame.filter(pl.col("failed").is_null()) if "failed" in frame.columns else frame
 
     def summary(self) -> str | None:
         """One line for a runbook step; None when no level finished."""
-        levels = self.levels()
+        levels = self.measured()
         if not levels.height:
             return None
         return f"run {self.name}: {levels.height} levels, peak {max(levels['total_tok_s'].to_list()):.1f} tok/s"
 
-    def _levels_from_events(self) -> pl.DataFrame:
-        rows: dict[int, dict[str, Any]] = {}
-        for e in self.events():
-            if e.get("type") == "level_done":
-                row = {k: v for k, v in e.items() if k not in ("type", "t", "server")}
-                for key, value in (e.get("server") or {}).items():
-                    row[f"server_{key}"] = value
-                rows[int(e["c"])] = row
-        if not rows:
-            return pl.DataFrame({"c": pl.Series([], dtype=pl.Int64), "total_tok_s": pl.Series([], dtype=pl.Float64)})
-        return pl.DataFrame([rows[c] for c in sorted(rows)], infer_schema_length=None)
-
     def requests(self) -> pl.DataFrame:
-        """Every finished request of the completed levels (the attempt that completed)."""
-        attempts: dict[int, list[dict[str, Any]]] = {}
-        current: dict[int, list[dict[str, Any]]] = {}
-        for e in self.events():
-            kind = e.get("type")
-            if kind == "level_started":
-                current[int(e["c"])] = []
-            elif kind == "request" and int(e["c"]) in current:
-                current[int(e["c"])].append(e)
-            elif kind == "level_done":
-                attempts[int(e["c"])] = current.pop(int(e["c"]), [])
-        rows = [{k: v for k, v in r.items() if k not in ("type", "t")} for c in sorted(attempts) for r in attempts[c]]
+        """Every finished request of the levels' attempts that count."""
+        rows = [{k: v for k, v in r.items() if k not in ("type", "t")}
+                for c, group in sorted(_attempts(self.events()).items()) for a in group for r in a.requests]
         if not rows:
             return pl.DataFrame()
         frame = pl.DataFrame(rows, infer_schema_length=None)
         return frame.with_columns(pl.col("chunks").cast(pl.List(pl.List(pl.Float64)))) if "chunks" in frame.columns else frame
 
     def write_tables(self) -> None:
-        _atomic_parquet(self._levels_from_events(), self.dir / LEVELS)
+        events = self.events()
+        if not events and (self.dir / LEVELS).exists():
+            return  # nothing to derive them from: keep the tables there are
+        _atomic_parquet(_frame(_level_rows(events)), self.dir / LEVELS)
         requests = self.requests()
         if requests.height:
-            _atomic_parquet(requests, self.dir / "requests.parquet")
+            _atomic_parquet(requests, self.dir / REQUESTS)
 
     def finish(self) -> None:
+        """Tables and state written once a sweep ends; raises RunError (one line) when they cannot be."""
+        try:
+            events = self.events()
+        except EventsCorrupt as e:
+            raise RunError(str(e)) from None
         self.write_tables()
         self.meta["ended"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        self.meta["state"] = self._state_from_events()
+        self.meta["state"] = self._state(events)
+        done = [e for e in events if e["type"] == "sweep_done"]
+        self.meta["stopped_because"] = (done[-1].get("failed") or "") if done else ""
+        started = [e for e in events if e["type"] == "sweep_started" and isinstance(e.get("server"), dict)]
+        if started:  # what the server said of itself (CUDA-graph sizes, speculation): the adaptive config reads it
+            self.meta["server"] = {k: v for k, v in started[-1]["server"].items() if k != "busy"}
         write_meta(self.dir, self.meta)
 
 
 def write_meta(run_dir: Path, meta: dict[str, Any]) -> None:
     tmp = run_dir / (META + ".tmp")
-    tmp.write_text(tomli_w.dumps(_tomlable(meta)), encoding="utf-8")
-    os.replace(tmp, run_dir / META)
+    try:
+        tmp.write_text(tomli_w.dumps(_tomlable(meta)), encoding="utf-8")
+        os.replace(tmp, run_dir / META)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise RunError(f"cannot write {run_dir / META}: {e.strerror}") from None
 
 
 def _tomlable(value: Any) -> Any:
@@ -173,26 +281,29 @@ def _tomlable(value: Any) -> Any:
 
 
 def create_run(campaign_dir: Path, meta: dict[str, Any], name: str | None = None) -> Run:
-    base = name or f"{time.strftime('%Y%m%d-%H%M%S')}-{meta.get('profile', 'run')}"
+    base = check_run_name(name) if name else f"{time.strftime('%Y%m%d-%H%M%S')}-{name_part(str(meta.get('profile', 'run')))}"
     directory = runs_dir(campaign_dir) / base
     if directory.exists():
         raise RunError(f"run {base!r} already exists in {runs_dir(campaign_dir)}")
-    directory.mkdir(parents=True)
-    meta = {**meta, "name": base, "pivot_version": __version__,
-            "started": datetime.now(timezone.utc).isoformat(timespec="seconds")}
-    write_meta(directory, meta)
-    (directory / EVENTS).touch()
+    try:
+        directory.mkdir(parents=True)
+        meta = {**meta, "name": base, "pivot_version": __version__,
+                "started": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+        write_meta(directory, meta)
+        (directory / EVENTS).touch()
+    except OSError as e:
+        raise RunError(f"cannot create run {base} in {runs_dir(campaign_dir)}: {e.strerror}") from None
     return Run(base, directory, meta)
 
 
 def open_run(campaign_dir: Path, name: str) -> Run:
-    directory = Path(name) if os.sep in name else runs_dir(campaign_dir) / name
+    directory = runs_dir(campaign_dir) / check_run_name(name)
     if not directory.is_dir():
         known = ", ".join(r.name for r in list_runs(campaign_dir)) or "none"
         raise RunError(f"no run named {name!r} (runs: {known})")
     try:
         meta = tomllib.loads((directory / META).read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as e:
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
         raise RunError(f"{directory / META}: corrupt or missing run metadata ({e})") from None
     return Run(directory.name, directory, meta)
 
@@ -204,11 +315,15 @@ def list_runs(campaign_dir: Path) -> list[Run]:
         if directory.is_dir():
             try:
                 runs.append(open_run(campaign_dir, directory.name))
-            except RunError:
-                runs.append(Run(directory.name, directory, {"corrupt": True}))
+            except RunError as e:
+                runs.append(Run(directory.name, directory, {"corrupt": True}, corrupt=str(e)))
     return runs
 
 
-def delete_run(campaign_dir: Path, name: str) -> None:
-    run = open_run(campaign_dir, name)
-    shutil.rmtree(run.dir)
+def delete_run(campaign_dir: Path, name: str) -> Path:
+    """Remove a run's directory, which is always inside the campaign's runs/; returns it."""
+    directory = runs_dir(campaign_dir) / check_run_name(name)
+    if not (directory / META).is_file() and not (directory / EVENTS).is_file():
+        raise RunError(f"no run named {name!r} in {runs_dir(campaign_dir)}")
+    shutil.rmtree(directory)
+    return directory

@@ -22,12 +22,13 @@ from textual.worker import WorkerState
 from textual_plotext import PlotextPlot
 
 from console.remote.errors import RemoteError
-from console.sweep.adaptive import plan, spec_host, write_adaptive_profile
-from console.sweep.compare import Comparison, compare, counterpart
-from console.sweep.runner import SweepProcess, describe_server
+from console.sweep.adaptive import AdaptivePlan, NoAdaptiveProfile, plan, spec_host, write_adaptive_profile
+from console.sweep.compare import Comparison, Verdict, compare, counterpart, label
+from console.sweep.runner import SweepProcess, describe_server, identity_mismatch
 from console.sweep.settings import SweepSettings
 from console.sweep.store import Run, RunError, create_run, list_runs
 from console.ui.colours import theme_style
+from console.untrusted import visible
 from console.ui.screens.confirm import Confirm
 from console.ui.widgets.sweep.form import SweepForm
 
@@ -56,10 +57,7 @@ LEGEND_INSIDE_ROWS = 16  # a shorter chart would be mostly legend: the legend go
 
 
 def _label(run: Run | None) -> str:
-    """A run as the legend names it: its name, which ends with its profile unless it was renamed or imported."""
-    if run is None:
-        return "this run"
-    return run.name if run.name.endswith(run.profile) else f"{run.name} ({run.profile})"
+    return "this run" if run is None else label(run)
 
 
 def _log(levels: list[int]) -> list[float]:
@@ -86,6 +84,8 @@ class SweepPane(Vertical):
         Binding("o", "overlays", "Overlays", id="sweep.overlays", tooltip="Show more or fewer earlier runs on the chart"),
         Binding("w", "write_adaptive", "Adaptive profile", id="sweep.adaptive",
                 tooltip="Write a profile that turns drafting off above the crossover, its config uploaded to the host"),
+        Binding("u", "repeat_uncertain", "Repeat uncertain", id="sweep.repeat",
+                tooltip="Measure again the levels the comparison cannot decide, on the running server's run"),
     ]
 
     def __init__(self, **kw: object):
@@ -119,10 +119,10 @@ class SweepPane(Vertical):
 
     def on_mount(self) -> None:
         table = self.query_one("#sweep-levels", DataTable)
-        for col in ("C", "tok/s", "steady", "per-req", "TTFT p50", "ITL p50", "errors"):
+        for col in ("C", "tok/s", "±", "per-req", "TTFT p50", "ITL p50", "errors", "note"):
             table.add_column(col, key=col)
         self.set_interval(REDRAW_S, self._redraw_if_dirty)
-        runs = [r for r in list_runs(self.pivot.config.campaign_dir) if not r.meta.get("corrupt")]
+        runs = [r for r in list_runs(self.pivot.config.campaign_dir) if r.state != "corrupt"]
         if runs:
             self._show_run(runs[-1])
         self._show_progress()
@@ -135,7 +135,7 @@ class SweepPane(Vertical):
 
     def _refresh_overlays(self) -> None:
         """Read the earlier runs once per change of run, not at every redraw of a running sweep."""
-        frames = [(colour, run, run.levels()) for colour, run in zip(OVERLAY_COLOURS, self._overlays())]
+        frames = [(colour, run, run.measured()) for colour, run in zip(OVERLAY_COLOURS, self._overlays())]
         self._overlay_frames = [(colour, run, frame) for colour, run, frame in frames if frame.height]
         self.dirty = True
 
@@ -178,15 +178,20 @@ class SweepPane(Vertical):
         for colour, run, frame in overlays:
             plt.plot(_log(frame["c"].to_list()), frame["total_tok_s"].to_list(),
                      label=series("•", _label(run), colour), color=colour, marker="dot")
-        if self.levels:
-            xs = _log([e["c"] for e in self.levels])
+        measured = [e for e in self.levels if not e.get("failed")]  # a failed level is not a point of the curve
+        if measured:
+            xs = _log([e["c"] for e in measured])
             label = _label(self.run)
             colour = (235, 235, 235) if self.app.current_theme.dark else (20, 20, 20)
-            plt.plot(xs, [e["total_tok_s"] for e in self.levels], label=series("⣿", label, colour), color=colour,
+            plt.plot(xs, [e["total_tok_s"] for e in measured], label=series("⣿", label, colour), color=colour,
                      marker="braille")
+            suspect = [e for e in measured if e.get("client_bound")]
+            if suspect:
+                plt.scatter(_log([e["c"] for e in suspect]), [e["total_tok_s"] for e in suspect], marker="?",
+                            color=LIVE_COLOUR, label=series("?", "client-bound: not the server's limit", LIVE_COLOUR))
             name, key, scale = SECOND[self.second]
             if key is not None:
-                ys = [(_value(e, key) or 0) * scale for e in self.levels]
+                ys = [(_value(e, key) or 0) * scale for e in measured]
                 plt.plot(xs, ys, label=series("x", name, SECOND_COLOUR), color=SECOND_COLOUR, yside="right", marker="x")
                 plt.ylabel(name, yside="right")
         if self.live.get("c") and self.live.get("tokens"):
@@ -224,10 +229,14 @@ class SweepPane(Vertical):
     def _add_level_row(self, e: dict[str, Any]) -> None:
         ms = lambda v: "—" if v is None else f"{v * 1000:.0f}"  # noqa: E731
         num = lambda v: "—" if v is None else f"{v:.1f}"  # noqa: E731
+        lo, hi, total = e.get("total_tok_s_lo"), e.get("total_tok_s_hi"), e.get("total_tok_s")
+        spread = f"{(hi - lo) / 2 / total * 100:.0f}%" if lo is not None and hi is not None and total else "—"
+        note = "FAILED" if e.get("failed") else "client-bound" if e.get("client_bound") else \
+            "ITL?" if e.get("lagging") else f"{e['short']} short" if e.get("short") else ""
         self.query_one("#sweep-levels", DataTable).add_row(
-            str(e["c"]), num(e["total_tok_s"]), num(e.get("steady_tok_s")), num(e.get("req_tok_s_mean")),
-            ms(e.get("ttft_p50")), ms(e.get("itl_p50")) if e.get("itl_p50") is None else f"{e['itl_p50'] * 1000:.1f}",
-            f"{e.get('errors', 0)}/{e.get('requests', 0)}")
+            str(e["c"]), num(total), spread, num(e.get("req_tok_s_mean")),
+            ms(e.get("ttft_p50")), "—" if e.get("itl_p50") is None else f"{e['itl_p50'] * 1000:.1f}",
+            f"{e.get('errors', 0)}/{e.get('requests', 0)}", note)
 
     def _show_run(self, run: Run) -> None:
         self.run = run
@@ -245,9 +254,9 @@ class SweepPane(Vertical):
             return not running and self.pivot.lifecycle is not None and not self.pivot.readonly
         if action in ("stop", "abort"):
             return running
-        if action == "write_adaptive":
+        if action in ("write_adaptive", "repeat_uncertain"):  # offered with a comparison; they say when they cannot act
             shown = self.comparison is not None and self.query_one("#sweep-compare").has_class("-shown")
-            return shown and plan(self.pivot.config, self.comparison) is not None and not self.pivot.readonly  # type: ignore[arg-type]
+            return shown and not running and not self.pivot.readonly
         return True
 
     def action_new_sweep(self) -> None:
@@ -274,27 +283,63 @@ class SweepPane(Vertical):
 
     def action_write_adaptive(self) -> None:
         cmp = self.comparison
-        planned = plan(self.pivot.config, cmp) if cmp is not None else None
-        if cmp is None or planned is None:
+        if cmp is None:
             return
-        name, path, cut = planned
-        host = spec_host(self.pivot.config, cmp)
-        lines = [f"extends the speculative profile with --speculative-adaptive-config: drafting off above C={cut}",
-                 f"written to {path}" + (" (replacing the one there)" if path.exists() else ""),
-                 f"its config uploaded to {host.name}" if host is not None else "no host configured: nothing is uploaded"]
+        try:
+            adaptive = plan(self.pivot.config, cmp)
+        except NoAdaptiveProfile as e:
+            self.notify(str(e), title="Adaptive profile", severity="warning", timeout=12)
+            return
+        host = spec_host(self.pivot.config, cmp) if adaptive.engine == "sglang" else None
+        path = adaptive.profile_path
+        lines = [adaptive.summary(),
+                 f"will be written to {path}" + (" (replacing the one there)" if path.exists() else ""),
+                 (f"its config will be uploaded to {host.name}" if host is not None else
+                  "the schedule goes inside --speculative-config" if adaptive.engine == "vllm" else
+                  "no host configured: nothing is uploaded"), *[f"warning: {w}" for w in adaptive.warnings]]
 
         def decided(ok: bool | None) -> None:
             if ok:
-                self.write_adaptive(cmp)
+                self.write_adaptive(adaptive)
+            else:
+                self.notify("no profile written", timeout=4)
 
-        self.app.push_screen(Confirm(f"Write profile {name}?", [Text(line) for line in lines], action_label="Write"), decided)
+        self.app.push_screen(Confirm(f"Write profile {adaptive.name}?", [Text(line) for line in lines],
+                                     action_label="Write"), decided)
 
     @work(group="adaptive", exit_on_error=False)
-    async def write_adaptive(self, cmp: Comparison) -> None:
-        host = spec_host(self.pivot.config, cmp)
-        written = await write_adaptive_profile(self.pivot.config, cmp, self.pivot.pool.get(host.name) if host else None)
-        self.pivot.event_log.append("profile", name=written.name, path=str(written.profile_path), off_above=written.off_above)
+    async def write_adaptive(self, adaptive: AdaptivePlan) -> None:
+        cmp = self.comparison
+        host = spec_host(self.pivot.config, cmp) if cmp is not None and adaptive.engine == "sglang" else None
+        try:
+            written = await write_adaptive_profile(adaptive, self.pivot.pool.get(host.name) if host else None)
+        except (RemoteError, OSError) as e:
+            self.notify(f"no profile written: {e}", title="Adaptive profile", severity="error", timeout=12)
+            return
+        self.pivot.event_log.append("profile", name=adaptive.name, path=str(adaptive.profile_path),
+                                    drafting_up_to=adaptive.drafting_up_to, first_off=adaptive.first_off)
         self.notify(written.describe(), title="Adaptive profile", timeout=12)
+
+    def action_repeat_uncertain(self) -> None:
+        """Re-measure, on the running server's run, the levels the comparison on screen cannot decide."""
+        cmp = self.comparison
+        lifecycle = self.pivot.lifecycle
+        if cmp is None or lifecycle is None:
+            return
+        wanted = {r.c: r.more_requests for r in cmp.repeats if r.more_requests}
+        if not wanted:
+            self.notify("no level is uncertain enough for more requests to settle", timeout=6)
+            return
+        running = lifecycle.status.profile
+        run = next((r for r in (cmp.b, cmp.a) if r.profile == running), None)
+        if run is None:
+            self.notify(f"the running server ({running or 'none'}) measured neither run: switch to "
+                        f"{cmp.a.profile} or {cmp.b.profile} first", severity="warning", timeout=8)
+            return
+        levels, requests = sorted(wanted), max(wanted.values())
+        settings = SweepSettings.from_dict({**run.meta.get("settings", {}), "requests": requests})
+        self.notify(f"repeating C = {', '.join(map(str, levels))} of {run.name}, {requests} request(s) each", timeout=6)
+        self.start_sweep(settings, run=run, repeat=levels)
 
     def action_second_series(self) -> None:
         self.second = (self.second + 1) % len(SECOND)
@@ -328,20 +373,25 @@ class SweepPane(Vertical):
         except ValueError as e:
             self.notify(str(e), severity="error")
             return
-        text = Text.assemble((f"recommendation: {cmp.recommendation}\n", theme_style(self.app, "accent", bold=True)),
-                             (f"A = {a.name} ({a.profile}), B = {b.name} ({b.profile})\n", "bold"),
-                             f"crossover, total tok/s: {cmp.total.text}\n", f"crossover, per-request: {cmp.per_request.text}")
+        lines = cmp.report()
+        text = Text.assemble((f"{lines[0]}\n", theme_style(self.app, "accent", bold=True)),
+                             (f"A = {cmp.name('a')}, B = {cmp.name('b')}\n", "bold"),
+                             "\n".join(lines[1:]))
         table = Table(box=None, padding=(0, 1), header_style="dim", pad_edge=False)
-        for header in ("C", "A tok/s", "B tok/s", "B/A", "A per-req", "B per-req", "B/A"):
+        for header in ("C", "A tok/s", "B tok/s", "B/A", "per-req B/A", "ITL B/A", "errors"):
             table.add_column(header, justify="right")
 
-        def ratio(value: float | None) -> Text:
-            return Text("—") if value is None else Text(f"{value:.2f}", theme_style(self.app, "success" if value > 1 else "error"))
+        def ratio(v: Verdict | None) -> Text:
+            if v is None or v.ratio is None:
+                return Text("—")
+            mark = {"a": "A", "b": "B", None: "?"}[v.leader]
+            style = theme_style(self.app, "success" if v.leader == "b" else "error" if v.leader == "a" else "warning")
+            return Text(f"{v.ratio:.2f}±{(v.spread or 0):.2f} {mark}", style)
 
-        for row in cmp.table.iter_rows(named=True):
-            per_request = [row["a_req_tok_s_mean"], row["b_req_tok_s_mean"]]
-            table.add_row(str(row["c"]), f"{row['a_total_tok_s']:.1f}", f"{row['b_total_tok_s']:.1f}", ratio(row["ratio_total"]),
-                          *("—" if v is None else f"{v:.1f}" for v in per_request), ratio(row["ratio_per_request"]))
+        for lv in cmp.levels:
+            errors = f"{lv.a.get('errors', 0)}/{lv.b.get('errors', 0)}"
+            table.add_row(str(lv.c), f"{lv.total.a.value:.1f}", f"{lv.total.b.value:.1f}", ratio(lv.total),
+                          ratio(lv.per_request), ratio(lv.itl), errors)
         self.comparison_text = text
         self.query_one("#sweep-compare-text", Static).update(Group(text, table))
         box = self.query_one("#sweep-compare")
@@ -350,7 +400,6 @@ class SweepPane(Vertical):
             box.focus()  # the level table it replaces had the focus
         self.add_class("-comparing")  # the comparison has the same levels: it takes the table's room
         self.refresh_bindings()
-        self.pivot.event_log.append("compare", a=a.name, b=b.name, recommendation=cmp.recommendation)
 
     async def sweep_for_runbook(self, settings: SweepSettings) -> str:
         """A runbook's sweep, drawn here like any other; its summary, or the reason it failed."""
@@ -366,7 +415,8 @@ class SweepPane(Vertical):
         return summary
 
     @work(exclusive=True, group="sweep", exit_on_error=False)
-    async def start_sweep(self, settings: SweepSettings) -> None:
+    async def start_sweep(self, settings: SweepSettings, *, run: Run | None = None, repeat: list[int] | None = None) -> None:
+        """A new run, or with `run` and `repeat` those levels of it measured again and merged into it."""
         lifecycle = self.pivot.lifecycle
         cfg = self.pivot.config
         if lifecycle is None or cfg.path is None or self.pivot.host_name is None:
@@ -374,16 +424,21 @@ class SweepPane(Vertical):
             return
         try:
             meta, port = await describe_server(lifecycle.conn, cfg, self.pivot.host_name)
-            run = create_run(cfg.campaign_dir, {**meta, "settings": settings.to_dict()})
+            if run is None:
+                run = create_run(cfg.campaign_dir, {**meta, "settings": settings.to_dict()})
+            elif mismatch := identity_mismatch(run.meta, meta):
+                raise RunError(f"run {run.name} was measured on another server ({mismatch})")
         except (RunError, RemoteError) as e:
             self.notify(str(e), title="No sweep", severity="error", timeout=10)
             return
-        self.pivot.event_log.append("sweep", run=run.name, profile=run.profile, levels=list(settings.levels))
+        self.pivot.event_log.append("sweep", run=run.name, profile=run.profile, levels=repeat or list(settings.levels))
         self.settings = settings
         self._show_run(run)
         self.query_one("#sweep-compare").remove_class("-shown")
         self.remove_class("-comparing")
-        self.process = SweepProcess(run, ["--config", str(cfg.path), "--host", self.pivot.host_name, "--port", str(port)])
+        self.process = SweepProcess(run, ["--config", str(cfg.path), "--host", self.pivot.host_name, "--port", str(port)],
+                                    repeat=repeat, requests=settings.requests if repeat and isinstance(settings.requests, int)
+                                    else None)
         self.live = {"sweep_started": time.monotonic(), "done": 0, "requests": 0, "tokens": 0, "started": time.monotonic()}
         self.warnings = []
         self.refresh_bindings()
@@ -396,14 +451,14 @@ class SweepPane(Vertical):
             self.refresh_bindings()
             self.dirty = True
         self._show_run(run)
-        other = counterpart(run, list_runs(self.pivot.config.campaign_dir)) if run.levels().height else None
+        other = counterpart(run, list_runs(self.pivot.config.campaign_dir)) if run.measured().height else None
         if other is not None:
             self.show_comparison(other, run)
 
     def _on_event(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
         if kind == "sweep_started":
-            self.warnings = list(event.get("warnings", []))
+            self.warnings = [visible(str(w)) for w in event.get("warnings", [])]
         elif kind == "level_started":
             self.live.update(c=event["c"], requests=event["requests"] + event.get("warmup", 0), done=0, tokens=0,
                              started=time.monotonic())
@@ -413,8 +468,14 @@ class SweepPane(Vertical):
         elif kind == "level_done":
             self.levels.append(event)
             self._add_level_row(event)
+        elif kind == "level_retry":
+            self.notify(f"C={event['c']} failed ({visible(str(event.get('reason')))}); the server answers again: "
+                        "measuring it once more", severity="warning", timeout=8)
         elif kind == "failed":
-            self.notify(f"the load generator failed: {event['message']}", severity="error", timeout=10)
+            self.notify(f"the load generator failed: {visible(str(event['message']))}", severity="error", timeout=10)
+        elif kind == "sweep_done" and event.get("failed"):
+            self.notify(f"the sweep stopped: {visible(str(event['failed']))}; the run is partial", severity="error",
+                        timeout=15)
         elif kind == "sweep_done":
             word = "aborted" if event.get("aborted") else "stopped" if event.get("stopped") else "finished"
             self.notify(f"sweep {word}: {self.run.name if self.run else ''}", timeout=6)
