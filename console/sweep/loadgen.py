@@ -57,7 +57,6 @@ SERVER_GAUGES = {  # Prometheus name -> our name
 }
 MAX_CHUNKS_PER_TOKEN = 4  # a stream of more than 4 chunks per asked token (+16) is endless, not slow
 MAX_REPORTED_TOKENS = 10**7  # a usage count beyond this is not a count
-SERVER_WAIT_S = 60.0  # after a failed level, how long the sweep waits for the server to answer again
 LAG_TICK_S = 0.01
 
 
@@ -453,13 +452,13 @@ async def sweep(url: str, run_dir: Path, settings: SweepSettings, *, resume: boo
             result = await run_level(client, settings, model, c, sink, bool(facts.get("metrics")), per_chunk, host_load,
                                      repeat=bool(repeat))
             if result["failed"]:
-                answering = await server_answers(client, SERVER_WAIT_S)
+                answering = await server_answers(client, settings.server_wait_s)
                 if answering:
                     sink.emit({"type": "level_retry", "c": c, "reason": result["failed"]})
                     result = await run_level(client, settings, model, c, sink, bool(facts.get("metrics")), per_chunk,
                                              host_load, repeat=bool(repeat))
                 if result["failed"]:
-                    why = "" if answering else f"; the server did not answer for {SERVER_WAIT_S:.0f} s"
+                    why = "" if answering else f"; the server did not answer for {settings.server_wait_s:g} s"
                     failed = f"C={c}: {result['failed']}" + (f" ({result['first_error']})" if result["first_error"] else "") + why
                     break
         sink.emit({"type": "sweep_done", "aborted": False, "stopped": stopped, "failed": failed})

@@ -25,6 +25,7 @@ class SweepSettings:
     timeout_s: float = 600.0  # one request, start to end
     idle_timeout_s: float = 60.0  # no byte from the server for this long ends a request with an error
     extra_body: dict[str, Any] = field(default_factory=dict)  # added to every request (min_tokens, logit_bias, …)
+    server_wait_s: float = 60.0  # after a failed level: how long to wait for the server to answer again
     seed: int = 0
 
     def requests_for(self, c: int) -> int:
@@ -65,7 +66,7 @@ class SweepSettings:
             raise ValueError(f"min_requests: expected an integer of at least 2, got {self.min_requests!r}")
         if not _is_int(self.warmup) or self.warmup < 0:
             raise ValueError(f"warmup: expected a non-negative integer, got {self.warmup!r}")
-        for key in ("timeout_s", "idle_timeout_s", "duration_s"):
+        for key in ("timeout_s", "idle_timeout_s", "duration_s", "server_wait_s"):
             value = getattr(self, key)
             if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0):
                 raise ValueError(f"{key}: expected a positive number of seconds, got {value!r}")

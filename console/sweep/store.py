@@ -211,7 +211,7 @@ class Run:
             if stored.height:
                 return stored
         frame = _frame(_level_rows(self._read()))
-        if not frame.height:  # events cut short or corrupt: tables written earlier still hold the levels
+        if not frame.height and not self.corrupt:  # events cut short: tables written earlier still hold the levels
             return self._stored_levels()
         return frame
 
@@ -281,7 +281,7 @@ def _tomlable(value: Any) -> Any:
 
 
 def create_run(campaign_dir: Path, meta: dict[str, Any], name: str | None = None) -> Run:
-    base = check_run_name(name) if name else f"{time.strftime('%Y%m%d-%H%M%S')}-{name_part(str(meta.get('profile', 'run')))}"
+    base = check_run_name(name) if name is not None else f"{time.strftime('%Y%m%d-%H%M%S')}-{name_part(str(meta.get('profile', 'run')))}"
     directory = runs_dir(campaign_dir) / base
     if directory.exists():
         raise RunError(f"run {base!r} already exists in {runs_dir(campaign_dir)}")

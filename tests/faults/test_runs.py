@@ -1,0 +1,249 @@
+"""Runs under faults: names from a hostile host or command line, servers and links that die mid-level, two load
+generators on one run, corrupt and cut event logs, a full disk. Nothing is lost, nothing is called complete that
+is not, nothing is written outside the campaign."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from console.sweep.runfiles import EVENTS, EventLogFile, RunError
+from console.sweep.settings import SweepSettings
+from console.sweep.store import create_run, list_runs, open_run
+from tests.fixtures_runs import BASELINE, EAGLE3, write_run
+from tests.test_sim_server import sim_env, start_server  # noqa: F401  (fixtures)
+
+
+def pivot(config: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "console", "--config", str(config), *args], capture_output=True,
+                          text=True, timeout=120, input=stdin)
+
+
+@pytest.fixture
+def campaign(tmp_path: Path) -> Path:
+    (tmp_path / "pivot.toml").write_text(f'campaign_dir = "{tmp_path / "campaign"}"\n')
+    write_run(tmp_path / "campaign", "base", "baseline", BASELINE, speculative=False)
+    write_run(tmp_path / "campaign", "spec", "eagle3", EAGLE3, speculative=True)
+    return tmp_path / "campaign"
+
+
+def test_a_profile_name_from_the_host_cannot_place_a_run_outside_the_campaign(tmp_path: Path) -> None:
+    run = create_run(tmp_path / "campaign", {"profile": "../../../../../../elsewhere/x"})
+    assert run.dir.parent == tmp_path / "campaign" / "runs" and "/" not in run.name and not run.name.startswith(".")
+    assert not (tmp_path / "elsewhere").exists()
+
+
+@pytest.mark.parametrize("name", ["../../x", "/abs/path", "a/b", ".hidden", "..", ""])
+def test_run_names_are_one_safe_path_component(campaign: Path, tmp_path: Path, name: str) -> None:
+    results = tmp_path / "old.jsonl"
+    results.write_text(json.dumps({"max_concurrency": 1, "output_throughput": 90.0, "completed": 4}) + "\n")
+    imported = pivot(tmp_path / "pivot.toml", "runs", "import", str(results), "--name", name)
+    assert imported.returncode == 2 and "must be one path component" in imported.stderr
+    for action in ("show", "delete"):
+        refused = pivot(tmp_path / "pivot.toml", "runs", action, name, "--yes")
+        assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert sorted(p.name for p in (campaign / "runs").iterdir()) == ["base", "spec"]
+
+
+def test_an_imported_profile_name_is_made_safe(campaign: Path, tmp_path: Path) -> None:
+    results = tmp_path / "old.jsonl"
+    results.write_text(json.dumps({"max_concurrency": 1, "output_throughput": 90.0, "completed": 4}) + "\n")
+    imported = pivot(tmp_path / "pivot.toml", "runs", "import", str(results), "--profile", "../../x")
+    assert imported.returncode == 0, imported.stderr
+    assert len(list((campaign / "runs").iterdir())) == 3 and not (tmp_path / "x").exists()
+
+
+def test_delete_asks_and_stays_inside_runs(campaign: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "precious"
+    outside.mkdir()
+    (outside / "run.toml").write_text("")
+    assert pivot(tmp_path / "pivot.toml", "runs", "delete", str(outside), "--yes").returncode == 2
+    assert pivot(tmp_path / "pivot.toml", "runs", "delete", "../../precious", "--yes").returncode == 2
+    assert outside.exists()
+    asked = pivot(tmp_path / "pivot.toml", "runs", "delete", "base", stdin="")  # EOF at the question: nothing deleted
+    assert asked.returncode == 1 and "nothing deleted" in asked.stdout and (campaign / "runs" / "base").exists()
+    told = pivot(tmp_path / "pivot.toml", "runs", "delete", "base", stdin="yes\n")
+    assert told.returncode == 0 and not (campaign / "runs" / "base").exists()
+
+
+@pytest.mark.parametrize("line", ['{"type":"level_done"}', '{"type":"level_done","c":"abc","requests":1,"errors":0,'
+                                  '"total_tok_s":1}', "[1,2,3]", '{"type":"request","c":1,"i":0,"start":0,"tokens":"x"}'])
+def test_one_wrong_line_makes_one_run_corrupt_and_the_others_work(campaign: Path, tmp_path: Path, line: str) -> None:
+    with open(campaign / "runs" / "spec" / EVENTS, "a") as f:
+        f.write(line + "\n")
+    listed = pivot(tmp_path / "pivot.toml", "runs")
+    assert listed.returncode == 0, listed.stderr
+    spec_line = next(row for row in listed.stdout.splitlines() if row.startswith("spec "))
+    assert "corrupt" in spec_line and "events.jsonl:" in spec_line  # its file and line
+    assert "base " in listed.stdout and "complete" in listed.stdout
+    shown = pivot(tmp_path / "pivot.toml", "runs", "show", "spec")
+    assert shown.returncode == 0 and "corrupt" in shown.stdout
+    write_run(campaign, "spec2", "eagle3", EAGLE3, speculative=True)
+    assert pivot(tmp_path / "pivot.toml", "compare", "base", "spec2").returncode == 0
+    refused = pivot(tmp_path / "pivot.toml", "compare", "base", "spec")
+    assert refused.returncode == 2 and "events.jsonl:" in refused.stderr and "Traceback" not in refused.stderr
+
+
+def test_a_torn_last_line_is_cut_before_the_next_event(tmp_path: Path) -> None:
+    run = create_run(tmp_path, {"profile": "p"})
+    with open(run.dir / EVENTS, "a") as f:
+        f.write('{"type":"sweep_started"}\n{"type":"level_st')  # the disk filled in the middle of a line
+    sink = EventLogFile(run.dir)
+    sink.append({"type": "sweep_done", "aborted": True})
+    sink.close()
+    assert [json.loads(line)["type"] for line in (run.dir / EVENTS).read_text().splitlines()] == ["sweep_started", "sweep_done"]
+
+
+def test_a_full_disk_at_the_end_of_a_sweep_is_one_line_and_leaves_no_temporary_file(tmp_path: Path) -> None:
+    write_run(tmp_path, "base", "baseline", BASELINE, speculative=False)
+    run = open_run(tmp_path, "base")
+    (run.dir / "levels.parquet.tmp").symlink_to("/dev/full")  # every write there: ENOSPC
+    with open(run.dir / EVENTS, "a") as f:
+        f.write('{"type":"sweep_done","aborted":false,"stopped":false}\n')
+    with pytest.raises(RunError, match="cannot write .*levels.parquet: .*No space left on device|No space left"):
+        run.finish()
+    assert not (run.dir / "levels.parquet.tmp").exists()
+
+
+def test_the_load_generator_says_so_in_one_line_when_it_cannot_write(tmp_path: Path) -> None:
+    run = create_run(tmp_path, {"profile": "p", "settings": {"levels": [1]}})
+    (run.dir / EVENTS).unlink()
+    (run.dir / EVENTS).symlink_to("/dev/full")
+    done = subprocess.run([sys.executable, "-m", "console.sweep.loadgen", "--url", "http://127.0.0.1:9", "--run-dir",
+                           str(run.dir)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and done.stderr.strip() == "pivot-loadgen: cannot write the run: No space left on device"
+
+
+def test_a_cut_event_log_falls_back_on_the_tables(campaign: Path) -> None:
+    events = campaign / "runs" / "base" / EVENTS
+    events.write_text(events.read_text()[:10])  # cut inside the first line; levels.parquet is intact
+    run = open_run(campaign, "base")
+    assert run.levels().height == 8 and run.state != "empty"
+
+
+def test_two_load_generators_never_write_one_run(tmp_path: Path) -> None:
+    from console.sweep.runlock import run_lock
+
+    run = create_run(tmp_path, {"profile": "p", "settings": {"levels": [1]}})
+    with run_lock(run.dir):
+        second = subprocess.run([sys.executable, "-m", "console.sweep.loadgen", "--url", "http://127.0.0.1:9",
+                                 "--run-dir", str(run.dir), "--resume"], capture_output=True, text=True, timeout=60)
+    assert second.returncode == 2 and f"being written by another load generator (pid {os.getpid()})" in second.stderr
+    assert (run.dir / EVENTS).read_text() == ""  # the second one wrote nothing
+
+
+def test_a_killed_load_generator_is_named_with_its_signal(tmp_path: Path) -> None:
+    import asyncio
+
+    from console.sweep.runner import SweepProcess
+
+    run = create_run(tmp_path, {"profile": "p", "settings": {"levels": [1], "server_wait_s": 30}})
+
+    async def go() -> list[dict]:
+        process = SweepProcess(run, ["--url", "http://127.0.0.1:9"])
+        events = []
+        async for event in process.events():
+            events.append(event)
+            if event["type"] == "sweep_started" and process.proc is not None:
+                process.proc.send_signal(signal.SIGKILL)
+        return events
+
+    events = asyncio.run(go())
+    assert events[-1] == {"type": "failed", "status": -9, "message": "the load generator was killed by SIGKILL"}
+
+
+def _wait(predicate, timeout: float = 60.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.05)
+
+
+def _events(run_dir: Path) -> list[dict]:
+    lines = (run_dir / EVENTS).read_text().splitlines()
+    return [json.loads(line) for line in lines if line.endswith("}")]
+
+
+def test_a_server_killed_mid_level_fails_the_level_and_the_sweep_says_why(start_server, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+    server = start_server()
+    settings = SweepSettings(levels=(2, 4), requests=40, max_tokens=64, input_tokens=16, server_wait_s=2, idle_timeout_s=5)
+    run = create_run(tmp_path / "campaign", {"profile": "p", "settings": settings.to_dict()})
+    loadgen = subprocess.Popen([sys.executable, "-m", "console.sweep.loadgen", "--url", server.url, "--run-dir",
+                                str(run.dir)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    _wait(lambda: sum(e["type"] == "request" for e in _events(run.dir)) >= 3)
+    os.killpg(server.proc.pid, signal.SIGKILL)  # the server dies in the middle of C=2
+    assert loadgen.wait(timeout=120) == 3
+    run = open_run(tmp_path / "campaign", run.name)
+    run.finish()
+    assert run.state == "partial" and run.stopped_because and run.stopped_because.startswith("C=2: ")
+    assert "the server did not answer for 2 s" in run.stopped_because
+    assert not run.measured().height and run.levels()["failed"].to_list()[0]
+    # the server is back: --resume measures the failed level and the rest
+    again = start_server()
+    resumed = subprocess.run([sys.executable, "-m", "console.sweep.loadgen", "--url", again.url, "--run-dir",
+                              str(run.dir), "--resume"], capture_output=True, text=True, timeout=180)
+    assert resumed.returncode == 0, resumed.stderr
+    run = open_run(tmp_path / "campaign", run.name)
+    run.finish()
+    assert run.state == "complete" and run.measured()["c"].to_list() == [2, 4]
+
+
+def test_a_stalled_link_is_waited_for_and_the_level_measured_again(sim_host_process, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from tests.conftest import free_port
+
+    host = sim_host_process
+    config_text = host.config_path.read_text()
+    host.config_path.write_text(config_text.replace("[sweep]\n", "[sweep]\nidle_timeout_s = 3\nserver_wait_s = 120\n"))
+    profiles = host.config_path.parent / "profiles"
+    profiles.mkdir(exist_ok=True)
+    (profiles / "t.toml").write_text(f'extends = "demo-baseline"\nport = {free_port()}\n')
+    started = pivot(host.config_path, "server", "start", "t")
+    assert started.returncode == 0, started.stdout + started.stderr
+    sweep = subprocess.Popen([sys.executable, "-m", "console", "--config", str(host.config_path), "sweep", "--levels",
+                              "2", "--requests", "200", "--max-tokens", "64", "--json"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    runs = host.config.campaign_dir / "runs"
+    _wait(lambda: runs.exists() and any(runs.iterdir()))
+    run_dir = next(runs.iterdir())
+    _wait(lambda: sum(e["type"] == "request" for e in _events(run_dir)) >= 5)
+    host.proc.send_signal(signal.SIGSTOP)  # the SSH server stops answering: the link stalls
+    try:
+        _wait(lambda: any(e["type"] == "level_done" and e.get("failed") for e in _events(run_dir)), timeout=240)
+    finally:
+        host.proc.send_signal(signal.SIGCONT)
+    _, err = sweep.communicate(timeout=600)
+    assert sweep.returncode == 0, err
+    assert any(e["type"] == "level_retry" for e in _events(run_dir))
+    run = open_run(host.config.campaign_dir, run_dir.name)
+    assert run.state == "complete" and run.measured()["c"].to_list() == [2]
+
+
+def test_small_command_line_faults_are_one_line(campaign: Path, tmp_path: Path) -> None:
+    shown = pivot(tmp_path / "pivot.toml", "runs", "show")
+    assert shown.returncode == 2 and shown.stderr.strip() == "pivot: runs show takes one run (pivot runs lists them)"
+    zero = pivot(tmp_path / "pivot.toml", "sweep", "--url", "http://127.0.0.1:9", "--max-tokens", "0")
+    assert zero.returncode == 2 and "max_tokens: expected a positive integer, got 0" in zero.stderr
+    eight = tmp_path / "eight.toml"
+    eight.write_text('[sweep]\nmax_tokens = "eight"\n')
+    bad = pivot(eight, "sweep", "--url", "http://127.0.0.1:9")
+    assert bad.returncode == 2 and "sweep.max_tokens: expected a positive integer, got 'eight'" in bad.stderr
+
+
+def test_a_campaign_that_cannot_be_written_refuses_a_sweep_in_one_line(tmp_path: Path) -> None:
+    config = tmp_path / "ro.toml"
+    config.write_text('campaign_dir = "/proc/1/pivot-campaign"\n')  # not writable, not even by root
+    refused = pivot(config, "sweep", "--url", "http://127.0.0.1:9")
+    assert refused.returncode == 2 and "cannot create run" in refused.stderr and "Traceback" not in refused.stderr
+
+
+def test_runs_listing_survives_a_run_without_metadata(campaign: Path) -> None:
+    (campaign / "runs" / "empty-dir").mkdir()
+    states = {r.name: r.state for r in list_runs(campaign)}
+    assert states["empty-dir"] == "corrupt" and states["base"] == "complete"
