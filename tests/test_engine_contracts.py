@@ -202,3 +202,16 @@ def test_a_vllm_profile_drafts_by_its_speculative_config() -> None:
     assert spec is not None and spec.method == "eagle3" and spec.steps == 3
     assert drafting("vllm", SHIPPED.get("vllm-baseline").argv()) is None
     assert drafting("sglang", SHIPPED.get("eagle3").argv()) is not None
+
+
+def test_a_profile_asking_for_what_its_engine_switches_off_is_warned_about() -> None:
+    from console.server.speculation import adaptive_warning
+
+    topk4 = [*SHIPPED.get("eagle3").argv(), "--speculative-eagle-topk", "4", "--speculative-adaptive"]
+    assert adaptive_warning("sglang", topk4) == ("SGLang will switch adaptive speculation off: speculative_eagle_topk=4 "
+                                                 "(only topk=1 is supported)")
+    assert adaptive_warning("sglang", [*SHIPPED.get("eagle3").argv(), "--speculative-adaptive"]) is None
+    schedule = '{"method": "eagle3", "num_speculative_tokens": 3, "num_speculative_tokens_per_batch_size": [[1, 2, 3]]}'
+    assert adaptive_warning("vllm", ["vllm", "serve", "m", "-dp", "2", "--speculative-config", schedule]) == (
+        "vLLM will drop num_speculative_tokens_per_batch_size: data_parallel_size=2 (dynamic drafting is off with data "
+        "parallelism)")

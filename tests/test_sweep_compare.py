@@ -56,11 +56,12 @@ def test_a_level_is_called_even_only_where_the_intervals_cannot_tell(tmp_path: P
     write_run(tmp_path, "spec", "eagle3", spec, speculative=True, spread=0.04)
     cmp = compare(open_run(tmp_path, "base"), open_run(tmp_path, "spec"))
     assert cmp.levels[0].per_request.leader is None and cmp.levels[0].total.leader is None
-    assert cmp.recommendation == ("speculation (spec (eagle3), against base (baseline)) loses total throughput at C ≥ 2 "
-                                  "and helps nowhere the data can tell; cannot tell total throughput at C ≤ 1: disable it")
+    assert cmp.recommendation == ("speculation (spec (eagle3), against base (baseline)) loses total throughput at C ≥ 2; "
+                                  "cannot tell at C ≤ 1: repeat those levels to know whether drafting pays off there, "
+                                  "else disable it")
     assert cmp.total.text == "none: base (baseline) leads at C ≥ 2; cannot tell at C ≤ 1"
     assert [r.c for r in cmp.repeats] == [1]
-    assert cmp.repeats[0].text == ("C=1: 92.6 vs 96.1 per-request tok/s, +4 % ± 6 %: cannot tell; about 15 more "
+    assert cmp.repeats[0].text == ("C=1: 92.6 vs 96.1 per-request tok/s, +4 % ± 6 %: cannot tell; about 6 more "
                                    "request(s) in each run would")
     table_leaders = cmp.table["leader_total"].to_list()
     assert table_leaders == [None, "a", "a"]  # the recommendation and the table say the same

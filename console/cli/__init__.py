@@ -78,6 +78,10 @@ def build_parser() -> argparse.ArgumentParser:
     again.add_argument("--resume", metavar="RUN", help="finish an interrupted run: measured levels are kept, failed ones run again")
     again.add_argument("--repeat-uncertain", metavar="RUN",
                        help="measure again the levels of RUN its comparison cannot decide, merged into it")
+    again.add_argument("--refine", nargs=2, metavar=("RUN_A", "RUN_B"),
+                       help="locate where the drafting decision changes: measure between levels on both runs' servers, "
+                            "switching between them")
+    sweep.add_argument("--yes", action="store_true", help="with --refine: switch servers without asking")
     sweep.add_argument("--against", metavar="RUN", help="with --repeat-uncertain: the run to compare with (default: its counterpart)")
     sweep.add_argument("--other-server", action="store_true",
                        help="resume or repeat a run although the running server is not the one it measured")

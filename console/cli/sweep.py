@@ -86,6 +86,8 @@ def settings_from(cfg: config.Config, levels: list[int] | None, requests: str | 
 
 
 def cmd_sweep(cfg: config.Config, args: argparse.Namespace) -> int:
+    if args.refine:
+        return asyncio.run(refine_runs(cfg, args.host, args.refine, yes=args.yes))
     run: Run | None = None
     repeat: list[int] | None = None
     if args.resume or args.repeat_uncertain:
@@ -101,13 +103,44 @@ def cmd_sweep(cfg: config.Config, args: argparse.Namespace) -> int:
                                           resume=bool(args.resume), repeat=repeat, other_server=args.other_server))
 
 
+async def refine_runs(cfg: config.Config, host: str | None, names: list[str], *, yes: bool) -> int:
+    """Measure between the levels where the drafting decision changes, switching between the two runs' servers."""
+    from console.tasks.runbook import ActionFailed, Actions
+
+    a, b = resolve_runs(cfg, names)
+    if not yes:
+        print(f"refining switches the server on {cfg.host(host).name} between {a.profile} and {b.profile}, as often as "
+              "it takes (each switch stops the running server)")
+        try:
+            answer = input("go on? [yes/no] ").strip().lower()
+        except EOFError:
+            answer = ""
+        if answer not in ("y", "yes"):
+            print("nothing measured")
+            return 1
+    conn = Connection(cfg.host(host))
+    try:
+        await conn.up_now()
+        print((await Actions(cfg, conn, confirm_kill=_never).do_refine(a.name, b.name)))
+    except ActionFailed as e:
+        print(f"pivot: {e}", file=sys.stderr)
+        return 1
+    finally:
+        await conn.close()
+    return 0
+
+
+async def _never(question: str) -> bool:
+    return False
+
+
 def repeat_plan(cfg: config.Config, run: Run, against: str | None, settings: SweepSettings) -> tuple[list[int], SweepSettings]:
     """The levels of `run` that its comparison cannot decide, and as many requests as would decide them."""
     other = open_run(cfg.campaign_dir, against) if against else counterpart(run, list_runs(cfg.campaign_dir))
     if other is None:
         raise RunError(f"nothing to compare {run.name} with: name a run with --against")
     cmp = compare(other, run)
-    wanted = {r.c: r.more_requests for r in cmp.repeats if r.more_requests}
+    wanted = {r.c: r.more_requests for r in cmp.repeats if r.more_requests and "b" in r.sides}
     if not wanted:
         raise RunError(f"{run.name} against {other.name}: no level is uncertain enough for more requests to settle")
     requests = max(wanted.values())

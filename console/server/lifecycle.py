@@ -31,6 +31,7 @@ from console.gpu.telemetry import RemoteTelemetry
 from console.remote import Connection, PortForward
 from console.remote.errors import RemoteError
 from console.server.profiles import KINDS, Profile
+from console.server.speculation import adaptive_warning
 
 RECORD, PIDFILE, LOG = "server.json", "server.pid", "server.log"
 CRASH_TAIL = 50
@@ -276,6 +277,8 @@ class ServerLifecycle:
         checks.append(Check("port free", free, f"{profile.host}:{profile.port} " + ("is free" if free else
                             f"is in use ({lines[0].get('detail', '') if lines else ''})")))
         checks.append(await self._check_flags(profile, argv))
+        if warning := adaptive_warning(profile.kind, argv):
+            checks.append(Check("adaptive speculation", True, warning, warning=True))
         return checks
 
     async def _check_flags(self, profile: Profile, argv: list[str]) -> Check:

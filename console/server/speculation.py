@@ -205,3 +205,21 @@ def sglang_decode_batch_sizes(argv: Sequence[str], gpu_memory_mib: float | None 
         max_bs = running
     return sglang_capture_sizes(max_bs, speculative=isinstance(flags.get("speculative-algorithm"), str),
                                 padding=flags.get("disable-cuda-graph-padding") is not True)
+
+
+def adaptive_warning(kind: str, argv: Sequence[str]) -> str | None:
+    """What a server with this command line would do with the batch-size speculation it asks for, when that is
+    not what it asks: the engine switches it off (and says so only in its own log)."""
+    flags = parse_flags(argv)
+    if kind == "sglang" and flags.get("speculative-adaptive") is True:
+        reason = sglang_adaptive_unsupported(argv)
+        return f"SGLang will switch adaptive speculation off: {reason}" if reason else None
+    if kind == "vllm":
+        try:
+            config = vllm_speculative_config(flags) or {}
+        except ValueError as e:
+            return f"--speculative-config: {e}"
+        if config.get("num_speculative_tokens_per_batch_size") is not None:
+            reason = vllm_dynamic_unsupported(argv, config)
+            return f"vLLM will drop num_speculative_tokens_per_batch_size: {reason}" if reason else None
+    return None

@@ -60,6 +60,7 @@ class SimHost:
         self.sim = root / "sim"
         self.user = pwd.getpwuid(os.getuid()).pw_name
         self.port = 0
+        self.server_ports: dict[int, int] = {}  # the shipped demo profiles' port -> the one this host's copies use
         self._server: asyncssh.SSHAcceptor | None = None
         self._sessions: dict[int, asyncio.subprocess.Process] = {}  # pid -> our direct children
         self._reaper: asyncio.Task[None] | None = None
@@ -146,6 +147,21 @@ class SimHost:
         with open(self.root / "pivot.toml", "a") as f:
             # a whole sweep in about two minutes at the real calibration: one wave of short answers per level
             f.write('\n[sweep]\nmax_tokens = 64\nrequests = "c"\n')
+        self._write_demo_profiles()
+
+    def _write_demo_profiles(self) -> None:
+        """The shipped demo profiles beside pivot.toml (where they win), on ports free on this machine: the simulated
+        host shares the machine's loopback, so another demo may already serve on the shipped 30000 or 8000."""
+        directory = self.root / "profiles"
+        directory.mkdir(exist_ok=True)
+        ports: dict[int, int] = {}
+        for path in sorted((package_root() / "profiles").glob("demo-*.toml")):
+            text = path.read_text(encoding="utf-8")
+            shipped = 8000 if "vllm" in path.stem else 30000
+            port = ports.setdefault(shipped, free_port(shipped))
+            head, table, rest = text.partition("\n[")  # top-level keys go before the first table
+            (directory / path.name).write_text(f"{head}\nport = {port}\n{table}{rest}", encoding="utf-8")
+        self.server_ports = ports
 
     @property
     def config_path(self) -> Path:
@@ -269,7 +285,7 @@ class SimHost:
         from console.server.lifecycle import LOG, PIDFILE, RECORD, ServerRecord
         from console.server.profiles import load_profiles
 
-        profile = load_profiles(package_root() / "profiles").get(profile_name)
+        profile = load_profiles(package_root() / "profiles", self.root / "profiles").get(profile_name)
         port = port or profile.port
         profile = dataclasses.replace(profile, port=port)
         argv = [f"{self.home}/{a[2:]}" if a.startswith("~/") else a for a in profile.argv()]
@@ -337,8 +353,8 @@ async def serve_forever(host: SimHost, announce: bool = True, initial_server: st
     await host.start()
     background = None
     if initial_server != "none":
-        port = free_port(30000)
-        pid = host.start_server(f"demo-{initial_server}", port)
+        pid = host.start_server(f"demo-{initial_server}")
+        port = host.server_ports[30000]
         if traffic:
             ticks = state.proc_start_ticks(pid)
             background = asyncio.create_task(demo_traffic.run(port, lambda: state.alive(pid, ticks)))

@@ -16,11 +16,13 @@ from typing import Any
 
 import polars as pl
 
+from console.sweep.metrics import t975
 from console.sweep.store import Run
 from console.untrusted import visible
 
+REFINE_TOLERANCE = 0.15  # a change of decision is located once it lies within ±15 % of the middle of its bracket
 SATURATION_GAIN = 0.10  # past this level, throughput grows by less than 10 % to the next
-MAX_REPEAT_FACTOR = 16  # more than 16x the requests to tell two levels apart: call them alike
+MAX_REPEAT_FACTOR = 100  # more than 100x the requests to tell two levels apart: call them alike
 METRICS = {  # name -> (value column, low, high)
     "total": ("total_tok_s", "total_tok_s_lo", "total_tok_s_hi"),
     "per_request": ("req_tok_s_mean", "req_tok_s_lo", "req_tok_s_hi"),
@@ -126,8 +128,9 @@ class Crossover:
 @dataclass(frozen=True)
 class Repeat:
     c: int
-    more_requests: int | None  # per run, to tell the two apart; None: they are alike (more would only narrow it)
+    more_requests: int | None  # per run repeated, to tell the two apart; None: they are alike (more would only narrow it)
     text: str
+    sides: tuple[str, ...] = ("a", "b")  # whose level to repeat: the wider interval alone when that suffices
 
 
 @dataclass(frozen=True)
@@ -177,7 +180,46 @@ class Comparison:
                  f"saturation (< 10 % more to the next level): {sat}"]
         lines += [f"C={c}: left out: {why}" for c, why in sorted(self.excluded.items())]
         lines += [f"repeat: {r.text}" for r in self.repeats]
-        return lines + self.notes
+        refine = refine_suggestion(self)
+        return lines + ([refine] if refine else []) + self.notes
+
+
+@dataclass(frozen=True)
+class Bracket:
+    lo: int  # the largest measured C on one side of the change
+    hi: int  # the smallest on the other
+    what: str
+
+    @property
+    def located(self) -> bool:
+        return self.hi - self.lo <= 1 or self.hi / self.lo <= (1 + REFINE_TOLERANCE) / (1 - REFINE_TOLERANCE)
+
+    @property
+    def middle(self) -> int:
+        """The level halfway on a log scale, strictly between the two."""
+        return min(self.hi - 1, max(self.lo + 1, round(math.sqrt(self.lo * self.hi))))
+
+
+def bracket(cmp: Comparison) -> Bracket | None:
+    """Where the decision changes: above the last level that keeps drafting (the adaptive cut), or else where the
+    lead in total throughput changes hands; None when there is no such change to locate."""
+    levels = [lv.c for lv in cmp.levels]
+    if cmp.helps_up_to is not None and cmp.helps_up_to in levels and cmp.helps_up_to != levels[-1]:
+        return Bracket(cmp.helps_up_to, levels[levels.index(cmp.helps_up_to) + 1], "where drafting stops paying off")
+    leaders = [(lv.c, lv.total.leader) for lv in cmp.levels if lv.total.leader]
+    for (c0, l0), (c1, l1) in zip(leaders, leaders[1:]):
+        if l0 != l1:
+            return Bracket(c0, c1, "where the lead in total throughput changes")
+    return None
+
+
+def refine_suggestion(cmp: Comparison) -> str | None:
+    """The line the comparison offers when a refinement would help."""
+    found = bracket(cmp)
+    if found is None or found.located:
+        return None
+    return (f"refine: {found.what} lies between C = {found.lo} and C = {found.hi}; measuring C = {found.middle} on both "
+            f"runs narrows it (pivot sweep --refine {cmp.a.name} {cmp.b.name})")
 
 
 def drafting(a: Run, b: Run) -> Run:
@@ -270,30 +312,51 @@ def saturation(levels: list[int], tps: list[float], gain: float = SATURATION_GAI
     return None
 
 
-def _repeats(cmp_levels: list[Level]) -> list[Repeat]:
+def _more(n: int, half: float, room: float) -> int | None:
+    """Requests to add to n so that a 95 % interval of half-width `half` narrows to `room`: its spread stays, Student's
+    t and the square root of the count shrink it. None when that takes too many (the two are alike)."""
+    if room <= 0:
+        return None
+    sd = half * math.sqrt(n) / t975(n - 1)
+    need = n
+    for _ in range(8):  # t depends on the count it decides: a few rounds settle it
+        need = max(n + 1, math.ceil((t975(need - 1) * sd / room) ** 2))
+    return need - n if need <= MAX_REPEAT_FACTOR * n else None
+
+
+def _repeats(cmp_levels: list[Level], names: dict[str, str]) -> list[Repeat]:
     """For each level where total throughput or per-request speed cannot be told apart: how many requests would
-    (intervals narrow as the square root of the requests), or that the two are alike."""
+    (intervals narrow as the square root of the requests), of one run where its interval alone is in the way,
+    or that the two are alike."""
     repeats = []
     for lv in cmp_levels:
-        options: list[tuple[float, Verdict, str]] = []
-        n = min(int(lv.a.get("requests") or 0), int(lv.b.get("requests") or 0))
+        best: tuple[int, Repeat] | None = None
+        alike: Repeat | None = None
         for metric, unit in (("total", "tok/s"), ("per_request", "per-request tok/s")):
             v: Verdict = getattr(lv, metric)
+            n = min(int(lv.a.get("requests") or 0), int(lv.b.get("requests") or 0))
             if v.leader or v.a.value is None or v.b.value is None or n < 2:
                 continue
-            half = v.a.value * v.a.relative_half + v.b.value * v.b.relative_half
+            half_a, half_b = v.a.value * v.a.relative_half, v.b.value * v.b.relative_half
             gap = abs(v.b.value - v.a.value)
-            if half > 0:
-                options.append(((half / gap) ** 2 if gap > 0 else math.inf, v, unit))
-        if not options:
-            continue
-        factor, v, unit = min(options, key=lambda o: o[0])
-        if factor > MAX_REPEAT_FACTOR:
-            repeats.append(Repeat(lv.c, None, f"C={lv.c}: {v.text(unit)}: alike; more requests would only narrow it"))
-        else:
-            more = max(1, math.ceil(n * factor) - n)
-            repeats.append(Repeat(lv.c, more, f"C={lv.c}: {v.text(unit)}: cannot tell; about {more} more request(s) "
-                                              "in each run would"))
+            if half_a + half_b <= 0:
+                continue
+            options = [(m, sides) for m, sides in ((_more(n, half_b, gap - half_a), ("b",)),
+                                                   (_more(n, half_a, gap - half_b), ("a",)),
+                                                   (_more(n, half_a + half_b, gap), ("a", "b"))) if m is not None]
+            if not options:
+                alike = alike or Repeat(lv.c, None, f"C={lv.c}: {v.text(unit)}: alike; more requests would only narrow it")
+                continue
+            more, sides = min(options, key=lambda o: o[0] * len(o[1]))
+            whose = "in each run" if len(sides) == 2 else f"of {names[sides[0]]}"
+            candidate = Repeat(lv.c, more, f"C={lv.c}: {v.text(unit)}: cannot tell; about {more} more request(s) "
+                                           f"{whose} would", sides)
+            if best is None or more * len(sides) < best[0]:
+                best = (more * len(sides), candidate)
+        if best is not None:
+            repeats.append(best[1])
+        elif alike is not None:
+            repeats.append(alike)
     return repeats
 
 
@@ -350,7 +413,7 @@ def compare(a: Run, b: Run) -> Comparison:
            names["b"]: saturation(lb["c"].to_list(), lb["total_tok_s"].to_list())}
     recommendation, cut = recommend(a, b, cmp_levels)
     return Comparison(a, b, cmp_levels, excluded, _crossover(cmp_levels, "total", names),
-                      _crossover(cmp_levels, "per_request", names), sat, recommendation, cut, _repeats(cmp_levels),
+                      _crossover(cmp_levels, "per_request", names), sat, recommendation, cut, _repeats(cmp_levels, names),
                       _client_note(a, b) + _quality_notes(a) + _quality_notes(b))
 
 
@@ -395,6 +458,10 @@ def recommend(a: Run, b: Run, cmp_levels: list[Level]) -> tuple[str, int | None]
             return f"{who}: cannot tell whether it helps or costs anything at any level: repeat the uncertain levels", None
         return f"{who} helps {' and '.join(gains)}, costs no total throughput where the data can tell{unsure}: keep it", None
     if not gains:
+        open_below = [lv.c for lv in cmp_levels if lv.c < losses[0] and not (lv.total.leader and lv.per_request.leader)]
+        if open_below:
+            return (f"{who} loses total throughput at {where(losses, levels)}; cannot tell at {where(open_below, levels)}: "
+                    "repeat those levels to know whether drafting pays off there, else disable it"), None
         return f"{who} loses total throughput at {where(losses, levels)} and helps nowhere the data can tell{unsure}: disable it", None
     below = [c for c in levels if c < losses[0]]
     helped_below = [c for c in below if c in wins or c in speed_wins]

@@ -398,13 +398,15 @@ async def server_facts(client: httpx.AsyncClient) -> dict[str, Any]:
 
 def warnings_for(settings: SweepSettings, facts: dict[str, Any]) -> list[str]:
     warnings = []
-    for key, what in (("max_running_requests", "max_running_requests"), ("cuda_graph_max_bs", "CUDA-graph batch size")):
+    for key, what, effect in (
+            ("max_running_requests", "max_running_requests", "requests wait in its queue: the queue is measured too"),
+            ("cuda_graph_max_bs", "largest CUDA-graph batch", "those batches decode without graphs, in slower steps")):
         limit = facts.get(key)
         if isinstance(limit, int):
             over = [c for c in settings.levels if c > limit]
             if over:
                 which = f"level {over[0]} exceeds" if len(over) == 1 else f"levels {', '.join(map(str, over))} exceed"
-                warnings.append(f"{which} the server's {what} ({limit}): the queue is measured, not the engine")
+                warnings.append(f"{which} the server's {what} ({limit}): {effect}")
     busy = facts.get("busy") or {}
     if busy.get("running") or busy.get("queued"):
         warnings.append(f"the server was already serving {busy.get('running', 0)} request(s) ({busy.get('queued', 0)} queued) "

@@ -8,7 +8,8 @@
     action = "kill-stray"
 
 Actions: kill-stray, verify-idle, check-files PATH…, start PROFILE, stop, switch PROFILE,
-sweep [key=value…], compare A B (run names, or `last` and `previous` for the newest two).
+sweep [key=value…], compare A B (run names, or `last` and `previous` for the newest two), refine [A B]
+(measure between the levels where the drafting decision changes, switching servers as needed).
 Running one moves its task to in_progress, and to completed with the action's result, or
 leaves it in_progress with the error. An action that is not one of these is refused when
 the runbook is read, never faked.
@@ -32,13 +33,14 @@ from console.remote import Connection
 from console.server.lifecycle import ServerLifecycle, ServerState
 from console.server.profiles import load_profiles
 from console.sweep.compare import compare
-from console.sweep.runner import SweepProcess, describe_server
+from console.sweep.refine import refine
+from console.sweep.runner import SweepProcess, describe_server, identity_mismatch
 from console.sweep.settings import SweepSettings
-from console.sweep.store import create_run, list_runs, open_run
+from console.sweep.store import Run, RunError, create_run, list_runs, open_run
 from console.tasks.events import EventLog
 from console.tasks.tasklist import TaskError, TaskList
 
-ACTIONS = ("kill-stray", "verify-idle", "check-files", "start", "stop", "switch", "sweep", "compare")
+ACTIONS = ("kill-stray", "verify-idle", "check-files", "start", "stop", "switch", "sweep", "compare", "refine")
 READY_TIMEOUT_S = 1800.0
 RELEASE_TIMEOUT_S = 60.0
 
@@ -58,9 +60,11 @@ def check_action(action: str) -> list[str]:
     words = shlex.split(action)
     if not words or words[0] not in ACTIONS:
         raise TaskError(f"unknown action {action!r} (known: {', '.join(ACTIONS)})")
-    arity = {"start": 1, "switch": 1, "compare": 2, "stop": 0, "kill-stray": 0, "verify-idle": 0}
-    if words[0] in arity and len(words) - 1 != arity[words[0]]:
-        raise TaskError(f"{words[0]} takes {arity[words[0]]} argument(s): {action!r}")
+    arity = {"start": (1,), "switch": (1,), "compare": (2,), "stop": (0,), "kill-stray": (0,), "verify-idle": (0,),
+             "refine": (0, 2)}
+    if words[0] in arity and len(words) - 1 not in arity[words[0]]:
+        counts = " or ".join(map(str, arity[words[0]]))
+        raise TaskError(f"{words[0]} takes {counts} argument(s): {action!r}")
     return words
 
 
@@ -205,26 +209,67 @@ class Actions:
         meta, port = await describe_server(self.conn, self.cfg, self.spec.name)
         run = create_run(self.cfg.campaign_dir, {**meta, "settings": settings.to_dict()})
         self.log.append("sweep", run=run.name, profile=run.profile, runbook=True)
-        process = SweepProcess(run, ["--config", str(self.cfg.path), "--host", self.spec.name, "--port", str(port)])
-        async for event in process.events():
-            if event.get("type") == "level_done":
-                self.say(f"    C={event['c']}: {event['total_tok_s']:.1f} tok/s")
-            elif event.get("type") == "failed":
-                raise ActionFailed(event["message"])
+        await self._follow(SweepProcess(run, self._target(port)))
         summary = run.summary()
         if summary is None:
             raise ActionFailed(f"run {run.name} has no completed level")
         return summary
 
-    async def do_compare(self, a: str, b: str) -> str:
-        runs = [r for r in list_runs(self.cfg.campaign_dir) if not r.meta.get("corrupt") and r.levels().height]
+    def _target(self, port: int) -> list[str]:
+        if self.cfg.path is None:
+            raise ActionFailed("a sweep needs a pivot.toml")
+        return ["--config", str(self.cfg.path), "--host", self.spec.name, "--port", str(port)]
+
+    async def _follow(self, process: SweepProcess) -> None:
+        async for event in process.events():
+            if event.get("type") == "level_done":
+                failed = f" FAILED ({event['failed']})" if event.get("failed") else ""
+                self.say(f"    C={event['c']}: {event['total_tok_s']:.1f} tok/s{failed}")
+            elif event.get("type") == "failed":
+                raise ActionFailed(event["message"])
+            elif event.get("type") == "sweep_done" and event.get("failed"):
+                raise ActionFailed(f"the sweep stopped: {event['failed']}")
+
+    def _runs(self, a: str, b: str) -> tuple[Run, Run]:
+        runs = [r for r in list_runs(self.cfg.campaign_dir) if r.state != "corrupt" and r.measured().height]
         names = {"last": runs[-1].name if runs else None, "previous": runs[-2].name if len(runs) > 1 else None}
         try:
             first, second = (open_run(self.cfg.campaign_dir, names.get(x) or x) for x in (a, b))
-            result = compare(first, second)
-        except Exception as e:
+        except RunError as e:
             raise ActionFailed(str(e)) from None
-        self.log.append("compare", a=first.name, b=second.name, recommendation=result.recommendation, runbook=True)
+        return first, second
+
+    async def do_refine(self, a: str = "previous", b: str = "last") -> str:
+        first, second = self._runs(a, b)
+        actions = self
+
+        class Driver:
+            async def switch_to(self, run: Run) -> None:
+                await actions._launch("switch", run.profile)
+
+            async def measure(self, run: Run, level: int) -> None:
+                meta, port = await describe_server(actions.conn, actions.cfg, actions.spec.name)
+                if mismatch := identity_mismatch(run.meta, meta):
+                    raise ActionFailed(f"run {run.name} was measured on another server ({mismatch})")
+                actions.log.append("sweep", run=run.name, profile=run.profile, levels=[level], refine=True, runbook=True)
+                await actions._follow(SweepProcess(run, actions._target(port), repeat=[level]))
+
+            def running(self) -> str | None:
+                return actions.lifecycle.status.profile if actions.lifecycle.status.state.running else None
+
+        await self.lifecycle.poll()
+        try:
+            result = await refine(first, second, Driver(), say=self.say)
+        except ValueError as e:
+            raise ActionFailed(str(e)) from None
+        return result.recommendation
+
+    async def do_compare(self, a: str, b: str) -> str:
+        first, second = self._runs(a, b)
+        try:
+            result = compare(first, second)
+        except ValueError as e:
+            raise ActionFailed(str(e)) from None
         return result.recommendation
 
 

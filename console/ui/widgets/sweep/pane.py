@@ -326,16 +326,19 @@ class SweepPane(Vertical):
         lifecycle = self.pivot.lifecycle
         if cmp is None or lifecycle is None:
             return
-        wanted = {r.c: r.more_requests for r in cmp.repeats if r.more_requests}
-        if not wanted:
+        if not any(r.more_requests for r in cmp.repeats):
             self.notify("no level is uncertain enough for more requests to settle", timeout=6)
             return
         running = lifecycle.status.profile
-        run = next((r for r in (cmp.b, cmp.a) if r.profile == running), None)
-        if run is None:
-            self.notify(f"the running server ({running or 'none'}) measured neither run: switch to "
-                        f"{cmp.a.profile} or {cmp.b.profile} first", severity="warning", timeout=8)
+        side = "b" if cmp.b.profile == running else "a" if cmp.a.profile == running else None
+        wanted = {r.c: r.more_requests for r in cmp.repeats if r.more_requests and side in r.sides}
+        if side is None or not wanted:
+            need = sorted({s for r in cmp.repeats if r.more_requests for s in r.sides})
+            self.notify(f"the levels to repeat are {' and '.join(cmp.name(s) for s in need)}'s: switch to "
+                        f"{' or '.join((cmp.a if s == 'a' else cmp.b).profile for s in need)} first",
+                        severity="warning", timeout=8)
             return
+        run = cmp.a if side == "a" else cmp.b
         levels, requests = sorted(wanted), max(wanted.values())
         settings = SweepSettings.from_dict({**run.meta.get("settings", {}), "requests": requests})
         self.notify(f"repeating C = {', '.join(map(str, levels))} of {run.name}, {requests} request(s) each", timeout=6)
