@@ -23,6 +23,7 @@ from console.untrusted import visible
 REFINE_TOLERANCE = 0.15  # a change of decision is located once it lies within ±15 % of the middle of its bracket
 SATURATION_GAIN = 0.10  # past this level, throughput grows by less than 10 % to the next
 MAX_REPEAT_FACTOR = 100  # more than 100x the requests to tell two levels apart: call them alike
+NEGLIGIBLE = 0.01  # a difference under 1 % is not worth more requests, whatever they would show
 METRICS = {  # name -> (value column, low, high)
     "total": ("total_tok_s", "total_tok_s_lo", "total_tok_s_hi"),
     "per_request": ("req_tok_s_mean", "req_tok_s_lo", "req_tok_s_hi"),
@@ -340,6 +341,9 @@ def _repeats(cmp_levels: list[Level], names: dict[str, str]) -> list[Repeat]:
             half_a, half_b = v.a.value * v.a.relative_half, v.b.value * v.b.relative_half
             gap = abs(v.b.value - v.a.value)
             if half_a + half_b <= 0:
+                continue
+            if gap < NEGLIGIBLE * max(v.a.value, v.b.value):
+                alike = alike or Repeat(lv.c, None, f"C={lv.c}: {v.text(unit)}: alike; more requests would only narrow it")
                 continue
             options = [(m, sides) for m, sides in ((_more(n, half_b, gap - half_a), ("b",)),
                                                    (_more(n, half_a, gap - half_b), ("a",)),
