@@ -179,3 +179,19 @@ def test_two_runs_of_the_same_kind_get_no_speculation_verdict(tmp_path: Path) ->
     # a sweep that ends is compared with the newest run of the other kind: the adaptive one with the baseline
     assert counterpart(open_run(tmp_path, "adaptive"), list_runs(tmp_path)).name == "base"  # type: ignore[union-attr]
     assert counterpart(open_run(tmp_path, "spec"), list_runs(tmp_path)).name == "base"  # type: ignore[union-attr]
+
+
+def test_client_bound_levels_are_in_no_verdict_and_lagging_ones_have_no_latency_ratio(tmp_path: Path) -> None:
+    write_run(tmp_path, "base", "baseline", BASELINE, speculative=False)
+    write_run(tmp_path, "spec", "eagle3", EAGLE3, speculative=True)
+    with open(tmp_path / "runs" / "spec" / EVENTS, "a") as f:
+        for c, extra in ((250, {"client_bound": "the load generator used 97% of a core"}),
+                         (100, {"lagging": "the load generator's loop ran late (p90 12.0 ms)", "client_cpu": 0.6})):
+            total, per = EAGLE3[c]
+            f.write(json.dumps({"type": "level_started", "c": c, "requests": c}) + "\n")
+            f.write(json.dumps(level(c, total, per, **extra)) + "\n")
+    cmp = compare(open_run(tmp_path, "base"), open_run(tmp_path, "spec"))
+    assert cmp.excluded == {250: "spec (eagle3): client-bound (the load generator used 97% of a core)"}
+    at_100 = next(lv for lv in cmp.levels if lv.c == 100)
+    assert at_100.itl is None and at_100.ttft is None and at_100.total.leader == "a"
+    assert any("latencies not measured at C = 100" in note for note in cmp.notes)

@@ -146,7 +146,7 @@ class SimHost:
         )
         with open(self.root / "pivot.toml", "a") as f:
             # a whole sweep in about two minutes at the real calibration: one wave of short answers per level
-            f.write('\n[sweep]\nmax_tokens = 64\nrequests = "c"\n')
+            f.write('\n[sweep]\nmax_tokens = 64\nrequests = "c"\nmin_requests = 16\n')
         self._write_demo_profiles()
 
     def _write_demo_profiles(self) -> None:

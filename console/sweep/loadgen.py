@@ -287,12 +287,16 @@ def client_bound(cpu: float) -> str | None:
     return None
 
 
-def lagging(lag_p90: float | None, itl_mean: float | None) -> str | None:
+def lagging(lag_p90: float | None, itl_p50: float | None, itl_mean: float | None) -> str | None:
     """Why this level's latencies cannot be trusted: chunks are stamped when the client's loop gets to them, so a
-    loop that runs late by a good part of an inter-token gap bunches them (ITL collapses toward 0 ms)."""
+    loop that runs late by a good part of an inter-token gap bunches them and ITL collapses toward 0 ms, far
+    below the requests' own pace (tokens over their decode time, which bunching does not change)."""
     if lag_p90 is not None and lag_p90 >= max(0.002, 0.25 * (itl_mean or 0)):
         against = f" against an ITL of {itl_mean * 1000:.1f} ms" if itl_mean else ""
         return f"the load generator's loop ran late (p90 {lag_p90 * 1000:.1f} ms{against})"
+    if itl_p50 is not None and itl_mean and itl_p50 < 0.25 * itl_mean:
+        return (f"chunks arrived in bursts (ITL p50 {itl_p50 * 1000:.1f} ms against {itl_mean * 1000:.1f} ms per token "
+                "over each request)")
     return None
 
 
@@ -356,7 +360,7 @@ async def run_level(client: httpx.AsyncClient, settings: SweepSettings, model: s
     lag_p90 = percentile(lags, 90)
     client = {"client_cpu": round(cpu, 3), "loop_lag_p50": percentile(lags, 50), "loop_lag_p90": lag_p90,
               "loop_lag_p99": percentile(lags, 99), "load_avg": os.getloadavg()[0],
-              "client_bound": client_bound(cpu), "lagging": lagging(lag_p90, metrics.itl_mean)}
+              "client_bound": client_bound(cpu), "lagging": lagging(lag_p90, metrics.itl_p50, metrics.itl_mean)}
     if host_load is not None:
         client["host_load_avg"] = await host_load()
     sink.emit({"type": "level_done", "c": c, "peak_in_flight": peak, "repeat": repeat,

@@ -1,0 +1,43 @@
+"""A load generator starved of CPU measures itself, not the server: its levels say so, and no verdict uses them."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from console.sweep.loadgen import client_bound, lagging
+from console.sweep.settings import SweepSettings
+from console.sweep.store import create_run
+from tests.test_sim_server import sim_env, start_server  # noqa: F401  (fixtures)
+
+
+def test_the_thresholds() -> None:
+    assert client_bound(0.95) and not client_bound(0.5)
+    assert lagging(0.012, 0.020, 0.021) and not lagging(0.001, 0.020, 0.021)  # late by more than a quarter of a gap
+    assert lagging(0.001, 0.0001, 0.0214) and "bursts" in (lagging(0.001, 0.0001, 0.0214) or "")
+    assert not lagging(0.001, 0.0076, 0.0104)  # speculative chunks: p50 below the mean, not collapsed
+
+
+@pytest.mark.skipif(not shutil.which("taskset") or len(os.sched_getaffinity(0)) < 1, reason="needs taskset")
+def test_a_starved_load_generator_flags_its_levels(start_server, sim_env, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+    server = start_server()
+    cpu = min(os.sched_getaffinity(0))
+    hogs = [subprocess.Popen(["taskset", "-c", str(cpu), sys.executable, "-c", "while True: pass"]) for _ in range(3)]
+    try:
+        settings = SweepSettings(levels=(8,), requests=24, max_tokens=64, input_tokens=16)
+        run = create_run(tmp_path / "campaign", {"profile": "p", "settings": settings.to_dict()})
+        done = subprocess.run(["taskset", "-c", str(cpu), sys.executable, "-m", "console.sweep.loadgen", "--url",
+                               server.url, "--run-dir", str(run.dir)], capture_output=True, text=True, timeout=300)
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    assert done.returncode == 0, done.stderr
+    level = next(json.loads(line) for line in done.stdout.splitlines() if '"level_done"' in line)
+    assert level["lagging"] or level["client_bound"], level  # the level says its numbers are the client's
