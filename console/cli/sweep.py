@@ -91,7 +91,7 @@ def cmd_sweep(cfg: config.Config, args: argparse.Namespace) -> int:
     run: Run | None = None
     repeat: list[int] | None = None
     if args.resume or args.repeat_uncertain:
-        run = open_run(cfg.campaign_dir, args.resume or args.repeat_uncertain)
+        run = resolve_runs(cfg, [args.resume or args.repeat_uncertain])[0]
         if (pid := holder(run.dir)) is not None:
             raise RunError(f"run {run.name} is being written by a load generator now (pid {pid}): stop that sweep first")
         settings = SweepSettings.from_dict(run.meta.get("settings", {}))
@@ -136,7 +136,7 @@ async def _never(question: str) -> bool:
 
 def repeat_plan(cfg: config.Config, run: Run, against: str | None, settings: SweepSettings) -> tuple[list[int], SweepSettings]:
     """The levels of `run` that its comparison cannot decide, and as many requests as would decide them."""
-    other = open_run(cfg.campaign_dir, against) if against else counterpart(run, list_runs(cfg.campaign_dir))
+    other = resolve_runs(cfg, [against])[0] if against else counterpart(run, list_runs(cfg.campaign_dir))
     if other is None:
         raise RunError(f"nothing to compare {run.name} with: name a run with --against")
     cmp = compare(other, run)

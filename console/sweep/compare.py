@@ -16,94 +16,17 @@ from typing import Any
 
 import polars as pl
 
-from console.sweep.metrics import t975
+from console.sweep.intervals import Verdict, estimate, judge, more_requests
 from console.sweep.store import Run
 from console.untrusted import visible
 
 REFINE_TOLERANCE = 0.15  # a change of decision is located once it lies within ±15 % of the middle of its bracket
 SATURATION_GAIN = 0.10  # past this level, throughput grows by less than 10 % to the next
-MAX_REPEAT_FACTOR = 100  # more than 100x the requests to tell two levels apart: call them alike
 NEGLIGIBLE = 0.01  # a difference under 1 % is not worth more requests, whatever they would show
-METRICS = {  # name -> (value column, low, high)
-    "total": ("total_tok_s", "total_tok_s_lo", "total_tok_s_hi"),
-    "per_request": ("req_tok_s_mean", "req_tok_s_lo", "req_tok_s_hi"),
-    "ttft": ("ttft_mean", "ttft_lo", "ttft_hi"),
-    "itl": ("itl_mean", "itl_lo", "itl_hi"),
-}
-
-
 def label(run: Run) -> str:
     """A run as every sentence names it: its name, with its profile when the name does not say it."""
     name, profile = visible(run.name), visible(run.profile)
     return name if profile in name else f"{name} ({profile})"
-
-
-@dataclass(frozen=True)
-class Estimate:
-    value: float | None
-    lo: float | None
-    hi: float | None
-
-    @property
-    def known(self) -> bool:
-        return self.value is not None
-
-    @property
-    def interval(self) -> tuple[float, float] | None:
-        if self.value is None:
-            return None
-        return (self.lo if self.lo is not None else self.value, self.hi if self.hi is not None else self.value)
-
-    @property
-    def relative_half(self) -> float:
-        if not self.value or self.lo is None or self.hi is None:
-            return 0.0
-        return (self.hi - self.lo) / 2 / abs(self.value)
-
-
-def estimate(row: dict[str, Any], metric: str) -> Estimate:
-    value, lo, hi = METRICS[metric]
-    return Estimate(row.get(value), row.get(lo), row.get(hi))
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """One metric at one level: B over A, its 95 % interval, and who leads ("a", "b", or None: cannot tell)."""
-
-    a: Estimate
-    b: Estimate
-    leader: str | None
-
-    @property
-    def ratio(self) -> float | None:
-        return self.b.value / self.a.value if self.a.value and self.b.value is not None else None
-
-    @property
-    def spread(self) -> float | None:
-        """The ratio's relative 95 % half-width (both runs' uncertainties combined)."""
-        if self.ratio is None:
-            return None
-        return self.ratio * math.hypot(self.a.relative_half, self.b.relative_half)
-
-    def text(self, unit: str, digits: int = 1) -> str:
-        if self.ratio is None or self.a.value is None or self.b.value is None:
-            return "not measured by both"
-        change = f"{(self.ratio - 1) * 100:+.0f} % ± {(self.spread or 0) * 100:.0f} %"
-        return f"{self.a.value:.{digits}f} vs {self.b.value:.{digits}f} {unit}, {change}"
-
-
-def judge(a: Estimate, b: Estimate, higher_is_better: bool = True) -> Verdict:
-    """B leads when its interval lies wholly beyond A's (and the other way round); otherwise nobody can tell."""
-    ia, ib = a.interval, b.interval
-    if ia is None or ib is None:
-        return Verdict(a, b, None)
-    if ib[0] > ia[1]:
-        better = "b"
-    elif ib[1] < ia[0]:
-        better = "a"
-    else:
-        return Verdict(a, b, None)
-    return Verdict(a, b, better if higher_is_better else ("a" if better == "b" else "b"))
 
 
 @dataclass(frozen=True)
@@ -313,18 +236,6 @@ def saturation(levels: list[int], tps: list[float], gain: float = SATURATION_GAI
     return None
 
 
-def _more(n: int, half: float, room: float) -> int | None:
-    """Requests to add to n so that a 95 % interval of half-width `half` narrows to `room`: its spread stays, Student's
-    t and the square root of the count shrink it. None when that takes too many (the two are alike)."""
-    if room <= 0:
-        return None
-    sd = half * math.sqrt(n) / t975(n - 1)
-    need = n
-    for _ in range(8):  # t depends on the count it decides: a few rounds settle it
-        need = max(n + 1, math.ceil((t975(need - 1) * sd / room) ** 2))
-    return need - n if need <= MAX_REPEAT_FACTOR * n else None
-
-
 def _repeats(cmp_levels: list[Level], names: dict[str, str]) -> list[Repeat]:
     """For each level where total throughput or per-request speed cannot be told apart: how many requests would
     (intervals narrow as the square root of the requests), of one run where its interval alone is in the way,
@@ -345,9 +256,9 @@ def _repeats(cmp_levels: list[Level], names: dict[str, str]) -> list[Repeat]:
             if gap < NEGLIGIBLE * max(v.a.value, v.b.value):
                 alike = alike or Repeat(lv.c, None, f"C={lv.c}: {v.text(unit)}: alike; more requests would only narrow it")
                 continue
-            options = [(m, sides) for m, sides in ((_more(n, half_b, gap - half_a), ("b",)),
-                                                   (_more(n, half_a, gap - half_b), ("a",)),
-                                                   (_more(n, half_a + half_b, gap), ("a", "b"))) if m is not None]
+            options = [(m, sides) for m, sides in ((more_requests(n, half_b, gap - half_a), ("b",)),
+                                                   (more_requests(n, half_a, gap - half_b), ("a",)),
+                                                   (more_requests(n, half_a + half_b, gap), ("a", "b"))) if m is not None]
             if not options:
                 alike = alike or Repeat(lv.c, None, f"C={lv.c}: {v.text(unit)}: alike; more requests would only narrow it")
                 continue

@@ -26,9 +26,7 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
-import json
 import os
-import random
 import signal
 import sys
 import time
@@ -38,25 +36,16 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from prometheus_client.parser import text_string_to_metric_families
 
 from console.remote import Connection, RemoteError
 from console.sweep.metrics import FAILED_ERROR_RATE, RequestRecord, level_metrics, percentile
-from console.sweep.runlock import RunLocked, run_lock
-from console.sweep.settings import SweepSettings
-from console.sweep.sse import SSEError, sse_data
+from console.sweep.requests import TokensPerChunk, one_request, prompts, request_body
 from console.sweep.runfiles import EventLogFile
+from console.sweep.runlock import RunLocked, run_lock
+from console.sweep.server_view import scrape, server_answers, server_facts, warnings_for
+from console.sweep.settings import SweepSettings
 from console.sweep.store import completed_levels
-from console.untrusted import visible
 
-WORDS = "the quick brown fox jumps over a lazy dog while engines batch many tokens in each step".split()
-SERVER_GAUGES = {  # Prometheus name -> our name
-    "sglang:num_running_reqs": "running", "sglang:num_queue_reqs": "queued", "sglang:gen_throughput": "gen_tok_s",
-    "sglang:spec_accept_length": "accept_length", "sglang:spec_num_steps": "spec_steps",
-    "vllm:num_requests_running": "running", "vllm:num_requests_waiting": "queued",
-}
-MAX_CHUNKS_PER_TOKEN = 4  # a stream of more than 4 chunks per asked token (+16) is endless, not slow
-MAX_REPORTED_TOKENS = 10**7  # a usage count beyond this is not a count
 LAG_TICK_S = 0.01
 
 
@@ -67,208 +56,6 @@ class EventSink(EventLogFile):
         line = self.append({"t": round(time.time(), 4), **event})
         sys.stdout.write(line + "\n")
         sys.stdout.flush()
-
-
-class BadStream(Exception):
-    """What the server sent cannot be a completion stream: the request fails with this reason."""
-
-
-def _excerpt(data: Any) -> str:
-    return visible(json.dumps(data)[:80] if not isinstance(data, str) else data[:80])
-
-
-def prompts(settings: SweepSettings) -> list[Any]:
-    if settings.prompt_file:
-        items = []
-        for line in Path(settings.prompt_file).read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                data = json.loads(line)
-                items.append(data.get("messages") or data.get("prompt") or data)
-        if not items:
-            raise ValueError(f"{settings.prompt_file}: no prompts")
-        return items
-    rng = random.Random(settings.seed)
-    # about four characters per token, as the server counts them
-    return [" ".join(rng.choice(WORDS) for _ in range(settings.input_tokens * 4 // 5)) for _ in range(64)]
-
-
-def request_body(settings: SweepSettings, model: str, prompt: Any) -> tuple[str, dict[str, Any]]:
-    common = {"model": model, "max_tokens": settings.max_tokens, "stream": True, "ignore_eos": True, "temperature": 0,
-              "stream_options": {"include_usage": True, "continuous_usage_stats": True}, **settings.extra_body}
-    if settings.api == "chat":
-        messages = prompt if isinstance(prompt, list) else [{"role": "user", "content": str(prompt)}]
-        return "/v1/chat/completions", {**common, "messages": messages}
-    return "/v1/completions", {**common, "prompt": prompt if isinstance(prompt, str) else json.dumps(prompt)}
-
-
-def parse_chunk(data: Any) -> tuple[str, int | None, str | None]:
-    """(content, completion tokens so far per the server's usage, finish reason) of one streamed chunk."""
-    if not isinstance(data, dict):
-        raise BadStream(f"a chunk that is not a JSON object: {_excerpt(data)}")
-    if data.get("error") is not None:
-        raise BadStream(f"the server reported an error mid-stream: {_excerpt(data['error'])}")
-    choices = data.get("choices") or []
-    if not isinstance(choices, list):
-        raise BadStream(f"choices is not a list: {_excerpt(choices)}")
-    content, finish = "", None
-    if choices:
-        choice = choices[0]
-        if not isinstance(choice, dict):
-            raise BadStream(f"a choice that is not an object: {_excerpt(choice)}")
-        delta = choice.get("delta")
-        if delta is not None and not isinstance(delta, dict):
-            raise BadStream(f"a delta that is not an object: {_excerpt(delta)}")
-        text = choice.get("text")
-        if text is None and delta:
-            text = delta.get("content") or delta.get("reasoning_content")
-        if text is not None and not isinstance(text, str):
-            raise BadStream(f"content that is not text: {_excerpt(text)}")
-        content = text or ""
-        finish = choice.get("finish_reason")
-        if finish is not None and not isinstance(finish, str):
-            raise BadStream(f"a finish_reason that is not text: {_excerpt(finish)}")
-    usage = data.get("usage")
-    if usage is None:
-        return content, None, finish
-    if not isinstance(usage, dict):
-        raise BadStream(f"usage is not an object: {_excerpt(usage)}")
-    tokens = usage.get("completion_tokens")
-    if tokens is None:
-        return content, None, finish
-    if isinstance(tokens, bool) or not isinstance(tokens, int) or not 0 <= tokens <= MAX_REPORTED_TOKENS:
-        raise BadStream(f"completion_tokens is not a token count: {_excerpt(tokens)}")
-    return content, tokens, finish
-
-
-def spread(total: int, parts: int) -> list[int]:
-    """`total` tokens over `parts` chunks as evenly as integers allow."""
-    base, extra = divmod(total, parts)
-    return [base + (1 if i < extra else 0) for i in range(parts)]
-
-
-class TokensPerChunk:
-    """For a server that sends no usage: tokens per chunk, learnt from its requests that ran to max_tokens
-    (finish_reason "length", so their token count is known); 1 until one did."""
-
-    def __init__(self) -> None:
-        self.tokens = 0
-        self.chunks = 0
-
-    def learn(self, tokens: int, chunks: int) -> None:
-        self.tokens += tokens
-        self.chunks += chunks
-
-    @property
-    def ratio(self) -> float:
-        return self.tokens / self.chunks if self.chunks else 1.0
-
-
-async def _error_body(response: httpx.Response) -> str:
-    body = b""
-    async for part in response.aiter_bytes():
-        body += part
-        if len(body) > 400:
-            break
-    return visible(body[:200])
-
-
-async def one_request(client: httpx.AsyncClient, path: str, body: dict[str, Any], c: int, index: int, level_t0: float,
-                      warmup: bool, settings: SweepSettings, per_chunk: TokensPerChunk) -> RequestRecord:
-    start = time.monotonic()
-    times: list[float] = []
-    counts: list[int | None] = []  # tokens of each content chunk per the server's running usage, where it says
-    usage_tokens: int | None = None
-    finish: str | None = None
-    status: int | None = None
-    error: str | None = None
-    done = False
-    max_tokens = int(body["max_tokens"])
-    max_chunks = MAX_CHUNKS_PER_TOKEN * max_tokens + 16
-    try:
-        async with asyncio.timeout(settings.timeout_s):
-            async with client.stream("POST", path, json=body) as response:
-                status = response.status_code
-                if status != 200:
-                    raise BadStream(f"HTTP {status}: {await _error_body(response)}")
-                async for data in sse_data(response.aiter_bytes()):
-                    if data.strip() == "[DONE]":
-                        done = True
-                        break
-                    try:
-                        parsed = json.loads(data)
-                    except (ValueError, RecursionError):
-                        raise BadStream(f"malformed SSE data: {visible(data[:80])}") from None
-                    content, tokens, chunk_finish = parse_chunk(parsed)
-                    now = time.monotonic() - start
-                    finish = chunk_finish or finish
-                    if tokens is not None:
-                        new = tokens - (usage_tokens or 0)
-                        usage_tokens = tokens
-                        if content:
-                            counts.append(max(new, 1))
-                            times.append(now)
-                        elif new > 0 and counts and counts[-1] is not None:  # a usage-only chunk after the text
-                            counts[-1] = counts[-1] + new
-                    elif content:
-                        counts.append(None)
-                        times.append(now)
-                    if len(times) > max_chunks:
-                        raise BadStream(f"the stream went on past {max_chunks} chunks for max_tokens {max_tokens}")
-        if not times and not usage_tokens:
-            raise BadStream("the stream ended without any token")
-        if not done and finish is None:
-            raise BadStream(f"the stream was cut off after {len(times)} chunks, without a finish reason")
-    except TimeoutError:
-        error = f"timeout: no end after {settings.timeout_s:g} s"
-    except httpx.TimeoutException as e:
-        error = f"timeout: no data for {settings.idle_timeout_s:g} s ({type(e).__name__})"
-    except httpx.RemoteProtocolError as e:
-        error = f"connection closed mid-stream: {visible(str(e))}"
-    except (httpx.HTTPError, OSError) as e:
-        error = visible(str(e)) or type(e).__name__
-    except (BadStream, SSEError) as e:
-        error = str(e)
-    end = time.monotonic() - start
-    usage_missing = usage_tokens is None
-    if usage_missing:  # counted another way, and the record says so
-        if finish == "length":
-            usage_tokens = max_tokens
-            per_chunk.learn(max_tokens, len(times))
-        else:
-            usage_tokens = round(len(times) * per_chunk.ratio)
-    chunk_tokens = [n or 0 for n in counts]
-    if times and (usage_missing or any(n is None for n in counts) or sum(chunk_tokens) != usage_tokens):
-        chunk_tokens = spread(usage_tokens, len(times))  # only a total is known: spread it over the chunks
-    ok = error is None
-    return RequestRecord(
-        c=c, index=index, start=round(start - level_t0, 6), status=status, error=error,
-        ttft=times[0] if times else None, e2e=end if ok else None, tokens=usage_tokens if ok else 0,
-        usage_missing=usage_missing and bool(times), chunks=tuple((round(t, 6), n) for t, n in zip(times, chunk_tokens)),
-        warmup=warmup, finish_reason=finish, over_asked=ok and usage_tokens > max_tokens,
-    )
-
-
-def server_gauges(text: str) -> dict[str, float]:
-    """The server's own view from its Prometheus text: running, queued, generation throughput, speculation."""
-    values: dict[str, float] = {}
-    with contextlib.suppress(ValueError, TypeError):
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                if sample.name in SERVER_GAUGES:
-                    values[SERVER_GAUGES[sample.name]] = float(sample.value)
-    return values
-
-
-async def scrape(client: httpx.AsyncClient, c: int, sink: EventSink, samples: list[dict[str, float]]) -> None:
-    while True:
-        with contextlib.suppress(httpx.HTTPError, ValueError):
-            response = await client.get("/metrics", timeout=5)
-            if response.status_code == 200:
-                values = server_gauges(response.text[:1 << 20])
-                if values:
-                    samples.append(values)
-                    sink.emit({"type": "metrics", "c": c, **values})
-        await asyncio.sleep(1.0)
 
 
 async def watch_lag(lags: list[float]) -> None:
@@ -343,7 +130,7 @@ async def run_level(client: httpx.AsyncClient, settings: SweepSettings, model: s
 
     helpers = [asyncio.create_task(watch_lag(lags))]
     if scrape_metrics:
-        helpers.append(asyncio.create_task(scrape(client, c, sink, server_samples)))
+        helpers.append(asyncio.create_task(scrape(client, c, sink.emit, server_samples)))
     try:
         await asyncio.gather(*(slot() for _ in range(c)))
     finally:
@@ -369,66 +156,6 @@ async def run_level(client: httpx.AsyncClient, settings: SweepSettings, model: s
     return {**vars(metrics), **client}
 
 
-async def server_facts(client: httpx.AsyncClient) -> dict[str, Any]:
-    """What the server says of itself: model, limits, CUDA-graph batch sizes, speculation, current load."""
-    facts: dict[str, Any] = {}
-    with contextlib.suppress(httpx.HTTPError, ValueError, KeyError, IndexError, TypeError):
-        model = (await client.get("/v1/models", timeout=10)).json()["data"][0]["id"]
-        if isinstance(model, str):
-            facts["model"] = model
-    for path in ("/server_info", "/get_server_info"):
-        with contextlib.suppress(httpx.HTTPError, ValueError, TypeError, AttributeError):
-            response = await client.get(path, timeout=10)
-            if response.status_code == 200 and isinstance(info := response.json(), dict):
-                facts.update({k: info[k] for k in ("max_running_requests", "speculative_algorithm", "speculative_num_steps",
-                                                   "speculative_eagle_topk", "speculative_adaptive", "tp_size", "version")
-                              if isinstance(info.get(k), (int, str, bool))})
-                decode = ((info.get("cuda_graph_config") or {}).get("decode") or {})  # SGLang 0.5.23's resolved graphs
-                if isinstance(decode.get("bs"), list) and all(isinstance(b, int) for b in decode["bs"]):
-                    facts["cuda_graph_bs"] = sorted(decode["bs"])
-                if isinstance(decode.get("max_bs"), int):
-                    facts["cuda_graph_max_bs"] = decode["max_bs"]
-                elif isinstance(info.get("cuda_graph_max_bs"), int):  # older releases
-                    facts["cuda_graph_max_bs"] = info["cuda_graph_max_bs"]
-                break
-    with contextlib.suppress(httpx.HTTPError, ValueError):
-        response = await client.get("/metrics", timeout=10)
-        facts["metrics"] = response.status_code == 200
-        if facts["metrics"]:
-            gauges = server_gauges(response.text[:1 << 20])
-            facts["busy"] = {k: int(gauges[k]) for k in ("running", "queued") if k in gauges}
-    return facts
-
-
-def warnings_for(settings: SweepSettings, facts: dict[str, Any]) -> list[str]:
-    warnings = []
-    for key, what, effect in (
-            ("max_running_requests", "max_running_requests", "requests wait in its queue: the queue is measured too"),
-            ("cuda_graph_max_bs", "largest CUDA-graph batch", "those batches decode without graphs, in slower steps")):
-        limit = facts.get(key)
-        if isinstance(limit, int):
-            over = [c for c in settings.levels if c > limit]
-            if over:
-                which = f"level {over[0]} exceeds" if len(over) == 1 else f"levels {', '.join(map(str, over))} exceed"
-                warnings.append(f"{which} the server's {what} ({limit}): {effect}")
-    busy = facts.get("busy") or {}
-    if busy.get("running") or busy.get("queued"):
-        warnings.append(f"the server was already serving {busy.get('running', 0)} request(s) ({busy.get('queued', 0)} queued) "
-                        "before the sweep: another client's load is in these numbers")
-    return warnings
-
-
-async def server_answers(client: httpx.AsyncClient, within_s: float) -> bool:
-    """Whether the server answers /v1/models again within the bound (a link that reconnects, a server that recovers)."""
-    deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline:
-        with contextlib.suppress(httpx.HTTPError, OSError):
-            if (await client.get("/v1/models", timeout=5)).status_code == 200:
-                return True
-        await asyncio.sleep(1.0)
-    return False
-
-
 async def sweep(url: str, run_dir: Path, settings: SweepSettings, *, resume: bool, repeat: list[int] | None = None,
                 host_load: HostLoad | None = None) -> int:
     sink = EventSink(run_dir)
@@ -447,7 +174,7 @@ async def sweep(url: str, run_dir: Path, settings: SweepSettings, *, resume: boo
         facts = await server_facts(client)
         model = settings.model or facts.get("model") or "default"
         sink.emit({"type": "sweep_started", "url": url, "model": model, "server": facts, "resumed": sorted(done),
-                   "repeat": repeat or [], "warnings": warnings_for(settings, facts), "pid": os.getpid()})
+                   "repeat": repeat or [], "warnings": warnings_for(levels, facts), "pid": os.getpid()})
         stopped = False
         for c in levels:
             if c in done:

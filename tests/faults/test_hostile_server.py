@@ -111,7 +111,7 @@ def test_a_request_the_model_ends_early_is_short_not_an_error(hostile, tmp_path:
 
 
 def test_extra_body_fields_reach_the_server(tmp_path: Path) -> None:
-    from console.sweep.loadgen import request_body
+    from console.sweep.requests import request_body
 
     settings = SweepSettings(extra_body={"min_tokens": 16, "logit_bias": {"2": -100}})
     _, body = request_body(settings, "m", "hello")

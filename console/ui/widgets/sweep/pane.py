@@ -23,7 +23,7 @@ from textual_plotext import PlotextPlot
 
 from console.remote.errors import RemoteError
 from console.sweep.adaptive import AdaptivePlan, NoAdaptiveProfile, plan, spec_host, write_adaptive_profile
-from console.sweep.compare import Comparison, Verdict, compare, counterpart, label
+from console.sweep.compare import Comparison, Verdict, bracket, compare, counterpart, label
 from console.sweep.runner import SweepProcess, describe_server, identity_mismatch
 from console.sweep.settings import SweepSettings
 from console.sweep.store import Run, RunError, create_run, list_runs
@@ -86,6 +86,8 @@ class SweepPane(Vertical):
                 tooltip="Write a profile that turns drafting off above the crossover, its config uploaded to the host"),
         Binding("u", "repeat_uncertain", "Repeat uncertain", id="sweep.repeat",
                 tooltip="Measure again the levels the comparison cannot decide, on the running server's run"),
+        Binding("f", "refine", "Refine", id="sweep.refine",
+                tooltip="Locate where drafting stops paying off: measure between levels, switching servers (asks first)"),
     ]
 
     def __init__(self, **kw: object):
@@ -254,7 +256,7 @@ class SweepPane(Vertical):
             return not running and self.pivot.lifecycle is not None and not self.pivot.readonly
         if action in ("stop", "abort"):
             return running
-        if action in ("write_adaptive", "repeat_uncertain"):  # offered with a comparison; they say when they cannot act
+        if action in ("write_adaptive", "repeat_uncertain", "refine"):  # offered with a comparison; they say why not
             shown = self.comparison is not None and self.query_one("#sweep-compare").has_class("-shown")
             return shown and not running and not self.pivot.readonly
         return True
@@ -343,6 +345,49 @@ class SweepPane(Vertical):
         settings = SweepSettings.from_dict({**run.meta.get("settings", {}), "requests": requests})
         self.notify(f"repeating C = {', '.join(map(str, levels))} of {run.name}, {requests} request(s) each", timeout=6)
         self.start_sweep(settings, run=run, repeat=levels)
+
+    def action_refine(self) -> None:
+        cmp = self.comparison
+        if cmp is None or self.pivot.lifecycle is None:
+            return
+        found = bracket(cmp)
+        if found is None or found.located:
+            self.notify("nothing to refine: " + ("no change of decision between two levels" if found is None else
+                        f"{found.what} is located (C = {found.lo}..{found.hi})"), timeout=6)
+            return
+        lines = [f"{found.what} lies between C = {found.lo} and C = {found.hi}: C = {found.middle} is measured on both "
+                 f"runs, and more levels until it is located within ±15 %",
+                 f"the server is switched between {cmp.a.profile} and {cmp.b.profile} as often as it takes"]
+
+        def decided(ok: bool | None) -> None:
+            if ok:
+                self.refine(cmp.a, cmp.b)
+
+        self.app.push_screen(Confirm("Refine the crossover?", [Text(line) for line in lines], action_label="Refine"),
+                             decided)
+
+    @work(exclusive=True, group="sweep", exit_on_error=False)
+    async def refine(self, a: Run, b: Run) -> None:
+        from console.tasks.runbook import ActionFailed, Actions
+
+        lifecycle = self.pivot.lifecycle
+        if lifecycle is None:
+            return
+
+        async def never(question: str) -> bool:
+            return False
+
+        actions = Actions(self.pivot.config, lifecycle.conn, confirm_kill=never, lifecycle=lifecycle,
+                          say=lambda line: self.notify(visible(line.strip()), timeout=6))
+        self.warnings = [f"refining {a.name} against {b.name}: the server is switched as needed"]
+        self.dirty = True
+        try:
+            await actions.do_refine(a.name, b.name)
+        except ActionFailed as e:
+            self.notify(f"refinement stopped: {e}", severity="error", timeout=12)
+        finally:
+            self.warnings = []
+        self.show_comparison(a, b)
 
     def action_second_series(self) -> None:
         self.second = (self.second + 1) % len(SECOND)

@@ -1,0 +1,99 @@
+"""A level's figures with their 95 % intervals, and the verdict of two of them: who leads, or that nobody can
+tell; and how many more requests would tell (intervals narrow with Student's t and the square root of the count)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from console.sweep.metrics import t975
+
+MAX_REPEAT_FACTOR = 100  # more than 100x the requests to tell two levels apart: call them alike
+METRICS = {  # name -> (value column, low, high)
+    "total": ("total_tok_s", "total_tok_s_lo", "total_tok_s_hi"),
+    "per_request": ("req_tok_s_mean", "req_tok_s_lo", "req_tok_s_hi"),
+    "ttft": ("ttft_mean", "ttft_lo", "ttft_hi"),
+    "itl": ("itl_mean", "itl_lo", "itl_hi"),
+}
+
+
+
+@dataclass(frozen=True)
+class Estimate:
+    value: float | None
+    lo: float | None
+    hi: float | None
+
+    @property
+    def known(self) -> bool:
+        return self.value is not None
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        if self.value is None:
+            return None
+        return (self.lo if self.lo is not None else self.value, self.hi if self.hi is not None else self.value)
+
+    @property
+    def relative_half(self) -> float:
+        if not self.value or self.lo is None or self.hi is None:
+            return 0.0
+        return (self.hi - self.lo) / 2 / abs(self.value)
+
+
+def estimate(row: dict[str, Any], metric: str) -> Estimate:
+    value, lo, hi = METRICS[metric]
+    return Estimate(row.get(value), row.get(lo), row.get(hi))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One metric at one level: B over A, its 95 % interval, and who leads ("a", "b", or None: cannot tell)."""
+
+    a: Estimate
+    b: Estimate
+    leader: str | None
+
+    @property
+    def ratio(self) -> float | None:
+        return self.b.value / self.a.value if self.a.value and self.b.value is not None else None
+
+    @property
+    def spread(self) -> float | None:
+        """The ratio's relative 95 % half-width (both runs' uncertainties combined)."""
+        if self.ratio is None:
+            return None
+        return self.ratio * math.hypot(self.a.relative_half, self.b.relative_half)
+
+    def text(self, unit: str, digits: int = 1) -> str:
+        if self.ratio is None or self.a.value is None or self.b.value is None:
+            return "not measured by both"
+        change = f"{(self.ratio - 1) * 100:+.0f} % ± {(self.spread or 0) * 100:.0f} %"
+        return f"{self.a.value:.{digits}f} vs {self.b.value:.{digits}f} {unit}, {change}"
+
+
+def judge(a: Estimate, b: Estimate, higher_is_better: bool = True) -> Verdict:
+    """B leads when its interval lies wholly beyond A's (and the other way round); otherwise nobody can tell."""
+    ia, ib = a.interval, b.interval
+    if ia is None or ib is None:
+        return Verdict(a, b, None)
+    if ib[0] > ia[1]:
+        better = "b"
+    elif ib[1] < ia[0]:
+        better = "a"
+    else:
+        return Verdict(a, b, None)
+    return Verdict(a, b, better if higher_is_better else ("a" if better == "b" else "b"))
+
+
+def more_requests(n: int, half: float, room: float) -> int | None:
+    """Requests to add to n so that a 95 % interval of half-width `half` narrows to `room`: its spread stays, Student's
+    t and the square root of the count shrink it. None when that takes too many (the two are alike)."""
+    if room <= 0:
+        return None
+    sd = half * math.sqrt(n) / t975(n - 1)
+    need = n
+    for _ in range(8):  # t depends on the count it decides: a few rounds settle it
+        need = max(n + 1, math.ceil((t975(need - 1) * sd / room) ** 2))
+    return need - n if need <= MAX_REPEAT_FACTOR * n else None

@@ -1,0 +1,105 @@
+"""What the server says of itself, and whether it answers: /v1/models, /server_info, /metrics.
+
+Read before a sweep (its model, limits, CUDA-graph batch sizes, speculation, current load), scraped beside each
+level, and polled after a failed level to know whether it is worth measuring again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+SERVER_GAUGES = {  # Prometheus name -> our name
+    "sglang:num_running_reqs": "running", "sglang:num_queue_reqs": "queued", "sglang:gen_throughput": "gen_tok_s",
+    "sglang:spec_accept_length": "accept_length", "sglang:spec_num_steps": "spec_steps",
+    "vllm:num_requests_running": "running", "vllm:num_requests_waiting": "queued",
+}
+
+def server_gauges(text: str) -> dict[str, float]:
+    """The server's own view from its Prometheus text: running, queued, generation throughput, speculation."""
+    values: dict[str, float] = {}
+    with contextlib.suppress(ValueError, TypeError):
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name in SERVER_GAUGES:
+                    values[SERVER_GAUGES[sample.name]] = float(sample.value)
+    return values
+
+
+async def scrape(client: httpx.AsyncClient, c: int, emit: Callable[[dict[str, Any]], None],
+                 samples: list[dict[str, float]]) -> None:
+    while True:
+        with contextlib.suppress(httpx.HTTPError, ValueError):
+            response = await client.get("/metrics", timeout=5)
+            if response.status_code == 200:
+                values = server_gauges(response.text[:1 << 20])
+                if values:
+                    samples.append(values)
+                    emit({"type": "metrics", "c": c, **values})
+        await asyncio.sleep(1.0)
+
+
+async def server_facts(client: httpx.AsyncClient) -> dict[str, Any]:
+    """What the server says of itself: model, limits, CUDA-graph batch sizes, speculation, current load."""
+    facts: dict[str, Any] = {}
+    with contextlib.suppress(httpx.HTTPError, ValueError, KeyError, IndexError, TypeError):
+        model = (await client.get("/v1/models", timeout=10)).json()["data"][0]["id"]
+        if isinstance(model, str):
+            facts["model"] = model
+    for path in ("/server_info", "/get_server_info"):
+        with contextlib.suppress(httpx.HTTPError, ValueError, TypeError, AttributeError):
+            response = await client.get(path, timeout=10)
+            if response.status_code == 200 and isinstance(info := response.json(), dict):
+                facts.update({k: info[k] for k in ("max_running_requests", "speculative_algorithm", "speculative_num_steps",
+                                                   "speculative_eagle_topk", "speculative_adaptive", "tp_size", "version")
+                              if isinstance(info.get(k), (int, str, bool))})
+                decode = ((info.get("cuda_graph_config") or {}).get("decode") or {})  # SGLang 0.5.23's resolved graphs
+                if isinstance(decode.get("bs"), list) and all(isinstance(b, int) for b in decode["bs"]):
+                    facts["cuda_graph_bs"] = sorted(decode["bs"])
+                if isinstance(decode.get("max_bs"), int):
+                    facts["cuda_graph_max_bs"] = decode["max_bs"]
+                elif isinstance(info.get("cuda_graph_max_bs"), int):  # older releases
+                    facts["cuda_graph_max_bs"] = info["cuda_graph_max_bs"]
+                break
+    with contextlib.suppress(httpx.HTTPError, ValueError):
+        response = await client.get("/metrics", timeout=10)
+        facts["metrics"] = response.status_code == 200
+        if facts["metrics"]:
+            gauges = server_gauges(response.text[:1 << 20])
+            facts["busy"] = {k: int(gauges[k]) for k in ("running", "queued") if k in gauges}
+    return facts
+
+
+def warnings_for(levels: list[int], facts: dict[str, Any]) -> list[str]:
+    warnings = []
+    for key, what, effect in (
+            ("max_running_requests", "max_running_requests", "requests wait in its queue: the queue is measured too"),
+            ("cuda_graph_max_bs", "largest CUDA-graph batch", "those batches decode without graphs, in slower steps")):
+        limit = facts.get(key)
+        if isinstance(limit, int):
+            over = [c for c in levels if c > limit]
+            if over:
+                which = f"level {over[0]} exceeds" if len(over) == 1 else f"levels {', '.join(map(str, over))} exceed"
+                warnings.append(f"{which} the server's {what} ({limit}): {effect}")
+    busy = facts.get("busy") or {}
+    if busy.get("running") or busy.get("queued"):
+        warnings.append(f"the server was already serving {busy.get('running', 0)} request(s) ({busy.get('queued', 0)} queued) "
+                        "before the sweep: another client's load is in these numbers")
+    return warnings
+
+
+async def server_answers(client: httpx.AsyncClient, within_s: float) -> bool:
+    """Whether the server answers /v1/models again within the bound (a link that reconnects, a server that recovers)."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        with contextlib.suppress(httpx.HTTPError, OSError):
+            if (await client.get("/v1/models", timeout=5)).status_code == 200:
+                return True
+        await asyncio.sleep(1.0)
+    return False
