@@ -141,7 +141,7 @@ class SmiSource:
         try:
             out = subprocess.run(
                 ["nvidia-smi", "--query-%s=%s" % (kind, query), "--format=csv,noheader,nounits"],
-                capture_output=True, text=True, timeout=10,
+                capture_output=True, text=True, errors="replace", timeout=10,
             )
         except FileNotFoundError:
             raise NoDriver("nvidia-smi not found on PATH: no NVIDIA driver on this host") from None
@@ -357,11 +357,12 @@ def run_help(args: argparse.Namespace) -> int:
     cache = os.path.join(args.cache_dir, key + ".txt")
     cached = os.path.exists(cache)
     if cached:
-        with open(cache) as f:
+        with open(cache, encoding="utf-8", errors="replace") as f:
             text = f.read()
     else:
         try:
-            out = subprocess.run(list(args.launcher) + ["--help"], capture_output=True, text=True, timeout=args.timeout)
+            out = subprocess.run(list(args.launcher) + ["--help"], capture_output=True, text=True, errors="replace",
+                                 timeout=args.timeout)
         except (OSError, subprocess.TimeoutExpired) as e:
             emit({"type": "help", "ok": False, "detail": str(e)})
             return 1
@@ -370,7 +371,7 @@ def run_help(args: argparse.Namespace) -> int:
             emit({"type": "help", "ok": False, "detail": "--help exited %d: %s" % (out.returncode, text.strip()[-300:])})
             return 1
         os.makedirs(args.cache_dir, exist_ok=True)
-        with open(cache + ".tmp", "w") as f:
+        with open(cache + ".tmp", "w", encoding="utf-8") as f:
             f.write(text)
         os.replace(cache + ".tmp", cache)
     emit({"type": "help", "ok": True, "cached": cached, "text": text})
