@@ -18,6 +18,7 @@ from console.remote.errors import RemoteError
 from console.server.profiles import ProfileError
 from console.sweep.store import RunError
 from console.tasks.tasklist import TaskError
+from console.untrusted import visible
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -189,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
             case _:
                 return run_console(config.load(args.config), args.host, args.theme, local=args.local, readonly=args.readonly)
     except (config.ConfigError, RemoteError, ProfileError, RunError, TaskError, ValueError) as e:
-        print(f"pivot: {e}", file=sys.stderr)
+        print(f"pivot: {visible(str(e))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

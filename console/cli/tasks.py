@@ -11,6 +11,7 @@ from rich.text import Text
 from console import config
 from console.tasks.events import EventLog
 from console.tasks.tasklist import TaskList
+from console.untrusted import visible
 
 GLYPHS = {"pending": ("○", "white"), "in_progress": ("◐", "yellow"), "completed": ("●", "green"), "cancelled": ("✕", "red")}
 
@@ -20,13 +21,13 @@ def render(tasks: TaskList) -> list[Text]:
     lines = [Text(f"{done} of {total} done", style="bold")]
     for number, task in enumerate(tasks.tasks, 1):
         glyph, colour = GLYPHS[task.status]
-        line = Text.assemble(f"{number:>3} ", (glyph, colour), f" [{task.priority[0].upper()}] ", task.content)
+        line = Text.assemble(f"{number:>3} ", (glyph, colour), f" [{task.priority[0].upper()}] ", visible(task.content))
         if since := task.in_progress_since:
             line.append(f"  ({(time.time() - since) / 60:.0f} min)", "dim")
         if task.action:
-            line.append(f"  ⚙ {task.action}", "cyan")
+            line.append(f"  ⚙ {visible(task.action)}", "cyan")
         if task.result:
-            line.append(f"  → {task.result}", "dim")
+            line.append(f"  → {visible(task.result)}", "dim")
         lines.append(line)
     return lines
 
@@ -80,7 +81,10 @@ async def cmd_run(cfg: config.Config, host: str | None, runbook_path: Path, *, s
 
     try:
         await conn.up_now()
-        ok = await run_tasks(tasks, Actions(cfg, conn, confirm_kill=confirm), numbers, print)
+        def say(line: str) -> None:  # the steps name tasks, and their failures quote the host
+            print(visible(line, newlines=True), flush=True)
+
+        ok = await run_tasks(tasks, Actions(cfg, conn, confirm_kill=confirm, say=say), numbers, say)
     finally:
         await conn.close()
     for line in render(tasks):
@@ -99,5 +103,5 @@ def cmd_events(cfg: config.Config, kind: str | None, export: Path | None) -> int
         print(f"{len(events)} events written to {export}")
         return 0
     for e in events:
-        print(f"{str(e.get('time', ''))[:19].replace('T', ' ')}  {e.get('kind', ''):<8} {summary(e)}")
+        print(visible(f"{str(e.get('time', ''))[:19].replace('T', ' ')}  {str(e.get('kind', '')):<8} ") + summary(e))
     return 0

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from console.gpu.samples import GpuProcess, Sample
+from console.untrusted import visible
 
 MIB_PER_GIB = 1024
 
@@ -81,7 +82,7 @@ class KillOutcome:
 
     @classmethod
     def from_agent(cls, d: dict) -> KillOutcome:
-        return cls(int(d.get("pid", 0)), str(d.get("outcome", "?")), str(d.get("detail", "")),
+        return cls(int(d.get("pid", 0)), visible(str(d.get("outcome", "?"))), visible(str(d.get("detail", ""))),
                    tuple(d.get("signals", ())), d.get("ppid"))
 
     def describe(self) -> str:

@@ -31,6 +31,7 @@ from console.gpu.telemetry import RemoteTelemetry
 from console.remote import Connection, PortForward
 from console.remote.errors import RemoteError
 from console.server.profiles import KINDS, Profile
+from console.untrusted import visible
 
 RECORD, PIDFILE, LOG = "server.json", "server.pid", "server.log"
 CRASH_TAIL = 50
@@ -180,10 +181,10 @@ class ServerLifecycle:
         out = (await self.conn.run(["sh", "-c", PROBE], cwd=self.spec.workdir, timeout=20)).stdout
         record_text, stat_text, last_line = (out.split(f"{MARK}\n") + ["", "", ""])[:3]
         record = ServerRecord.parse(record_text)
-        last_line = last_line.strip()
+        last_line = visible(last_line.strip())
         if record is None:
             return self._set(ServerStatus(ServerState.STOPPED))
-        base = ServerStatus(ServerState.STOPPED, record.profile, record.pid, record.started, self.status.ready_at,
+        base = ServerStatus(ServerState.STOPPED, visible(record.profile), record.pid, record.started, self.status.ready_at,
                             last_line, model=self.status.model)
         fields = stat_text.strip().rsplit(")", 1)[-1].split() if stat_text.strip() else []
         alive = bool(fields) and fields[0] != "Z" and (record.start_ticks is None or int(fields[19]) == record.start_ticks)
@@ -230,8 +231,8 @@ class ServerLifecycle:
         with contextlib.suppress(httpx.HTTPError, ValueError, KeyError, IndexError):
             async with httpx.AsyncClient(base_url=self._forward.url, timeout=5.0) as client:
                 if record.kind == "sglang":
-                    return (await client.get("/model_info")).json()["model_path"]
-                return (await client.get("/v1/models")).json()["data"][0]["id"]
+                    return visible(str((await client.get("/model_info")).json()["model_path"]))
+                return visible(str((await client.get("/v1/models")).json()["data"][0]["id"]))
         return None
 
     def _forget_forward(self) -> None:
@@ -240,11 +241,13 @@ class ServerLifecycle:
             self._forward = None
 
     async def log_tail(self, lines: int = CRASH_TAIL) -> list[str]:
+        """The log's last lines, safe to show."""
         result = await self.conn.run(["tail", "-n", str(lines), LOG], cwd=self.spec.workdir, timeout=20)
-        return result.stdout.splitlines()
+        return [visible(line) for line in result.stdout.splitlines()]
 
     async def follow_log(self, lines: int = 200):  # type: ignore[no-untyped-def]
-        """A stream of the log's lines (`tail -F`: it survives the rotation at the next start)."""
+        """A stream of the log's raw lines (`tail -F`: it survives the rotation at the next start); show them through
+        `visible`."""
         return await self.conn.stream(["tail", "-n", str(lines), "-F", LOG], cwd=self.spec.workdir)
 
     # -- checks ---------------------------------------------------------------
@@ -256,7 +259,7 @@ class ServerLifecycle:
         argv = await self.resolved_argv(profile)
         checks = []
         which = await self.conn.run(["sh", "-c", 'command -v "$1"', "sh", argv[0]])
-        checks.append(Check("launcher", which.ok, which.stdout.strip() or f"{argv[0]} not found on the host"))
+        checks.append(Check("launcher", which.ok, visible(which.stdout.strip()) or f"{argv[0]} not found on the host"))
         model = await self.conn.expand(profile.model_path)
         exists = await self.conn.run(["test", "-e", model])
         checks.append(Check("model path", exists.ok, model if exists.ok else f"{model} does not exist on the host"))
@@ -269,7 +272,7 @@ class ServerLifecycle:
         status, lines = await self.agent.agent("port", profile.host, str(profile.port))
         free = status == 0
         checks.append(Check("port free", free, f"{profile.host}:{profile.port} " + ("is free" if free else
-                            f"is in use ({lines[0].get('detail', '') if lines else ''})")))
+                            f"is in use ({visible(str(lines[0].get('detail', ''))) if lines else ''})")))
         checks.append(await self._check_flags(profile, argv))
         return checks
 
@@ -280,7 +283,7 @@ class ServerLifecycle:
         except RemoteError as e:
             return Check("flags known", False, str(e))
         if status != 0 or not lines or not lines[-1].get("ok"):
-            return Check("flags known", False, f"cannot read the launcher's --help: {lines[-1].get('detail') if lines else status}")
+            return Check("flags known", False, f"cannot read the launcher's --help: {visible(str(lines[-1].get('detail') if lines else status))}")
         known, deprecated = known_flags(lines[-1]["text"])
         wanted = [*profile.flags, "host", "port"] + (["model-path"] if KINDS[profile.kind][2] else [])
         unknown = [f for f in wanted if f not in known]

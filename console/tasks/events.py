@@ -8,6 +8,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from console.untrusted import visible
+
 
 class EventLog:
     def __init__(self, campaign_dir: Path):
@@ -37,9 +39,10 @@ class EventLog:
 
 
 def summary(event: dict[str, Any]) -> str:
-    """One line that says what happened, for the log view and `pivot events`."""
+    """One line that says what happened, for the log view and `pivot events`: safe to show (the events carry task
+    texts, process names and the host's words)."""
     skip = {"time", "kind", "outcomes", "argv"}
     parts = [f"{k}={v}" for k, v in event.items() if k not in skip and v not in (None, "", [])]
     if outcomes := event.get("outcomes"):
         parts.append("outcomes=" + ",".join(f"{o.get('pid')}:{o.get('outcome')}" for o in outcomes))
-    return "  ".join(parts)
+    return visible("  ".join(parts))

@@ -20,6 +20,7 @@ from console.ui.colours import theme_style
 from console.ui.screens.confirm_kill import ConfirmKill
 from console.ui.widgets.gpu.bars import GpuBars
 from console.ui.widgets.gpu.processes import ProcessTable
+from console.untrusted import visible
 
 if TYPE_CHECKING:
     from console.ui.app import PivotApp
@@ -193,4 +194,4 @@ class GpuPane(Vertical):
         result = await self.pivot.pool.get(hypervisor.name).run(list(hypervisor.cleanup), timeout=120)
         self.pivot.event_log.append("cleanup", host=hypervisor.name, argv=list(hypervisor.cleanup), exit_status=result.exit_status)
         last = (result.stderr or result.stdout).strip().splitlines()[-1:] or [""]
-        self.say(f"cleanup on {hypervisor.name}: exit {result.exit_status} {last[0]}", "success" if result.ok else "error")
+        self.say(f"cleanup on {hypervisor.name}: exit {result.exit_status} {visible(last[0])}", "success" if result.ok else "error")

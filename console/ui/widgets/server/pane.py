@@ -27,6 +27,7 @@ from console.ui.colours import theme_style
 from console.ui.messages import StatusChanged
 from console.ui.screens.confirm import Confirm
 from console.ui.widgets.server.log_view import LogView
+from console.untrusted import visible
 
 if TYPE_CHECKING:
     from console.ui.app import PivotApp
@@ -207,12 +208,12 @@ class ServerPane(Vertical):
             rows = diff(self.profiles.profiles[self.marked], profile)
             text = Text(f"{self.marked} → {name}\n", style="bold")
             for key, a, b in rows:
-                text.append(f"{key}: ", "bold").append(f"{a if a is not None else '—'} → {b if b is not None else '—'}\n")
+                text.append(f"{visible(key)}: ", "bold").append(visible(f"{a if a is not None else '—'} → {b if b is not None else '—'}") + "\n")
             if not rows:
                 text.append("the same server")
             detail.update(text)
             return
-        detail.update(Text.assemble((f"{profile.description}\n", "italic"), profile.command_line()))
+        detail.update(Text.assemble((f"{visible(profile.description)}\n", "italic"), profile.command_line()))
 
     def _show_checks(self, checks: list[Check]) -> None:
         self.checks = checks

@@ -17,6 +17,7 @@ from console.sweep.store import list_runs
 from console.tasks.tasklist import PRIORITIES, Task, TaskError, TaskList
 from console.ui.colours import theme_style
 from console.ui.screens.confirm import Confirm
+from console.untrusted import visible
 
 if TYPE_CHECKING:
     from console.ui.app import PivotApp
@@ -132,19 +133,19 @@ class TasksPane(Vertical):
         table = self.query_one(DataTable)
         row = table.cursor_row
         table.clear()
-        visible = self._visible()
-        for number, task in visible:
+        listed = self._visible()
+        for number, task in listed:
             glyph, colour = GLYPHS[task.status]
             style = "dim" if task.status in ("completed", "cancelled") else ""
             since = task.in_progress_since
             clock = f"{(time.time() - since) / 60:.0f}m" if since else ""
-            content = Text(task.content, style=style)
+            content = Text(visible(task.content), style=style)
             if task.result:
-                content.append(f"  → {task.result}", "dim")
+                content.append(f"  → {visible(task.result)}", "dim")
             table.add_row(str(number), Text(glyph, style=theme_style(self.app, colour, bold=True)),
                           Text(task.priority[0].upper(), style=theme_style(self.app, PRIORITY_COLOURS[task.priority])),
                           clock, content, key=task.id)
-        numbers = [number for number, _ in visible]
+        numbers = [number for number, _ in listed]
         if follow in numbers:
             row = numbers.index(follow)
         if table.row_count:
@@ -162,7 +163,7 @@ class TasksPane(Vertical):
         history = " → ".join(f"{s} {_ago(time.time() - t)}" for t, s in task.history[-4:])
         live = [self.said] if self.running and self.said and task.status == "in_progress" else []
         lines = [*live, *([f"action: {task.action}"] if task.action else []), history]  # the live line first: 3 lines at most
-        detail.update(Text("\n".join(lines)))
+        detail.update(Text("\n".join(visible(line) for line in lines)))
 
     def on_data_table_row_highlighted(self) -> None:
         self._detail()
@@ -175,8 +176,8 @@ class TasksPane(Vertical):
     @property
     def current_number(self) -> int | None:
         table = self.query_one(DataTable)
-        visible = self._visible() if self.tasks else []
-        return visible[table.cursor_row][0] if visible and table.cursor_row < len(visible) else None
+        listed = self._visible() if self.tasks else []
+        return listed[table.cursor_row][0] if listed and table.cursor_row < len(listed) else None
 
     def _apply(self, change, what: str) -> None:  # type: ignore[no-untyped-def]
         try:
@@ -206,7 +207,7 @@ class TasksPane(Vertical):
             if text and self.tasks is not None:
                 self._apply(lambda: self.tasks.edit(number, content=text), "edit")  # type: ignore[union-attr]
 
-        self.app.push_screen(TextPrompt("Edit the task", task.content), edited)
+        self.app.push_screen(TextPrompt("Edit the task", visible(task.content)), edited)
 
     def action_status(self, status: str, insist: bool = False) -> None:
         if (number := self.current_number) is not None and self.tasks is not None:
@@ -236,7 +237,7 @@ class TasksPane(Vertical):
             if ok:
                 self._apply(lambda: self.tasks.delete(number), "delete")  # type: ignore[union-attr]
 
-        self.app.push_screen(Confirm(f"Delete task {number}?", [Text(task.content)], action_label="Delete"), decided)
+        self.app.push_screen(Confirm(f"Delete task {number}?", [Text(visible(task.content))], action_label="Delete"), decided)
 
     def action_fold(self) -> None:
         self.folded = not self.folded
