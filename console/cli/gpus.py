@@ -14,7 +14,7 @@ from rich.text import Text
 
 from console import config
 from console.gpu.format import age, flags, gib, idle_line
-from console.gpu.kill import KillOutcome, ReleaseWatch, plan_kill
+from console.gpu.kill import KillOutcome, ReleaseWatch, plan_kill, zombie_advice
 from console.gpu.samples import AgentError, Sample
 from console.gpu.telemetry import LinkDown, LocalTelemetry, RemoteTelemetry
 from console.remote import Connection
@@ -133,8 +133,8 @@ async def cmd_kill(cfg: config.Config, host: str | None, pids: list[int], *, str
         outcomes = [KillOutcome.from_agent(d) for d in await telemetry.kill(plan.agent_targets(), grace_s)]
         for o in outcomes:
             out.print(Text(o.describe(), style="green" if o.ended else "yellow"))
-            if o.outcome == "zombie" and o.ppid:
-                out.print(f"  pid {o.pid} is a zombie: kill its parent to reap it: pivot kill {o.ppid}")
+            if advice := zombie_advice(o):
+                out.print(f"  {advice}" + (f": pivot kill {o.ppid}" if o.ppid and o.ppid > 1 else ""))
         log = EventLog(cfg.campaign_dir)
         log.append("kill", host=conn.host if conn else "local", pids=[p.pid for p in plan.targets], signal="TERM,KILL",
                    grace_s=grace_s, outcomes=[asdict(o) for o in outcomes])

@@ -126,6 +126,17 @@ class ReleaseWatch:
         return [p for p in sample.procs if p.key in keys]
 
 
+def zombie_advice(outcome: KillOutcome) -> str | None:
+    """Who can free a zombie target: its parent, or, for a zombie of PID 1 (which is never signalled), the container's
+    init or the hypervisor's cleanup. None for any other outcome."""
+    if outcome.outcome != "zombie":
+        return None
+    if outcome.ppid and outcome.ppid > 1:
+        return f"pid {outcome.pid} is a zombie: its parent {outcome.ppid} must reap it, so kill the parent"
+    return (f"pid {outcome.pid} is a zombie whose parent is PID 1, which pivot never signals: it goes only when "
+            f"the container's init reaps it, or with the hypervisor's cleanup")
+
+
 def zombie_parents(outcomes: Iterable[KillOutcome]) -> list[int]:
     """The parents to offer when a target is a zombie: a zombie goes only when its parent reaps it or dies."""
     return list(dict.fromkeys(o.ppid for o in outcomes if o.outcome == "zombie" and o.ppid and o.ppid > 1))

@@ -13,7 +13,7 @@ from textual.containers import Vertical
 from textual.widgets import Static
 
 from console.gpu.format import idle_line
-from console.gpu.kill import KillOutcome, KillPlan, ReleaseWatch, plan_kill, zombie_parents
+from console.gpu.kill import KillOutcome, KillPlan, ReleaseWatch, plan_kill, zombie_advice, zombie_parents
 from console.gpu.samples import AgentError, Hello, Sample
 from console.gpu.telemetry import LinkDown, TelemetryEvent
 from console.ui.colours import theme_style
@@ -167,8 +167,12 @@ class GpuPane(Vertical):
         for outcome in outcomes:
             if not outcome.ended:
                 self.say(outcome.describe(), "error")
-        self.kill_failed = any(o.outcome in ("permission-denied", "survived") for o in outcomes)
         self.offered_parents = zombie_parents(outcomes)
+        for outcome in outcomes:  # a zombie of PID 1: no parent to offer, only its init or the hypervisor frees it
+            if (advice := zombie_advice(outcome)) and outcome.ppid not in self.offered_parents:
+                self.say(advice, "warning")
+        self.kill_failed = any(o.outcome in ("permission-denied", "survived") or
+                               (o.outcome == "zombie" and o.ppid not in self.offered_parents) for o in outcomes)
         if self.offered_parents:
             self.say(f"zombie: press p to kill its parent {', '.join(map(str, self.offered_parents))}, which must reap it", "warning")
         if self.kill_failed and self.pivot.hypervisor is not None:
