@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from console import config
+from console.cli.prompt import ask
 from console.gpu.format import age, flags, gib, idle_line
 from console.gpu.kill import KillOutcome, ReleaseWatch, plan_kill, zombie_advice
 from console.gpu.samples import AgentError, Sample
@@ -126,8 +127,8 @@ async def cmd_kill(cfg: config.Config, host: str | None, pids: list[int], *, str
             table.add_row(str(p.pid), Text(p.user), str(p.gpu), f"{gib(p.mem_mib)} GiB", Text(p.state), Text(p.cmd))
         out.print(table)
         if not yes:
-            answer = await asyncio.to_thread(input, f"Kill these {len(plan.targets)} processes? [y/N] ")
-            if answer.strip().lower() not in ("y", "yes"):
+            answer = await asyncio.to_thread(ask, f"Kill these {len(plan.targets)} processes? [y/N] ")
+            if answer not in ("y", "yes"):
                 out.print("nothing was killed")
                 return 1
         outcomes = [KillOutcome.from_agent(d) for d in await telemetry.kill(plan.agent_targets(), grace_s)]

@@ -217,7 +217,12 @@ class Connection:
         if spec.port:
             options["port"] = spec.port
         if spec.identity:
-            options["client_keys"] = [os.path.expanduser(spec.identity)]
+            identity = os.path.expanduser(spec.identity)
+            try:  # loaded here so that a missing or unreadable key is named (asyncssh says only "No such file")
+                options["client_keys"] = asyncssh.load_keypairs([identity])
+            except (OSError, asyncssh.KeyImportError) as e:
+                raise AuthFailed(self.host, f"identity file {identity} (hosts.{self.host}.identity): "
+                                            f"{getattr(e, 'strerror', None) or e}") from None
         if spec.known_hosts:
             known = known_hosts_path(spec)
             if not known.is_file():

@@ -102,9 +102,8 @@ class TasksPane(Vertical):
         table = self.query_one(DataTable)
         for label, key in (("#", "n"), ("", "s"), ("P", "p"), ("FOR", "time"), ("TASK", "task")):
             table.add_column(label, key=key)
-        self.tasks = TaskList(self.pivot.config.campaign_dir).load()
-        if self.tasks.warning:
-            self.notify(self.tasks.warning, title="Tasks", severity="warning", timeout=12)
+        self.tasks = TaskList(self.pivot.config.campaign_dir)
+        self._load()
         self._draw()
         self.set_interval(2.0, self._reload_if_changed)  # another console's edits, and the in-progress clocks
 
@@ -114,8 +113,18 @@ class TasksPane(Vertical):
         except FileNotFoundError:
             mtime = 0.0
         if self.tasks is not None and mtime != self._mtime:
-            self.tasks.load()
+            self._load()
         self._draw()
+
+    def _load(self) -> None:
+        assert self.tasks is not None
+        try:
+            self.tasks.load()
+        except TaskError as e:  # unreadable, or not a list and not movable aside: shown, and never saved over
+            self.notify(str(e), title="Tasks", severity="error", timeout=12)
+            return
+        if self.tasks.warning:
+            self.notify(self.tasks.warning, title="Tasks", severity="warning", timeout=12)
 
     def _visible(self) -> list[tuple[int, Task]]:
         assert self.tasks is not None
