@@ -7,7 +7,7 @@ never overwritten. Several consoles and commands on one campaign: a save holds
 the campaign's lock while it reads the file, merges and replaces it; if another
 process changed the file since this list read it, the change is merged task by
 task (by id) when the two did not touch the same task, and refused with a
-message when they did.
+message when they did. A task's text is a line of a todo list: at most 4 KiB.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from console.tasks.lock import locked
 PRIORITIES = ("high", "medium", "low")
 STATUSES = ("pending", "in_progress", "completed", "cancelled")
 FILE = "tasks.json"
+MAX_TEXT = 4096  # bytes of UTF-8 in a task's text: a 20 MB one made every command take a minute
 
 
 class TaskError(Exception):
@@ -123,6 +124,14 @@ def read_text(path: Path) -> str | None:
         raise NotATaskList(f"{path}: not a task list (not UTF-8: byte 0x{data[e.start]:02x} at offset {e.start})") from None
 
 
+def check_text(content: str, where: str = "a task's text") -> str:
+    size = len(content.encode("utf-8", "surrogatepass"))
+    if size > MAX_TEXT:
+        shown = f"{size} bytes" if size < 1 << 20 else f"{size / (1 << 20):.1f} MiB"
+        raise TaskError(f"{where} is {shown}: a task holds at most {MAX_TEXT} bytes ({MAX_TEXT // 1024} KiB)")
+    return content
+
+
 class TaskList:
     def __init__(self, campaign_dir: Path):
         self.path = campaign_dir / FILE
@@ -193,7 +202,7 @@ class TaskList:
         return number - 1
 
     def add(self, content: str, priority: str = "medium", action: str | None = None) -> Task:
-        task = Task(content, priority, history=((time.time(), "pending"),), action=action)
+        task = Task(check_text(content), priority, history=((time.time(), "pending"),), action=action)
         self._change([*self.tasks, task])
         return task
 
@@ -212,7 +221,7 @@ class TaskList:
     def edit(self, number: int, *, content: str | None = None, priority: str | None = None) -> Task:
         i = self.index_of(number)
         task = self.tasks[i]
-        changed = replace(task, content=content if content is not None else task.content,
+        changed = replace(task, content=check_text(content) if content is not None else task.content,
                           priority=priority if priority is not None else task.priority)
         self._change([*self.tasks[:i], changed, *self.tasks[i + 1:]])
         return changed
@@ -235,6 +244,8 @@ class TaskList:
         if text is None:
             raise TaskError(f"{path}: no such file")
         tasks = parse(text, str(path))
+        for number, task in enumerate(tasks, 1):
+            check_text(task.content, f"{path}: task {number}'s text")
         now = time.time()
         fresh = [replace(t, history=t.history or ((now, t.status),)) for t in tasks]
         self._change([*self.tasks, *fresh])
