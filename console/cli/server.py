@@ -68,10 +68,11 @@ async def cmd_server(cfg: config.Config, host: str | None, action: str, profile_
                      follow: bool, wait: bool) -> int:
     spec = cfg.host(host)
     conn = Connection(spec)
-    out = Console(highlight=False)
+    out = Console(highlight=False, soft_wrap=True)  # a check or a status is one line, however narrow the pipe
     agent = RemoteTelemetry(conn, spec)
-    lifecycle = ServerLifecycle(conn, spec, agent, idle_threshold_mib=cfg.idle_threshold_mib, grace_s=cfg.kill_grace_s)
     log = EventLog(cfg.campaign_dir)
+    lifecycle = ServerLifecycle(conn, spec, agent, idle_threshold_mib=cfg.idle_threshold_mib, grace_s=cfg.kill_grace_s,
+                                events=log)
     try:
         await conn.up_now()
         if action == "status":
@@ -92,8 +93,7 @@ async def cmd_server(cfg: config.Config, host: str | None, action: str, profile_
                     print(visible(line), flush=True)
             return 0
         if action == "stop":
-            report = await lifecycle.stop()
-            log.append("stop", host=spec.name, profile=lifecycle.status.profile, outcome=report.describe())
+            report = await lifecycle.stop()  # written in the event log by the lifecycle, as every stop is
             out.print(report.describe())
             return 0 if not report.leftovers else 1
         profiles = profiles_for(cfg)
@@ -110,7 +110,8 @@ async def cmd_server(cfg: config.Config, host: str | None, action: str, profile_
                 checks = await lifecycle.switch(profile, force=force)
         except PreflightFailed as e:
             print_checks(out, e.checks)
-            out.print(f"not started: {sum(not c.ok for c in e.checks)} check(s) failed (--force to start anyway)")
+            kept = f"; nothing was stopped: {e.still_running} still runs" if e.still_running else ""
+            out.print(Text(f"not started: {sum(not c.ok for c in e.checks)} check(s) failed{kept} (--force to start anyway)"))
             return 1
         print_checks(out, checks)
         log.append(action, host=spec.name, profile=profile.name, argv=profile.argv(), forced=force)

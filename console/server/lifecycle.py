@@ -31,6 +31,7 @@ from console.gpu.telemetry import RemoteTelemetry
 from console.remote import Connection, PortForward
 from console.remote.errors import RemoteError
 from console.server.profiles import KINDS, Profile
+from console.tasks.events import EventLog
 from console.untrusted import visible
 
 RECORD, PIDFILE, LOG = "server.json", "server.pid", "server.log"
@@ -125,10 +126,12 @@ class LifecycleError(Exception):
 
 
 class PreflightFailed(LifecycleError):
-    def __init__(self, checks: list[Check]):
-        self.checks = checks
+    def __init__(self, checks: list[Check], *, still_running: str | None = None):
+        """still_running: the server a refused switch left as it was (it is checked before anything is stopped)."""
+        self.checks, self.still_running = checks, still_running
         failed = [c for c in checks if not c.ok]
-        super().__init__("; ".join(f"{c.name}: {c.detail}" for c in failed) + " (start with force to override)")
+        kept = f"; nothing was stopped: {still_running} still runs" if still_running else ""
+        super().__init__("; ".join(f"{c.name}: {c.detail}" for c in failed) + kept + " (start with force to override)")
 
 
 @dataclass(frozen=True)
@@ -153,9 +156,12 @@ def known_flags(help_text: str) -> tuple[set[str], set[str]]:
 
 class ServerLifecycle:
     def __init__(self, conn: Connection, spec: HostSpec, agent: RemoteTelemetry, *, idle_threshold_mib: float,
-                 grace_s: float):
+                 grace_s: float, events: EventLog | None = None):
+        """events: the campaign's log, where every stop is written (alone, or inside a switch or a restart)."""
         self.conn, self.spec, self.agent = conn, spec, agent
         self.idle_threshold_mib, self.grace_s = idle_threshold_mib, grace_s
+        self.events = events
+        self.record: ServerRecord | None = None  # what the last poll found in server.json
         self.status = ServerStatus(ServerState.STOPPED)
         self._listeners: list[Callable[[ServerStatus], None]] = []
         self._forward: PortForward | None = None
@@ -180,7 +186,7 @@ class ServerLifecycle:
         """Look at the host once and update the state."""
         out = (await self.conn.run(["sh", "-c", PROBE], cwd=self.spec.workdir, timeout=20)).stdout
         record_text, stat_text, last_line = (out.split(f"{MARK}\n") + ["", "", ""])[:3]
-        record = ServerRecord.parse(record_text)
+        self.record = record = ServerRecord.parse(record_text)
         last_line = visible(last_line.strip())
         if record is None:
             return self._set(ServerStatus(ServerState.STOPPED))
@@ -318,7 +324,8 @@ class ServerLifecycle:
         self._set(ServerStatus(ServerState.STARTING, profile.name, pid, record.started))
         return checks
 
-    async def stop(self) -> StopReport:
+    async def stop(self, **context: object) -> StopReport:
+        """SIGTERM the server's group, SIGKILL after the grace; written in the event log with `context`."""
         out = (await self.conn.run(["cat", RECORD], cwd=self.spec.workdir)).stdout
         record = ServerRecord.parse(out)
         if record is None:
@@ -339,6 +346,9 @@ class ServerLifecycle:
                     break
                 await asyncio.sleep(0.5)
             report = StopReport(outcomes, leftovers)
+            if self.events is not None:
+                self.events.append("stop", host=self.spec.name, profile=visible(record.profile), pid=record.pid,
+                                   outcome=report.describe(), **context)
             await self.poll()
             self._set(replace(self.status, state=ServerState.STOPPED, detail="" if not leftovers else report.describe()))
             return report
@@ -346,10 +356,28 @@ class ServerLifecycle:
             self._stopping = False
 
     async def switch(self, profile: Profile, *, force: bool = False) -> list[Check]:
-        """Stop whatever runs, check that the GPUs are idle, start the profile: one action."""
+        """Check the profile, stop whatever runs, check that the GPUs are idle, start the profile: one action.
+
+        A profile that cannot start stops nothing: every preflight check runs before the stop, but for those the stop
+        itself makes true (the GPUs idle when only the server holds them, and the port when the server holds it).
+        """
         current = await self.poll()
         if current.state in (ServerState.STARTING, ServerState.READY, ServerState.UNHEALTHY):
-            report = await self.stop()
+            if not force:
+                checks = self._after_stop(await self.preflight(profile), profile, await self.agent.sample_once())
+                if not all(c.ok for c in checks):
+                    raise PreflightFailed(checks, still_running=f"{current.profile} (pid {current.pid})")
+            report = await self.stop(during=f"switch to {profile.name}")
             if report.leftovers and not force:
                 raise LifecycleError(report.describe())
         return await self.start(profile, force=force)
+
+    def _after_stop(self, checks: list[Check], profile: Profile, sample: Sample | AgentError) -> list[Check]:
+        """The checks as they will stand once the running server is stopped."""
+        record, freed = self.record, set()
+        if isinstance(sample, Sample) and not [p for p in sample.procs if p.stray]:
+            freed.add("GPUs idle")  # only the server's processes hold GPU memory: the stop releases it
+        if record is not None and (record.host, record.port) == (profile.host, profile.port):
+            freed.add("port free")
+        return [replace(c, ok=True, warning=True, detail=f"{c.detail} (the stop frees it)") if not c.ok and c.name in freed
+                else c for c in checks]

@@ -71,7 +71,8 @@ class PivotApp(App[None]):
         self.lifecycle: ServerLifecycle | None = None
         if isinstance(self.telemetry, RemoteTelemetry) and host is not None:
             self.lifecycle = ServerLifecycle(self.pool.get(host), config.host(host), self.telemetry,
-                                             idle_threshold_mib=config.idle_threshold_mib, grace_s=config.kill_grace_s)
+                                             idle_threshold_mib=config.idle_threshold_mib, grace_s=config.kill_grace_s,
+                                             events=self.event_log)
         themes, self.theme_errors = load_themes()
         for t in themes:
             self.register_theme(t)

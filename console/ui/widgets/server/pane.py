@@ -315,10 +315,8 @@ class ServerPane(Vertical):
         self.refresh_bindings()
         try:
             if action == "stop":
-                report = await self.lifecycle.stop()
+                report = await self.lifecycle.stop()  # the lifecycle writes it in the event log
                 self.notify(report.describe(), severity="information" if not report.leftovers else "warning", timeout=8)
-                self.pivot.event_log.append("stop", host=self.pivot.host_label, profile=self.status.profile,
-                                            outcome=report.describe())
             else:
                 assert profile is not None
                 starter = self.lifecycle.start if action == "start" else self.lifecycle.switch
@@ -328,7 +326,8 @@ class ServerPane(Vertical):
                                             argv=profile.argv(), forced=force)
         except PreflightFailed as e:
             self._show_checks(e.checks)
-            self.notify(f"{profile.name if profile else ''} not started: a preflight check failed (F starts anyway)",
+            kept = f"; nothing was stopped: {e.still_running} still runs" if e.still_running else ""
+            self.notify(f"{profile.name if profile else ''} not started: a preflight check failed{kept} (F starts anyway)",
                         severity="error", timeout=8)
         except LifecycleError as e:
             self.notify(str(e), title=f"{action} refused", severity="error", timeout=10)
