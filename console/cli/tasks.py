@@ -11,7 +11,7 @@ from rich.text import Text
 from console import config
 from console.cli.prompt import ask
 from console.tasks.events import EventLog
-from console.tasks.tasklist import TaskError, TaskList
+from console.tasks.tasklist import TaskError, TaskList, clipped
 from console.untrusted import visible
 
 GLYPHS = {"pending": ("○", "white"), "in_progress": ("◐", "yellow"), "completed": ("●", "green"), "cancelled": ("✕", "red")}
@@ -22,13 +22,13 @@ def render(tasks: TaskList) -> list[Text]:
     lines = [Text(f"{done} of {total} done", style="bold")]
     for number, task in enumerate(tasks.tasks, 1):
         glyph, colour = GLYPHS[task.status]
-        line = Text.assemble(f"{number:>3} ", (glyph, colour), f" [{task.priority[0].upper()}] ", visible(task.content))
+        line = Text.assemble(f"{number:>3} ", (glyph, colour), f" [{task.priority[0].upper()}] ", visible(clipped(task.content)))
         if since := task.in_progress_since:
             line.append(f"  ({(time.time() - since) / 60:.0f} min)", "dim")
         if task.action:
-            line.append(f"  ⚙ {visible(task.action)}", "cyan")
+            line.append(f"  ⚙ {visible(clipped(task.action))}", "cyan")
         if task.result:
-            line.append(f"  → {visible(task.result)}", "dim")
+            line.append(f"  → {visible(clipped(task.result))}", "dim")
         lines.append(line)
     return lines
 

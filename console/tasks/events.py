@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from console.tasks.lock import locked
+from console.tasks.tasklist import clipped
 from console.untrusted import visible
 
 
@@ -53,7 +54,7 @@ def summary(event: dict[str, Any]) -> str:
     """One line that says what happened, for the log view and `pivot events`: safe to show (the events carry task
     texts, process names and the host's words)."""
     skip = {"time", "kind", "outcomes", "argv"}
-    parts = [f"{k}={v}" for k, v in event.items() if k not in skip and v not in (None, "", [])]
+    parts = [f"{k}={clipped(str(v))}" for k, v in event.items() if k not in skip and v not in (None, "", [])]
     if isinstance(outcomes := event.get("outcomes"), list) and outcomes:
         parts.append("outcomes=" + ",".join(f"{o.get('pid')}:{o.get('outcome')}" for o in outcomes if isinstance(o, dict)))
     return visible("  ".join(parts))

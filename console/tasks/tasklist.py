@@ -124,6 +124,12 @@ def read_text(path: Path) -> str | None:
         raise NotATaskList(f"{path}: not a task list (not UTF-8: byte 0x{data[e.start]:02x} at offset {e.start})") from None
 
 
+def clipped(text: str, limit: int = MAX_TEXT) -> str:
+    """Text for the screen, at most `limit` characters: a list saved before the limit may hold a 20 MB task, which a
+    terminal table would take minutes to lay out."""
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text) - limit} more characters)"
+
+
 def check_text(content: str, where: str = "a task's text") -> str:
     size = len(content.encode("utf-8", "surrogatepass"))
     if size > MAX_TEXT:

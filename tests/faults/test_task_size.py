@@ -36,3 +36,14 @@ def test_an_edit_over_the_limit_keeps_the_task(tmp_path: Path) -> None:
     with pytest.raises(TaskError, match="a task holds at most 4096 bytes"):
         tasks.edit(1, content="z" * (MAX_TEXT + 100))
     assert [t.content for t in TaskList(tmp_path).load().tasks] == ["Start the baseline"]
+
+
+def test_a_20_mb_task_saved_before_the_limit_is_shown_clipped_and_kept(campaign_config: Path) -> None:
+    campaign = campaign_config.parent / "campaign"
+    campaign.mkdir()
+    big = "y" * 20_000_000
+    (campaign / "tasks.json").write_text(json.dumps({"tasks": [{"content": "Sweep"}, {"content": big}]}))
+    listed = run_pivot(campaign_config, "tasks", "list")  # laying out 20 MB took Rich over three minutes
+    assert listed.returncode == 0 and f"… ({len(big) - MAX_TEXT} more characters)" in listed.stdout
+    assert len(listed.stdout) < 3 * MAX_TEXT
+    assert TaskList(campaign).load().tasks[1].content == big  # shown clipped, never cut on disk

@@ -14,7 +14,7 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Input, Static
 
 from console.sweep.store import list_runs
-from console.tasks.tasklist import PRIORITIES, Task, TaskError, TaskList
+from console.tasks.tasklist import PRIORITIES, Task, TaskError, TaskList, clipped
 from console.ui.colours import theme_style
 from console.ui.screens.confirm import Confirm
 from console.untrusted import visible
@@ -148,9 +148,9 @@ class TasksPane(Vertical):
             style = "dim" if task.status in ("completed", "cancelled") else ""
             since = task.in_progress_since
             clock = f"{(time.time() - since) / 60:.0f}m" if since else ""
-            content = Text(visible(task.content), style=style)
+            content = Text(visible(clipped(task.content)), style=style)
             if task.result:
-                content.append(f"  → {visible(task.result)}", "dim")
+                content.append(f"  → {visible(clipped(task.result))}", "dim")
             table.add_row(str(number), Text(glyph, style=theme_style(self.app, colour, bold=True)),
                           Text(task.priority[0].upper(), style=theme_style(self.app, PRIORITY_COLOURS[task.priority])),
                           clock, content, key=task.id)
@@ -172,7 +172,7 @@ class TasksPane(Vertical):
         history = " → ".join(f"{s} {_ago(time.time() - t)}" for t, s in task.history[-4:])
         live = [self.said] if self.running and self.said and task.status == "in_progress" else []
         lines = [*live, *([f"action: {task.action}"] if task.action else []), history]  # the live line first: 3 lines at most
-        detail.update(Text("\n".join(visible(line) for line in lines)))
+        detail.update(Text("\n".join(visible(clipped(line)) for line in lines)))
 
     def on_data_table_row_highlighted(self) -> None:
         self._detail()
@@ -216,7 +216,7 @@ class TasksPane(Vertical):
             if text and self.tasks is not None:
                 self._apply(lambda: self.tasks.edit(number, content=text), "edit")  # type: ignore[union-attr]
 
-        self.app.push_screen(TextPrompt("Edit the task", visible(task.content)), edited)
+        self.app.push_screen(TextPrompt("Edit the task", visible(clipped(task.content))), edited)
 
     def action_status(self, status: str, insist: bool = False) -> None:
         if (number := self.current_number) is not None and self.tasks is not None:
@@ -246,7 +246,8 @@ class TasksPane(Vertical):
             if ok:
                 self._apply(lambda: self.tasks.delete(number), "delete")  # type: ignore[union-attr]
 
-        self.app.push_screen(Confirm(f"Delete task {number}?", [Text(visible(task.content))], action_label="Delete"), decided)
+        self.app.push_screen(Confirm(f"Delete task {number}?", [Text(visible(clipped(task.content)))], action_label="Delete"),
+                             decided)
 
     def action_fold(self) -> None:
         self.folded = not self.folded
