@@ -34,7 +34,8 @@ def one_line_error(result: subprocess.CompletedProcess[str] | tuple[int, str, st
     (["tasks", "delete", "7"], ["no task 7"]),
     (["tasks", "import", "nope.json"], ["nope.json"]),
     (["events", "--export", "nodir/x"], ["nodir/x"]),
-])
+], ids=["delete-without-number", "start-abc", "done-without-numbers", "delete-missing-task", "import-missing-file",
+        "export-into-missing-dir"])
 def test_bad_arguments_are_one_line(campaign_config: Path, args: list[str], names: list[str]) -> None:
     one_line_error(run_pivot(campaign_config, *args, cwd=campaign_config.parent), *names)
 
