@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import subprocess
 import sys
@@ -134,10 +133,6 @@ def rendered(widget: Widget) -> str:
     """The text a widget draws on the screen, line by line."""
     region = Region(0, 0, widget.size.width, widget.size.height)
     return "\n".join(strip.text for strip in widget.render_lines(region))
-
-
-def spec_with(spec: config.HostSpec, **changes: object) -> config.HostSpec:
-    return dataclasses.replace(spec, **changes)  # type: ignore[arg-type]
 
 
 @pytest.fixture
