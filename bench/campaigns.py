@@ -16,6 +16,7 @@ import os
 import re
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -99,6 +100,19 @@ def campaign(pivot: list[str], config: str, cwd: str | None) -> dict:
     return json.loads(run("compare", runs[-2], runs[-1], "--json").stdout)
 
 
+def own_ports(directory: Path, shipped: Path) -> None:
+    """Demo profiles on free ports beside the demo's config, where a release that does not write them itself
+    would collide with another demo on this machine (the simulated host shares its loopback)."""
+    directory.mkdir(exist_ok=True)
+    for name in ("demo-baseline", "demo-eagle3"):
+        if not (directory / f"{name}.toml").exists():
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+            head, table, rest = (shipped / f"{name}.toml").read_text().partition("\n[")
+            (directory / f"{name}.toml").write_text(f"{head}\nport = {port}\n{table}{rest}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10)
@@ -116,6 +130,7 @@ def main() -> None:
     try:
         assert host.stdout
         config = next(line for line in iter(host.stdout.readline, "") if line.startswith("config: "))[8:].strip()
+        own_ports(Path(config).parent / "profiles", Path(args.cwd or Path(__file__).parent.parent) / "profiles")
         for i in range(args.runs):
             started = time.monotonic()
             report = campaign(pivot, config, args.cwd)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 # C0 controls but tab and newline, DEL, C1 controls, and the bidirectional overrides that reorder what is shown
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def decode(data: bytes | str) -> str:
@@ -28,5 +28,5 @@ def visible(text: bytes | str, *, newlines: bool = False) -> str:
     """The text with its control characters written out (`\\x1b`, `\\r`, `\\u202e`); newlines too unless `newlines`."""
     text = decode(text)
     if newlines:
-        return "\n".join(_CONTROL.sub(_escape, line.removesuffix("\r")) for line in text.split("\n"))
-    return _CONTROL.sub(_escape, text).replace("\n", "\\n")
+        return "\n".join(CONTROL.sub(_escape, line.removesuffix("\r")) for line in text.split("\n"))
+    return CONTROL.sub(_escape, text).replace("\n", "\\n")

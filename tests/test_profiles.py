@@ -44,7 +44,7 @@ def test_value_types_become_flags(tmp_path: Path) -> None:
                          'n = 3\nx = 0.5\ns = "a b"\nrepeat = ["x", 2]\n')
     p = load_profiles(tmp_path).get("p")
     assert p.argv()[5:] == ["--port", "30000", "--on", "--n", "3", "--x", "0.5", "--s", "a b", "--repeat", "x", "--repeat", "2"]
-    assert p.command_line().startswith("'A=1 2' serve --model-path /m")
+    assert p.command_line().startswith("env 'A=1 2' serve --model-path /m")
 
 
 def test_unset_removes_an_inherited_flag(tmp_path: Path) -> None:

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -100,29 +98,6 @@ def test_two_consoles_keep_each_others_edits_or_refuse(tmp_path: Path) -> None:
     with pytest.raises(TaskError, match="another console changed the task 'shared'"):
         second.set_status(1, "cancelled")
     assert TaskList(tmp_path).load().tasks[0].status == "completed"
-
-
-SAVER = """
-import sys
-from pathlib import Path
-from console.tasks.tasklist import TaskList
-tasks = TaskList(Path(sys.argv[1])).load()
-i = 0
-while True:
-    i += 1
-    tasks.add("task %d " % i + "x" * 2000)
-"""
-
-
-def test_kill_9_in_the_middle_of_saves_never_leaves_a_file_that_does_not_load(tmp_path: Path) -> None:
-    for attempt in range(25):
-        proc = subprocess.Popen([sys.executable, "-c", SAVER, str(tmp_path)])
-        time.sleep(0.05 + (attempt % 5) * 0.03)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        tasks = TaskList(tmp_path).load()
-        assert tasks.warning is None, f"attempt {attempt}: {tasks.warning}"
-    assert TaskList(tmp_path).load().tasks  # and there is something in it
 
 
 def test_the_event_log_prints_filters_and_exports(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from console.remote.errors import RemoteError
 from console.server.profiles import ProfileError
 from console.sweep.store import RunError
 from console.tasks.tasklist import TaskError
+from console.untrusted import visible
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -191,10 +192,20 @@ def main(argv: list[str] | None = None) -> int:
             case _:
                 return run_console(config.load(args.config), args.host, args.theme, local=args.local, readonly=args.readonly)
     except (config.ConfigError, RemoteError, ProfileError, RunError, TaskError, ValueError) as e:
-        print(f"pivot: {e}", file=sys.stderr)
+        print(f"pivot: {visible(str(e))}", file=sys.stderr)
+        return 2
+    except OSError as e:  # a file named on the command line: which one, and why
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"pivot: {visible(f'{where}{e.strerror or e}')}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+    except Exception as e:  # a bug: one line on the operator's screen; -v shows the traceback
+        if args.verbose:
+            raise
+        print(f"pivot: unexpected {type(e).__name__}: {visible(str(e))} (pivot -v {args.command or ''} shows where)",
+              file=sys.stderr)
+        return 1
 
 
 def run_console(cfg: config.Config, host: str | None, theme: str | None, *, local: bool = False, readonly: bool = False) -> int:
@@ -224,6 +235,7 @@ def cmd_config(args: argparse.Namespace) -> int:
 
 
 async def cmd_trust(args: argparse.Namespace) -> int:
+    from console.cli.prompt import ask
     from console.remote import trust
 
     spec = config.load(args.config).host(args.name)
@@ -233,7 +245,7 @@ async def cmd_trust(args: argparse.Namespace) -> int:
         print(f"already trusted in {offered.known_hosts}")
         return 0
     if not args.yes:
-        answer = input(f"Add it to {offered.known_hosts}? Check the fingerprint first. [yes/no] ").strip().lower()
+        answer = ask(f"Add it to {offered.known_hosts}? Check the fingerprint first. [yes/no] ")
         if answer not in ("y", "yes"):
             print("not added")
             return 1

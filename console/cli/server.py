@@ -16,6 +16,7 @@ from console.remote import Connection
 from console.server.lifecycle import Check, LifecycleError, PreflightFailed, ServerLifecycle, ServerState
 from console.server.profiles import ProfileSet, diff, load_profiles
 from console.tasks.events import EventLog
+from console.untrusted import visible
 
 READY_TIMEOUT_S = 1800.0  # a large model can take many minutes to load
 
@@ -36,14 +37,14 @@ def cmd_profiles(cfg: config.Config, action: str | None, names: list[str]) -> in
                 table.add_row(name, Text("broken", style="red"), "", Text(str(profiles.broken[name])))
             else:
                 p = profiles.profiles[name]
-                table.add_row(name, p.kind, p.extends or "", Text(p.description))
+                table.add_row(name, p.kind, Text(p.extends or ""), Text(visible(p.description)))
         out.print(table)
         return 1 if profiles.broken else 0
     if action == "show":
         if len(names) != 1:
             raise SystemExit("pivot: profiles show takes one profile name")
         p = profiles.get(names[0])
-        print(f"# {p.path}\n{p.command_line()}")  # unwrapped: a command line to copy
+        print(f"# {visible(str(p.path))}\n{p.command_line()}")  # unwrapped: a command line to paste
         return 0
     if len(names) != 2:
         raise SystemExit("pivot: profiles diff takes two profile names")
@@ -52,7 +53,7 @@ def cmd_profiles(cfg: config.Config, action: str | None, names: list[str]) -> in
     for col in ("SETTING", a.name, b.name):
         table.add_column(col)
     for key, va, vb in diff(a, b):
-        table.add_row(key, Text(va if va is not None else "—"), Text(vb if vb is not None else "—"))
+        table.add_row(Text(visible(key)), Text(visible(va) if va is not None else "—"), Text(visible(vb) if vb is not None else "—"))
     out.print(table if diff(a, b) else f"{a.name} and {b.name} start the same server")
     return 0
 
@@ -67,10 +68,11 @@ async def cmd_server(cfg: config.Config, host: str | None, action: str, profile_
                      follow: bool, wait: bool) -> int:
     spec = cfg.host(host)
     conn = Connection(spec)
-    out = Console(highlight=False)
+    out = Console(highlight=False, soft_wrap=True)  # a check or a status is one line, however narrow the pipe
     agent = RemoteTelemetry(conn, spec)
-    lifecycle = ServerLifecycle(conn, spec, agent, idle_threshold_mib=cfg.idle_threshold_mib, grace_s=cfg.kill_grace_s)
     log = EventLog(cfg.campaign_dir)
+    lifecycle = ServerLifecycle(conn, spec, agent, idle_threshold_mib=cfg.idle_threshold_mib, grace_s=cfg.kill_grace_s,
+                                events=log)
     try:
         await conn.up_now()
         if action == "status":
@@ -88,11 +90,10 @@ async def cmd_server(cfg: config.Config, host: str | None, action: str, profile_
                 return 0
             async with await lifecycle.follow_log(50) as stream:
                 async for line in stream:
-                    print(line, flush=True)
+                    print(visible(line), flush=True)
             return 0
         if action == "stop":
-            report = await lifecycle.stop()
-            log.append("stop", host=spec.name, profile=lifecycle.status.profile, outcome=report.describe())
+            report = await lifecycle.stop()  # written in the event log by the lifecycle, as every stop is
             out.print(report.describe())
             return 0 if not report.leftovers else 1
         profiles = profiles_for(cfg)
@@ -109,14 +110,15 @@ async def cmd_server(cfg: config.Config, host: str | None, action: str, profile_
                 checks = await lifecycle.switch(profile, force=force)
         except PreflightFailed as e:
             print_checks(out, e.checks)
-            out.print(f"not started: {sum(not c.ok for c in e.checks)} check(s) failed (--force to start anyway)")
+            kept = f"; nothing was stopped: {e.still_running} still runs" if e.still_running else ""
+            out.print(Text(f"not started: {sum(not c.ok for c in e.checks)} check(s) failed{kept} (--force to start anyway)"))
             return 1
         print_checks(out, checks)
         log.append(action, host=spec.name, profile=profile.name, argv=profile.argv(), forced=force)
         out.print(f"started {profile.name} (pid {lifecycle.status.pid}); log: {spec.workdir}/server.log")
         return await _wait_ready(lifecycle, out) if wait else 0
     except LifecycleError as e:
-        print(f"pivot: {e}", file=sys.stderr)
+        print(f"pivot: {visible(str(e))}", file=sys.stderr)
         return 1
     finally:
         await conn.close()

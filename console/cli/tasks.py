@@ -9,8 +9,10 @@ from rich.console import Console
 from rich.text import Text
 
 from console import config
+from console.cli.prompt import ask
 from console.tasks.events import EventLog
-from console.tasks.tasklist import TaskList
+from console.tasks.tasklist import TaskError, TaskList, clipped
+from console.untrusted import visible
 
 GLYPHS = {"pending": ("○", "white"), "in_progress": ("◐", "yellow"), "completed": ("●", "green"), "cancelled": ("✕", "red")}
 
@@ -20,38 +22,55 @@ def render(tasks: TaskList) -> list[Text]:
     lines = [Text(f"{done} of {total} done", style="bold")]
     for number, task in enumerate(tasks.tasks, 1):
         glyph, colour = GLYPHS[task.status]
-        line = Text.assemble(f"{number:>3} ", (glyph, colour), f" [{task.priority[0].upper()}] ", task.content)
+        line = Text.assemble(f"{number:>3} ", (glyph, colour), f" [{task.priority[0].upper()}] ", visible(clipped(task.content)))
         if since := task.in_progress_since:
             line.append(f"  ({(time.time() - since) / 60:.0f} min)", "dim")
         if task.action:
-            line.append(f"  ⚙ {task.action}", "cyan")
+            line.append(f"  ⚙ {visible(clipped(task.action))}", "cyan")
         if task.result:
-            line.append(f"  → {task.result}", "dim")
+            line.append(f"  → {visible(clipped(task.result))}", "dim")
         lines.append(line)
     return lines
 
 
+STATUS_OF = {"done": "completed", "start": "in_progress", "cancel": "cancelled", "reset": "pending"}
+
+
+def _numbers(action: str, args: list[str], *, one: bool = False) -> list[int]:
+    """The task numbers an action names, as `tasks list` shows them; TaskError naming the bad argument."""
+    if not args or (one and len(args) > 1):
+        raise TaskError(f"tasks {action} takes {'one task number' if one else 'task numbers'}, as tasks list shows them")
+    try:
+        return [int(a) for a in args]
+    except ValueError:
+        bad = next(a for a in args if not a.strip().isdecimal())
+        raise TaskError(f"tasks {action}: {bad!r} is not a task number (tasks list shows them)") from None
+
+
 def cmd_tasks(cfg: config.Config, action: str, args: list[str], *, priority: str, insist: bool) -> int:
+    if action in STATUS_OF or action == "delete":
+        numbers = _numbers(action, args, one=action == "delete")
+    elif action == "import" and len(args) != 1:
+        raise TaskError("tasks import takes one file (our tasks.json or a todo list: {\"todos\": [...]})")
     tasks = TaskList(cfg.campaign_dir).load()
     log = EventLog(cfg.campaign_dir)
     out = Console(highlight=False)
     if tasks.warning:
-        out.print(Text(f"warning: {tasks.warning}", style="yellow"))
+        out.print(Text(visible(f"warning: {tasks.warning}"), style="yellow"), soft_wrap=True)
     if action == "add":
         task = tasks.add(" ".join(args), priority)
         log.append("task", change="add", content=task.content, priority=task.priority)
-    elif action in ("done", "start", "cancel", "reset"):
-        status = {"done": "completed", "start": "in_progress", "cancel": "cancelled", "reset": "pending"}[action]
-        for number in args:
-            task = tasks.set_status(int(number), status, insist=insist)
-            log.append("task", change=status, content=task.content)
+    elif action in STATUS_OF:
+        for number in numbers:
+            task = tasks.set_status(number, STATUS_OF[action], insist=insist)
+            log.append("task", change=STATUS_OF[action], content=task.content)
     elif action == "delete":
-        task = tasks.delete(int(args[0]))
+        task = tasks.delete(numbers[0])
         log.append("task", change="delete", content=task.content)
     elif action == "import":
         count = tasks.import_todos(Path(args[0]))
         log.append("task", change="import", file=args[0], count=count)
-        out.print(f"imported {count} tasks from {args[0]}")
+        out.print(Text(visible(f"imported {count} tasks from {args[0]}")))
     elif action == "export":
         print(tasks.export_todos())
         return 0
@@ -75,12 +94,14 @@ async def cmd_run(cfg: config.Config, host: str | None, runbook_path: Path, *, s
     async def confirm(question: str) -> bool:
         if yes:
             return True
-        answer = await asyncio.to_thread(input, f"{question} [y/N] ")
-        return answer.strip().lower() in ("y", "yes")
+        return await asyncio.to_thread(ask, f"{question} [y/N] ") in ("y", "yes")
 
     try:
         await conn.up_now()
-        ok = await run_tasks(tasks, Actions(cfg, conn, confirm_kill=confirm), numbers, print)
+        def say(line: str) -> None:  # the steps name tasks, and their failures quote the host
+            print(visible(line, newlines=True), flush=True)
+
+        ok = await run_tasks(tasks, Actions(cfg, conn, confirm_kill=confirm, say=say), numbers, say)
     finally:
         await conn.close()
     for line in render(tasks):
@@ -99,5 +120,5 @@ def cmd_events(cfg: config.Config, kind: str | None, export: Path | None) -> int
         print(f"{len(events)} events written to {export}")
         return 0
     for e in events:
-        print(f"{str(e.get('time', ''))[:19].replace('T', ' ')}  {e.get('kind', ''):<8} {summary(e)}")
+        print(visible(f"{str(e.get('time', ''))[:19].replace('T', ' ')}  {str(e.get('kind', '')):<8} ") + summary(e))
     return 0

@@ -8,6 +8,8 @@ and Python 3.8 or newer, since it runs wherever the inference server runs.
         First line: {"type": "hello", "v": 1, "source": ..., "pid": ..., "host": ...}
         Then one line per interval: {"type": "sample", "v": 1, "t": ..., "gpus": [...], "procs": [...], "server": ...}
         or {"type": "error", "v": 1, "kind": "no-driver" | "query-failed", "message": ...}, and it keeps trying.
+        stdin is the SSH channel: at its end of file (the console closed the channel, or died and its connection
+        with it) the agent exits, as it does at a write to a closed pipe.
 
     agent.py kill [--grace S] PID:START_TICKS:MODE ...
         MODE is "group" (signal the process group when the process leads one) or "single".
@@ -21,6 +23,7 @@ import argparse
 import json
 import os
 import pwd
+import select
 import signal
 import socket
 import subprocess
@@ -141,7 +144,7 @@ class SmiSource:
         try:
             out = subprocess.run(
                 ["nvidia-smi", "--query-%s=%s" % (kind, query), "--format=csv,noheader,nounits"],
-                capture_output=True, text=True, timeout=10,
+                capture_output=True, text=True, errors="replace", timeout=10,
             )
         except FileNotFoundError:
             raise NoDriver("nvidia-smi not found on PATH: no NVIDIA driver on this host") from None
@@ -232,9 +235,22 @@ def collect(source, btime: float, pidfile: str | None) -> dict:
     return {"type": "sample", "t": round(time.time(), 3), "gpus": gpus, "procs": procs, "server": server_info(pidfile)}
 
 
+def console_gone(stdin: int | None, seconds: float) -> bool:
+    """Wait up to `seconds`; True as soon as stdin (the channel to the console) reaches end of file."""
+    if stdin is None:
+        time.sleep(seconds)
+        return False
+    ready, _, _ = select.select([stdin], [], [], seconds)
+    return bool(ready) and not os.read(stdin, 4096)  # the console never writes: what comes is the end
+
+
 def run_sample(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # the console went away: end quietly
+    try:
+        stdin = sys.stdin.fileno() if not args.once else None
+    except (AttributeError, OSError, ValueError):  # no stdin at all: nothing to watch
+        stdin = None
     source = pick_source(args.source)
     emit({"type": "hello", "source": source.name, "pid": os.getpid(), "host": socket.gethostname(),
           "interval": args.interval, "python": sys.version.split()[0]})
@@ -249,7 +265,9 @@ def run_sample(args: argparse.Namespace) -> int:
             emit({"type": "error", "kind": "query-failed", "message": "%s: %s" % (type(e).__name__, e)})
         if args.once:
             return 0
-        time.sleep(max(0.0, args.interval - (time.monotonic() - started)))
+        while (left := started + args.interval - time.monotonic()) > 0:
+            if console_gone(stdin, left):
+                return 0
 
 
 # -- kill ----------------------------------------------------------------------
@@ -357,11 +375,12 @@ def run_help(args: argparse.Namespace) -> int:
     cache = os.path.join(args.cache_dir, key + ".txt")
     cached = os.path.exists(cache)
     if cached:
-        with open(cache) as f:
+        with open(cache, encoding="utf-8", errors="replace") as f:
             text = f.read()
     else:
         try:
-            out = subprocess.run(list(args.launcher) + ["--help"], capture_output=True, text=True, timeout=args.timeout)
+            out = subprocess.run(list(args.launcher) + ["--help"], capture_output=True, text=True, errors="replace",
+                                 timeout=args.timeout)
         except (OSError, subprocess.TimeoutExpired) as e:
             emit({"type": "help", "ok": False, "detail": str(e)})
             return 1
@@ -370,7 +389,7 @@ def run_help(args: argparse.Namespace) -> int:
             emit({"type": "help", "ok": False, "detail": "--help exited %d: %s" % (out.returncode, text.strip()[-300:])})
             return 1
         os.makedirs(args.cache_dir, exist_ok=True)
-        with open(cache + ".tmp", "w") as f:
+        with open(cache + ".tmp", "w", encoding="utf-8") as f:
             f.write(text)
         os.replace(cache + ".tmp", cache)
     emit({"type": "help", "ok": True, "cached": cached, "text": text})

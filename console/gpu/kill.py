@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from console.gpu.samples import GpuProcess, Sample
+from console.untrusted import visible
 
 MIB_PER_GIB = 1024
 
@@ -81,7 +82,7 @@ class KillOutcome:
 
     @classmethod
     def from_agent(cls, d: dict) -> KillOutcome:
-        return cls(int(d.get("pid", 0)), str(d.get("outcome", "?")), str(d.get("detail", "")),
+        return cls(int(d.get("pid", 0)), visible(str(d.get("outcome", "?"))), visible(str(d.get("detail", ""))),
                    tuple(d.get("signals", ())), d.get("ppid"))
 
     def describe(self) -> str:
@@ -123,6 +124,17 @@ class ReleaseWatch:
     def holders(self, sample: Sample) -> list[GpuProcess]:
         keys = {p.key for p in self.plan.targets}
         return [p for p in sample.procs if p.key in keys]
+
+
+def zombie_advice(outcome: KillOutcome) -> str | None:
+    """Who can free a zombie target: its parent, or, for a zombie of PID 1 (which is never signalled), the container's
+    init or the hypervisor's cleanup. None for any other outcome."""
+    if outcome.outcome != "zombie":
+        return None
+    if outcome.ppid and outcome.ppid > 1:
+        return f"pid {outcome.pid} is a zombie: its parent {outcome.ppid} must reap it, so kill the parent"
+    return (f"pid {outcome.pid} is a zombie whose parent is PID 1, which pivot never signals: it goes only when "
+            f"the container's init reaps it, or with the hypervisor's cleanup")
 
 
 def zombie_parents(outcomes: Iterable[KillOutcome]) -> list[int]:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from console.gpu.agent import VERSION as AGENT_VERSION
+from console.untrusted import visible
 
 
 class SampleParseError(ValueError):
@@ -138,9 +139,14 @@ def _int(value: Any, name: str) -> int:
     return value
 
 
+def _text(value: Any, default: str = "") -> str:
+    """A string from the host (a process's argv, a user or GPU name): control characters made visible."""
+    return visible(str(value)) if value not in (None, "") else default
+
+
 def _gpu(d: dict[str, Any]) -> Gpu:
     return Gpu(
-        index=_int(d.get("index"), "gpu index"), uuid=str(d.get("uuid") or ""), name=str(d.get("name") or "?"),
+        index=_int(d.get("index"), "gpu index"), uuid=_text(d.get("uuid")), name=_text(d.get("name"), "?"),
         mem_used_mib=_num(d.get("mem_used_mib")), mem_total_mib=_num(d.get("mem_total_mib")),
         util_pct=_num(d.get("util_pct")), temp_c=_num(d.get("temp_c")),
         power_w=_num(d.get("power_w")), power_limit_w=_num(d.get("power_limit_w")),
@@ -153,12 +159,12 @@ def _proc(d: dict[str, Any], server: ServerRef | None) -> GpuProcess:
     in_server = bool(server and server.alive and pgid == server.pid)
     return GpuProcess(
         pid=pid, gpu=d.get("gpu") if isinstance(d.get("gpu"), int) else None, mem_mib=_num(d.get("mem_mib")),
-        visible=bool(d.get("visible", True)), ppid=d.get("ppid"), pgid=pgid, user=str(d.get("user", "?")),
-        state=str(d.get("state", "?")), cmd=str(d.get("cmd", "")), start=_num(d.get("start")),
+        visible=bool(d.get("visible", True)), ppid=d.get("ppid"), pgid=pgid, user=_text(d.get("user"), "?"),
+        state=_text(d.get("state"), "?"), cmd=_text(d.get("cmd")), start=_num(d.get("start")),
         start_ticks=d.get("start_ticks") if isinstance(d.get("start_ticks"), int) else None,
         parent_gone=bool(d.get("parent_gone")), leader_gone=bool(d.get("leader_gone")), server=in_server,
         parent_start_ticks=d.get("parent_start_ticks") if isinstance(d.get("parent_start_ticks"), int) else None,
-        parent_cmd=str(d.get("parent_cmd", "")),
+        parent_cmd=_text(d.get("parent_cmd")),
     )
 
 
@@ -174,10 +180,10 @@ def parse_line(line: str, source: str = "?") -> Hello | Sample | AgentError:
     version = data.get("v", 0)
     try:
         if kind == "hello":
-            return Hello(str(data.get("source", "?")), int(data.get("pid", 0)), str(data.get("host", "?")),
+            return Hello(_text(data.get("source"), "?"), int(data.get("pid", 0)), _text(data.get("host"), "?"),
                          float(data.get("interval", 1.0)), int(version))
         if kind == "error":
-            return AgentError(str(data.get("kind", "?")), str(data.get("message", "")))
+            return AgentError(_text(data.get("kind"), "?"), _text(data.get("message")))
         if kind == "sample":
             gpus, procs = data.get("gpus"), data.get("procs")
             if not isinstance(gpus, list) or not isinstance(procs, list):

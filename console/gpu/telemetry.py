@@ -17,6 +17,7 @@ from console.gpu import agent
 from console.gpu.samples import AgentError, Hello, Sample, SampleParseError, parse_line
 from console.remote import Connection
 from console.remote.errors import RemoteError
+from console.untrusted import visible
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +95,8 @@ class RemoteTelemetry:
                 self.hello = event
             events.append(event)
         if not events:
-            return AgentError("agent-failed", result.stderr.strip().splitlines()[-1] if result.stderr.strip() else f"agent exited with status {result.exit_status}")
+            why = result.stderr.strip().splitlines()[-1] if result.stderr.strip() else f"agent exited with status {result.exit_status}"
+            return AgentError("agent-failed", visible(why))
         last = events[-1]
         if isinstance(last, Sample) and self.hello:
             last = Sample(last.t, last.gpus, last.procs, last.server, self.hello.source, last.received)
@@ -106,7 +108,7 @@ class RemoteTelemetry:
         result = await self.conn.run(self._argv(*args), cwd=self.spec.workdir, timeout=timeout)
         lines = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
         if not lines and result.stderr.strip():
-            raise RemoteError(self.conn.host, f"agent {args[0]}: {result.stderr.strip().splitlines()[-1]}")
+            raise RemoteError(self.conn.host, f"agent {args[0]}: {visible(result.stderr.strip().splitlines()[-1])}")
         return result.exit_status, lines
 
     async def kill(self, targets: list[str], grace_s: float) -> list[dict]:
@@ -116,7 +118,7 @@ class RemoteTelemetry:
                                      timeout=grace_s * len(targets) + 30)
         outcomes = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
         if not outcomes and not result.ok:
-            raise RemoteError(self.conn.host, f"kill failed: {result.stderr.strip() or result.exit_status}")
+            raise RemoteError(self.conn.host, f"kill failed: {visible(result.stderr.strip()) or result.exit_status}")
         return outcomes
 
 

@@ -10,7 +10,10 @@ import re
 import shlex
 from collections.abc import Mapping, Sequence
 
+from console.untrusted import CONTROL
+
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_ANSI_C = re.compile("[\t\n]|" + CONTROL.pattern)  # what a pasteable line writes out rather than quotes raw
 
 
 def shell_command(argv: Sequence[str], *, cwd: str | None = None, env: Mapping[str, str] | None = None) -> str:
@@ -43,3 +46,27 @@ def quote_path(path: str) -> str:
     if path.startswith("~/"):
         return '"$HOME"/' + shlex.quote(path[2:])
     return shlex.quote(path)
+
+
+def shell_line(words: Sequence[str]) -> str:
+    """A command line for an operator to read on screen and paste into a shell on the host.
+
+    Each word is quoted with shlex, except that a leading `~/` stays unquoted so that the shell expands it as
+    pivot does, and a word with control characters is written in ANSI-C quotes (`$'\\x1b'`, bash and POSIX
+    2024), so that the line shows no raw escape and still pastes to the same bytes.
+    """
+    return " ".join(_paste_word(str(w)) for w in words)
+
+
+def _paste_word(word: str) -> str:
+    if _ANSI_C.search(word):
+        escaped = word.replace("\\", "\\\\").replace("'", "\\'")
+        return "$'" + _ANSI_C.sub(lambda m: _c_escape(m.group()), escaped) + "'"
+    if word.startswith("~/") and len(word) > 2:
+        return "~/" + shlex.quote(word[2:])
+    return shlex.quote(word)
+
+
+def _c_escape(char: str) -> str:
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"

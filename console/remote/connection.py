@@ -36,6 +36,7 @@ from console.remote.errors import (
     HostKeyUnknown,
     RemoteError,
 )
+from console.untrusted import decode, visible
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +92,7 @@ class _Client(asyncssh.SSHClient):
         self.lost_reason: str | None = None
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.lost_reason = str(exc) if exc else "closed by the remote end"
+        self.lost_reason = visible(str(exc)) if exc else "closed by the remote end"  # may carry the host's words
 
 
 class Connection:
@@ -204,6 +205,9 @@ class Connection:
     async def _connect(self) -> tuple[asyncssh.SSHClientConnection, _Client]:
         spec = self.spec
         options: dict[str, object] = {
+            # remote output is untrusted bytes: one invalid UTF-8 byte must not fail the channel and drop the link
+            "encoding": "utf-8",
+            "errors": "replace",
             "keepalive_interval": spec.keepalive_s,
             "keepalive_count_max": 3,
             "connect_timeout": spec.connect_timeout_s,
@@ -213,7 +217,12 @@ class Connection:
         if spec.port:
             options["port"] = spec.port
         if spec.identity:
-            options["client_keys"] = [os.path.expanduser(spec.identity)]
+            identity = os.path.expanduser(spec.identity)
+            try:  # loaded here so that a missing or unreadable key is named (asyncssh says only "No such file")
+                options["client_keys"] = asyncssh.load_keypairs([identity])
+            except (OSError, asyncssh.KeyImportError) as e:
+                raise AuthFailed(self.host, f"identity file {identity} (hosts.{self.host}.identity): "
+                                            f"{getattr(e, 'strerror', None) or e}") from None
         if spec.known_hosts:
             known = known_hosts_path(spec)
             if not known.is_file():
@@ -251,7 +260,7 @@ class Connection:
         if isinstance(e, (asyncio.TimeoutError, TimeoutError)):
             return ConnectTimeout(self.host, f"no answer from {where} within {self.spec.connect_timeout_s:g} s")
         if isinstance(e, asyncssh.Error):
-            return ConnectFailed(self.host, f"{where}: {e.reason}")
+            return ConnectFailed(self.host, f"{where}: {visible(e.reason)}")
         if isinstance(e, OSError):
             return ConnectFailed(self.host, f"{where}: {e.strerror or e}")
         return ConnectFailed(self.host, f"{where}: {type(e).__name__}: {e}")
@@ -312,7 +321,7 @@ class Connection:
         try:
             process = await conn.create_process(command, stdin=asyncssh.PIPE if input is not None else asyncssh.DEVNULL)
         except (asyncssh.Error, OSError) as e:
-            raise Disconnected(self.host, f"cannot start {argv[0]}: {e}") from e
+            raise Disconnected(self.host, f"cannot start {argv[0]}: {visible(str(e))}") from e
         if input is not None:
             process.stdin.write(input)
             process.stdin.write_eof()
@@ -324,12 +333,12 @@ class Connection:
             process.close()
             raise CommandTimeout(self.host, f"{argv[0]} did not finish within {timeout:g} s") from None
         except (asyncssh.Error, OSError) as e:
-            raise Disconnected(self.host, f"connection lost while running {argv[0]}: {e}") from e
+            raise Disconnected(self.host, f"connection lost while running {argv[0]}: {visible(str(e))}") from e
         return RunResult(
             argv=tuple(argv),
             exit_status=completed.exit_status,
-            stdout=_text(completed.stdout),
-            stderr=_text(completed.stderr),
+            stdout=decode(completed.stdout or ""),
+            stderr=decode(completed.stderr or ""),
             signal=completed.exit_signal[0] if completed.exit_signal else None,
         )
 
@@ -401,12 +410,6 @@ def known_keys(spec: HostSpec) -> list[asyncssh.SSHKey]:
     return [*trusted, *ca_keys]
 
 
-def _text(data: str | bytes | None) -> str:
-    if data is None:
-        return ""
-    return data.decode("utf-8", "replace") if isinstance(data, bytes) else data
-
-
 class PortForward:
     def __init__(self, owner: Connection, remote_host: str, remote_port: int, local_port: int, listener: asyncssh.SSHListener):
         self._owner = owner
@@ -439,7 +442,7 @@ class RemoteStream:
     async def _drain_stderr(self) -> None:
         with contextlib.suppress(asyncssh.Error, OSError):
             async for line in self._process.stderr:
-                self.stderr_tail.append(line.rstrip("\n"))
+                self.stderr_tail.append(visible(line.rstrip("\n")))
 
     async def __aiter__(self):  # type: ignore[no-untyped-def]
         while (line := await self.readline()) is not None:
@@ -450,7 +453,7 @@ class RemoteStream:
         try:
             line = await self._process.stdout.readline()
         except (asyncssh.Error, OSError) as e:
-            raise Disconnected(self.host, f"stream {self.argv[0]} lost: {e}") from e
+            raise Disconnected(self.host, f"stream {self.argv[0]} lost: {visible(str(e))}") from e
         return line.rstrip("\n") if line else None
 
     @property

@@ -32,6 +32,8 @@ from console.remote import Connection, PortForward
 from console.remote.errors import RemoteError
 from console.server.profiles import KINDS, Profile
 from console.server.speculation import adaptive_warning
+from console.tasks.events import EventLog
+from console.untrusted import visible
 
 RECORD, PIDFILE, LOG = "server.json", "server.pid", "server.log"
 CRASH_TAIL = 50
@@ -130,10 +132,12 @@ class LifecycleError(Exception):
 
 
 class PreflightFailed(LifecycleError):
-    def __init__(self, checks: list[Check]):
-        self.checks = checks
+    def __init__(self, checks: list[Check], *, still_running: str | None = None):
+        """still_running: the server a refused switch left as it was (it is checked before anything is stopped)."""
+        self.checks, self.still_running = checks, still_running
         failed = [c for c in checks if not c.ok]
-        super().__init__("; ".join(f"{c.name}: {c.detail}" for c in failed) + " (start with force to override)")
+        kept = f"; nothing was stopped: {still_running} still runs" if still_running else ""
+        super().__init__("; ".join(f"{c.name}: {c.detail}" for c in failed) + kept + " (start with force to override)")
 
 
 @dataclass(frozen=True)
@@ -158,9 +162,12 @@ def known_flags(help_text: str) -> tuple[set[str], set[str]]:
 
 class ServerLifecycle:
     def __init__(self, conn: Connection, spec: HostSpec, agent: RemoteTelemetry, *, idle_threshold_mib: float,
-                 grace_s: float):
+                 grace_s: float, events: EventLog | None = None):
+        """events: the campaign's log, where every stop is written (alone, or inside a switch or a restart)."""
         self.conn, self.spec, self.agent = conn, spec, agent
         self.idle_threshold_mib, self.grace_s = idle_threshold_mib, grace_s
+        self.events = events
+        self.record: ServerRecord | None = None  # what the last poll found in server.json
         self.status = ServerStatus(ServerState.STOPPED)
         self._listeners: list[Callable[[ServerStatus], None]] = []
         self._forward: PortForward | None = None
@@ -185,11 +192,11 @@ class ServerLifecycle:
         """Look at the host once and update the state."""
         out = (await self.conn.run(["sh", "-c", PROBE], cwd=self.spec.workdir, timeout=20)).stdout
         record_text, stat_text, last_line = (out.split(f"{MARK}\n") + ["", "", ""])[:3]
-        record = ServerRecord.parse(record_text)
-        last_line = last_line.strip()
+        self.record = record = ServerRecord.parse(record_text)
+        last_line = visible(last_line.strip())
         if record is None:
             return self._set(ServerStatus(ServerState.STOPPED))
-        base = ServerStatus(ServerState.STOPPED, record.profile, record.pid, record.started, self.status.ready_at,
+        base = ServerStatus(ServerState.STOPPED, visible(record.profile), record.pid, record.started, self.status.ready_at,
                             last_line, model=self.status.model)
         fields = stat_text.strip().rsplit(")", 1)[-1].split() if stat_text.strip() else []
         alive = bool(fields) and fields[0] != "Z" and (record.start_ticks is None or int(fields[19]) == record.start_ticks)
@@ -236,8 +243,8 @@ class ServerLifecycle:
         with contextlib.suppress(httpx.HTTPError, ValueError, KeyError, IndexError):
             async with httpx.AsyncClient(base_url=self._forward.url, timeout=5.0) as client:
                 if record.kind == "sglang":
-                    return (await client.get("/model_info")).json()["model_path"]
-                return (await client.get("/v1/models")).json()["data"][0]["id"]
+                    return visible(str((await client.get("/model_info")).json()["model_path"]))
+                return visible(str((await client.get("/v1/models")).json()["data"][0]["id"]))
         return None
 
     def _forget_forward(self) -> None:
@@ -246,11 +253,13 @@ class ServerLifecycle:
             self._forward = None
 
     async def log_tail(self, lines: int = CRASH_TAIL) -> list[str]:
+        """The log's last lines, safe to show."""
         result = await self.conn.run(["tail", "-n", str(lines), LOG], cwd=self.spec.workdir, timeout=20)
-        return result.stdout.splitlines()
+        return [visible(line) for line in result.stdout.splitlines()]
 
     async def follow_log(self, lines: int = 200):  # type: ignore[no-untyped-def]
-        """A stream of the log's lines (`tail -F`: it survives the rotation at the next start)."""
+        """A stream of the log's raw lines (`tail -F`: it survives the rotation at the next start); show them through
+        `visible`."""
         return await self.conn.stream(["tail", "-n", str(lines), "-F", LOG], cwd=self.spec.workdir)
 
     # -- checks ---------------------------------------------------------------
@@ -262,7 +271,7 @@ class ServerLifecycle:
         argv = await self.resolved_argv(profile)
         checks = []
         which = await self.conn.run(["sh", "-c", 'command -v "$1"', "sh", argv[0]])
-        checks.append(Check("launcher", which.ok, which.stdout.strip() or f"{argv[0]} not found on the host"))
+        checks.append(Check("launcher", which.ok, visible(which.stdout.strip()) or f"{argv[0]} not found on the host"))
         model = await self.conn.expand(profile.model_path)
         exists = await self.conn.run(["test", "-e", model])
         checks.append(Check("model path", exists.ok, model if exists.ok else f"{model} does not exist on the host"))
@@ -275,7 +284,7 @@ class ServerLifecycle:
         status, lines = await self.agent.agent("port", profile.host, str(profile.port))
         free = status == 0
         checks.append(Check("port free", free, f"{profile.host}:{profile.port} " + ("is free" if free else
-                            f"is in use ({lines[0].get('detail', '') if lines else ''})")))
+                            f"is in use ({visible(str(lines[0].get('detail', ''))) if lines else ''})")))
         checks.append(await self._check_flags(profile, argv))
         if warning := adaptive_warning(profile.kind, argv):
             checks.append(Check("adaptive speculation", True, warning, warning=True))
@@ -288,7 +297,7 @@ class ServerLifecycle:
         except RemoteError as e:
             return Check("flags known", False, str(e))
         if status != 0 or not lines or not lines[-1].get("ok"):
-            return Check("flags known", False, f"cannot read the launcher's --help: {lines[-1].get('detail') if lines else status}")
+            return Check("flags known", False, f"cannot read the launcher's --help: {visible(str(lines[-1].get('detail') if lines else status))}")
         known, deprecated = known_flags(lines[-1]["text"])
         wanted = [*profile.flags, "host", "port"] + (["model-path"] if KINDS[profile.kind][2] else [])
         unknown = [f for f in wanted if f not in known]
@@ -323,7 +332,8 @@ class ServerLifecycle:
         self._set(ServerStatus(ServerState.STARTING, profile.name, pid, record.started))
         return checks
 
-    async def stop(self) -> StopReport:
+    async def stop(self, **context: object) -> StopReport:
+        """SIGTERM the server's group, SIGKILL after the grace; written in the event log with `context`."""
         out = (await self.conn.run(["cat", RECORD], cwd=self.spec.workdir)).stdout
         record = ServerRecord.parse(out)
         if record is None:
@@ -344,6 +354,9 @@ class ServerLifecycle:
                     break
                 await asyncio.sleep(0.5)
             report = StopReport(outcomes, leftovers)
+            if self.events is not None:
+                self.events.append("stop", host=self.spec.name, profile=visible(record.profile), pid=record.pid,
+                                   outcome=report.describe(), **context)
             await self.poll()
             self._set(replace(self.status, state=ServerState.STOPPED, detail="" if not leftovers else report.describe()))
             return report
@@ -351,10 +364,28 @@ class ServerLifecycle:
             self._stopping = False
 
     async def switch(self, profile: Profile, *, force: bool = False) -> list[Check]:
-        """Stop whatever runs, check that the GPUs are idle, start the profile: one action."""
+        """Check the profile, stop whatever runs, check that the GPUs are idle, start the profile: one action.
+
+        A profile that cannot start stops nothing: every preflight check runs before the stop, but for those the stop
+        itself makes true (the GPUs idle when only the server holds them, and the port when the server holds it).
+        """
         current = await self.poll()
         if current.state in (ServerState.STARTING, ServerState.READY, ServerState.UNHEALTHY):
-            report = await self.stop()
+            if not force:
+                checks = self._after_stop(await self.preflight(profile), profile, await self.agent.sample_once())
+                if not all(c.ok for c in checks):
+                    raise PreflightFailed(checks, still_running=f"{current.profile} (pid {current.pid})")
+            report = await self.stop(during=f"switch to {profile.name}")
             if report.leftovers and not force:
                 raise LifecycleError(report.describe())
         return await self.start(profile, force=force)
+
+    def _after_stop(self, checks: list[Check], profile: Profile, sample: Sample | AgentError) -> list[Check]:
+        """The checks as they will stand once the running server is stopped."""
+        record, freed = self.record, set()
+        if isinstance(sample, Sample) and not [p for p in sample.procs if p.stray]:
+            freed.add("GPUs idle")  # only the server's processes hold GPU memory: the stop releases it
+        if record is not None and (record.host, record.port) == (profile.host, profile.port):
+            freed.add("port free")
+        return [replace(c, ok=True, warning=True, detail=f"{c.detail} (the stop frees it)") if not c.ok and c.name in freed
+                else c for c in checks]

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from console.remote.command import shell_line
+
 KINDS = {
     # kind: (health path, ready line in the log, how the model is passed)
     "sglang": ("/health", "The server is fired up and ready to roll!", "--model-path"),
@@ -89,8 +91,9 @@ class Profile:
         return [*self.launcher, *model, "--host", self.host, "--port", str(self.port), *self.flag_args()]
 
     def command_line(self) -> str:
-        env = [f"{k}={v}" for k, v in self.env.items()]
-        return shlex.join([*env, *self.argv()])
+        """What an operator can paste into a shell on the host to start this server: `env KEY=VALUE … argv`."""
+        env = ["env", *(f"{k}={v}" for k, v in self.env.items())] if self.env else []
+        return shell_line([*env, *self.argv()])
 
 
 def diff(a: Profile, b: Profile) -> list[tuple[str, str | None, str | None]]:

@@ -211,12 +211,21 @@ class SimHost:
 
         process.exception_received = on_channel_exception  # type: ignore[method-assign]
 
+        def hang_up() -> None:
+            # the channel is gone (closed, or its connection lost): close the child's pipes, as sshd does, so that its
+            # stdin reaches end of file and its next write a broken pipe, and no output is read for nobody
+            for pipe in (child.stdin, child.stdout, child.stderr):
+                transport = getattr(pipe, "_transport", None) or getattr(pipe, "transport", None)
+                if transport is not None:
+                    transport.close()
+
         async def feed() -> None:
             while True:
                 try:
                     data = await process.stdin.read(65536)
                 except (asyncssh.Error, OSError):
-                    data = b""
+                    hang_up()  # the connection died under the channel
+                    return
                 if not data:
                     break
                 try:
@@ -232,23 +241,22 @@ class SimHost:
                 try:
                     sink.write(data)
                     await sink.drain()
-                except (asyncssh.Error, OSError, BrokenPipeError):
-                    # the client is gone: stop reading so the child meets a broken pipe, as under sshd
-                    source.feed_eof()
-                    break
+                except (asyncssh.Error, OSError):
+                    hang_up()
+                    return
 
         feeder = asyncio.create_task(feed())
+        watcher = asyncio.create_task(process.wait_closed())
+        watcher.add_done_callback(lambda _: hang_up())
         try:
             await asyncio.gather(pump(child.stdout, process.stdout), pump(child.stderr, process.stderr))
             status = await child.wait()
         finally:
+            watcher.cancel()
             feeder.cancel()
             self._sessions.pop(child.pid, None)
-            if child.returncode is None:  # the channel went away first: close its pipes, as sshd does
-                for pipe in (child.stdout, child.stderr):
-                    transport = getattr(pipe, "_transport", None)
-                    if transport:
-                        transport.close()
+            if child.returncode is None:  # cancelled before the child ended: nobody reads its pipes any more
+                hang_up()
         return status if status >= 0 else 128 - status
 
     async def _pty_session(self, process: asyncssh.SSHServerProcess[bytes]) -> int:

@@ -98,13 +98,13 @@ class Actions:
         """lifecycle and sweep let the console run actions through its own panes, so they show each step."""
         self.cfg, self.conn, self.say = cfg, conn, say
         self.spec = conn.spec
+        self.log = EventLog(cfg.campaign_dir)
         self.lifecycle = lifecycle or ServerLifecycle(
             conn, self.spec, RemoteTelemetry(conn, self.spec, interval=max(0.5, cfg.telemetry_interval_s)),
-            idle_threshold_mib=cfg.idle_threshold_mib, grace_s=cfg.kill_grace_s)
+            idle_threshold_mib=cfg.idle_threshold_mib, grace_s=cfg.kill_grace_s, events=self.log)
         self.agent = self.lifecycle.agent
         self.confirm_kill = confirm_kill
         self.sweep = sweep
-        self.log = EventLog(cfg.campaign_dir)
 
     async def run(self, action: str) -> str:
         words = check_action(action)
@@ -188,10 +188,9 @@ class Actions:
             current = await self.lifecycle.poll()
             if not current.state.running:
                 return f"no server running ({current.describe()})"
-            report = await self.lifecycle.stop()
+            report = await self.lifecycle.stop(runbook=True)  # the lifecycle writes it in the event log
         except Exception as e:
             raise ActionFailed(str(e)) from None
-        self.log.append("stop", host=self.spec.name, outcome=report.describe(), runbook=True)
         if report.leftovers:
             raise ActionFailed(report.describe())
         return report.describe()

@@ -3,10 +3,11 @@
 Saved on every change as JSON, atomically (a temporary file, fsync, rename,
 fsync of the directory), so a crash, a kill -9 or a full disk never leaves a
 half-written list. A file that does not load is moved aside and reported,
-never overwritten. Two consoles on one campaign: a save first checks that the
-file is still the one this list was read from; if another console changed
-it, the change is merged task by task (by id) when the two did not touch the
-same task, and refused with a message when they did.
+never overwritten. Several consoles and commands on one campaign: a save holds
+the campaign's lock while it reads the file, merges and replaces it; if another
+process changed the file since this list read it, the change is merged task by
+task (by id) when the two did not touch the same task, and refused with a
+message when they did. A task's text is a line of a todo list: at most 4 KiB.
 """
 
 from __future__ import annotations
@@ -20,9 +21,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from console.tasks.lock import locked
+
 PRIORITIES = ("high", "medium", "low")
 STATUSES = ("pending", "in_progress", "completed", "cancelled")
 FILE = "tasks.json"
+MAX_TEXT = 4096  # bytes of UTF-8 in a task's text: a 20 MB one made every command take a minute
 
 
 class TaskError(Exception):
@@ -89,14 +93,49 @@ def write_atomically(path: Path, text: str) -> None:
         os.close(directory)
 
 
+class NotATaskList(TaskError):
+    """The file is there and readable, but it is not a task list."""
+
+
 def parse(text: str, source: str) -> list[Task]:
     """Our own format or the todo format coding assistants write: {"todos": [{content, priority, status}]}."""
     try:
         data = json.loads(text)
         items = data["tasks"] if "tasks" in data else data["todos"]
         return [Task.from_dict(item) for item in items]
+    except RecursionError:
+        raise NotATaskList(f"{source}: not a task list (nested too deeply)") from None
     except (ValueError, KeyError, TypeError, TaskError) as e:
-        raise TaskError(f"{source}: not a task list ({type(e).__name__}: {e})") from None
+        raise NotATaskList(f"{source}: not a task list ({type(e).__name__}: {e})") from None
+
+
+def read_text(path: Path) -> str | None:
+    """A task file's text, None when there is none; TaskError naming the file when it cannot be read, NotATaskList
+    when it is not UTF-8."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise TaskError(f"{path}: cannot read ({e.strerror or e})") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise NotATaskList(f"{path}: not a task list (not UTF-8: byte 0x{data[e.start]:02x} at offset {e.start})") from None
+
+
+def clipped(text: str, limit: int = MAX_TEXT) -> str:
+    """Text for the screen, at most `limit` characters: a list saved before the limit may hold a 20 MB task, which a
+    terminal table would take minutes to lay out."""
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text) - limit} more characters)"
+
+
+def check_text(content: str, where: str = "a task's text") -> str:
+    size = len(content.encode("utf-8", "surrogatepass"))
+    if size > MAX_TEXT:
+        shown = f"{size} bytes" if size < 1 << 20 else f"{size / (1 << 20):.1f} MiB"
+        raise TaskError(f"{where} is {shown}: a task holds at most {MAX_TEXT} bytes ({MAX_TEXT // 1024} KiB)")
+    return content
 
 
 class TaskList:
@@ -108,35 +147,50 @@ class TaskList:
 
     # -- disk -----------------------------------------------------------------
     def load(self) -> TaskList:
+        """Read the list. A file that is not a task list is set aside (never overwritten) and the list starts empty,
+        with a warning; where it cannot be set aside (a read-only campaign), TaskError says so."""
+        self.warning = None
         try:
-            text = self.path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            self.tasks, self._loaded = [], None
-            return self
+            text = read_text(self.path)
+            tasks = parse(text, str(self.path)) if text is not None else []
+        except NotATaskList as e:
+            return self._set_aside(e)
+        self.tasks, self._loaded = tasks, text
+        return self
+
+    def _set_aside(self, problem: TaskError) -> TaskList:
         try:
-            self.tasks = parse(text, str(self.path))
-            self._loaded = text
-        except TaskError as e:
-            aside = self.path.with_name(f"{FILE}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}")
-            os.replace(self.path, aside)
-            self.tasks, self._loaded = [], None
-            self.warning = f"{e}; kept aside as {aside.name}, starting with an empty list"
+            with locked(self.path):
+                try:  # another process may have set it aside and saved a good list meanwhile
+                    text = read_text(self.path)
+                    self.tasks, self._loaded = (parse(text, str(self.path)) if text is not None else []), text
+                    return self
+                except NotATaskList:
+                    pass
+                stamp = time.strftime("%Y%m%d-%H%M%S")
+                aside = self.path.with_name(f"{FILE}.corrupt-{stamp}")
+                n = 1
+                while aside.exists():  # never over an earlier one
+                    aside, n = self.path.with_name(f"{FILE}.corrupt-{stamp}-{n}"), n + 1
+                os.replace(self.path, aside)
+        except OSError as e:
+            raise TaskError(f"{problem}; cannot set it aside ({e.strerror or e}): move or fix it, then retry") from None
+        self.tasks, self._loaded = [], None
+        self.warning = f"{problem}; kept aside as {aside.name}, starting with an empty list"
         return self
 
     def _text(self) -> str:
         return json.dumps({"version": 1, "tasks": [t.to_dict() for t in self.tasks]}, indent=1) + "\n"
 
     def save(self, before: list[Task]) -> None:
-        """Write, after merging a change another console made since we read the file."""
+        """Write, under the campaign's lock, after merging a change another process made since we read the file."""
         try:
-            on_disk = self.path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            on_disk = None
-        if on_disk != self._loaded and on_disk is not None:
-            self.tasks = merge(before, self.tasks, parse(on_disk, str(self.path)))
-        text = self._text()
-        try:
-            write_atomically(self.path, text)
+            with locked(self.path):
+                on_disk = read_text(self.path)
+                if on_disk is not None and on_disk != self._loaded:
+                    self.tasks = merge(before, self.tasks, parse(on_disk, str(self.path)))
+                text = self._text()
+                write_atomically(self.path, text)
         except OSError as e:  # read-only, full disk: the change stays in memory, and the operator is told
             raise TaskError(f"{self.path}: cannot save ({e.strerror or e}); the change is kept here, not on disk") from None
         self._loaded = text
@@ -154,7 +208,7 @@ class TaskList:
         return number - 1
 
     def add(self, content: str, priority: str = "medium", action: str | None = None) -> Task:
-        task = Task(content, priority, history=((time.time(), "pending"),), action=action)
+        task = Task(check_text(content), priority, history=((time.time(), "pending"),), action=action)
         self._change([*self.tasks, task])
         return task
 
@@ -173,7 +227,7 @@ class TaskList:
     def edit(self, number: int, *, content: str | None = None, priority: str | None = None) -> Task:
         i = self.index_of(number)
         task = self.tasks[i]
-        changed = replace(task, content=content if content is not None else task.content,
+        changed = replace(task, content=check_text(content) if content is not None else task.content,
                           priority=priority if priority is not None else task.priority)
         self._change([*self.tasks[:i], changed, *self.tasks[i + 1:]])
         return changed
@@ -192,7 +246,12 @@ class TaskList:
         self._change(tasks)
 
     def import_todos(self, path: Path) -> int:
-        tasks = parse(path.read_text(encoding="utf-8"), str(path))
+        text = read_text(path)
+        if text is None:
+            raise TaskError(f"{path}: no such file")
+        tasks = parse(text, str(path))
+        for number, task in enumerate(tasks, 1):
+            check_text(task.content, f"{path}: task {number}'s text")
         now = time.time()
         fresh = [replace(t, history=t.history or ((now, t.status),)) for t in tasks]
         self._change([*self.tasks, *fresh])

@@ -28,6 +28,7 @@ from console.ui.widgets.link_banner import LinkBanner
 from console.ui.widgets.tasks.pane import TasksPane
 from console.ui.widgets.server.pane import ServerPane
 from console.ui.widgets.sweep.pane import SweepPane
+from console.untrusted import visible
 
 PANES = ("gpus", "server", "tasks", "sweep")
 
@@ -70,7 +71,8 @@ class PivotApp(App[None]):
         self.lifecycle: ServerLifecycle | None = None
         if isinstance(self.telemetry, RemoteTelemetry) and host is not None:
             self.lifecycle = ServerLifecycle(self.pool.get(host), config.host(host), self.telemetry,
-                                             idle_threshold_mib=config.idle_threshold_mib, grace_s=config.kill_grace_s)
+                                             idle_threshold_mib=config.idle_threshold_mib, grace_s=config.kill_grace_s,
+                                             events=self.event_log)
         themes, self.theme_errors = load_themes()
         for t in themes:
             self.register_theme(t)
@@ -93,8 +95,9 @@ class PivotApp(App[None]):
 
     def notify(self, message: str, *, title: str = "", severity: str = "information", timeout: float | None = None,
                markup: bool = True) -> None:  # type: ignore[override]
-        """Notifications carry data (paths, commands, errors with brackets): never parse them as markup."""
-        super().notify(message, title=title, severity=severity, timeout=timeout, markup=False)  # type: ignore[arg-type]
+        """Notifications carry data (paths, commands, errors quoting the host): never markup, never a raw escape."""
+        super().notify(visible(message, newlines=True), title=visible(title), severity=severity, timeout=timeout,  # type: ignore[arg-type]
+                       markup=False)
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return VARIABLE_DEFAULTS

@@ -38,7 +38,7 @@ class Confirm(ModalScreen[bool]):
             for part in self.body:
                 yield Static(part, classes="body")
             if self.note:
-                yield Static(self.note, classes="note")
+                yield Static(Text(self.note), classes="note")
             with Horizontal():
                 yield Button(f"{self.action_label}  (y)", variant="error", id="confirm")
                 yield Button("Cancel  (n)", variant="primary", id="cancel")

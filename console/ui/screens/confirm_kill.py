@@ -18,8 +18,8 @@ class ConfirmKill(Confirm):
         for col in ("PID", "USER", "GPU", "GPU-MEM", "STATE", "COMMAND"):
             table.add_column(col, no_wrap=True, overflow="ellipsis", ratio=1 if col == "COMMAND" else None)
         for p in plan.targets:
-            table.add_row(str(p.pid), p.user, "-" if p.gpu is None else str(p.gpu),
-                          "-" if p.mem_mib is None else f"{gib(p.mem_mib)} GiB", p.state, Text(p.cmd or "(no command line)"))
+            table.add_row(str(p.pid), Text(p.user), "-" if p.gpu is None else str(p.gpu),
+                          "-" if p.mem_mib is None else f"{gib(p.mem_mib)} GiB", Text(p.state), Text(p.cmd or "(no command line)"))
         how = "to its process group where it leads one" if plan.group else "to the process only"
         summary = (f"SIGTERM {how}, then SIGKILL after {grace_s:g} s. "
                    f"These processes hold {gib(plan.memory_mib)} GiB of GPU memory.")

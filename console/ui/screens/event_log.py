@@ -12,6 +12,7 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
 from console.tasks.events import summary
+from console.untrusted import visible
 
 SHOWN = 500
 
@@ -39,7 +40,7 @@ class EventLogScreen(ModalScreen[None]):
         table = self.query_one(DataTable)
         table.add_columns("TIME", "KIND", "WHAT")
         for event in self.events:
-            table.add_row(Text(str(event.get("time", ""))[:19].replace("T", " ")), Text(str(event.get("kind", ""))),
+            table.add_row(Text(visible(str(event.get("time", ""))[:19].replace("T", " "))), Text(visible(str(event.get("kind", "")))),
                           Text(summary(event)))
         table.move_cursor(row=max(0, table.row_count - 1))
         table.focus()

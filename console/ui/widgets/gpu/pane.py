@@ -13,13 +13,14 @@ from textual.containers import Vertical
 from textual.widgets import Static
 
 from console.gpu.format import idle_line
-from console.gpu.kill import KillOutcome, KillPlan, ReleaseWatch, plan_kill, zombie_parents
+from console.gpu.kill import KillOutcome, KillPlan, ReleaseWatch, plan_kill, zombie_advice, zombie_parents
 from console.gpu.samples import AgentError, Hello, Sample
 from console.gpu.telemetry import LinkDown, TelemetryEvent
 from console.ui.colours import theme_style
 from console.ui.screens.confirm_kill import ConfirmKill
 from console.ui.widgets.gpu.bars import GpuBars
 from console.ui.widgets.gpu.processes import ProcessTable
+from console.untrusted import visible
 
 if TYPE_CHECKING:
     from console.ui.app import PivotApp
@@ -166,8 +167,12 @@ class GpuPane(Vertical):
         for outcome in outcomes:
             if not outcome.ended:
                 self.say(outcome.describe(), "error")
-        self.kill_failed = any(o.outcome in ("permission-denied", "survived") for o in outcomes)
         self.offered_parents = zombie_parents(outcomes)
+        for outcome in outcomes:  # a zombie of PID 1: no parent to offer, only its init or the hypervisor frees it
+            if (advice := zombie_advice(outcome)) and outcome.ppid not in self.offered_parents:
+                self.say(advice, "warning")
+        self.kill_failed = any(o.outcome in ("permission-denied", "survived") or
+                               (o.outcome == "zombie" and o.ppid not in self.offered_parents) for o in outcomes)
         if self.offered_parents:
             self.say(f"zombie: press p to kill its parent {', '.join(map(str, self.offered_parents))}, which must reap it", "warning")
         if self.kill_failed and self.pivot.hypervisor is not None:
@@ -193,4 +198,4 @@ class GpuPane(Vertical):
         result = await self.pivot.pool.get(hypervisor.name).run(list(hypervisor.cleanup), timeout=120)
         self.pivot.event_log.append("cleanup", host=hypervisor.name, argv=list(hypervisor.cleanup), exit_status=result.exit_status)
         last = (result.stderr or result.stdout).strip().splitlines()[-1:] or [""]
-        self.say(f"cleanup on {hypervisor.name}: exit {result.exit_status} {last[0]}", "success" if result.ok else "error")
+        self.say(f"cleanup on {hypervisor.name}: exit {result.exit_status} {visible(last[0])}", "success" if result.ok else "error")

@@ -73,7 +73,7 @@ class ProcessTable(DataTable[Text | str]):
             tag = Text("●", style=self._colour("accent")) if p.key in self.tagged else Text(" ")
             cmd_style = "dim" if p.zombie else ""
             self.add_row(
-                tag, str(p.gpu if p.gpu is not None else "?"), str(p.pid), p.user, f"{gib(p.mem_mib)}G", p.state,
+                tag, str(p.gpu if p.gpu is not None else "?"), str(p.pid), Text(p.user), f"{gib(p.mem_mib)}G", Text(p.state),
                 age(p.age_s(now)), self._flags(p), Text(p.cmd or "(no command line)", style=cmd_style), key=row_key,
             )
         if cursor_key is not None:

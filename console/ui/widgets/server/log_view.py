@@ -15,6 +15,7 @@ from textual.scrollbar import ScrollTo, ScrollUp
 from textual.widgets import RichLog
 
 from console.ui.colours import theme_style
+from console.untrusted import visible
 
 ERROR = re.compile(r"error|traceback|exception|fatal|out of memory|killed|segmentation fault|crashed", re.IGNORECASE)
 WARNING = re.compile(r"warn", re.IGNORECASE)
@@ -71,6 +72,8 @@ class LogView(RichLog):
         return Text(line)
 
     def add(self, line: str) -> None:
+        """A line of the server's log (the host's bytes): shown with its control characters made visible."""
+        line = visible(line)
         self.lines_kept.append(line)
         if self.filter_text.lower() in line.lower():
             self.write(self._styled(line), scroll_end=self.following)

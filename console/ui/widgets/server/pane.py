@@ -27,6 +27,7 @@ from console.ui.colours import theme_style
 from console.ui.messages import StatusChanged
 from console.ui.screens.confirm import Confirm
 from console.ui.widgets.server.log_view import LogView
+from console.untrusted import visible
 
 if TYPE_CHECKING:
     from console.ui.app import PivotApp
@@ -207,12 +208,12 @@ class ServerPane(Vertical):
             rows = diff(self.profiles.profiles[self.marked], profile)
             text = Text(f"{self.marked} → {name}\n", style="bold")
             for key, a, b in rows:
-                text.append(f"{key}: ", "bold").append(f"{a if a is not None else '—'} → {b if b is not None else '—'}\n")
+                text.append(f"{visible(key)}: ", "bold").append(visible(f"{a if a is not None else '—'} → {b if b is not None else '—'}") + "\n")
             if not rows:
                 text.append("the same server")
             detail.update(text)
             return
-        detail.update(Text.assemble((f"{profile.description}\n", "italic"), profile.command_line()))
+        detail.update(Text.assemble((f"{visible(profile.description)}\n", "italic"), profile.command_line()))
 
     def _show_checks(self, checks: list[Check]) -> None:
         self.checks = checks
@@ -314,10 +315,8 @@ class ServerPane(Vertical):
         self.refresh_bindings()
         try:
             if action == "stop":
-                report = await self.lifecycle.stop()
+                report = await self.lifecycle.stop()  # the lifecycle writes it in the event log
                 self.notify(report.describe(), severity="information" if not report.leftovers else "warning", timeout=8)
-                self.pivot.event_log.append("stop", host=self.pivot.host_label, profile=self.status.profile,
-                                            outcome=report.describe())
             else:
                 assert profile is not None
                 starter = self.lifecycle.start if action == "start" else self.lifecycle.switch
@@ -327,7 +326,8 @@ class ServerPane(Vertical):
                                             argv=profile.argv(), forced=force)
         except PreflightFailed as e:
             self._show_checks(e.checks)
-            self.notify(f"{profile.name if profile else ''} not started: a preflight check failed (F starts anyway)",
+            kept = f"; nothing was stopped: {e.still_running} still runs" if e.still_running else ""
+            self.notify(f"{profile.name if profile else ''} not started: a preflight check failed{kept} (F starts anyway)",
                         severity="error", timeout=8)
         except LifecycleError as e:
             self.notify(str(e), title=f"{action} refused", severity="error", timeout=10)

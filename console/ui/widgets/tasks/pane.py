@@ -14,9 +14,10 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Input, Static
 
 from console.sweep.store import list_runs
-from console.tasks.tasklist import PRIORITIES, Task, TaskError, TaskList
+from console.tasks.tasklist import PRIORITIES, Task, TaskError, TaskList, clipped
 from console.ui.colours import theme_style
 from console.ui.screens.confirm import Confirm
+from console.untrusted import visible
 
 if TYPE_CHECKING:
     from console.ui.app import PivotApp
@@ -101,9 +102,8 @@ class TasksPane(Vertical):
         table = self.query_one(DataTable)
         for label, key in (("#", "n"), ("", "s"), ("P", "p"), ("FOR", "time"), ("TASK", "task")):
             table.add_column(label, key=key)
-        self.tasks = TaskList(self.pivot.config.campaign_dir).load()
-        if self.tasks.warning:
-            self.notify(self.tasks.warning, title="Tasks", severity="warning", timeout=12)
+        self.tasks = TaskList(self.pivot.config.campaign_dir)
+        self._load()
         self._draw()
         self.set_interval(2.0, self._reload_if_changed)  # another console's edits, and the in-progress clocks
 
@@ -113,8 +113,18 @@ class TasksPane(Vertical):
         except FileNotFoundError:
             mtime = 0.0
         if self.tasks is not None and mtime != self._mtime:
-            self.tasks.load()
+            self._load()
         self._draw()
+
+    def _load(self) -> None:
+        assert self.tasks is not None
+        try:
+            self.tasks.load()
+        except TaskError as e:  # unreadable, or not a list and not movable aside: shown, and never saved over
+            self.notify(str(e), title="Tasks", severity="error", timeout=12)
+            return
+        if self.tasks.warning:
+            self.notify(self.tasks.warning, title="Tasks", severity="warning", timeout=12)
 
     def _visible(self) -> list[tuple[int, Task]]:
         assert self.tasks is not None
@@ -132,19 +142,19 @@ class TasksPane(Vertical):
         table = self.query_one(DataTable)
         row = table.cursor_row
         table.clear()
-        visible = self._visible()
-        for number, task in visible:
+        listed = self._visible()
+        for number, task in listed:
             glyph, colour = GLYPHS[task.status]
             style = "dim" if task.status in ("completed", "cancelled") else ""
             since = task.in_progress_since
             clock = f"{(time.time() - since) / 60:.0f}m" if since else ""
-            content = Text(task.content, style=style)
+            content = Text(visible(clipped(task.content)), style=style)
             if task.result:
-                content.append(f"  → {task.result}", "dim")
+                content.append(f"  → {visible(clipped(task.result))}", "dim")
             table.add_row(str(number), Text(glyph, style=theme_style(self.app, colour, bold=True)),
                           Text(task.priority[0].upper(), style=theme_style(self.app, PRIORITY_COLOURS[task.priority])),
                           clock, content, key=task.id)
-        numbers = [number for number, _ in visible]
+        numbers = [number for number, _ in listed]
         if follow in numbers:
             row = numbers.index(follow)
         if table.row_count:
@@ -162,7 +172,7 @@ class TasksPane(Vertical):
         history = " → ".join(f"{s} {_ago(time.time() - t)}" for t, s in task.history[-4:])
         live = [self.said] if self.running and self.said and task.status == "in_progress" else []
         lines = [*live, *([f"action: {task.action}"] if task.action else []), history]  # the live line first: 3 lines at most
-        detail.update(Text("\n".join(lines)))
+        detail.update(Text("\n".join(visible(clipped(line)) for line in lines)))
 
     def on_data_table_row_highlighted(self) -> None:
         self._detail()
@@ -175,8 +185,8 @@ class TasksPane(Vertical):
     @property
     def current_number(self) -> int | None:
         table = self.query_one(DataTable)
-        visible = self._visible() if self.tasks else []
-        return visible[table.cursor_row][0] if visible and table.cursor_row < len(visible) else None
+        listed = self._visible() if self.tasks else []
+        return listed[table.cursor_row][0] if listed and table.cursor_row < len(listed) else None
 
     def _apply(self, change, what: str) -> None:  # type: ignore[no-untyped-def]
         try:
@@ -206,7 +216,7 @@ class TasksPane(Vertical):
             if text and self.tasks is not None:
                 self._apply(lambda: self.tasks.edit(number, content=text), "edit")  # type: ignore[union-attr]
 
-        self.app.push_screen(TextPrompt("Edit the task", task.content), edited)
+        self.app.push_screen(TextPrompt("Edit the task", visible(clipped(task.content))), edited)
 
     def action_status(self, status: str, insist: bool = False) -> None:
         if (number := self.current_number) is not None and self.tasks is not None:
@@ -236,7 +246,8 @@ class TasksPane(Vertical):
             if ok:
                 self._apply(lambda: self.tasks.delete(number), "delete")  # type: ignore[union-attr]
 
-        self.app.push_screen(Confirm(f"Delete task {number}?", [Text(task.content)], action_label="Delete"), decided)
+        self.app.push_screen(Confirm(f"Delete task {number}?", [Text(visible(clipped(task.content)))], action_label="Delete"),
+                             decided)
 
     def action_fold(self) -> None:
         self.folded = not self.folded
