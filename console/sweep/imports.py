@@ -4,10 +4,10 @@ concurrency) becomes a pivot run, one level per line, so it can be compared with
 from __future__ import annotations
 
 import json
-import shlex
 from pathlib import Path
 from typing import Any
 
+from console.remote.command import shell_line
 from console.sweep.store import EVENTS, Run, RunError, create_run
 
 
@@ -55,7 +55,7 @@ def import_bench_serving(campaign_dir: Path, path: Path, *, name: str | None, pr
     by_c = {level["c"]: level for level in levels}  # a later line for the same C wins, as a rerun would
     meta = {"profile": profile, "imported_from": str(path), "source": "sglang bench_serving",
             "settings": {"levels": sorted(by_c)},
-            **({"argv": argv, "command_line": shlex.join(argv), "kind": kind} if argv else {})}
+            **({"argv": argv, "command_line": shell_line(argv), "kind": kind} if argv else {})}
     run = create_run(campaign_dir, meta, name=name)
     with open(run.dir / EVENTS, "a", encoding="utf-8") as f:
         for c in sorted(by_c):

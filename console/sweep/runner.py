@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import shlex
 import signal
 import sys
 from collections.abc import AsyncIterator
@@ -15,6 +14,7 @@ from console import config
 from console.gpu.samples import Sample
 from console.gpu.telemetry import RemoteTelemetry
 from console.remote import Connection
+from console.remote.command import shell_line
 from console.server.lifecycle import ServerLifecycle, ServerRecord, ServerState
 from console.sweep.store import Run, RunError
 from console.untrusted import visible
@@ -104,7 +104,7 @@ async def describe_server(conn: Connection, cfg: config.Config, host: str) -> tu
         raise RunError(f"the server on {host} has no readable server.json: start it with pivot")
     sample = await agent.sample_once()
     gpus = sample.gpus if isinstance(sample, Sample) else []
-    meta = {"profile": status.profile, "kind": record.kind, "argv": list(record.argv), "command_line": shlex.join(record.argv),
+    meta = {"profile": status.profile, "kind": record.kind, "argv": list(record.argv), "command_line": shell_line(record.argv),
             "host": host, "gpu_count": len(gpus), "gpu_names": sorted({g.name for g in gpus}),
             "gpu_memory_mib": max((g.mem_total_mib for g in gpus if g.mem_total_mib), default=None), "model": status.model}
     return meta, record.port

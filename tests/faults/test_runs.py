@@ -247,3 +247,20 @@ def test_runs_listing_survives_a_run_without_metadata(campaign: Path) -> None:
     (campaign / "runs" / "empty-dir").mkdir()
     states = {r.name: r.state for r in list_runs(campaign)}
     assert states["empty-dir"] == "corrupt" and states["base"] == "complete"
+
+
+def test_resume_on_another_server_is_refused(sim_host_process, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from tests.conftest import free_port
+
+    host = sim_host_process
+    profiles = host.config_path.parent / "profiles"
+    profiles.mkdir(exist_ok=True)
+    for name in ("baseline", "eagle3"):
+        (profiles / f"t-{name}.toml").write_text(f'extends = "demo-{name}"\nport = {free_port()}\n')
+    assert pivot(host.config_path, "server", "start", "t-baseline").returncode == 0
+    swept = pivot(host.config_path, "sweep", "--levels", "1", "--requests", "4", "--max-tokens", "8")
+    assert swept.returncode == 0, swept.stderr
+    assert pivot(host.config_path, "server", "switch", "t-eagle3").returncode == 0
+    run = list_runs(host.config.campaign_dir)[-1].name
+    refused = pivot(host.config_path, "sweep", "--resume", run)
+    assert refused.returncode == 2 and "was measured on another server (profile t-baseline, now t-eagle3)" in refused.stderr
