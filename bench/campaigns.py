@@ -75,7 +75,8 @@ def check(report: dict, facts: dict[int, dict[str, str | None]]) -> tuple[list[s
               "total throughput at ": ("total", "b")}
     for phrase, (metric, leader) in claims.items():
         for m in re.finditer(re.escape(phrase) + r"(every level|C [≤≥=] [\d, ]+?)(?=[,;:)]| and|$)", rec):
-            if phrase == "total throughput at " and rec[max(0, m.start() - 6):m.start()].endswith("loses "):
+            before = rec[max(0, m.start() - 12):m.start()]
+            if phrase == "total throughput at " and (before.endswith("loses ") or before.endswith("cannot tell ")):
                 continue
             claimed = where(m[1].strip(), levels)
             table = {c for c in levels if rows[c][f"leader_{metric}"] == leader}

@@ -15,6 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from console import config  # noqa: E402
 from console.sim import traffic  # noqa: E402
 from console.sim.host import SimHost, free_port  # noqa: E402
+from console.session import Session
 from console.ui.app import PivotApp  # noqa: E402
 from console.ui.widgets.gpu.pane import GpuPane  # noqa: E402
 
@@ -27,7 +28,7 @@ async def main() -> None:
         host.start_server("demo-eagle3", port)
         load = asyncio.create_task(traffic.run(port, lambda: True))
         try:
-            app = PivotApp(config.load(host.config_path), "demo")
+            app = PivotApp(Session(config.load(host.config_path), "demo", via="console"))
             async with app.run_test(size=(120, 36)) as pilot:
                 pane = app.query_one(GpuPane)
                 while pane.sample is None or not any((g.util_pct or 0) > 50 for g in pane.sample.gpus):

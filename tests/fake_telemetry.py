@@ -9,7 +9,7 @@ import json
 import time
 from collections.abc import AsyncIterator
 
-from console.gpu.samples import Hello, parse_line
+from console.gpu.samples import AgentError, Hello, Sample, parse_line
 from console.gpu.telemetry import TelemetryEvent
 
 MIB = 143771
@@ -45,6 +45,9 @@ class FakeTelemetry:
         # received "in the future": the header says "0 s ago" however slow the machine (snapshots)
         yield dataclasses.replace(sample, received=time.time() + 3600)  # type: ignore[type-var]
         await asyncio.Event().wait()
+
+    async def sample_once(self) -> Sample | AgentError:
+        return parse_line(canned_sample_line(), "nvidia-smi")
 
     async def kill(self, targets: list[str], grace_s: float) -> list[dict]:
         self.killed.append(targets)

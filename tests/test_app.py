@@ -10,6 +10,7 @@ import pytest
 from console import config
 from console.remote import ConnState
 from console.sim.host import SimHost
+from console.session import Session
 from console.ui.app import PivotApp
 from console.ui.screens.confirm import Confirm
 from console.ui.screens.confirm_kill import ConfirmKill
@@ -24,11 +25,11 @@ from tests.fake_telemetry import FakeTelemetry
 
 def canned_app(tmp_path: Path, **kw: object) -> PivotApp:
     cfg = config.Config(path=None, hosts={}, campaign_dir=tmp_path / "campaign")
-    return PivotApp(cfg, None, telemetry=FakeTelemetry(), **kw)  # type: ignore[arg-type]
+    return PivotApp(Session(cfg, None, local=True, via="console", telemetry=FakeTelemetry()), **kw)  # type: ignore[arg-type]
 
 
 async def test_the_header_shows_the_connection_and_its_round_trip(sim_config: config.Config, sim_host: SimHost) -> None:
-    app = PivotApp(sim_config, "demo")
+    app = PivotApp(Session(sim_config, "demo", via="console"))
     async with app.run_test(size=(120, 30)) as pilot:
         status = app.query_one(HostStatus)
         await wait_for(lambda: status.event is not None and status.event.state == ConnState.UP)
@@ -37,7 +38,7 @@ async def test_the_header_shows_the_connection_and_its_round_trip(sim_config: co
         text = str(status.render())
         assert "demo ● up" in text and " ms" in text and "nvidia-smi" in text and "no managed server" in text
         seen: list[ConnState] = []
-        app.pool.get("demo").add_listener(lambda e: seen.append(e.state))
+        app.session.pool.get("demo").add_listener(lambda e: seen.append(e.state))
         sim_host.drop_clients()
         await wait_for(lambda: ConnState.DOWN in seen and seen[-1] == ConnState.UP, timeout=15)
         await pilot.pause()
@@ -48,7 +49,7 @@ async def test_a_lost_link_is_said_over_the_panes_until_it_is_back(tmp_path: Pat
     from console.remote import ConnectionEvent
     from console.ui.messages import ConnectionChanged
 
-    app = PivotApp(config.Config(path=None, hosts={}, campaign_dir=tmp_path / "campaign"), None, telemetry=FakeTelemetry())
+    app = PivotApp(Session(config.Config(path=None, hosts={}, campaign_dir=tmp_path / "campaign"), None, local=True, via="console", telemetry=FakeTelemetry()))
     async with app.run_test(size=(80, 24)) as pilot:
         banner, panes = app.query_one(LinkBanner), app.query_one("#panes")
         for event in (ConnectionEvent("gpu1", ConnState.CONNECTING), ConnectionEvent("gpu1", ConnState.UP, rtt_s=0.01)):
@@ -140,10 +141,10 @@ async def test_kill_dialog_cancel_then_confirm_on_canned_telemetry(tmp_path: Pat
         assert [p.pid for p in dialog.plan.targets] == [2004, 2009, 2008]
         assert app.focused is not None and app.focused.id == "cancel"
         await pilot.press("enter")  # Enter on the fresh dialog cancels
-        assert not isinstance(app.screen, ConfirmKill) and app.telemetry.killed == []  # type: ignore[attr-defined]
+        assert not isinstance(app.screen, ConfirmKill) and app.session.telemetry.killed == []  # type: ignore[attr-defined]
         await pilot.press("K", "y")
-        await wait_for(lambda: app.telemetry.killed)  # type: ignore[attr-defined]
-        assert app.telemetry.killed == [["2004:104:group", "2009:109:group", "2008:108:group"]]  # type: ignore[attr-defined]
+        await wait_for(lambda: app.session.telemetry.killed)  # type: ignore[attr-defined]
+        assert app.session.telemetry.killed == [["2004:104:group", "2009:109:group", "2008:108:group"]]  # type: ignore[attr-defined]
     log = (tmp_path / "campaign" / "events.jsonl").read_text()
     assert '"kind": "kill"' in log and '"pids": [2004, 2009, 2008]' in log
 
@@ -159,7 +160,7 @@ async def test_readonly_console_cannot_kill(tmp_path: Path) -> None:
 
 async def test_local_mode_without_a_driver_says_so_once(tmp_path: Path) -> None:
     cfg = config.Config(path=None, hosts={}, campaign_dir=tmp_path)
-    app = PivotApp(cfg, None)
+    app = PivotApp(Session(cfg, None, local=True, via="console"))
     async with app.run_test(size=(100, 30)) as pilot:
         await wait_for(lambda: "No NVIDIA driver" in str(app.query_one("#gpu-idle").render()), timeout=10)
         await pilot.pause()
@@ -170,9 +171,9 @@ async def test_operator_kills_the_zombies_a_killed_server_left(sim_host_process:
     """The story: the server's main process dies, its workers and a zombie keep the memory,
     the operator kills them from the pane after confirming, and the GPUs come back."""
     cfg = sim_host_process.config
-    app = PivotApp(cfg, "demo")
+    app = PivotApp(Session(cfg, "demo", via="console"))
     async with app.run_test(size=(80, 24)) as pilot:
-        conn = app.pool.get("demo")
+        conn = app.session.pool.get("demo")
         script = (f"setsid python3 -m console.sim.launch_server --model-path ~/models/kimi-k2.5-int4 --tp 8 "
                   f"--port {free_port()} </dev/null >~/.pivot/server.log 2>&1 & echo $! > ~/.pivot/server.pid; cat ~/.pivot/server.pid")
         main_pid = int((await conn.run(["sh", "-c", script])).stdout)
@@ -216,7 +217,7 @@ async def test_a_zombie_offers_its_parent_and_a_failed_kill_offers_the_hyperviso
     hypervisor = config.HostSpec(**{**demo.__dict__, "name": "hv", "role": "hypervisor",
                                     "cleanup": ("sh", "-c", f"echo cleaned > {marker}")})
     cfg = config.Config(path=None, hosts={"hv": hypervisor}, campaign_dir=tmp_path / "campaign")
-    app = PivotApp(cfg, None, telemetry=StubbornTelemetry())  # type: ignore[arg-type]
+    app = PivotApp(Session(cfg, None, local=True, via="console", telemetry=StubbornTelemetry()))  # type: ignore[arg-type]
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.pause()
         pane = app.query_one(GpuPane)
@@ -249,7 +250,7 @@ async def test_server_pane_start_switch_and_crash_over_ssh(sim_host_process: Hos
         (local / f"t-{name}.toml").write_text(f'extends = "demo-{name}"\nport = {free_port()}\n')
     cfg = sim_host_process.config
     cfg = config.Config(**{**cfg.__dict__, "profiles_dir": local})
-    app = PivotApp(cfg, "demo")
+    app = PivotApp(Session(cfg, "demo", via="console"))
     async with app.run_test(size=(120, 40)) as pilot:
         pane = app.query_one(ServerPane)
         options = app.query_one("#profiles", OptionList)
@@ -282,7 +283,7 @@ async def test_server_pane_start_switch_and_crash_over_ssh(sim_host_process: Hos
         assert log.shown and all("TP3" in line for line in log.shown)
         await pilot.press("escape")
 
-        await app.pool.get("demo").run(["kill", "-KILL", "--", f"-{pane.status.pid}"])
+        await app.session.pool.get("demo").run(["kill", "-KILL", "--", f"-{pane.status.pid}"])
         await wait_for(lambda: pane.status.state == ServerState.CRASHED, timeout=15)
         assert pane.status.log_tail and "last of" in str(app.query_one("#server-state").render())
 
@@ -339,10 +340,10 @@ async def test_a_sweep_from_the_pane_over_ssh(sim_host_measured: HostProcess, tm
     cfg = sim_host_measured.config
     cfg = config.Config(**{**cfg.__dict__, "profiles_dir": local})
     write_run(cfg.campaign_dir, "0-earlier-eagle3", "eagle3", {c: EAGLE3[c] for c in (1, 2)}, speculative=True)
-    app = PivotApp(cfg, "demo")
+    app = PivotApp(Session(cfg, "demo", via="console"))
     async with app.run_test(size=(120, 40)) as pilot:
-        assert app.lifecycle is not None
-        await app.lifecycle.start(load_profiles(*cfg.profile_dirs).get("t-baseline"))
+        assert app.session.lifecycle is not None
+        await app.session.lifecycle.start(load_profiles(*cfg.profile_dirs).get("t-baseline"))
         await wait_for(lambda: app.query_one("#server").status.state == ServerState.READY, timeout=30)
         await pilot.press("4", "n")
         assert isinstance(app.screen, SweepForm)
@@ -350,8 +351,8 @@ async def test_a_sweep_from_the_pane_over_ssh(sim_host_measured: HostProcess, tm
         app.screen.query_one("#max_tokens", Input).value = "24"
         await pilot.click("#start")
         pane = app.query_one(SweepPane)
-        await wait_for(lambda: pane.process is not None, timeout=10)
-        await wait_for(lambda: pane.process is None, timeout=60)
+        await wait_for(lambda: pane.handle is not None, timeout=10)
+        await wait_for(lambda: pane.handle is None, timeout=60)
         assert [e["c"] for e in pane.levels] == [1, 2]
         assert app.query_one("#sweep-levels", DataTable).row_count == 2
         runs = [r for r in list_runs(cfg.campaign_dir) if r.profile == "t-baseline"]
@@ -430,7 +431,7 @@ async def test_a_runbook_run_from_the_tasks_pane_drives_the_other_panes(sim_host
     cfg = sim_host_process.config
     cfg = config.Config(**{**cfg.__dict__, "profiles_dir": local})
     write_run(cfg.campaign_dir, "0-eagle3", "eagle3", {c: EAGLE3[c] for c in (1, 2)}, speculative=True)
-    app = PivotApp(cfg, "demo")
+    app = PivotApp(Session(cfg, "demo", via="console"))
     async with app.run_test(size=(160, 48)) as pilot:
         pane = app.query_one(TasksPane)
         await pilot.press("3", "L")
@@ -461,7 +462,7 @@ async def test_the_event_log_view_lists_what_the_console_did(tmp_path: Path) -> 
     async with app.run_test(size=(120, 30)) as pilot:
         await pilot.pause()
         await pilot.press("K", "y")
-        await wait_for(lambda: app.telemetry.killed)  # type: ignore[attr-defined]
+        await wait_for(lambda: app.session.telemetry.killed)  # type: ignore[attr-defined]
         await pilot.press("3", "a", *"Check [the] log", "enter")
         await pilot.press("E")
         assert isinstance(app.screen, EventLogScreen)
@@ -501,7 +502,7 @@ async def test_the_comparison_offers_the_adaptive_profile_it_recommends(tmp_path
     write_run(tmp_path / "campaign", "base", "baseline", BASELINE, speculative=False)
     write_run(tmp_path / "campaign", "spec", "eagle3", EAGLE3, speculative=True)
     cfg = config.Config(path=tmp_path / "pivot.toml", hosts={}, campaign_dir=tmp_path / "campaign")
-    app = PivotApp(cfg, None, telemetry=FakeTelemetry())  # type: ignore[arg-type]
+    app = PivotApp(Session(cfg, None, local=True, via="console", telemetry=FakeTelemetry()))  # type: ignore[arg-type]
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("4", "w")
         assert not isinstance(app.screen, Confirm)  # nothing compared yet: nothing to write
@@ -517,7 +518,7 @@ async def test_the_comparison_offers_the_adaptive_profile_it_recommends(tmp_path
         assert 'extends = "eagle3"' in text and "speculative-adaptive = true" in text
         config_file = tmp_path / "profiles" / "eagle3-adaptive.json"
         assert json.loads(config_file.read_text()) == {"1": {"candidate_steps": [3]}, "2": {"candidate_steps": [0]}}
-        assert any(e["kind"] == "profile" and e["name"] == "eagle3-adaptive" for e in app.event_log.read())
+        assert any(e["kind"] == "profile" and e["name"] == "eagle3-adaptive" for e in app.session.events.read())
 
 
 async def test_w_says_why_no_adaptive_profile_is_written(tmp_path: Path) -> None:
@@ -526,7 +527,7 @@ async def test_w_says_why_no_adaptive_profile_is_written(tmp_path: Path) -> None
     write_run(tmp_path / "campaign", "base", "baseline", BASELINE, speculative=False)
     write_run(tmp_path / "campaign", "base2", "baseline", BASELINE, speculative=False)
     cfg = config.Config(path=tmp_path / "pivot.toml", hosts={}, campaign_dir=tmp_path / "campaign")
-    app = PivotApp(cfg, None, telemetry=FakeTelemetry())  # type: ignore[arg-type]
+    app = PivotApp(Session(cfg, None, local=True, via="console", telemetry=FakeTelemetry()))  # type: ignore[arg-type]
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("4", "c", "w")
         assert not isinstance(app.screen, Confirm)

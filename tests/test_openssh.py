@@ -29,9 +29,8 @@ class Sshd:
         self.root, self.port, self.proc, self.spec = root, port, proc, spec
 
 
-@pytest.fixture
-def sshd(tmp_path: Path) -> Iterator[Sshd]:
-    root = tmp_path / "sshd"
+def start_sshd(root: Path, name: str = "openssh", log_level: str = "ERROR") -> Sshd:
+    """OpenSSH's sshd on a free loopback port, with a fresh host key pinned in its own known_hosts and a client key."""
     root.mkdir(mode=0o700)
     host_key = asyncssh.generate_private_key("ssh-ed25519")
     host_key.write_private_key(str(root / "host_key"))
@@ -46,7 +45,7 @@ def sshd(tmp_path: Path) -> Iterator[Sshd]:
         f"Port {port}\nListenAddress 127.0.0.1\nHostKey {root / 'host_key'}\nPidFile none\n"
         f"AuthorizedKeysFile {root / 'authorized_keys'}\nStrictModes no\nUsePAM no\nPasswordAuthentication no\n"
         "KbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\nAllowTcpForwarding yes\n"
-        "Subsystem sftp internal-sftp\nLogLevel ERROR\n"
+        f"Subsystem sftp internal-sftp\nLogLevel {log_level}\n"
     )
     if os.geteuid() == 0:
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege separation directory
@@ -63,12 +62,18 @@ def sshd(tmp_path: Path) -> Iterator[Sshd]:
     import pwd
 
     spec = HostSpec(
-        name="openssh", hostname="127.0.0.1", port=port, user=pwd.getpwuid(os.getuid()).pw_name,
+        name=name, hostname="127.0.0.1", port=port, user=pwd.getpwuid(os.getuid()).pw_name,
         identity=str(root / "client_key"), known_hosts=str(root / "known_hosts"),
     )
-    yield Sshd(root, port, proc, spec)
-    proc.terminate()
-    proc.wait(timeout=10)
+    return Sshd(root, port, proc, spec)
+
+
+@pytest.fixture
+def sshd(tmp_path: Path) -> Iterator[Sshd]:
+    server = start_sshd(tmp_path / "sshd")
+    yield server
+    server.proc.terminate()
+    server.proc.wait(timeout=10)
 
 
 @pytest.fixture
@@ -127,3 +132,40 @@ async def test_openssh_unknown_key_is_refused(sshd: Sshd, tmp_path: Path) -> Non
     with pytest.raises(HostKeyUnknown):
         await conn.connected(timeout=10)
     await conn.close()
+
+
+def test_a_host_behind_a_configured_jump_host_is_reached_the_same_way_headless_and_in_the_console(tmp_path: Path) -> None:
+    """`jump = "jump"` names another configured host: every command tunnels through that host's connection (it used to
+    work only in the console; headless, "jump" was taken as a hostname)."""
+    import sys
+
+    from console import config
+    from console.session import Session
+
+    jump, target = start_sshd(tmp_path / "jump", "jump", "DEBUG1"), start_sshd(tmp_path / "gpu", "gpu")
+    try:
+        (tmp_path / "pivot.toml").write_text(
+            f'default_host = "gpu"\ncampaign_dir = "{tmp_path / "campaign"}"\n'
+            f'[hosts.jump]\nhostname = "127.0.0.1"\nport = {jump.port}\nuser = "{jump.spec.user}"\n'
+            f'identity = "{jump.root / "client_key"}"\nknown_hosts = "{jump.root / "known_hosts"}"\n'
+            f'[hosts.gpu]\nhostname = "127.0.0.1"\nport = {target.port}\nuser = "{target.spec.user}"\njump = "jump"\n'
+            f'identity = "{target.root / "client_key"}"\nknown_hosts = "{target.root / "known_hosts"}"\n')
+        ping = subprocess.run([sys.executable, "-m", "console", "--config", str(tmp_path / "pivot.toml"), "-v", "ping", "gpu"],
+                              capture_output=True, text=True, timeout=60)
+        assert ping.returncode == 0, ping.stderr
+        assert ping.stdout.startswith("gpu: up") and "Opening SSH connection to jump" not in ping.stderr
+
+        async def console_way() -> str:
+            async with Session(config.load(tmp_path / "pivot.toml"), "gpu", via="console") as session:
+                await session.connect()
+                return (await session.conn.run(["sh", "-c", "echo $SSH_CONNECTION"])).stdout
+
+        assert asyncio.run(console_way()).split()[0] == "127.0.0.1"
+    finally:
+        for server in (jump, target):
+            server.proc.terminate()
+            server.proc.wait(timeout=10)
+    assert jump.proc.stderr is not None
+    forwarded = jump.proc.stderr.read().decode(errors="replace")
+    # both ways went through the jump host: it forwarded a connection to the target each time
+    assert forwarded.count(f"target 127.0.0.1 port {target.port}") >= 2, forwarded[-2000:]

@@ -7,15 +7,16 @@ from pathlib import Path
 import pytest
 
 from console import config
+from console.session import Session
 from console.ui.app import PivotApp
 from tests.fake_telemetry import FakeLifecycle, FakeTelemetry
 
 
 def make_app(tmp_path: Path) -> PivotApp:
     cfg = config.Config(path=None, hosts={}, campaign_dir=tmp_path / "campaign")
-    app = PivotApp(cfg, None, telemetry=FakeTelemetry(), theme="pivot-dark")  # type: ignore[arg-type]
-    app.lifecycle = FakeLifecycle()  # type: ignore[assignment]
-    return app
+    session = Session(cfg, None, local=True, via="console", telemetry=FakeTelemetry())
+    session.lifecycle = FakeLifecycle()  # type: ignore[assignment]
+    return PivotApp(session, theme="pivot-dark")
 
 
 async def settle(pilot) -> None:  # type: ignore[no-untyped-def]

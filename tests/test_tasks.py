@@ -101,11 +101,11 @@ def test_two_consoles_keep_each_others_edits_or_refuse(tmp_path: Path) -> None:
 
 
 def test_the_event_log_prints_filters_and_exports(tmp_path: Path) -> None:
-    from console.tasks.events import EventLog
+    from console.events import EventLog, Kill, TaskChange
 
     log = EventLog(tmp_path / "campaign")
-    log.append("kill", host="demo", pids=[1, 2], outcomes=[{"pid": 1, "outcome": "exited"}])
-    log.append("task", change="add", content="Sweep the baseline")
+    log.append(Kill(via="cli", host="demo", pids=[1, 2], grace_s=5, group=True, outcomes=[{"pid": 1, "outcome": "exited"}]))
+    log.append(TaskChange(via="cli", change="add", content="Sweep the baseline"))
     with open(log.path, "a") as f:
         f.write('{"time": "cut by a cra')  # a crash mid-write loses only that line
     config = tmp_path / "pivot.toml"

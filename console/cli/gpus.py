@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import sys
@@ -13,15 +14,13 @@ from rich.table import Table
 from rich.text import Text
 
 from console import config
+from console.actions import kill
 from console.cli.prompt import ask
 from console.gpu.format import age, flags, gib, idle_line
-from console.gpu.kill import KillOutcome, ReleaseWatch, plan_kill, zombie_advice
 from console.gpu.samples import AgentError, Sample
-from console.gpu.telemetry import LinkDown, LocalTelemetry, RemoteTelemetry
-from console.remote import Connection
-from console.tasks.events import EventLog
-
-RELEASE_TIMEOUT_S = 30.0
+from console.gpu.telemetry import LinkDown
+from console.remote.errors import RemoteError
+from console.session import Session
 
 
 def _table(sample: Sample, threshold: float) -> list[Table | str]:
@@ -49,47 +48,30 @@ def _process_table(*columns: str) -> Table:
     return table
 
 
-def _telemetry(cfg: config.Config, host: str | None, local: bool) -> tuple[RemoteTelemetry | LocalTelemetry, Connection | None]:
-    if local:
-        return LocalTelemetry(interval=cfg.telemetry_interval_s), None
-    spec = cfg.host(host)
-    conn = Connection(spec)
-    return RemoteTelemetry(conn, spec, interval=cfg.telemetry_interval_s), conn
-
-
-async def _first_sample(telemetry: RemoteTelemetry | LocalTelemetry) -> Sample:
-    if isinstance(telemetry, RemoteTelemetry):
-        await telemetry.conn.up_now()
-        result = await telemetry.sample_once()
-    else:
-        result = None
-        async for event in telemetry.events():
-            if isinstance(event, (Sample, AgentError)):
-                result = event
-                break
+async def _first_sample(session: Session) -> Sample:
+    await session.connect()
+    result = await session.telemetry.sample_once()
     if isinstance(result, AgentError):
-        raise SystemExit(f"pivot: {result.message}")
-    assert isinstance(result, Sample)
+        raise RemoteError(session.host_label, result.message)
     return result
 
 
-async def cmd_gpus(cfg: config.Config, host: str | None, *, watch: bool, as_json: bool, local: bool) -> int:
-    telemetry, conn = _telemetry(cfg, host, local)
+async def cmd_gpus(args: argparse.Namespace) -> int:
+    cfg = config.load(args.config)
     out = Console()
-    try:
-        if not watch:
-            sample = await _first_sample(telemetry)
-            if as_json:
+    async with Session(cfg, args.host, local=args.local) as session:
+        if not args.watch:
+            sample = await _first_sample(session)
+            if args.json:
                 print(json.dumps(asdict(sample)))
             else:
                 for part in _table(sample, cfg.idle_threshold_mib):
                     out.print(part)
             return 0
-        if conn is not None:
-            await conn.up_now()
-        async for event in telemetry.events():
+        await session.connect()
+        async for event in session.telemetry.events():
             if isinstance(event, Sample):
-                if as_json:
+                if args.json:
                     print(json.dumps(asdict(event)), flush=True)
                 else:
                     out.clear()
@@ -98,72 +80,56 @@ async def cmd_gpus(cfg: config.Config, host: str | None, *, watch: bool, as_json
                         out.print(part)
             elif isinstance(event, (AgentError, LinkDown)):
                 print(f"pivot: {getattr(event, 'message', None) or getattr(event, 'reason', '')}", file=sys.stderr)
-        return 0
-    finally:
-        if conn is not None:
-            await conn.close()
+    return 0
 
 
-async def cmd_kill(cfg: config.Config, host: str | None, pids: list[int], *, stray: bool, yes: bool, grace: float | None,
-                   single: bool, local: bool) -> int:
-    telemetry, conn = _telemetry(cfg, host, local)
-    grace_s = cfg.kill_grace_s if grace is None else grace
+async def cmd_kill(args: argparse.Namespace) -> int:
+    if bool(args.pids) == args.stray:
+        print("pivot: kill takes PIDs or --stray (never a name pattern)", file=sys.stderr)
+        return 2
+    cfg = config.load(args.config)
+    async with Session(cfg, args.host, local=args.local) as session:
+        return await kill_processes(session, args.pids, stray=args.stray, yes=args.yes, grace_s=args.grace,
+                                    single=args.single)
+
+
+async def kill_processes(session: Session, pids: list[int], *, stray: bool, yes: bool, grace_s: float | None,
+                         single: bool, release_timeout_s: float = kill.RELEASE_TIMEOUT_S) -> int:
+    """The kill flow on the terminal; 0 when every target's memory came back."""
+    grace = session.config.kill_grace_s if grace_s is None else grace_s
     out = Console()
-    try:
-        sample = await _first_sample(telemetry)
-        chosen = [p.pid for p in sample.stray] if stray else pids
-        if not chosen:
-            out.print("no stray processes: nothing to kill" if stray else "no pid given")
-            return 0
-        agent_pid = telemetry.hello.pid if telemetry.hello else None
-        plan = plan_kill(sample, chosen, agent_pid=agent_pid, group=not single)
-        for refusal in plan.refused:
-            out.print(Text.assemble(("refused", "bold red"), f" pid {refusal.pid}: {refusal.reason}"))
-        if not plan.targets:
+    sample = await _first_sample(session)
+    chosen = [p.pid for p in sample.stray] if stray else pids
+    if not chosen:
+        out.print("no stray processes: nothing to kill" if stray else "no pid given")
+        return 0
+    plan = kill.plan(session, sample, chosen, group=not single)
+    for refusal in plan.refused:
+        out.print(Text.assemble(("refused", "bold red"), f" pid {refusal.pid}: {refusal.reason}"))
+    if not plan.targets:
+        return 1
+    out.print(f"SIGTERM, then SIGKILL after {grace:g} s"
+              + ("" if single else ", to the process group where the process leads one") + ":")
+    table = _process_table("PID", "USER", "GPU", "GPU-MEM", "STATE", "COMMAND")
+    for p in plan.targets:
+        table.add_row(str(p.pid), Text(p.user), str(p.gpu), f"{gib(p.mem_mib)} GiB", Text(p.state), Text(p.cmd))
+    out.print(table)
+    if not yes:
+        answer = await asyncio.to_thread(ask, f"Kill these {len(plan.targets)} processes? [y/N] ")
+        if answer not in ("y", "yes"):
+            out.print("nothing was killed")
             return 1
-        out.print(f"SIGTERM, then SIGKILL after {grace_s:g} s" + ("" if single else ", to the process group where the process leads one") + ":")
-        table = _process_table("PID", "USER", "GPU", "GPU-MEM", "STATE", "COMMAND")
-        for p in plan.targets:
-            table.add_row(str(p.pid), Text(p.user), str(p.gpu), f"{gib(p.mem_mib)} GiB", Text(p.state), Text(p.cmd))
-        out.print(table)
-        if not yes:
-            answer = await asyncio.to_thread(ask, f"Kill these {len(plan.targets)} processes? [y/N] ")
-            if answer not in ("y", "yes"):
-                out.print("nothing was killed")
-                return 1
-        outcomes = [KillOutcome.from_agent(d) for d in await telemetry.kill(plan.agent_targets(), grace_s)]
-        for o in outcomes:
-            out.print(Text(o.describe(), style="green" if o.ended else "yellow"))
-            if advice := zombie_advice(o):
-                out.print(f"  {advice}" + (f": pivot kill {o.ppid}" if o.ppid and o.ppid > 1 else ""))
-        log = EventLog(cfg.campaign_dir)
-        log.append("kill", host=conn.host if conn else "local", pids=[p.pid for p in plan.targets], signal="TERM,KILL",
-                   grace_s=grace_s, outcomes=[asdict(o) for o in outcomes])
-        released = await _follow_release(telemetry, ReleaseWatch(plan), out)
-        return 0 if released else 1
-    finally:
-        if conn is not None:
-            await conn.close()
-
-
-async def _follow_release(telemetry: RemoteTelemetry | LocalTelemetry, watch: ReleaseWatch, out: Console) -> bool:
-    deadline = time.monotonic() + RELEASE_TIMEOUT_S
-    events = telemetry.events()
+    report = await kill.kill(session, plan, grace_s=grace)
+    for o in report.outcomes:
+        out.print(Text(o.describe(), style="green" if o.ended else "yellow"))
+    for parent in report.parents:
+        out.print(f"  a zombie's parent {parent} must reap it: pivot kill {parent}")
+    for line in report.advice:
+        out.print(f"  {line}")
+    samples = kill.only_samples(session)
     try:
-        while not watch.done and time.monotonic() < deadline:
-            try:
-                event = await asyncio.wait_for(anext(events), deadline - time.monotonic())
-            except asyncio.TimeoutError:
-                break
-            if isinstance(event, Sample):
-                for message in watch.update(event):
-                    out.print(message)
-                last = event
-        if not watch.done:
-            holders = watch.holders(last) if "last" in locals() else []
-            still = ", ".join(f"pid {p.pid} ({p.state})" for p in holders) or "unknown"
-            out.print(Text(f"memory not released after {RELEASE_TIMEOUT_S:g} s on GPU {', '.join(map(str, watch.pending))}: {still}",
-                           style="red"))
-        return watch.done
+        released = await kill.follow_release(samples, plan, lambda line: out.print(Text(line)),
+                                             timeout_s=release_timeout_s)
     finally:
-        await events.aclose()
+        await samples.aclose()
+    return 0 if released else 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import sys
 import time
@@ -11,23 +12,18 @@ from rich.table import Table
 from rich.text import Text
 
 from console import config
-from console.gpu.telemetry import RemoteTelemetry
-from console.remote import Connection
 from console.server.lifecycle import Check, LifecycleError, PreflightFailed, ServerLifecycle, ServerState
-from console.server.profiles import ProfileSet, diff, load_profiles
-from console.tasks.events import EventLog
+from console.server.profiles import diff, load_profiles
+from console.session import Session
 from console.untrusted import visible
 
 READY_TIMEOUT_S = 1800.0  # a large model can take many minutes to load
 
 
-def profiles_for(cfg: config.Config) -> ProfileSet:
-    return load_profiles(*cfg.profile_dirs)
-
-
-def cmd_profiles(cfg: config.Config, action: str | None, names: list[str]) -> int:
+def cmd_profiles(args: argparse.Namespace) -> int:
+    action, names = args.action, args.names
     out = Console(highlight=False)
-    profiles = profiles_for(cfg)
+    profiles = load_profiles(*config.load(args.config).profile_dirs)
     if action is None:
         table = Table(box=None, header_style="bold", pad_edge=False)
         for col in ("PROFILE", "KIND", "EXTENDS", "DESCRIPTION"):
@@ -64,64 +60,62 @@ def print_checks(out: Console, checks: list[Check]) -> None:
         out.print(Text.assemble(mark, f" {c.name}: ", Text(c.detail)))
 
 
-async def cmd_server(cfg: config.Config, host: str | None, action: str, profile_name: str | None, *, force: bool,
-                     follow: bool, wait: bool) -> int:
-    spec = cfg.host(host)
-    conn = Connection(spec)
+async def cmd_server(args: argparse.Namespace) -> int:
+    if args.action in ("start", "switch") and not args.profile:
+        print(f"pivot: server {args.action} needs a profile (see pivot profiles)", file=sys.stderr)
+        return 2
     out = Console(highlight=False, soft_wrap=True)  # a check or a status is one line, however narrow the pipe
-    agent = RemoteTelemetry(conn, spec)
-    log = EventLog(cfg.campaign_dir)
-    lifecycle = ServerLifecycle(conn, spec, agent, idle_threshold_mib=cfg.idle_threshold_mib, grace_s=cfg.kill_grace_s,
-                                events=log)
-    try:
-        await conn.up_now()
-        if action == "status":
-            status = await lifecycle.poll()
-            out.print(Text(status.describe()))
-            if status.model:
-                out.print(Text(f"model: {status.model}"))
-            if status.state == ServerState.CRASHED:
-                out.print(Text("\n".join(status.log_tail), style="dim"))
-            return 0 if status.state in (ServerState.READY, ServerState.STOPPED) else 1
-        if action == "logs":
-            if not follow:
-                for line in await lifecycle.log_tail(200):
-                    print(line)
-                return 0
-            async with await lifecycle.follow_log(50) as stream:
-                async for line in stream:
-                    print(visible(line), flush=True)
-            return 0
-        if action == "stop":
-            report = await lifecycle.stop()  # written in the event log by the lifecycle, as every stop is
-            out.print(report.describe())
-            return 0 if not report.leftovers else 1
-        profiles = profiles_for(cfg)
-        if action == "restart":
-            current = await lifecycle.poll()
-            if current.profile is None:
-                raise LifecycleError("no server to restart")
-            profile_name = current.profile
-        profile = profiles.get(profile_name or "")
+    async with Session(config.load(args.config), args.host) as session:
+        lifecycle = session.lifecycle
+        assert lifecycle is not None and session.spec is not None
         try:
-            if action == "start":
-                checks = await lifecycle.start(profile, force=force)
-            else:
-                checks = await lifecycle.switch(profile, force=force)
-        except PreflightFailed as e:
-            print_checks(out, e.checks)
-            kept = f"; nothing was stopped: {e.still_running} still runs" if e.still_running else ""
-            out.print(Text(f"not started: {sum(not c.ok for c in e.checks)} check(s) failed{kept} (--force to start anyway)"))
+            await session.connect()
+            return await _server_action(session, lifecycle, args, out)
+        except LifecycleError as e:
+            print(f"pivot: {visible(str(e))}", file=sys.stderr)
             return 1
-        print_checks(out, checks)
-        log.append(action, host=spec.name, profile=profile.name, argv=profile.argv(), forced=force)
-        out.print(f"started {profile.name} (pid {lifecycle.status.pid}); log: {spec.workdir}/server.log")
-        return await _wait_ready(lifecycle, out) if wait else 0
-    except LifecycleError as e:
-        print(f"pivot: {visible(str(e))}", file=sys.stderr)
+
+
+async def _server_action(session: Session, lifecycle: ServerLifecycle, args: argparse.Namespace, out: Console) -> int:
+    action = args.action
+    if action == "status":
+        status = await lifecycle.poll()
+        out.print(Text(status.describe()))
+        if status.model:
+            out.print(Text(f"model: {status.model}"))
+        if status.state == ServerState.CRASHED:
+            out.print(Text("\n".join(status.log_tail), style="dim"))
+        return 0 if status.state in (ServerState.READY, ServerState.STOPPED) else 1
+    if action == "logs":
+        if not args.follow:
+            for line in await lifecycle.log_tail(200):
+                print(line)
+            return 0
+        async with await lifecycle.follow_log(50) as stream:
+            async for line in stream:
+                print(visible(line), flush=True)
+        return 0
+    if action == "stop":
+        report = await lifecycle.stop()  # written in the event log by the lifecycle, as every action is
+        out.print(report.describe())
+        return 0 if not report.leftovers else 1
+    profiles = session.profiles()
+    try:
+        if action == "restart":
+            checks = await lifecycle.restart(profiles, force=args.force)
+        elif action == "start":
+            checks = await lifecycle.start(profiles.get(args.profile), force=args.force)
+        else:
+            checks = await lifecycle.switch(profiles.get(args.profile), force=args.force)
+    except PreflightFailed as e:
+        print_checks(out, e.checks)
+        kept = f"; nothing was stopped: {e.still_running} still runs" if e.still_running else ""
+        out.print(Text(f"not started: {sum(not c.ok for c in e.checks)} check(s) failed{kept} (--force to start anyway)"))
         return 1
-    finally:
-        await conn.close()
+    print_checks(out, checks)
+    assert session.spec is not None
+    out.print(f"started {lifecycle.status.profile} (pid {lifecycle.status.pid}); log: {session.spec.workdir}/server.log")
+    return await _wait_ready(lifecycle, out) if args.wait else 0
 
 
 async def _wait_ready(lifecycle: ServerLifecycle, out: Console) -> int:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import csv
-import io
 import json
 import sys
 from pathlib import Path
@@ -17,16 +15,14 @@ from rich.table import Table
 from rich.text import Text
 
 from console import config
-from console.remote import Connection
-from console.sweep.adaptive import NoAdaptiveProfile, plan, spec_host, write_adaptive_profile
-from console.sweep.compare import Comparison, Verdict, compare, counterpart
+from console.actions.sweep import SweepHandle
+from console.cli.prompt import ask
+from console.session import Session
+from console.sweep.compare import compare, counterpart
 from console.sweep.runlock import holder
-from console.sweep.runner import SweepProcess, describe_server, identity_mismatch
 from console.sweep.settings import SweepSettings
-from console.sweep.store import Run, RunError, create_run, delete_run, list_runs, open_run
-from console.tasks.events import EventLog
+from console.sweep.store import Run, RunError, delete_run, list_runs, open_run
 from console.untrusted import visible
-
 
 def _fmt(value: Any, digits: int = 1) -> str:
     if value is None:
@@ -85,22 +81,25 @@ def settings_from(cfg: config.Config, levels: list[int] | None, requests: str | 
     return SweepSettings.from_dict(data)
 
 
-def cmd_sweep(cfg: config.Config, args: argparse.Namespace) -> int:
+def cmd_sweep(args: argparse.Namespace) -> int:
+    cfg = config.load(args.config)
     if args.refine:
         return asyncio.run(refine_runs(cfg, args.host, args.refine, yes=args.yes))
     run: Run | None = None
-    repeat: list[int] | None = None
+    levels: list[int] | None = None
+    how = "new"
     if args.resume or args.repeat_uncertain:
         run = resolve_runs(cfg, [args.resume or args.repeat_uncertain])[0]
         if (pid := holder(run.dir)) is not None:
             raise RunError(f"run {run.name} is being written by a load generator now (pid {pid}): stop that sweep first")
         settings = SweepSettings.from_dict(run.meta.get("settings", {}))
+        how = "resume" if args.resume else "repeat"
         if args.repeat_uncertain:
-            repeat, settings = repeat_plan(cfg, run, args.against, settings)
+            levels, settings = repeat_plan(cfg, run, args.against, settings)
     else:
         settings = settings_from(cfg, args.levels, args.requests, args.max_tokens)
-    return asyncio.run(sweep_with_forward(cfg, args.host, run, settings, url=args.url, as_json=args.json,
-                                          resume=bool(args.resume), repeat=repeat, other_server=args.other_server))
+    return asyncio.run(sweep(cfg, args.host, settings, run=run, how=how, levels=levels, url=args.url, as_json=args.json,
+                             other_server=args.other_server))
 
 
 async def refine_runs(cfg: config.Config, host: str | None, names: list[str], *, yes: bool) -> int:
@@ -111,22 +110,16 @@ async def refine_runs(cfg: config.Config, host: str | None, names: list[str], *,
     if not yes:
         print(f"refining switches the server on {cfg.host(host).name} between {a.profile} and {b.profile}, as often as "
               "it takes (each switch stops the running server)")
-        try:
-            answer = input("go on? [yes/no] ").strip().lower()
-        except EOFError:
-            answer = ""
-        if answer not in ("y", "yes"):
+        if ask("go on? [yes/no] ") not in ("y", "yes"):
             print("nothing measured")
             return 1
-    conn = Connection(cfg.host(host))
-    try:
-        await conn.up_now()
-        print((await Actions(cfg, conn, confirm_kill=_never).do_refine(a.name, b.name)))
-    except ActionFailed as e:
-        print(f"pivot: {e}", file=sys.stderr)
-        return 1
-    finally:
-        await conn.close()
+    async with Session(cfg, host) as session:
+        await session.connect()
+        try:
+            print(await Actions(session, confirm_kill=_never).do_refine(a.name, b.name))
+        except ActionFailed as e:
+            print(f"pivot: {e}", file=sys.stderr)
+            return 1
     return 0
 
 
@@ -143,44 +136,24 @@ def repeat_plan(cfg: config.Config, run: Run, against: str | None, settings: Swe
     wanted = {r.c: r.more_requests for r in cmp.repeats if r.more_requests and "b" in r.sides}
     if not wanted:
         raise RunError(f"{run.name} against {other.name}: no level is uncertain enough for more requests to settle")
-    requests = max(wanted.values())
+    requests = max(v for v in wanted.values() if v)
     print(f"repeating C = {', '.join(map(str, sorted(wanted)))} of {run.name} with {requests} request(s) each "
           f"(against {other.name})")
     return sorted(wanted), SweepSettings.from_dict({**settings.to_dict(), "requests": requests})
 
 
-async def sweep_with_forward(cfg: config.Config, host: str | None, run: Run | None, settings: SweepSettings, *,
-                             url: str | None, as_json: bool, resume: bool, repeat: list[int] | None = None,
-                             other_server: bool = False) -> int:
-    conn = None
+async def sweep(cfg: config.Config, host: str | None, settings: SweepSettings, *, run: Run | None, how: str,
+                levels: list[int] | None, url: str | None, as_json: bool, other_server: bool) -> int:
     out = terminal(stderr=as_json)
-    try:
-        meta: dict[str, Any] = {"host": "direct", "profile": "direct", "url": url}
-        target = ["--url", url] if url else []
+    async with Session(cfg, None if url else host, local=url is not None) as session:
         if url is None:
-            if cfg.path is None:
-                raise RunError("a sweep over SSH needs a pivot.toml (or give --url)")
-            spec = cfg.host(host)
-            conn = Connection(spec)
-            await conn.up_now()
-            meta, port = await describe_server(conn, cfg, spec.name)
-            target = ["--config", str(cfg.path), "--host", spec.name, "--port", str(port)]
-        if run is None:
-            run = create_run(cfg.campaign_dir, {**meta, "settings": settings.to_dict()})
-        elif (mismatch := identity_mismatch(run.meta, meta)) and not other_server:
-            raise RunError(f"run {run.name} was measured on another server ({mismatch}): switch back to it, "
-                           "or give --other-server to add to it anyway")
-        EventLog(cfg.campaign_dir).append("sweep", run=run.name, profile=run.profile, levels=repeat or list(settings.levels))
-        process = SweepProcess(run, target, resume=resume, repeat=repeat,
-                               requests=settings.requests if repeat and isinstance(settings.requests, int) else None)
-        return await print_sweep(process, settings, out, as_json)
-    finally:
-        if conn is not None:
-            await conn.close()
+            await session.connect()
+        handle = await session.sweeps.start(settings, run=run, how=how, levels=levels, url=url, other_server=other_server)
+        return await print_sweep(handle, out, as_json)
 
 
-async def print_sweep(process: SweepProcess, settings: SweepSettings, out: Console, as_json: bool) -> int:
-    table = Table(box=None, header_style="bold", pad_edge=False, title=f"run {process.run.name}", title_justify="left")
+async def print_sweep(handle: SweepHandle, out: Console, as_json: bool) -> int:
+    table = Table(box=None, header_style="bold", pad_edge=False, title=f"run {handle.run.name}", title_justify="left")
     for col in LEVEL_COLUMNS:
         table.add_column(col, justify="left" if col == "notes" else "right")
     progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
@@ -188,7 +161,7 @@ async def print_sweep(process: SweepProcess, settings: SweepSettings, out: Conso
     status = 0
     with progress:
         task = None
-        async for event in process.events():
+        async for event in handle.events():
             kind = event.get("type")
             if as_json and kind != "request":
                 print(json.dumps(event), flush=True)
@@ -213,18 +186,18 @@ async def print_sweep(process: SweepProcess, settings: SweepSettings, out: Conso
                 status = 1
             elif kind == "sweep_done" and event.get("failed"):
                 out.print(Text(f"pivot: the sweep stopped: {visible(str(event['failed']))}; the run is partial and "
-                               f"`pivot sweep --resume {process.run.name}` measures the rest", style="red"))
+                               f"`pivot sweep --resume {handle.run.name}` measures the rest", style="red"))
                 status = 3
             elif kind == "sweep_done" and (event.get("aborted") or event.get("stopped")):
                 out.print("sweep " + ("aborted" if event.get("aborted") else "stopped") + ": finished requests are kept")
     if not as_json:
         out.print(table)
-        out.print(f"saved: {process.run.dir}")
+        out.print(f"saved: {handle.run.dir}")
     return status
 
 
-def cmd_runs(cfg: config.Config, action: str | None, names: list[str], *, name: str | None = None,
-             profile: str = "imported", yes: bool = False) -> int:
+def cmd_runs(args: argparse.Namespace) -> int:
+    cfg, action, names, name, profile, yes = config.load(args.config), args.action, args.names, args.name, args.profile, args.yes
     out = terminal()
     if action == "import":
         return _import(cfg, names, name, profile, out)
@@ -283,11 +256,7 @@ def _delete(cfg: config.Config, names: list[str], yes: bool) -> int:
     runs = [open_run(cfg.campaign_dir, n) for n in names]  # every name checked before anything is removed
     if not yes:
         print("delete " + ", ".join(f"{r.name} ({r.dir})" for r in runs) + "?")
-        try:
-            answer = input("[yes/no] ").strip().lower()
-        except EOFError:
-            answer = ""
-        if answer not in ("y", "yes"):
+        if ask("[yes/no] ") not in ("y", "yes"):
             print("nothing deleted")
             return 1
     for run in runs:
@@ -296,100 +265,10 @@ def _delete(cfg: config.Config, names: list[str], yes: bool) -> int:
     return 0
 
 
-def _ratio(v: Verdict | None) -> str:
-    if v is None or v.ratio is None:
-        return "—"
-    mark = {"a": " A", "b": " B", None: " ?"}[v.leader]
-    return f"{v.ratio:.2f}±{(v.spread or 0):.2f}{mark}"
-
-
-def comparison_table(cmp: Comparison) -> Table:
-    table = Table(box=None, header_style="bold", pad_edge=False, title_justify="left",
-                  title=f"A = {cmp.name('a')}\nB = {cmp.name('b')}\nB/A ± its 95 % spread; A, B: who leads; ?: cannot tell")
-    for col in ("C", "A tok/s", "B tok/s", "B/A", "A per-req", "B per-req", "B/A ", "ITL B/A", "TTFT B/A", "errors A", "errors B"):
-        table.add_column(col, justify="right")
-    for lv in cmp.levels:
-        table.add_row(str(lv.c), _fmt(lv.total.a.value), _fmt(lv.total.b.value), _ratio(lv.total),
-                      _fmt(lv.per_request.a.value), _fmt(lv.per_request.b.value), _ratio(lv.per_request),
-                      _ratio(lv.itl), _ratio(lv.ttft), f"{lv.a.get('errors', 0)}/{lv.a.get('requests', 0)}",
-                      f"{lv.b.get('errors', 0)}/{lv.b.get('requests', 0)}")
-    return table
-
-
-def markdown(cmp: Comparison) -> str:
-    head = f"# {cmp.a.name} vs {cmp.b.name}\n\nA = {cmp.name('a')}, B = {cmp.name('b')}\n\n"
-    rows = ["| C | A tok/s | B tok/s | B/A | A per-request | B per-request | B/A | ITL B/A | TTFT B/A |",
-            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for lv in cmp.levels:
-        rows.append(f"| {lv.c} | {_fmt(lv.total.a.value)} | {_fmt(lv.total.b.value)} | {_ratio(lv.total)} | "
-                    f"{_fmt(lv.per_request.a.value)} | {_fmt(lv.per_request.b.value)} | {_ratio(lv.per_request)} | "
-                    f"{_ratio(lv.itl)} | {_ratio(lv.ttft)} |")
-    return head + "\n".join(rows) + "\n\n" + "\n".join(f"- {line}" for line in cmp.report()) + "\n"
-
-
-def as_json(cmp: Comparison) -> dict[str, Any]:
-    return {"a": cmp.a.name, "b": cmp.b.name, "levels": cmp.table.to_dicts(), "excluded": cmp.excluded,
-            "crossover_total": cmp.total.at, "crossover_per_request": cmp.per_request.at,
-            "crossover_total_text": cmp.total.text, "crossover_per_request_text": cmp.per_request.text,
-            "saturation": cmp.saturation, "recommendation": cmp.recommendation, "drafting_up_to": cmp.helps_up_to,
-            "repeat": [{"c": r.c, "more_requests": r.more_requests, "text": r.text} for r in cmp.repeats],
-            "notes": cmp.notes}
-
-
-async def write_profile_for(cfg: config.Config, cmp: Comparison) -> int:
-    """The adaptive profile, its config uploaded to the host the speculative run was measured on; says what it did
-    or why it did not."""
-    try:
-        adaptive = plan(cfg, cmp)
-    except NoAdaptiveProfile as e:
-        print(str(e))
-        return 1
-    host = spec_host(cfg, cmp) if adaptive.engine == "sglang" else None
-    conn = Connection(host) if host is not None else None
-    try:
-        if conn is not None:
-            await conn.up_now()
-        written = await write_adaptive_profile(adaptive, conn)
-    finally:
-        if conn is not None:
-            await conn.close()
-    print(written.describe())
-    EventLog(cfg.campaign_dir).append("profile", name=adaptive.name, path=str(adaptive.profile_path),
-                                      drafting_up_to=adaptive.drafting_up_to, first_off=adaptive.first_off)
-    return 0
-
-
 def terminal(stderr: bool = False) -> Console:
     """Rich output that a pipe gets whole: wide tables, sentences not cut into lines."""
     out = Console(highlight=False, stderr=stderr)
     return out if out.is_terminal else Console(highlight=False, stderr=stderr, width=200)
-
-
-def cmd_compare(cfg: config.Config, names: list[str], *, fmt: str, markdown_path: Path | None, write_profile: bool) -> int:
-    if len(names) < 2:
-        raise RunError("compare needs two runs (pivot runs lists them)")
-    runs = resolve_runs(cfg, names)
-    status = 0
-    for other in runs[1:]:
-        cmp = compare(runs[0], other)
-        if fmt == "json":
-            print(json.dumps(as_json(cmp)))
-        elif fmt == "csv":
-            buffer = io.StringIO()
-            writer = csv.DictWriter(buffer, fieldnames=cmp.table.columns)
-            writer.writeheader()
-            writer.writerows(cmp.table.to_dicts())
-            sys.stdout.write(buffer.getvalue())
-        else:
-            out = terminal()
-            out.print(comparison_table(cmp))
-            for line in cmp.report():
-                out.print(Text(line), soft_wrap=True)
-        if markdown_path:
-            markdown_path.write_text(markdown(cmp), encoding="utf-8")
-        if write_profile:
-            status = max(status, asyncio.run(write_profile_for(cfg, cmp)))
-    return status
 
 
 def resolve_runs(cfg: config.Config, names: list[str]) -> list[Run]:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import json
 import time
 from pathlib import Path
 
@@ -10,7 +13,8 @@ from rich.text import Text
 
 from console import config
 from console.cli.prompt import ask
-from console.tasks.events import EventLog
+from console.events import EventLog, TaskChange, summary
+from console.session import Session
 from console.tasks.tasklist import TaskError, TaskList, clipped
 from console.untrusted import visible
 
@@ -47,7 +51,8 @@ def _numbers(action: str, args: list[str], *, one: bool = False) -> list[int]:
         raise TaskError(f"tasks {action}: {bad!r} is not a task number (tasks list shows them)") from None
 
 
-def cmd_tasks(cfg: config.Config, action: str, args: list[str], *, priority: str, insist: bool) -> int:
+def cmd_tasks(cli: argparse.Namespace) -> int:
+    cfg, action, args, priority, insist = config.load(cli.config), cli.action, cli.args, cli.priority, cli.insist
     if action in STATUS_OF or action == "delete":
         numbers = _numbers(action, args, one=action == "delete")
     elif action == "import" and len(args) != 1:
@@ -59,17 +64,17 @@ def cmd_tasks(cfg: config.Config, action: str, args: list[str], *, priority: str
         out.print(Text(visible(f"warning: {tasks.warning}"), style="yellow"), soft_wrap=True)
     if action == "add":
         task = tasks.add(" ".join(args), priority)
-        log.append("task", change="add", content=task.content, priority=task.priority)
+        log.append(TaskChange(via="cli", change="add", content=task.content, priority=task.priority))
     elif action in STATUS_OF:
         for number in numbers:
             task = tasks.set_status(number, STATUS_OF[action], insist=insist)
-            log.append("task", change=STATUS_OF[action], content=task.content)
+            log.append(TaskChange(via="cli", change=STATUS_OF[action], content=task.content))
     elif action == "delete":
         task = tasks.delete(numbers[0])
-        log.append("task", change="delete", content=task.content)
+        log.append(TaskChange(via="cli", change="delete", content=task.content))
     elif action == "import":
         count = tasks.import_todos(Path(args[0]))
-        log.append("task", change="import", file=args[0], count=count)
+        log.append(TaskChange(via="cli", change="import", file=args[0], count=count))
         out.print(Text(visible(f"imported {count} tasks from {args[0]}")))
     elif action == "export":
         print(tasks.export_todos())
@@ -79,41 +84,32 @@ def cmd_tasks(cfg: config.Config, action: str, args: list[str], *, priority: str
     return 0
 
 
-async def cmd_run(cfg: config.Config, host: str | None, runbook_path: Path, *, start: int, yes: bool) -> int:
-    import asyncio
-
-    from console.remote import Connection
+async def cmd_run(cli: argparse.Namespace) -> int:
     from console.tasks.runbook import Actions, install, read_runbook, run_tasks
 
-    runbook = read_runbook(runbook_path)
+    cfg = config.load(cli.config)
+    runbook = read_runbook(cli.runbook)
     tasks = TaskList(cfg.campaign_dir).load()
-    numbers = install(tasks, runbook)[start - 1:]
-    spec = cfg.host(host)
-    conn = Connection(spec)
+    numbers = install(tasks, runbook)[cli.start - 1:]
 
     async def confirm(question: str) -> bool:
-        if yes:
+        if cli.yes:
             return True
         return await asyncio.to_thread(ask, f"{question} [y/N] ") in ("y", "yes")
 
-    try:
-        await conn.up_now()
-        def say(line: str) -> None:  # the steps name tasks, and their failures quote the host
-            print(visible(line, newlines=True), flush=True)
+    def say(line: str) -> None:  # the steps name tasks, and their failures quote the host
+        print(visible(line, newlines=True), flush=True)
 
-        ok = await run_tasks(tasks, Actions(cfg, conn, confirm_kill=confirm, say=say), numbers, say)
-    finally:
-        await conn.close()
+    async with Session(cfg, cli.host) as session:
+        await session.connect()
+        ok = await run_tasks(tasks, Actions(session, confirm_kill=confirm, say=say), numbers, say)
     for line in render(tasks):
         Console(highlight=False).print(line)
     return 0 if ok else 1
 
 
-def cmd_events(cfg: config.Config, kind: str | None, export: Path | None) -> int:
-    import json
-
-    from console.tasks.events import summary
-
+def cmd_events(cli: argparse.Namespace) -> int:
+    cfg, kind, export = config.load(cli.config), cli.kind, cli.export
     events = [e for e in EventLog(cfg.campaign_dir).read() if kind is None or e.get("kind") == kind]
     if export is not None:
         export.write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")

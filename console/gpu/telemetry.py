@@ -11,6 +11,7 @@ import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from console.config import HostSpec
 from console.gpu import agent
@@ -35,6 +36,18 @@ class LinkDown:
 
 
 TelemetryEvent = Hello | Sample | AgentError | LinkDown
+
+
+class Telemetry(Protocol):
+    """What the console, the commands and the actions need of a host's GPUs: a stream of events, one sample, a kill."""
+
+    hello: Hello | None
+
+    def events(self) -> AsyncIterator[TelemetryEvent]: ...
+
+    async def sample_once(self) -> Sample | AgentError: ...
+
+    async def kill(self, targets: list[str], grace_s: float) -> list[dict]: ...
 
 
 class RemoteTelemetry:
@@ -148,6 +161,16 @@ class LocalTelemetry:
                 event = AgentError("query-failed", f"{type(e).__name__}: {e}")
             yield event
             await asyncio.sleep(self.interval)
+
+    async def sample_once(self) -> Sample | AgentError:
+        stream = self.events()
+        try:
+            async for event in stream:
+                if isinstance(event, (Sample, AgentError)):
+                    return event
+        finally:
+            await stream.aclose()
+        return AgentError("query-failed", "no sample")
 
     async def kill(self, targets: list[str], grace_s: float) -> list[dict]:
         results = []

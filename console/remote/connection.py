@@ -10,89 +10,29 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
 import logging
 import os
-import socket
 import time
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import asyncssh
 
 from console.config import HostSpec
 from console.remote.command import shell_command
-from console.remote.errors import (
-    AuthFailed,
-    CommandTimeout,
-    ConnectFailed,
-    ConnectionRefused,
-    ConnectTimeout,
-    Disconnected,
-    DnsError,
-    HostKeyMismatch,
-    HostKeyUnknown,
-    RemoteError,
-)
+from console.remote.connect import SshClient, known_hosts_path, known_keys, open_ssh
+from console.remote.errors import CommandTimeout, Disconnected, RemoteError
+from console.remote.state import ConnectionEvent, ConnState
+from console.remote.streams import PortForward, RemoteStream, RunResult
 from console.untrusted import decode, visible
+
+__all__ = ["Connection", "ConnectionEvent", "ConnState", "PortForward", "RemoteStream", "RunResult", "known_hosts_path",
+           "known_keys"]
 
 log = logging.getLogger(__name__)
 
 BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 16.0, 30.0)
 RTT_INTERVAL_S = 30.0
-
-
-class ConnState(enum.StrEnum):
-    CONNECTING = "connecting"
-    UP = "up"
-    DOWN = "down"
-    RECONNECTING = "reconnecting"
-    FAILED = "failed"  # needs the operator (unknown host key, authentication): no retry
-    CLOSED = "closed"
-
-
-@dataclass(frozen=True)
-class ConnectionEvent:
-    host: str
-    state: ConnState
-    rtt_s: float | None = None
-    reason: str | None = None
-    retry_in_s: float | None = None
-    at: float = field(default_factory=time.time)
-
-    def describe(self) -> str:
-        match self.state:
-            case ConnState.UP:
-                return f"{self.host}: up, rtt {self.rtt_s * 1000:.0f} ms" if self.rtt_s is not None else f"{self.host}: up"
-            case ConnState.RECONNECTING:
-                return f"{self.host}: reconnecting in {self.retry_in_s:.0f} s ({self.reason})"
-            case ConnState.DOWN | ConnState.FAILED:
-                return f"{self.host}: {self.state} ({self.reason})"
-            case _:
-                return f"{self.host}: {self.state}"
-
-
-@dataclass(frozen=True)
-class RunResult:
-    argv: tuple[str, ...]
-    exit_status: int | None
-    stdout: str
-    stderr: str
-    signal: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.exit_status == 0
-
-
-class _Client(asyncssh.SSHClient):
-    def __init__(self) -> None:
-        self.lost_reason: str | None = None
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.lost_reason = visible(str(exc)) if exc else "closed by the remote end"  # may carry the host's words
 
 
 class Connection:
@@ -101,7 +41,7 @@ class Connection:
         self.host = spec.name
         self._tunnel = tunnel
         self._conn: asyncssh.SSHClientConnection | None = None
-        self._client: _Client | None = None
+        self._client: SshClient | None = None
         self._up = asyncio.Event()
         self._changed = asyncio.Event()  # replaced on every state change; waiters hold the old one
         self._supervisor: asyncio.Task[None] | None = None
@@ -164,7 +104,7 @@ class Connection:
         while True:
             self._emit(ConnState.CONNECTING)
             try:
-                self._conn, self._client = await self._connect()
+                self._conn, self._client = await open_ssh(self.spec, self._tunnel)
             except RemoteError as e:
                 self.last_error = e
                 if not e.retry:
@@ -200,74 +140,6 @@ class Connection:
         except (asyncssh.Error, OSError, asyncio.TimeoutError):
             return None
         return time.monotonic() - t0
-
-    # -- connecting -----------------------------------------------------------
-    async def _connect(self) -> tuple[asyncssh.SSHClientConnection, _Client]:
-        spec = self.spec
-        options: dict[str, object] = {
-            # remote output is untrusted bytes: one invalid UTF-8 byte must not fail the channel and drop the link
-            "encoding": "utf-8",
-            "errors": "replace",
-            "keepalive_interval": spec.keepalive_s,
-            "keepalive_count_max": 3,
-            "connect_timeout": spec.connect_timeout_s,
-        }
-        if spec.user:
-            options["username"] = spec.user
-        if spec.port:
-            options["port"] = spec.port
-        if spec.identity:
-            identity = os.path.expanduser(spec.identity)
-            try:  # loaded here so that a missing or unreadable key is named (asyncssh says only "No such file")
-                options["client_keys"] = asyncssh.load_keypairs([identity])
-            except (OSError, asyncssh.KeyImportError) as e:
-                raise AuthFailed(self.host, f"identity file {identity} (hosts.{self.host}.identity): "
-                                            f"{getattr(e, 'strerror', None) or e}") from None
-        if spec.known_hosts:
-            known = known_hosts_path(spec)
-            if not known.is_file():
-                raise HostKeyUnknown(self.host, f"known_hosts file {known} does not exist; run `pivot trust {self.host}`")
-            options["known_hosts"] = str(known)
-        if self._tunnel is not None:
-            options["tunnel"] = await self._tunnel.connected(timeout=spec.connect_timeout_s)
-        elif spec.jump:
-            options["tunnel"] = spec.jump
-        client = _Client()
-        try:
-            conn = await asyncssh.connect(spec.target, client_factory=lambda: client, **options)  # type: ignore[arg-type]
-        except Exception as e:  # every failure becomes one readable line
-            raise self._classify(e) from e
-        return conn, client
-
-    def _classify(self, e: Exception) -> RemoteError:
-        where = f"{self.spec.target}:{self.spec.port or 22}"
-        if isinstance(e, RemoteError):
-            return e
-        if isinstance(e, asyncssh.HostKeyNotVerifiable):
-            if self._has_known_key():
-                return HostKeyMismatch(
-                    self.host,
-                    f"HOST KEY CHANGED for {where}: refusing to connect. If the host was reinstalled, "
-                    f"check the new fingerprint and remove the old key (ssh-keygen -R), then `pivot trust {self.host}`",
-                )
-            return HostKeyUnknown(self.host, f"host key of {where} is not known; check it with `pivot trust {self.host}`")
-        if isinstance(e, asyncssh.PermissionDenied):
-            return AuthFailed(self.host, f"authentication failed for {self.spec.user or 'default user'}@{where}")
-        if isinstance(e, socket.gaierror):
-            return DnsError(self.host, f"cannot resolve {self.spec.target!r}: {e.strerror}")
-        if isinstance(e, ConnectionRefusedError):
-            return ConnectionRefused(self.host, f"connection refused by {where}")
-        if isinstance(e, (asyncio.TimeoutError, TimeoutError)):
-            return ConnectTimeout(self.host, f"no answer from {where} within {self.spec.connect_timeout_s:g} s")
-        if isinstance(e, asyncssh.Error):
-            return ConnectFailed(self.host, f"{where}: {visible(e.reason)}")
-        if isinstance(e, OSError):
-            return ConnectFailed(self.host, f"{where}: {e.strerror or e}")
-        return ConnectFailed(self.host, f"{where}: {type(e).__name__}: {e}")
-
-    def _has_known_key(self) -> bool:
-        """Whether known_hosts holds any key for this host: then a refused key is a changed key."""
-        return bool(known_keys(self.spec))
 
     async def up_now(self) -> asyncssh.SSHClientConnection:
         """For a one-shot command: up within the host's connect timeout, or its one-line error at the first failure."""
@@ -392,91 +264,3 @@ class Connection:
                 log.warning("%s: cannot restore forward %s: %s", self.host, forward, e)
 
 
-def known_hosts_path(spec: HostSpec) -> Path:
-    return Path(os.path.expanduser(spec.known_hosts)) if spec.known_hosts else Path.home() / ".ssh" / "known_hosts"
-
-
-def known_keys(spec: HostSpec) -> list[asyncssh.SSHKey]:
-    """The keys known_hosts holds for this host (by name or address, and port)."""
-    try:
-        known = asyncssh.read_known_hosts(str(known_hosts_path(spec)))
-    except (OSError, ValueError):
-        return []
-    try:
-        addr = socket.gethostbyname(spec.target)
-    except OSError:
-        addr = spec.target
-    trusted, ca_keys = known.match(spec.target, addr, spec.port or 22)[:2]
-    return [*trusted, *ca_keys]
-
-
-class PortForward:
-    def __init__(self, owner: Connection, remote_host: str, remote_port: int, local_port: int, listener: asyncssh.SSHListener):
-        self._owner = owner
-        self.remote_host, self.remote_port, self.local_port = remote_host, remote_port, local_port
-        self._listener: asyncssh.SSHListener | None = listener
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.local_port}"
-
-    def close(self) -> None:
-        self._owner._forwards.pop(self.local_port, None)
-        if self._listener:
-            self._listener.close()
-            self._listener = None
-
-    def __str__(self) -> str:
-        return f"127.0.0.1:{self.local_port} -> {self.remote_host}:{self.remote_port}"
-
-
-class RemoteStream:
-    """The lines of a long-running remote command. Use `async with` or call `stop()`."""
-
-    def __init__(self, host: str, argv: tuple[str, ...], process: asyncssh.SSHClientProcess):
-        self.host, self.argv = host, argv
-        self._process = process
-        self.stderr_tail: deque[str] = deque(maxlen=50)
-        self._stderr_task = asyncio.create_task(self._drain_stderr())
-
-    async def _drain_stderr(self) -> None:
-        with contextlib.suppress(asyncssh.Error, OSError):
-            async for line in self._process.stderr:
-                self.stderr_tail.append(visible(line.rstrip("\n")))
-
-    async def __aiter__(self):  # type: ignore[no-untyped-def]
-        while (line := await self.readline()) is not None:
-            yield line
-
-    async def readline(self) -> str | None:
-        """The next line, or None at the end of the stream."""
-        try:
-            line = await self._process.stdout.readline()
-        except (asyncssh.Error, OSError) as e:
-            raise Disconnected(self.host, f"stream {self.argv[0]} lost: {visible(str(e))}") from e
-        return line.rstrip("\n") if line else None
-
-    @property
-    def exit_status(self) -> int | None:
-        return self._process.exit_status
-
-    async def stop(self, grace_s: float = 2.0) -> None:
-        """SIGTERM the remote command, close its stdin, and close the channel after a grace period."""
-        process = self._process
-        if process.exit_status is None:
-            with contextlib.suppress(Exception):
-                process.send_signal("TERM")
-            with contextlib.suppress(Exception):
-                process.stdin.write_eof()
-            with contextlib.suppress(asyncio.TimeoutError, asyncssh.Error, OSError):
-                await asyncio.wait_for(process.wait_closed(), grace_s)
-        process.close()
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(process.wait_closed(), grace_s)
-        self._stderr_task.cancel()
-
-    async def __aenter__(self) -> RemoteStream:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()

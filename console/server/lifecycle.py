@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import enum
 import json
-import re
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
@@ -24,15 +23,14 @@ from dataclasses import asdict, dataclass, field, replace
 import httpx
 
 from console.config import HostSpec
-from console.gpu.format import idle_line
 from console.gpu.kill import KillOutcome
-from console.gpu.samples import AgentError, GpuProcess, Sample
+from console.gpu.samples import GpuProcess, Sample
 from console.gpu.telemetry import RemoteTelemetry
 from console.remote import Connection, PortForward
 from console.remote.errors import RemoteError
-from console.server.profiles import KINDS, Profile
-from console.server.speculation import adaptive_warning
-from console.tasks.events import EventLog
+from console.server.preflight import Check, after_stop, preflight
+from console.server.profiles import KINDS, Profile, ProfileSet
+from console.events import EventLog, Restart, Start, Stop, Switch
 from console.untrusted import visible
 
 RECORD, PIDFILE, LOG = "server.json", "server.pid", "server.log"
@@ -119,14 +117,6 @@ def _duration(seconds: float) -> str:
     return f"{s}s" if s < 60 else f"{s // 60}m{s % 60:02d}s" if s < 3600 else f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
-@dataclass(frozen=True)
-class Check:
-    name: str
-    ok: bool
-    detail: str
-    warning: bool = False  # passed, but worth reading
-
-
 class LifecycleError(Exception):
     """A refused action, with one line the operator can read."""
 
@@ -152,21 +142,14 @@ class StopReport:
         return f"stopped, but {len(self.leftovers)} process(es) of its group still hold GPU memory ({pids}): kill them from the GPU pane"
 
 
-def known_flags(help_text: str) -> tuple[set[str], set[str]]:
-    """Flags a launcher's --help names, and those it calls deprecated."""
-    flags = set(re.findall(r"--([A-Za-z0-9][A-Za-z0-9_-]*)", help_text))
-    deprecated = {f for line in help_text.splitlines() if "deprecat" in line.lower()
-                  for f in re.findall(r"--([A-Za-z0-9][A-Za-z0-9_-]*)", line)}
-    return flags, deprecated
-
-
 class ServerLifecycle:
     def __init__(self, conn: Connection, spec: HostSpec, agent: RemoteTelemetry, *, idle_threshold_mib: float,
-                 grace_s: float, events: EventLog | None = None):
-        """events: the campaign's log, where every stop is written (alone, or inside a switch or a restart)."""
+                 grace_s: float, events: EventLog | None = None, via: str = "cli"):
+        """events: the campaign's log, where every start, switch and stop is written (a stop alone, or inside a switch
+        or a restart), with `via`: who acted ("console", "cli", "runbook")."""
         self.conn, self.spec, self.agent = conn, spec, agent
         self.idle_threshold_mib, self.grace_s = idle_threshold_mib, grace_s
-        self.events = events
+        self.events, self.via = events, via
         self.record: ServerRecord | None = None  # what the last poll found in server.json
         self.status = ServerStatus(ServerState.STOPPED)
         self._listeners: list[Callable[[ServerStatus], None]] = []
@@ -268,48 +251,17 @@ class ServerLifecycle:
         return [await self.conn.expand(a) if a.startswith("~/") else a for a in profile.argv()]
 
     async def preflight(self, profile: Profile) -> list[Check]:
-        argv = await self.resolved_argv(profile)
-        checks = []
-        which = await self.conn.run(["sh", "-c", 'command -v "$1"', "sh", argv[0]])
-        checks.append(Check("launcher", which.ok, visible(which.stdout.strip()) or f"{argv[0]} not found on the host"))
-        model = await self.conn.expand(profile.model_path)
-        exists = await self.conn.run(["test", "-e", model])
-        checks.append(Check("model path", exists.ok, model if exists.ok else f"{model} does not exist on the host"))
-        sample = await self.agent.sample_once()
-        if isinstance(sample, AgentError):
-            checks.append(Check("GPUs idle", False, f"cannot read the GPUs: {sample.message}"))
-        else:
-            idle = sample.idle(self.idle_threshold_mib)
-            checks.append(Check("GPUs idle", idle, idle_line(sample, self.idle_threshold_mib)))
-        status, lines = await self.agent.agent("port", profile.host, str(profile.port))
-        free = status == 0
-        checks.append(Check("port free", free, f"{profile.host}:{profile.port} " + ("is free" if free else
-                            f"is in use ({visible(str(lines[0].get('detail', ''))) if lines else ''})")))
-        checks.append(await self._check_flags(profile, argv))
-        if warning := adaptive_warning(profile.kind, argv):
-            checks.append(Check("adaptive speculation", True, warning, warning=True))
-        return checks
-
-    async def _check_flags(self, profile: Profile, argv: list[str]) -> Check:
-        launcher = argv[: len(profile.launcher)]
-        try:
-            status, lines = await self.agent.agent("help", "--cache-dir", "help-cache", "--", *launcher, timeout=240)
-        except RemoteError as e:
-            return Check("flags known", False, str(e))
-        if status != 0 or not lines or not lines[-1].get("ok"):
-            return Check("flags known", False, f"cannot read the launcher's --help: {visible(str(lines[-1].get('detail') if lines else status))}")
-        known, deprecated = known_flags(lines[-1]["text"])
-        wanted = [*profile.flags, "host", "port"] + (["model-path"] if KINDS[profile.kind][2] else [])
-        unknown = [f for f in wanted if f not in known]
-        old = [f for f in wanted if f in deprecated]
-        if unknown:
-            return Check("flags known", False, "unknown to this launcher: " + ", ".join(f"--{f}" for f in unknown))
-        if old:
-            return Check("flags known", True, "deprecated: " + ", ".join(f"--{f}" for f in old), warning=True)
-        return Check("flags known", True, f"all {len(wanted)} flags known to the launcher")
+        return await preflight(self.conn, self.agent, profile, await self.resolved_argv(profile),
+                               idle_threshold_mib=self.idle_threshold_mib)
 
     # -- actions --------------------------------------------------------------
-    async def start(self, profile: Profile, *, force: bool = False) -> list[Check]:
+    async def start(self, profile: Profile, *, force: bool = False, via: str | None = None) -> list[Check]:
+        checks = await self._start(profile, force=force)
+        if self.events is not None:
+            self.events.append(Start(via=via or self.via, host=self.spec.name, profile=profile.name, pid=self.status.pid))
+        return checks
+
+    async def _start(self, profile: Profile, *, force: bool) -> list[Check]:
         current = await self.poll()
         if current.state.running:
             raise LifecycleError(f"a server is already {current.state} ({current.profile}, pid {current.pid}): stop it or switch")
@@ -332,8 +284,9 @@ class ServerLifecycle:
         self._set(ServerStatus(ServerState.STARTING, profile.name, pid, record.started))
         return checks
 
-    async def stop(self, **context: object) -> StopReport:
-        """SIGTERM the server's group, SIGKILL after the grace; written in the event log with `context`."""
+    async def stop(self, *, during: str | None = None, via: str | None = None) -> StopReport:
+        """SIGTERM the server's group, SIGKILL after the grace; written in the event log (`during`: the switch it is
+        part of)."""
         out = (await self.conn.run(["cat", RECORD], cwd=self.spec.workdir)).stdout
         record = ServerRecord.parse(out)
         if record is None:
@@ -355,37 +308,50 @@ class ServerLifecycle:
                 await asyncio.sleep(0.5)
             report = StopReport(outcomes, leftovers)
             if self.events is not None:
-                self.events.append("stop", host=self.spec.name, profile=visible(record.profile), pid=record.pid,
-                                   outcome=report.describe(), **context)
+                self.events.append(Stop(via=via or self.via, host=self.spec.name, profile=visible(record.profile), pid=record.pid,
+                                        outcome=report.describe(), during=during))
             await self.poll()
             self._set(replace(self.status, state=ServerState.STOPPED, detail="" if not leftovers else report.describe()))
             return report
         finally:
             self._stopping = False
 
-    async def switch(self, profile: Profile, *, force: bool = False) -> list[Check]:
+    async def switch(self, profile: Profile, *, force: bool = False, via: str | None = None) -> list[Check]:
         """Check the profile, stop whatever runs, check that the GPUs are idle, start the profile: one action.
 
         A profile that cannot start stops nothing: every preflight check runs before the stop, but for those the stop
         itself makes true (the GPUs idle when only the server holds them, and the port when the server holds it).
         """
+        current = await self._replace(profile, force=force, during=f"switch to {profile.name}", via=via)
+        checks = await self._start(profile, force=force)
+        if self.events is not None:
+            self.events.append(Switch(via=via or self.via, host=self.spec.name, profile=profile.name,
+                                      replaced=visible(current.profile) if current.profile else None))
+        return checks
+
+    async def restart(self, profiles: ProfileSet, *, force: bool = False, via: str | None = None) -> list[Check]:
+        """The running server's profile, stopped and started again (its profile file as it is now)."""
+        current = await self.poll()
+        if current.profile is None:
+            raise LifecycleError("no server to restart")
+        profile = profiles.get(current.profile)
+        await self._replace(profile, force=force, during="restart", via=via)
+        checks = await self._start(profile, force=force)
+        if self.events is not None:
+            self.events.append(Restart(via=via or self.via, host=self.spec.name, profile=profile.name, pid=self.status.pid))
+        return checks
+
+    async def _replace(self, profile: Profile, *, force: bool, during: str, via: str | None) -> ServerStatus:
+        """Stop the running server for `profile`, once its preflight passes; the status it had."""
         current = await self.poll()
         if current.state in (ServerState.STARTING, ServerState.READY, ServerState.UNHEALTHY):
             if not force:
-                checks = self._after_stop(await self.preflight(profile), profile, await self.agent.sample_once())
+                record = self.record
+                checks = after_stop(await self.preflight(profile), profile, await self.agent.sample_once(),
+                                    (record.host, record.port) if record is not None else None)
                 if not all(c.ok for c in checks):
                     raise PreflightFailed(checks, still_running=f"{current.profile} (pid {current.pid})")
-            report = await self.stop(during=f"switch to {profile.name}")
+            report = await self.stop(during=during, via=via)
             if report.leftovers and not force:
                 raise LifecycleError(report.describe())
-        return await self.start(profile, force=force)
-
-    def _after_stop(self, checks: list[Check], profile: Profile, sample: Sample | AgentError) -> list[Check]:
-        """The checks as they will stand once the running server is stopped."""
-        record, freed = self.record, set()
-        if isinstance(sample, Sample) and not [p for p in sample.procs if p.stray]:
-            freed.add("GPUs idle")  # only the server's processes hold GPU memory: the stop releases it
-        if record is not None and (record.host, record.port) == (profile.host, profile.port):
-            freed.add("port free")
-        return [replace(c, ok=True, warning=True, detail=f"{c.detail} (the stop frees it)") if not c.ok and c.name in freed
-                else c for c in checks]
+        return current

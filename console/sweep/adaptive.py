@@ -20,10 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import tomli_w
 
 from console.config import Config, HostSpec, user_config_dir
-from console.remote import Connection
 from console.server.profiles import Profile, ProfileError, load_profiles
 from console.server.speculation import (drafting, parse_flags, sglang_adaptive_unsupported, sglang_decode_batch_sizes,
                                         vllm_dynamic_unsupported)
@@ -161,45 +159,9 @@ def plan(cfg: Config, cmp: Comparison) -> AdaptivePlan:
                         {c: c <= cut for c in measured}, warnings)
 
 
-@dataclass(frozen=True)
-class WrittenProfile:
-    plan: AdaptivePlan
-    remote_config: str | None  # SGLang: where the profile's --speculative-adaptive-config points
-    uploaded_to: str | None  # the host it was uploaded to; None when no host is configured
-
-    def describe(self) -> str:
-        p = self.plan
-        where = f", its config uploaded to {self.uploaded_to}:{self.remote_config}" if self.uploaded_to else ""
-        text = (f"wrote profile {p.name} to {p.profile_path}: drafting for running batches up to {p.first_off - 1}, "
-                f"off from {p.first_off}{where}; sweep it to check that it follows the better curve at every level")
-        return text + "".join(f"\nwarning: {w}" for w in p.warnings)
-
-
 def spec_host(cfg: Config, cmp: Comparison) -> HostSpec | None:
     """The host the speculative run was measured on (or the default one), where the config must be."""
     if not cfg.hosts:
         return None
     host = cmp.drafting.meta.get("host")
     return cfg.host(host if host in cfg.hosts else None)
-
-
-async def write_adaptive_profile(adaptive: AdaptivePlan, conn: Connection | None) -> WrittenProfile:
-    """The profile (and for SGLang a local copy of its config file, uploaded over `conn` when given)."""
-    directory = adaptive.profile_path.parent
-    directory.mkdir(parents=True, exist_ok=True)
-    remote: str | None = None
-    uploaded_to = None
-    if adaptive.engine == "sglang":
-        text = json.dumps(adaptive.config, indent=1)
-        (directory / f"{adaptive.name}.json").write_text(text + "\n", encoding="utf-8")
-        remote = f"~/.pivot/adaptive/{adaptive.name}.json"
-        if conn is not None:
-            remote = await conn.expand(f"{conn.spec.workdir.rstrip('/')}/adaptive/{adaptive.name}.json")
-            await conn.upload(text.encode(), remote)
-            uploaded_to = conn.spec.name
-    header = (f"# Written by pivot from the comparison of {adaptive.spec.name}'s run with a baseline, in the form "
-              f"{adaptive.spec.kind} reads (see pivot's ENGINES notes).\n")
-    tmp = adaptive.profile_path.with_suffix(".toml.tmp")
-    tmp.write_text(header + tomli_w.dumps(adaptive.profile_data(remote)), encoding="utf-8")
-    tmp.replace(adaptive.profile_path)
-    return WrittenProfile(adaptive, remote, uploaded_to)

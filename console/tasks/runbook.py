@@ -24,20 +24,17 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from console import config
+from console.actions import kill
+from console.actions.sweep import SweepHandle
 from console.gpu.format import idle_line
-from console.gpu.kill import KillOutcome, ReleaseWatch, plan_kill
 from console.gpu.samples import AgentError, Sample
-from console.gpu.telemetry import RemoteTelemetry
-from console.remote import Connection
-from console.server.lifecycle import ServerLifecycle, ServerState
-from console.server.profiles import load_profiles
+from console.remote.errors import RemoteError
+from console.server.lifecycle import ServerState
+from console.session import Session
 from console.sweep.compare import compare
 from console.sweep.refine import refine
-from console.sweep.runner import SweepProcess, describe_server, identity_mismatch
 from console.sweep.settings import SweepSettings
-from console.sweep.store import Run, RunError, create_run, list_runs, open_run
-from console.tasks.events import EventLog
+from console.sweep.store import Run, RunError, list_runs, open_run
 from console.tasks.tasklist import TaskError, TaskList
 
 ACTIONS = ("kill-stray", "verify-idle", "check-files", "start", "stop", "switch", "sweep", "compare", "refine")
@@ -90,21 +87,19 @@ def read_runbook(path: Path) -> list[RunbookTask]:
 
 
 class Actions:
-    """What a task's action does, on one host, with the same core the panes use."""
+    """What a task's action does, on the session's host, through the same actions the panes and the commands use;
+    each event it causes says `via="runbook"`. In the console the session is the console's own, so its panes show
+    each step (the Server pane follows the lifecycle, the Sweep pane every sweep started through the session)."""
 
-    def __init__(self, cfg: config.Config, conn: Connection, *, confirm_kill: Callable[[str], Awaitable[bool]],
-                 say: Callable[[str], None] = print, lifecycle: ServerLifecycle | None = None,
-                 sweep: Callable[[SweepSettings], Awaitable[str]] | None = None):
-        """lifecycle and sweep let the console run actions through its own panes, so they show each step."""
-        self.cfg, self.conn, self.say = cfg, conn, say
-        self.spec = conn.spec
-        self.log = EventLog(cfg.campaign_dir)
-        self.lifecycle = lifecycle or ServerLifecycle(
-            conn, self.spec, RemoteTelemetry(conn, self.spec, interval=max(0.5, cfg.telemetry_interval_s)),
-            idle_threshold_mib=cfg.idle_threshold_mib, grace_s=cfg.kill_grace_s, events=self.log)
-        self.agent = self.lifecycle.agent
+    VIA = "runbook"
+
+    def __init__(self, session: Session, *, confirm_kill: Callable[[str], Awaitable[bool]],
+                 say: Callable[[str], None] = print):
+        if session.lifecycle is None:
+            raise ActionFailed("runbooks run on a host from pivot.toml, not on --local")
+        self.session, self.lifecycle, self.say = session, session.lifecycle, say
+        self.cfg = session.config
         self.confirm_kill = confirm_kill
-        self.sweep = sweep
 
     async def run(self, action: str) -> str:
         words = check_action(action)
@@ -112,7 +107,7 @@ class Actions:
         return await handler(*words[1:])
 
     async def _sample(self) -> Sample:
-        sample = await self.agent.sample_once()
+        sample = await self.session.telemetry.sample_once()
         if isinstance(sample, AgentError):
             raise ActionFailed(sample.message)
         return sample
@@ -122,23 +117,20 @@ class Actions:
         stray = sorted({p.pid for p in sample.stray})
         if not stray:
             return "no stray processes"
-        plan = plan_kill(sample, stray, agent_pid=self.agent.hello.pid if self.agent.hello else None)
-        listing = ", ".join(f"{p.pid} ({p.cmd or p.state})" for p in plan.targets)
-        if not await self.confirm_kill(f"kill {len(plan.targets)} stray processes: {listing}?"):
+        chosen = kill.plan(self.session, sample, stray)
+        listing = ", ".join(f"{p.pid} ({p.cmd or p.state})" for p in chosen.targets)
+        if not await self.confirm_kill(f"kill {len(chosen.targets)} stray processes: {listing}?"):
             raise ActionFailed("not confirmed: nothing was killed")
-        watch = ReleaseWatch(plan)
-        outcomes = [KillOutcome.from_agent(d) for d in await self.agent.kill(plan.agent_targets(), self.cfg.kill_grace_s)]
-        self.log.append("kill", host=self.spec.name, pids=[p.pid for p in plan.targets], runbook=True,
-                        outcomes=[{"pid": o.pid, "outcome": o.outcome} for o in outcomes])
-        deadline = asyncio.get_running_loop().time() + RELEASE_TIMEOUT_S
+        report = await kill.kill(self.session, chosen, via=self.VIA)
         released: list[str] = []
-        while not watch.done and asyncio.get_running_loop().time() < deadline:
-            released += watch.update(await self._sample())
-            if not watch.done:
-                await asyncio.sleep(0.5)
-        if not watch.done:
-            raise ActionFailed(f"memory still held on GPU {', '.join(map(str, watch.pending))} after {RELEASE_TIMEOUT_S:g} s")
-        return f"killed {len(plan.targets)}; " + "; ".join(released)
+        samples = kill.only_samples(self.session)
+        try:
+            done = await kill.follow_release(samples, chosen, released.append, timeout_s=RELEASE_TIMEOUT_S)
+        finally:
+            await samples.aclose()
+        if not done:
+            raise ActionFailed(released[-1])
+        return f"killed {len(report.outcomes)}; " + "; ".join(released)
 
     async def do_verify_idle(self) -> str:
         sample = await self._sample()
@@ -149,8 +141,9 @@ class Actions:
 
     async def do_check_files(self, *paths: str) -> str:
         missing = []
+        conn = self.session.conn
         for path in paths:
-            if not (await self.conn.run(["test", "-e", await self.conn.expand(path)])).ok:
+            if not (await conn.run(["test", "-e", await conn.expand(path)])).ok:
                 missing.append(path)
         if missing:
             raise ActionFailed("missing on the host: " + ", ".join(missing))
@@ -176,10 +169,9 @@ class Actions:
     async def _launch(self, how: str, name: str) -> str:
         launch = self.lifecycle.start if how == "start" else self.lifecycle.switch
         try:
-            await launch(load_profiles(*self.cfg.profile_dirs).get(name))
+            await launch(self.session.profiles().get(name), via=self.VIA)  # the lifecycle writes the events
         except Exception as e:  # a refused preflight, a broken profile, a lost link: the step fails with why
             raise ActionFailed(str(e)) from None
-        self.log.append(how, host=self.spec.name, profile=name, runbook=True)
         return await self._ready()
 
     async def do_stop(self) -> str:
@@ -188,7 +180,7 @@ class Actions:
             current = await self.lifecycle.poll()
             if not current.state.running:
                 return f"no server running ({current.describe()})"
-            report = await self.lifecycle.stop(runbook=True)  # the lifecycle writes it in the event log
+            report = await self.lifecycle.stop(via=self.VIA)  # the lifecycle writes it in the event log
         except Exception as e:
             raise ActionFailed(str(e)) from None
         if report.leftovers:
@@ -200,34 +192,23 @@ class Actions:
         for item in overrides:
             key, _, value = item.partition("=")
             data[key] = [int(c) for c in value.split(",")] if key == "levels" else int(value) if value.isdigit() else value
-        settings = SweepSettings.from_dict(data)
-        if self.sweep is not None:
-            return await self.sweep(settings)
-        if self.cfg.path is None:
-            raise ActionFailed("a sweep needs a pivot.toml")
-        meta, port = await describe_server(self.conn, self.cfg, self.spec.name)
-        run = create_run(self.cfg.campaign_dir, {**meta, "settings": settings.to_dict()})
-        self.log.append("sweep", run=run.name, profile=run.profile, runbook=True)
-        await self._follow(SweepProcess(run, self._target(port)))
-        summary = run.summary()
+        try:
+            handle = await self.session.sweeps.start(SweepSettings.from_dict(data), via=self.VIA)
+        except (RunError, RemoteError, ValueError) as e:
+            raise ActionFailed(str(e)) from None
+        await self._follow(handle)
+        summary = handle.run.summary()
         if summary is None:
-            raise ActionFailed(f"run {run.name} has no completed level")
+            raise ActionFailed(f"run {handle.run.name} has no completed level")
         return summary
 
-    def _target(self, port: int) -> list[str]:
-        if self.cfg.path is None:
-            raise ActionFailed("a sweep needs a pivot.toml")
-        return ["--config", str(self.cfg.path), "--host", self.spec.name, "--port", str(port)]
-
-    async def _follow(self, process: SweepProcess) -> None:
-        async for event in process.events():
+    async def _follow(self, handle: SweepHandle) -> None:
+        async for event in handle.events():
             if event.get("type") == "level_done":
                 failed = f" FAILED ({event['failed']})" if event.get("failed") else ""
                 self.say(f"    C={event['c']}: {event['total_tok_s']:.1f} tok/s{failed}")
-            elif event.get("type") == "failed":
-                raise ActionFailed(event["message"])
-            elif event.get("type") == "sweep_done" and event.get("failed"):
-                raise ActionFailed(f"the sweep stopped: {event['failed']}")
+        if handle.end == "failed":
+            raise ActionFailed(f"the sweep stopped: {handle.reason}")
 
     def _runs(self, a: str, b: str) -> tuple[Run, Run]:
         runs = [r for r in list_runs(self.cfg.campaign_dir) if r.state != "corrupt" and r.measured().height]
@@ -238,6 +219,14 @@ class Actions:
             raise ActionFailed(str(e)) from None
         return first, second
 
+    async def do_compare(self, a: str, b: str) -> str:
+        first, second = self._runs(a, b)
+        try:
+            result = compare(first, second)
+        except ValueError as e:
+            raise ActionFailed(str(e)) from None
+        return result.recommendation
+
     async def do_refine(self, a: str = "previous", b: str = "last") -> str:
         first, second = self._runs(a, b)
         actions = self
@@ -247,11 +236,13 @@ class Actions:
                 await actions._launch("switch", run.profile)
 
             async def measure(self, run: Run, level: int) -> None:
-                meta, port = await describe_server(actions.conn, actions.cfg, actions.spec.name)
-                if mismatch := identity_mismatch(run.meta, meta):
-                    raise ActionFailed(f"run {run.name} was measured on another server ({mismatch})")
-                actions.log.append("sweep", run=run.name, profile=run.profile, levels=[level], refine=True, runbook=True)
-                await actions._follow(SweepProcess(run, actions._target(port), repeat=[level]))
+                settings = SweepSettings.from_dict(run.meta.get("settings", {}))
+                try:
+                    handle = await actions.session.sweeps.start(settings, run=run, how="refine", levels=[level],
+                                                                via=actions.VIA)
+                except (RunError, RemoteError) as e:
+                    raise ActionFailed(str(e)) from None
+                await actions._follow(handle)
 
             def running(self) -> str | None:
                 return actions.lifecycle.status.profile if actions.lifecycle.status.state.running else None
@@ -259,14 +250,6 @@ class Actions:
         await self.lifecycle.poll()
         try:
             result = await refine(first, second, Driver(), say=self.say)
-        except ValueError as e:
-            raise ActionFailed(str(e)) from None
-        return result.recommendation
-
-    async def do_compare(self, a: str, b: str) -> str:
-        first, second = self._runs(a, b)
-        try:
-            result = compare(first, second)
         except ValueError as e:
             raise ActionFailed(str(e)) from None
         return result.recommendation

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from console.tasks.lock import locked
+from console.locking import locked
 
 PRIORITIES = ("high", "medium", "low")
 STATUSES = ("pending", "in_progress", "completed", "cancelled")

@@ -10,15 +10,10 @@ from textual.widget import Widget
 from textual.widgets import Footer
 from textual.worker import Worker, WorkerState
 
-from console.config import Config, HostSpec
 from console.gpu.samples import AgentError, Sample
-from console.gpu.telemetry import LocalTelemetry, RemoteTelemetry
-from console.remote import HostPool
-from console.server.lifecycle import ServerLifecycle, ServerStatus
-from console.server.profiles import load_profiles
-from console.tasks.events import EventLog
+from console.session import Session
 from console.ui.commands import PivotCommands
-from console.ui.messages import ConnectionChanged, TelemetryUpdate
+from console.ui.messages import ConnectionChanged, ShowComparison, StatusChanged, TelemetryUpdate
 from console.ui.screens.help import HelpScreen
 from console.ui.themes import DEFAULT_THEME, VARIABLE_DEFAULTS, load_themes
 from console.ui.widgets.gpu.pane import GpuPane
@@ -52,41 +47,22 @@ class PivotApp(App[None]):
         Binding("q", "quit", "Quit", id="app.quit", tooltip="Quit (the server and processes on the host are left as they are)"),
     ]
 
-    def __init__(self, config: Config, host: str | None, *, theme: str | None = None, readonly: bool = False,
-                 telemetry: RemoteTelemetry | LocalTelemetry | None = None):
-        """host None: local mode, this machine's GPUs through nvitop (or the telemetry given)."""
+    def __init__(self, session: Session, *, theme: str | None = None, readonly: bool = False):
+        """The session holds what every pane works with: config, connection, telemetry, lifecycle, sweeps, events."""
         super().__init__()
-        self.config = config
-        self.host_name = host
+        self.session = session
+        self.config = session.config
         self.readonly = readonly
-        self.pool = HostPool(config)
-        self.event_log = EventLog(config.campaign_dir)
-        self.telemetry: RemoteTelemetry | LocalTelemetry
-        if telemetry is not None:
-            self.telemetry = telemetry
-        elif host is None:
-            self.telemetry = LocalTelemetry(interval=config.telemetry_interval_s, pidfile=None)
-        else:
-            self.telemetry = RemoteTelemetry(self.pool.get(host), config.host(host), interval=config.telemetry_interval_s)
-        self.lifecycle: ServerLifecycle | None = None
-        if isinstance(self.telemetry, RemoteTelemetry) and host is not None:
-            self.lifecycle = ServerLifecycle(self.pool.get(host), config.host(host), self.telemetry,
-                                             idle_threshold_mib=config.idle_threshold_mib, grace_s=config.kill_grace_s,
-                                             events=self.event_log)
         themes, self.theme_errors = load_themes()
         for t in themes:
             self.register_theme(t)
-        wanted = theme or config.theme or DEFAULT_THEME
+        wanted = theme or self.config.theme or DEFAULT_THEME
         self._theme_problem = None if wanted in self.available_themes else f"unknown theme {wanted!r}; using {DEFAULT_THEME}"
         self.theme = wanted if wanted in self.available_themes else DEFAULT_THEME
 
     @property
-    def host_label(self) -> str:
-        return self.host_name or "local"
-
-    @property
-    def hypervisor(self) -> HostSpec | None:
-        return next((h for h in self.config.hosts.values() if h.role == "hypervisor" and h.cleanup), None)
+    def host_name(self) -> str | None:
+        return self.session.host_name
 
     @property
     def gpu_pane(self) -> GpuPane | None:
@@ -103,27 +79,27 @@ class PivotApp(App[None]):
         return VARIABLE_DEFAULTS
 
     def compose(self) -> ComposeResult:
-        yield HostStatus(self.host_label, local=self.host_name is None, id="host-status")
-        yield LinkBanner(self.host_label, id="link-banner")
+        session, readonly = self.session, self.readonly
+        yield HostStatus(session.host_label, local=session.spec is None, id="host-status")
+        yield LinkBanner(session.host_label, id="link-banner")
         with Container(id="panes"):
-            yield GpuPane(id="gpus")
-            yield ServerPane(self.lifecycle, load_profiles(*self.config.profile_dirs), id="server")
-            yield TasksPane(id="tasks")
-            yield SweepPane(id="sweep")
+            yield GpuPane(session, readonly=readonly, id="gpus")
+            yield ServerPane(session, readonly=readonly, id="server")
+            yield TasksPane(session, readonly=readonly, id="tasks")
+            yield SweepPane(session, readonly=readonly, id="sweep")
         yield Footer()
 
     def on_mount(self) -> None:
         for problem in [*self.theme_errors, *([self._theme_problem] if self._theme_problem else [])]:
             self.notify(problem, title="Theme", severity="warning", timeout=8)
-        if self.host_name is not None:
-            connection = self.pool.get(self.host_name)
-            connection.add_listener(lambda event: self.post_message(ConnectionChanged(event)))
+        if self.session.spec is not None:
+            self.session.conn.add_listener(lambda event: self.post_message(ConnectionChanged(event)))
         self.stream_telemetry()
         self.query_one(ProcessTable).focus()
 
     @work(exclusive=True, group="telemetry", exit_on_error=False)
     async def stream_telemetry(self) -> None:
-        async for event in self.telemetry.events():
+        async for event in self.session.telemetry.events():
             self.post_message(TelemetryUpdate(event))
 
     @property
@@ -139,9 +115,13 @@ class PivotApp(App[None]):
             banner.changed(message.event)
             self.query_one("#panes").set_class(banner.has_class("-shown"), "-link-lost")
 
-    def server_status_changed(self, status: ServerStatus) -> None:
+    def on_status_changed(self, message: StatusChanged) -> None:
+        """The Server pane's news of the managed server, on its way up: the header shows it too."""
         if (header := self.host_status) is not None:
-            header.server_status = status
+            header.server_status = message.status
+
+    def on_show_comparison(self, message: ShowComparison) -> None:
+        self.query_one(SweepPane).show_comparison(message.a, message.b)
 
     def on_telemetry_update(self, message: TelemetryUpdate) -> None:
         status, pane = self.host_status, self.gpu_pane
@@ -197,8 +177,8 @@ class PivotApp(App[None]):
         self._zoom(self._pane_of(self.focused) or self.query_one("#gpus") if zoomed else None)
 
     def action_reconnect(self) -> None:
-        if self.host_name is not None:
-            self.pool.get(self.host_name).drop()
+        if self.session.spec is not None:
+            self.session.conn.drop()
 
     def action_help(self) -> None:
         from console.ui.screens.confirm import Confirm
@@ -216,7 +196,7 @@ class PivotApp(App[None]):
     def action_event_log(self) -> None:
         from console.ui.screens.event_log import EventLogScreen
 
-        self.push_screen(EventLogScreen(self.event_log.read(), str(self.event_log.path)))
+        self.push_screen(EventLogScreen(self.session.events.read(), str(self.session.events.path)))
 
     async def on_unmount(self) -> None:
-        await self.pool.close()
+        await self.session.close()

@@ -5,6 +5,7 @@ from textual.message import Message
 from console.gpu.telemetry import TelemetryEvent
 from console.remote import ConnectionEvent
 from console.server.lifecycle import ServerStatus
+from console.sweep.store import Run
 
 
 class ConnectionChanged(Message):
@@ -35,3 +36,11 @@ class StatusChanged(Message):
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, StatusChanged)
+
+
+class ShowComparison(Message):
+    """A comparison to show under the curves (a runbook's compare step): the app hands it to the Sweep pane."""
+
+    def __init__(self, a: Run, b: Run):
+        super().__init__()
+        self.a, self.b = a, b

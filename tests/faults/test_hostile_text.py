@@ -15,6 +15,7 @@ from console import config
 from console.sim import state
 from console.sim.host import SimHost
 from console.tasks.tasklist import TaskList
+from console.session import Session
 from console.ui.app import PivotApp
 from tests.conftest import wait_for
 from tests.fake_telemetry import FakeTelemetry
@@ -46,7 +47,7 @@ async def test_the_log_pane_and_the_server_state_write_escapes_out(host: Host, m
 
     with open(managed_server.log, "a") as f:
         f.write(f"loading {HOSTILE}\n")
-    app = PivotApp(host.config, host.spec.name)
+    app = PivotApp(Session(host.config, host.spec.name, via="console"))
     async with app.run_test(size=(200, 50)) as pilot:
         await pilot.press("2", "z")
         log = app.query_one(LogView)
@@ -83,7 +84,7 @@ async def test_the_gpu_pane_and_the_kill_dialog_write_process_names_out(sim: Sim
     from console.ui.widgets.gpu.pane import GpuPane
     from console.ui.widgets.gpu.processes import ProcessTable
 
-    app = PivotApp(config.load(sim.config_path), "demo")
+    app = PivotApp(Session(config.load(sim.config_path), "demo", via="console"))
     async with app.run_test(size=(200, 50)) as pilot:
         pane = app.query_one(GpuPane)
         await wait_for(lambda: pane.sample is not None and any(p.pid == hostile_gpu_process for p in pane.sample.procs),
@@ -111,13 +112,13 @@ def test_tasks_list_and_events_write_task_texts_out(campaign_config: Path) -> No
 
 
 async def test_the_tasks_pane_and_the_event_log_write_task_texts_out(tmp_path: Path) -> None:
-    from console.tasks.events import EventLog
+    from console.events import EventLog, TaskChange
     from console.ui.screens.event_log import EventLogScreen
 
     campaign = tmp_path / "campaign"
     task = TaskList(campaign).load().add(f"sweep {HOSTILE}", action=f"sweep {HOSTILE}")  # a runbook file's action
-    EventLog(campaign).append("task", change="add", content=task.content)
-    app = PivotApp(config.Config(path=None, hosts={}, campaign_dir=campaign), None, telemetry=FakeTelemetry())  # type: ignore[arg-type]
+    EventLog(campaign).append(TaskChange(via="cli", change="add", content=task.content))
+    app = PivotApp(Session(config.Config(path=None, hosts={}, campaign_dir=campaign), None, local=True, via="console", telemetry=FakeTelemetry()))  # type: ignore[arg-type]
     async with app.run_test(size=(200, 50)) as pilot:
         await pilot.press("3", "z")
         await pilot.pause()

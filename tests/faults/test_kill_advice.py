@@ -15,6 +15,7 @@ import pytest
 from console import config
 from console.gpu.samples import parse_line
 from console.gpu.telemetry import TelemetryEvent
+from console.session import Session
 from console.ui.app import PivotApp
 from tests.conftest import wait_for
 from tests.fake_telemetry import FakeTelemetry, canned_sample_line
@@ -46,10 +47,11 @@ async def test_pivot_kill_never_advises_killing_pid_1(tmp_path: Path, monkeypatc
                                                       capsys: pytest.CaptureFixture[str]) -> None:
     from console.cli import gpus
 
-    monkeypatch.setattr(gpus, "_telemetry", lambda cfg, host, local: (InitZombieTelemetry(), None))
-    monkeypatch.setattr(gpus, "RELEASE_TIMEOUT_S", 0.5)  # the memory stays held: do not wait 30 s to be told
     cfg = config.Config(path=None, hosts={}, campaign_dir=tmp_path / "campaign")
-    status = await gpus.cmd_kill(cfg, None, [ZOMBIE], stray=False, yes=True, grace=1, single=False, local=False)
+    session = Session(cfg, local=True, telemetry=InitZombieTelemetry())
+    # the memory stays held: do not wait 30 s to be told
+    status = await gpus.kill_processes(session, [ZOMBIE], stray=False, yes=True, grace_s=1, single=False,
+                                       release_timeout_s=0.5)
     out = capsys.readouterr().out
     assert status == 1 and "pivot kill 1" not in out
     assert "parent is PID 1" in out and "container's init" in out and "hypervisor's cleanup" in out
@@ -61,7 +63,7 @@ async def test_the_gpu_pane_offers_the_hypervisor_not_pid_1(tmp_path: Path) -> N
 
     hypervisor = config.HostSpec(name="hv", hostname="hv.example", role="hypervisor", cleanup=("true",))
     cfg = config.Config(path=None, hosts={"hv": hypervisor}, campaign_dir=tmp_path / "campaign")
-    app = PivotApp(cfg, None, telemetry=InitZombieTelemetry())  # type: ignore[arg-type]
+    app = PivotApp(Session(cfg, None, local=True, via="console", telemetry=InitZombieTelemetry()))  # type: ignore[arg-type]
     async with app.run_test(size=(120, 30)) as pilot:
         pane = app.query_one(GpuPane)
         await wait_for(lambda: pane.sample is not None)

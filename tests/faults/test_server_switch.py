@@ -12,7 +12,7 @@ import pytest
 
 from console import config
 from console.server.lifecycle import ServerState
-from console.tasks.events import EventLog
+from console.events import EventLog
 from tests.conftest import HostProcess, free_port, wait_for
 
 
@@ -65,15 +65,16 @@ async def test_a_refused_switch_from_the_pane_and_the_runbook_leaves_the_server_
     from textual.widgets import OptionList
 
     from console.tasks.runbook import ActionFailed, Actions
+    from console.session import Session
     from console.ui.app import PivotApp
     from console.ui.widgets.server.pane import ServerPane
 
     cfg = config.load(switch_config)
-    app = PivotApp(cfg, "demo")
+    app = PivotApp(Session(cfg, "demo", via="console"))
     async with app.run_test(size=(120, 40)) as pilot:
         pane = app.query_one(ServerPane)
-        assert app.lifecycle is not None
-        await app.lifecycle.start(cfg_profile(cfg, "t-baseline"))
+        assert app.session.lifecycle is not None
+        await app.session.lifecycle.start(cfg_profile(cfg, "t-baseline"))
         await wait_for(lambda: pane.status.state == ServerState.READY, timeout=60)
         pid = pane.status.pid
         await pilot.press("2")
@@ -83,13 +84,13 @@ async def test_a_refused_switch_from_the_pane_and_the_runbook_leaves_the_server_
         await wait_for(lambda: any("nothing was stopped" in n.message for n in app._notifications), timeout=60)
         assert "model path" in str(app.query_one("#preflight").render())
 
-        actions = Actions(cfg, app.lifecycle.conn, confirm_kill=lambda q: _no(), lifecycle=app.lifecycle)
+        actions = Actions(app.session, confirm_kill=lambda q: _no())
         with pytest.raises(ActionFailed, match=r"nothing was stopped: t-baseline \(pid \d+\) still runs"):
             await actions.do_switch("t-nomodel")
-        status = await app.lifecycle.poll()
+        status = await app.session.lifecycle.poll()
         assert (status.state, status.profile, status.pid) == (ServerState.READY, "t-baseline", pid)
         assert stops(cfg) == []
-        await app.lifecycle.stop()
+        await app.session.lifecycle.stop()
         assert [s["pid"] for s in stops(cfg)] == [pid]
 
 

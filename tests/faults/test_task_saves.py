@@ -10,20 +10,22 @@ import sys
 import time
 from pathlib import Path
 
-from console.tasks.events import EventLog
+from console.events import EventLog, TaskChange
 from console.tasks.tasklist import FILE, TaskList
 
 WORKER = """
 import sys, time
 from pathlib import Path
 from console import config
+from argparse import Namespace
 from console.cli.tasks import cmd_tasks
 cfg = config.load(sys.argv[1])
 print("ready", flush=True)
 while not Path(sys.argv[2]).exists():  # all start adding together
     time.sleep(0.002)
 for i in range(25):
-    cmd_tasks(cfg, "add", ["worker %s task %d" % (sys.argv[3], i)], priority="medium", insist=False)
+    cmd_tasks(Namespace(config=sys.argv[1], action="add", args=["worker %s task %d" % (sys.argv[3], i)],
+                        priority="medium", insist=False))
 """
 
 
@@ -46,10 +48,10 @@ def test_four_processes_adding_25_tasks_each_lose_none(campaign_config: Path) ->
 
 def test_a_torn_last_event_line_is_ended_before_the_next_append(tmp_path: Path) -> None:
     log = EventLog(tmp_path)
-    log.append("task", change="add", content="one")
+    log.append(TaskChange(via="cli", change="add", content="one"))
     with open(log.path, "a") as f:
         f.write('{"time": "2026-11-30T10:00:00", "kind": "ki')  # a crash mid-write
-    log.append("task", change="add", content="two")
+    log.append(TaskChange(via="cli", change="add", content="two"))
     assert [e["content"] for e in log.read()] == ["one", "two"]
     lines = log.path.read_text().split("\n")
     assert lines[-1] == "" and lines[1].endswith('"kind": "ki')  # the torn line is kept, on a line of its own

@@ -11,7 +11,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
-from console.tasks.events import summary
+from console.events import summary
 from console.untrusted import visible
 
 SHOWN = 500

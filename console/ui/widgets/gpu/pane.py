@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, cast
 
 from rich.text import Text
 from textual import work
@@ -12,21 +11,17 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import Static
 
+from console.actions import kill
 from console.gpu.format import idle_line
-from console.gpu.kill import KillOutcome, KillPlan, ReleaseWatch, plan_kill, zombie_advice, zombie_parents
+from console.gpu.kill import KillPlan, ReleaseWatch
 from console.gpu.samples import AgentError, Hello, Sample
 from console.gpu.telemetry import LinkDown, TelemetryEvent
+from console.session import Session
 from console.ui.colours import theme_style
 from console.ui.screens.confirm_kill import ConfirmKill
 from console.ui.widgets.gpu.bars import GpuBars
 from console.ui.widgets.gpu.processes import ProcessTable
 from console.untrusted import visible
-
-if TYPE_CHECKING:
-    from console.ui.app import PivotApp
-
-RELEASE_TIMEOUT_S = 30.0
-
 
 class GpuPane(Vertical):
     DEFAULT_CSS = """
@@ -42,19 +37,16 @@ class GpuPane(Vertical):
         Binding("c", "cleanup", "Cleanup", id="gpu.cleanup", tooltip="Run the hypervisor's cleanup command, after a confirmation"),
     ]
 
-    def __init__(self, **kw: object):
+    def __init__(self, session: Session, *, readonly: bool = False, **kw: object):
         super().__init__(**kw)  # type: ignore[arg-type]
+        self.session, self.readonly = session, readonly
         self.border_title = "GPUs"
         self.sample: Sample | None = None
         self.hello: Hello | None = None
-        self.watch: ReleaseWatch | None = None
+        self.release_watch: ReleaseWatch | None = None
         self.offered_parents: list[int] = []
         self.kill_failed = False
         self.messages: list[Text] = []
-
-    @property
-    def pivot(self) -> PivotApp:
-        return cast("PivotApp", self.app)
 
     def compose(self) -> ComposeResult:
         yield GpuBars(id="gpu-bars")
@@ -83,24 +75,24 @@ class GpuPane(Vertical):
         self.query_one(GpuBars).update_sample(sample)
         self.query_one(ProcessTable).update_sample(sample)
         self.query_one("#gpu-idle", Static).update(self._idle_text(sample))
-        if self.watch is not None:
-            for message in self.watch.update(sample):
+        if (watch := self.release_watch) is not None:
+            for message in watch.update(sample):
                 self.say(message, "success")
-            if self.watch.done:
-                self.watch = None
-            elif time.monotonic() - self.watch.started > RELEASE_TIMEOUT_S:
-                holders = ", ".join(f"pid {p.pid} ({p.state})" for p in self.watch.holders(sample)) or "?"
-                self.say(f"memory not released after {RELEASE_TIMEOUT_S:g} s on GPU "
-                         f"{', '.join(map(str, self.watch.pending))}: still held by {holders}", "error")
+            if watch.done:
+                self.release_watch = None
+            elif time.monotonic() - watch.started > kill.RELEASE_TIMEOUT_S:
+                holders = ", ".join(f"pid {p.pid} ({p.state})" for p in watch.holders(sample)) or "?"
+                self.say(f"memory not released after {kill.RELEASE_TIMEOUT_S:g} s on GPU "
+                         f"{', '.join(map(str, watch.pending))}: still held by {holders}", "error")
                 self.kill_failed = True
-                self.watch = None
+                self.release_watch = None
 
     def _idle_text(self, sample: Sample) -> Text:
-        threshold = self.pivot.config.idle_threshold_mib
+        threshold = self.session.config.idle_threshold_mib
         text = idle_line(sample, threshold)
         style = "success" if sample.idle(threshold) else "warning"
         stray = len({p.pid for p in sample.stray})
-        self.border_subtitle = f"{stray} stray: K kills them" if stray and not self.pivot.readonly else ""
+        self.border_subtitle = f"{stray} stray: K kills them" if stray and not self.readonly else ""
         return Text(text, style=theme_style(self.app, style))
 
     def say(self, message: str, level: str = "") -> None:
@@ -110,12 +102,12 @@ class GpuPane(Vertical):
 
     # -- kill -----------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in ("kill", "kill_stray", "kill_parent", "cleanup") and self.pivot.readonly:
+        if action in ("kill", "kill_stray", "kill_parent", "cleanup") and self.readonly:
             return False
         if action == "kill_parent":
             return bool(self.offered_parents)
         if action == "cleanup":
-            return self.pivot.hypervisor is not None and self.kill_failed
+            return self.session.hypervisor is not None and self.kill_failed
         return True
 
     def action_kill(self) -> None:
@@ -138,12 +130,11 @@ class GpuPane(Vertical):
         if self.sample is None or not pids:
             self.notify("nothing selected", severity="warning", timeout=3)
             return
-        agent_pid = self.hello.pid if self.hello else None
-        plan = plan_kill(self.sample, pids, agent_pid=agent_pid)
+        plan = kill.plan(self.session, self.sample, pids)
         if not plan.targets:
             self.notify("\n".join(f"pid {r.pid}: {r.reason}" for r in plan.refused), title="Not killed", severity="error")
             return
-        grace = self.pivot.config.kill_grace_s
+        grace = self.session.config.kill_grace_s
 
         def decided(confirmed: bool | None) -> None:
             if confirmed:
@@ -155,32 +146,27 @@ class GpuPane(Vertical):
 
     @work(exclusive=True, group="gpu-kill", exit_on_error=False)
     async def run_kill(self, plan: KillPlan) -> None:
-        grace = self.pivot.config.kill_grace_s
-        self.say(f"SIGTERM to {', '.join(str(p.pid) for p in plan.targets)}; SIGKILL after {grace:g} s if needed")
+        hypervisor = self.session.hypervisor
+        self.say(f"SIGTERM to {', '.join(str(p.pid) for p in plan.targets)}; "
+                 f"SIGKILL after {self.session.config.kill_grace_s:g} s if needed")
         self.offered_parents = []
         self.kill_failed = False
-        self.watch = ReleaseWatch(plan)
-        outcomes = [KillOutcome.from_agent(d) for d in await self.pivot.telemetry.kill(plan.agent_targets(), grace)]
-        self.pivot.event_log.append("kill", host=self.pivot.host_label, pids=[p.pid for p in plan.targets],
-                                    signals=sorted({s for o in outcomes for s in o.signals}),
-                                    outcomes=[{"pid": o.pid, "outcome": o.outcome, "detail": o.detail} for o in outcomes])
-        for outcome in outcomes:
+        self.release_watch = ReleaseWatch(plan)
+        report = await kill.kill(self.session, plan)
+        for outcome in report.outcomes:
             if not outcome.ended:
                 self.say(outcome.describe(), "error")
-        self.offered_parents = zombie_parents(outcomes)
-        for outcome in outcomes:  # a zombie of PID 1: no parent to offer, only its init or the hypervisor frees it
-            if (advice := zombie_advice(outcome)) and outcome.ppid not in self.offered_parents:
-                self.say(advice, "warning")
-        self.kill_failed = any(o.outcome in ("permission-denied", "survived") or
-                               (o.outcome == "zombie" and o.ppid not in self.offered_parents) for o in outcomes)
+        for line in report.advice:
+            self.say(line, "warning")
+        self.offered_parents, self.kill_failed = list(report.parents), report.stuck
         if self.offered_parents:
             self.say(f"zombie: press p to kill its parent {', '.join(map(str, self.offered_parents))}, which must reap it", "warning")
-        if self.kill_failed and self.pivot.hypervisor is not None:
-            self.say(f"press c to run the cleanup command on {self.pivot.hypervisor.name}", "warning")
+        if self.kill_failed and hypervisor is not None:
+            self.say(f"press c to run the cleanup command on {hypervisor.name}", "warning")
         self.refresh_bindings()
 
     def action_cleanup(self) -> None:
-        hypervisor = self.pivot.hypervisor
+        hypervisor = self.session.hypervisor
         if hypervisor is None or not hypervisor.cleanup:
             return
         from console.ui.screens.confirm_kill import ConfirmCommand
@@ -193,9 +179,7 @@ class GpuPane(Vertical):
 
     @work(exclusive=True, group="gpu-cleanup", exit_on_error=False)
     async def run_cleanup(self) -> None:
-        hypervisor = self.pivot.hypervisor
-        assert hypervisor is not None
-        result = await self.pivot.pool.get(hypervisor.name).run(list(hypervisor.cleanup), timeout=120)
-        self.pivot.event_log.append("cleanup", host=hypervisor.name, argv=list(hypervisor.cleanup), exit_status=result.exit_status)
+        result = await kill.cleanup(self.session)
         last = (result.stderr or result.stdout).strip().splitlines()[-1:] or [""]
-        self.say(f"cleanup on {hypervisor.name}: exit {result.exit_status} {visible(last[0])}", "success" if result.ok else "error")
+        where = self.session.hypervisor.name if self.session.hypervisor else "?"
+        self.say(f"cleanup on {where}: exit {result.exit_status} {visible(last[0])}", "success" if result.ok else "error")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, cast
 
 from rich.text import Text
 from textual import on, work
@@ -18,19 +17,16 @@ from console.server.lifecycle import (
     Check,
     LifecycleError,
     PreflightFailed,
-    ServerLifecycle,
     ServerState,
     ServerStatus,
 )
-from console.server.profiles import Profile, ProfileSet, diff, load_profiles
+from console.server.profiles import Profile, diff
+from console.session import Session
 from console.ui.colours import theme_style
 from console.ui.messages import StatusChanged
 from console.ui.screens.confirm import Confirm
 from console.ui.widgets.server.log_view import LogView
 from console.untrusted import visible
-
-if TYPE_CHECKING:
-    from console.ui.app import PivotApp
 
 POLL_S = 1.0
 LOOK = {  # state -> (glyph, theme colour)
@@ -65,20 +61,17 @@ class ServerPane(Vertical):
         Binding("G", "follow", "Follow", show=False, id="server.follow", tooltip="Jump to the end of the log and follow it again"),
     ]
 
-    def __init__(self, lifecycle: ServerLifecycle | None, profiles: ProfileSet, **kw: object):
+    def __init__(self, session: Session, *, readonly: bool = False, **kw: object):
         super().__init__(**kw)  # type: ignore[arg-type]
         self.border_title = "Server"
-        self.lifecycle = lifecycle
-        self.profiles = profiles
+        self.session, self.readonly = session, readonly
+        self.lifecycle = session.lifecycle
+        self.profiles = session.profiles()
         self.status = ServerStatus(ServerState.STOPPED)
         self.marked: str | None = None
         self.checks: list[Check] = []
         self.busy: str | None = None  # the action in progress
         self._highlight_placed = False
-
-    @property
-    def pivot(self) -> PivotApp:
-        return cast("PivotApp", self.app)
 
     def compose(self) -> ComposeResult:
         yield Static("", id="server-state")
@@ -103,7 +96,7 @@ class ServerPane(Vertical):
         if self.lifecycle is None:
             self.query_one("#profile-detail", Static).update("local mode: the server lifecycle needs a host (pivot --host NAME)")
             return
-        current = self.pivot.config.hosts.get(self.pivot.host_name or "")
+        current = self.session.spec
         if current is not None:
             self.query_one(LogView).add(f"— log of {current.workdir}/server.log on {current.name} —")
         self.lifecycle.add_listener(lambda status: self.post_message(StatusChanged(status)))
@@ -148,8 +141,7 @@ class ServerPane(Vertical):
             self._highlight_placed = True  # once: start on the running profile, then leave it to the operator
             self.query_one("#profiles", OptionList).highlighted = self.profiles.names.index(message.status.profile)
         self._show_state()
-        self.pivot.server_status_changed(message.status)
-        self.refresh_bindings()
+        self.refresh_bindings()  # the message goes on up to the app, whose header shows the server too
 
     def _show_state(self) -> None:
         status = self.status
@@ -172,7 +164,7 @@ class ServerPane(Vertical):
 
     def on_descendant_focus(self) -> None:
         """Profiles written meanwhile (pivot compare --write-profile, an editor) appear when the pane is entered."""
-        fresh = load_profiles(*self.pivot.config.profile_dirs)
+        fresh = self.session.profiles()
         if fresh.names != self.profiles.names or any(
                 fresh.profiles.get(n) != self.profiles.profiles.get(n) for n in fresh.names):
             current = self.highlighted
@@ -226,14 +218,12 @@ class ServerPane(Vertical):
     # -- actions --------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("start", "stop", "restart", "switch", "force_start"):
-            if self.lifecycle is None or self.pivot.readonly or self.busy:
+            if self.lifecycle is None or self.readonly or self.busy:
                 return False
-            running = self.status.state in (ServerState.STARTING, ServerState.READY, ServerState.UNHEALTHY)
+            state = self.status.state
             if action in ("start", "force_start"):
-                return not running and self.status.state != ServerState.STOPPING
-            if action == "switch":
-                return running
-            return running  # stop, restart
+                return not state.running
+            return state.running and state != ServerState.STOPPING  # stop, restart, switch
         return True
 
     def _profile(self) -> Profile | None:
@@ -248,18 +238,18 @@ class ServerPane(Vertical):
 
     def action_start(self) -> None:
         if (profile := self._profile()) is not None:
-            self.run_action("start", profile, False)
+            self.lifecycle_action("start", profile, False)
 
     def action_force_start(self) -> None:
         if (profile := self._profile()) is None:
             return
         self._confirm(f"Start {profile.name} without passing preflight?", [Text(profile.command_line())],
-                      lambda: self.run_action("start", profile, True), "Force start")
+                      lambda: self.lifecycle_action("start", profile, True), "Force start")
 
     def action_stop(self) -> None:
         self._confirm(f"Stop {self.status.profile} (pid {self.status.pid})?",
-                      [f"SIGTERM to its process group, SIGKILL after {self.pivot.config.kill_grace_s:g} s."],
-                      lambda: self.run_action("stop", None, False), "Stop")
+                      [f"SIGTERM to its process group, SIGKILL after {self.session.config.kill_grace_s:g} s."],
+                      lambda: self.lifecycle_action("stop", None, False), "Stop")
 
     def action_restart(self) -> None:
         name = self.status.profile
@@ -268,14 +258,14 @@ class ServerPane(Vertical):
             return
         profile = self.profiles.profiles[name]
         self._confirm(f"Restart {name}?", ["Stop it, check the GPUs are idle, start it again."],
-                      lambda: self.run_action("switch", profile, False), "Restart")
+                      lambda: self.lifecycle_action("restart", profile, False), "Restart")
 
     def action_switch(self) -> None:
         if (profile := self._profile()) is None:
             return
         self._confirm(f"Switch from {self.status.profile} to {profile.name}?",
                       ["Stop the running server, check the GPUs are idle, start the other profile."],
-                      lambda: self.run_action("switch", profile, False), "Switch")
+                      lambda: self.lifecycle_action("switch", profile, False), "Switch")
 
     def _confirm(self, title: str, body: list, then, label: str) -> None:  # type: ignore[no-untyped-def]
         self.app.push_screen(Confirm(title, body, action_label=label), lambda ok: then() if ok else None)
@@ -308,22 +298,22 @@ class ServerPane(Vertical):
         log.following = True
 
     @work(exclusive=True, group="server-action", exit_on_error=False)
-    async def run_action(self, action: str, profile: Profile | None, force: bool) -> None:
+    async def lifecycle_action(self, action: str, profile: Profile | None, force: bool) -> None:
+        """start, stop, switch or restart through the lifecycle, which writes each in the event log."""
         assert self.lifecycle is not None
         self.busy = action if profile is None else f"{action} {profile.name}"
         self._show_state()
         self.refresh_bindings()
         try:
             if action == "stop":
-                report = await self.lifecycle.stop()  # the lifecycle writes it in the event log
+                report = await self.lifecycle.stop()
                 self.notify(report.describe(), severity="information" if not report.leftovers else "warning", timeout=8)
+            elif action == "restart":
+                self._show_checks(await self.lifecycle.restart(self.profiles, force=force))
             else:
                 assert profile is not None
                 starter = self.lifecycle.start if action == "start" else self.lifecycle.switch
-                checks = await starter(profile, force=force)
-                self._show_checks(checks)
-                self.pivot.event_log.append(action, host=self.pivot.host_label, profile=profile.name,
-                                            argv=profile.argv(), forced=force)
+                self._show_checks(await starter(profile, force=force))
         except PreflightFailed as e:
             self._show_checks(e.checks)
             kept = f"; nothing was stopped: {e.still_running} still runs" if e.still_running else ""

@@ -1,73 +1,43 @@
-"""The Sweep pane: the throughput curve growing while a sweep runs, earlier runs overlaid, the level
-table, progress, start / stop / abort, and the comparison with its crossover and recommendation."""
+"""The Sweep pane: the throughput curve growing while a sweep runs (one it started, or one a runbook started through
+the session), earlier runs overlaid, the level table, progress, start / stop / abort, and the comparison with its
+verdicts: `w` writes the adaptive profile it recommends, `u` repeats its uncertain levels, `f` refines it."""
 
 from __future__ import annotations
 
-import asyncio
-import math
 import time
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 from rich.color import Color
-from rich.console import Group
 from rich.style import Style
-from rich.table import Table
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical, VerticalScroll
-from textual.widgets import DataTable, Static
-from textual.worker import WorkerState
-from textual_plotext import PlotextPlot
+from textual.containers import Vertical
+from textual.widgets import Static
 
+from console.actions.adaptive import write_adaptive_profile
+from console.actions.sweep import SweepHandle
 from console.remote.errors import RemoteError
-from console.sweep.adaptive import AdaptivePlan, NoAdaptiveProfile, plan, spec_host, write_adaptive_profile
-from console.sweep.compare import Comparison, Verdict, bracket, compare, counterpart, label
-from console.sweep.runner import SweepProcess, describe_server, identity_mismatch
+from console.session import Session
+from console.sweep.adaptive import AdaptivePlan, NoAdaptiveProfile, plan, spec_host
+from console.sweep.compare import bracket, compare, counterpart
 from console.sweep.settings import SweepSettings
-from console.sweep.store import Run, RunError, create_run, list_runs
+from console.sweep.store import Run, RunError, list_runs
 from console.ui.colours import theme_style
-from console.untrusted import visible
 from console.ui.screens.confirm import Confirm
+from console.ui.widgets.sweep.chart import OVERLAY_COLOURS, SECOND, ChartData, SweepChart
+from console.ui.widgets.sweep.comparison import ComparisonView
 from console.ui.widgets.sweep.form import SweepForm
-
-if TYPE_CHECKING:
-    from console.ui.app import PivotApp
+from console.ui.widgets.sweep.levels import LevelTable
+from console.untrusted import visible
 
 REDRAW_S = 0.5  # the chart redraws at most this often, however fast requests finish
-SECOND = [("per-request tok/s", "req_tok_s_mean", 1.0), ("TTFT p50 ms", "ttft_p50", 1000.0),
-          ("server's own gen tok/s", "server_gen_tok_s", 1.0), (None, None, 1.0)]
-
-
-def _value(level: dict[str, Any], key: str) -> float | None:
-    """A level's number, from a live level_done event (server view nested) or a stored row (flattened)."""
-    if key.startswith("server_") and key not in level:
-        return (level.get("server") or {}).get(key.removeprefix("server_"))
-    return level.get(key)
-
-
-# RGB, not names: plotext's "yellow" is undefined (textual-plotext draws it purple), and the legend under a short
-# chart must show the very colour of the curve
-RGB = tuple[int, int, int]
-OVERLAY_COLOURS: list[RGB] = [(255, 165, 0), (0, 200, 215), (215, 95, 215), (95, 200, 95)]
-SECOND_COLOUR: RGB = (235, 205, 0)
-LIVE_COLOUR: RGB = (230, 60, 60)
-LEGEND_INSIDE_ROWS = 16  # a shorter chart would be mostly legend: the legend goes under it instead
-
-
-def _label(run: Run | None) -> str:
-    return "this run" if run is None else label(run)
-
-
-def _log(levels: list[int]) -> list[float]:
-    return [math.log10(c) for c in levels]
 
 
 class SweepPane(Vertical):
     DEFAULT_CSS = """
     SweepPane { padding: 0 1; }
-    SweepPane PlotextPlot { height: 2fr; min-height: 8; }
     SweepPane #sweep-progress { height: auto; max-height: 7; }
     SweepPane #sweep-levels { height: 1fr; max-height: 11; }
     SweepPane #sweep-compare { height: 1fr; max-height: 16; display: none; scrollbar-gutter: stable; }
@@ -90,179 +60,159 @@ class SweepPane(Vertical):
                 tooltip="Locate where drafting stops paying off: measure between levels, switching servers (asks first)"),
     ]
 
-    def __init__(self, **kw: object):
+    def __init__(self, session: Session, *, readonly: bool = False, **kw: object):
         super().__init__(**kw)  # type: ignore[arg-type]
+        self.session, self.readonly = session, readonly
         self.border_title = "Sweep"
-        self.process: SweepProcess | None = None
-        self.run: Run | None = None
-        self.levels: list[dict[str, Any]] = []  # level_done events of the run on screen
-        self.live: dict[str, Any] = {}  # the level in progress: c, started, requests, done, tokens
-        self.settings: SweepSettings | None = None
-        self.second = 0
+        self.handle: SweepHandle | None = None  # the sweep in progress, whoever started it
+        self.data = ChartData()
         self.overlay_count = 2
         self.dirty = True
-        self.comparison_text: Text | None = None
-        self.comparison: Comparison | None = None  # the one on screen
-        self._overlay_frames: list[tuple[RGB, Run, Any]] = []
         self.warnings: list[str] = []
-        self.legend: list[tuple[str, str, RGB]] = []  # (marker, label, colour) of what the chart shows
+        self.started = 0.0
 
     @property
-    def pivot(self) -> PivotApp:
-        return cast("PivotApp", self.app)
+    def run(self) -> Run | None:
+        return self.data.run
+
+    @property
+    def levels(self) -> list[dict[str, Any]]:
+        return self.data.levels
+
+    @property
+    def comparison(self):  # type: ignore[no-untyped-def]
+        return self.query_one(ComparisonView).comparison
+
+    @property
+    def comparison_text(self) -> Text | None:
+        return self.query_one(ComparisonView).text
 
     def compose(self) -> ComposeResult:
-        yield PlotextPlot(id="sweep-chart")
+        yield SweepChart(id="sweep-chart")
         yield Static("", id="sweep-progress")
-        table: DataTable[str] = DataTable(id="sweep-levels", cursor_type="row", zebra_stripes=True)
-        yield table
-        with VerticalScroll(id="sweep-compare"):  # focusable: the arrows scroll a comparison taller than the pane
-            yield Static("", id="sweep-compare-text")
+        yield LevelTable(id="sweep-levels")
+        yield ComparisonView(id="sweep-compare")
 
     def on_mount(self) -> None:
-        table = self.query_one("#sweep-levels", DataTable)
-        for col in ("C", "tok/s", "±", "per-req", "TTFT p50", "ITL p50", "errors", "note"):
-            table.add_column(col, key=col)
         self.set_interval(REDRAW_S, self._redraw_if_dirty)
-        runs = [r for r in list_runs(self.pivot.config.campaign_dir) if r.state != "corrupt"]
+        self.session.sweeps.add_listener(self._follow)
+        runs = [r for r in list_runs(self.session.config.campaign_dir) if r.state != "corrupt"]
         if runs:
             self._show_run(runs[-1])
         self._show_progress()
 
     # -- drawing --------------------------------------------------------------
-    def _overlays(self) -> list[Run]:
-        runs = [r for r in list_runs(self.pivot.config.campaign_dir)
-                if not r.meta.get("corrupt") and (self.run is None or r.name != self.run.name)]
-        return runs[-self.overlay_count:] if self.overlay_count else []
-
     def _refresh_overlays(self) -> None:
         """Read the earlier runs once per change of run, not at every redraw of a running sweep."""
-        frames = [(colour, run, run.measured()) for colour, run in zip(OVERLAY_COLOURS, self._overlays())]
-        self._overlay_frames = [(colour, run, frame) for colour, run, frame in frames if frame.height]
+        runs = [r for r in list_runs(self.session.config.campaign_dir)
+                if r.state != "corrupt" and (self.run is None or r.name != self.run.name)]
+        chosen = runs[-self.overlay_count:] if self.overlay_count else []
+        frames = [(colour, run, run.measured()) for colour, run in zip(OVERLAY_COLOURS, chosen)]
+        self.data.overlays = [(colour, run, frame) for colour, run, frame in frames if frame.height]
         self.dirty = True
 
     def _redraw_if_dirty(self) -> None:
         if self.dirty:
             self.dirty = False
-            self._draw()
+            chart = self.query_one(SweepChart)
+            was_shown = chart.display
+            if chart.draw(self.data) and not was_shown:
+                self.call_after_refresh(setattr, self, "dirty", True)  # drawn again once it has a height for the legend
             self._show_progress()
 
     def on_resize(self) -> None:
         self.dirty = True  # the legend's place depends on the chart's height
 
-    def _draw(self) -> None:
-        chart = self.query_one(PlotextPlot)
-        plt = chart.plt
-        plt.clear_data()
-        plt.clear_figure()
-        plt.theme("pro" if self.app.current_theme.dark else "clear")
-        overlays = self._overlay_frames
-        self.legend = []
-        inside = chart.size.height >= LEGEND_INSIDE_ROWS
-
-        def series(marker: str, label: str, colour: RGB) -> str | None:
-            self.legend.append((marker, label, colour))
-            return label if inside else None
-
-        # nothing to draw yet: no empty frame, the line under it says what n does
-        shown = bool(self.levels or overlays or self.live.get("c"))
-        if shown and not chart.display:
-            self.call_after_refresh(setattr, self, "dirty", True)  # drawn again once it has a height for the legend
-        chart.display = shown
-        if not shown:
-            return
-        # a log C axis drawn as log10(C) with C on the ticks: plotext's own log scale breaks on edge cases
-        ticks = sorted({e["c"] for e in self.levels} | {c for _, _, f in overlays for c in f["c"].to_list()}
-                       | ({self.live["c"]} if self.live.get("c") else set()))
-        plt.xticks([math.log10(c) for c in ticks], [str(c) for c in ticks])
-        plt.xlabel("concurrency C (log scale)")
-        plt.ylabel("total output tok/s")
-        for colour, run, frame in overlays:
-            plt.plot(_log(frame["c"].to_list()), frame["total_tok_s"].to_list(),
-                     label=series("•", _label(run), colour), color=colour, marker="dot")
-        measured = [e for e in self.levels if not e.get("failed")]  # a failed level is not a point of the curve
-        if measured:
-            xs = _log([e["c"] for e in measured])
-            label = _label(self.run)
-            colour = (235, 235, 235) if self.app.current_theme.dark else (20, 20, 20)
-            plt.plot(xs, [e["total_tok_s"] for e in measured], label=series("⣿", label, colour), color=colour,
-                     marker="braille")
-            suspect = [e for e in measured if e.get("client_bound")]
-            if suspect:
-                plt.scatter(_log([e["c"] for e in suspect]), [e["total_tok_s"] for e in suspect], marker="?",
-                            color=LIVE_COLOUR, label=series("?", "client-bound: not the server's limit", LIVE_COLOUR))
-            name, key, scale = SECOND[self.second]
-            if key is not None:
-                ys = [(_value(e, key) or 0) * scale for e in measured]
-                plt.plot(xs, ys, label=series("x", name, SECOND_COLOUR), color=SECOND_COLOUR, yside="right", marker="x")
-                plt.ylabel(name, yside="right")
-        if self.live.get("c") and self.live.get("tokens"):
-            elapsed = max(1e-6, time.monotonic() - self.live["started"])
-            plt.scatter(_log([self.live["c"]]), [self.live["tokens"] / elapsed], marker="●", color=LIVE_COLOUR,
-                        label=series("●", f"C={self.live['c']} now", LIVE_COLOUR))
-        plt.title("total output tok/s by concurrency")
-        chart.refresh()
-
     def _show_progress(self) -> None:
         text = Text()
-        if self.legend and self.query_one(PlotextPlot).size.height < LEGEND_INSIDE_ROWS:
-            for marker, label, colour in self.legend:  # no-break spaces: an entry wraps whole or not at all
+        chart = self.query_one(SweepChart)
+        if chart.legend and not chart.legend_inside:
+            for marker, name, colour in chart.legend:  # no-break spaces: an entry wraps whole or not at all
                 text.append(f"{marker}\u00a0", Style(color=Color.from_rgb(*colour)))
-                text.append(label.replace(" ", "\u00a0") + "  ")
+                text.append(name.replace(" ", "\u00a0") + "  ")
             text.append("\n")
-        if self.process is not None and self.settings is not None and self.live.get("c"):
-            levels = list(self.settings.levels)
-            k = levels.index(self.live["c"]) + 1 if self.live.get("c") in levels else len(self.levels)
-            elapsed = time.monotonic() - self.live["sweep_started"]
-            done_fraction = (len(self.levels) + self.live["done"] / max(1, self.live["requests"])) / len(levels)
+        live, handle = self.data.live, self.handle
+        if handle is not None and live.get("c"):
+            levels = list(handle.process.repeat or handle.settings.levels)
+            k = levels.index(live["c"]) + 1 if live["c"] in levels else len(self.levels)
+            elapsed = time.monotonic() - self.started
+            done_fraction = (k - 1 + live["done"] / max(1, live["requests"])) / len(levels)
             eta = f", about {elapsed / done_fraction - elapsed:.0f} s left" if done_fraction > 0.05 else ""
-            text.append(f"level {k} of {len(levels)} (C={self.live['c']}): {self.live['done']}/{self.live['requests']} "
+            text.append(f"level {k} of {len(levels)} (C={live['c']}): {live['done']}/{live['requests']} "
                         f"requests, {elapsed:.0f} s{eta}", "bold")
-        elif self.process is not None:
+        elif handle is not None:
             text.append("starting the load generator…", "bold")
         elif self.run is not None:
-            text.append(f"run {self.run.name}: {self.run.profile}, {self.run.state}", "dim")
+            text.append(f"run {self.run.name}: {visible(self.run.profile)}, {self.run.state}", "dim")
         else:
             text.append("no sweep yet: n starts one against the running server", "dim")
         for warning in self.warnings:
             text.append(f"\n⚠ {warning}", theme_style(self.app, "warning"))
         self.query_one("#sweep-progress", Static).update(text)
 
-    def _add_level_row(self, e: dict[str, Any]) -> None:
-        ms = lambda v: "—" if v is None else f"{v * 1000:.0f}"  # noqa: E731
-        num = lambda v: "—" if v is None else f"{v:.1f}"  # noqa: E731
-        lo, hi, total = e.get("total_tok_s_lo"), e.get("total_tok_s_hi"), e.get("total_tok_s")
-        spread = f"{(hi - lo) / 2 / total * 100:.0f}%" if lo is not None and hi is not None and total else "—"
-        note = "FAILED" if e.get("failed") else "client-bound" if e.get("client_bound") else \
-            "ITL?" if e.get("lagging") else f"{e['short']} short" if e.get("short") else ""
-        self.query_one("#sweep-levels", DataTable).add_row(
-            str(e["c"]), num(total), spread, num(e.get("req_tok_s_mean")),
-            ms(e.get("ttft_p50")), "—" if e.get("itl_p50") is None else f"{e['itl_p50'] * 1000:.1f}",
-            f"{e.get('errors', 0)}/{e.get('requests', 0)}", note)
-
     def _show_run(self, run: Run) -> None:
-        self.run = run
-        self.levels = list(run.levels().iter_rows(named=True))
-        table = self.query_one("#sweep-levels", DataTable)
-        table.clear()
-        for e in self.levels:
-            self._add_level_row(e)
+        self.data.run = run
+        self.data.levels = list(run.levels().iter_rows(named=True))
+        self.query_one(LevelTable).show(self.data.levels)
         self._refresh_overlays()
+
+    # -- a sweep in progress, whoever started it ------------------------------------------
+    def _follow(self, handle: SweepHandle) -> None:
+        """A sweep started through the session (by this pane, a runbook or a refinement): drawn as it runs."""
+        self.handle, self.started, self.warnings = handle, time.monotonic(), []
+        self._show_run(handle.run)
+        self.hide_comparison()
+        self.data.live = {"done": 0, "requests": 0, "tokens": 0, "started": time.monotonic()}
+        handle.subscribe(self._on_event, ended=self._ended)
+        self.refresh_bindings()
+
+    def _on_event(self, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        live = self.data.live
+        if kind == "sweep_started":
+            self.warnings = [visible(str(w)) for w in event.get("warnings", [])]
+        elif kind == "level_started":
+            live.update(c=event["c"], requests=event["requests"] + event.get("warmup", 0), done=0, tokens=0,
+                        started=time.monotonic())
+        elif kind == "request":
+            live["done"] = live.get("done", 0) + 1
+            live["tokens"] = live.get("tokens", 0) + (event.get("tokens") or 0)
+        elif kind == "level_done":
+            self.data.levels.append(event)
+            self.query_one(LevelTable).add(event)
+        elif kind == "level_retry":
+            self.notify(f"C={event['c']} failed ({visible(str(event.get('reason')))}); the server answers again: "
+                        "measuring it once more", severity="warning", timeout=8)
+        elif kind == "failed":
+            self.notify(f"the load generator failed: {visible(str(event['message']))}", severity="error", timeout=10)
+        elif kind == "sweep_done" and event.get("failed"):
+            self.notify(f"the sweep stopped: {visible(str(event['failed']))}; the run is partial", severity="error",
+                        timeout=15)
+        elif kind == "sweep_done":
+            word = "aborted" if event.get("aborted") else "stopped" if event.get("stopped") else "finished"
+            self.notify(f"sweep {word}: {self.run.name if self.run else ''}", timeout=6)
+        self.dirty = True
+
+    def _ended(self, handle: SweepHandle) -> None:
+        if self.handle is handle:
+            self.handle, self.data.live = None, {}
+        self.refresh_bindings()
+        self.dirty = True
+        self._show_run(handle.run)
 
     # -- actions --------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        running = self.process is not None
+        running = self.handle is not None
         if action == "new_sweep":
-            return not running and self.pivot.lifecycle is not None and not self.pivot.readonly
+            return not running and self.session.lifecycle is not None and not self.readonly
         if action in ("stop", "abort"):
             return running
         if action in ("write_adaptive", "repeat_uncertain", "refine"):  # offered with a comparison; they say why not
-            shown = self.comparison is not None and self.query_one("#sweep-compare").has_class("-shown")
-            return shown and not running and not self.pivot.readonly
+            return self.query_one(ComparisonView).shown and not running and not self.readonly
         return True
 
     def action_new_sweep(self) -> None:
-        defaults = SweepSettings.from_dict(self.pivot.config.sweep)
+        defaults = SweepSettings.from_dict(self.session.config.sweep)
 
         def chosen(settings: SweepSettings | None) -> None:
             if settings is not None:
@@ -271,28 +221,43 @@ class SweepPane(Vertical):
         self.app.push_screen(SweepForm(defaults), chosen)
 
     def action_stop(self) -> None:
-        if self.process:
-            self.process.stop()
+        if self.handle:
+            self.handle.stop()
             self.notify("the sweep stops after this level", timeout=4)
 
     def action_abort(self) -> None:
         def decided(ok: bool | None) -> None:
-            if ok and self.process:
-                self.process.abort()
+            if ok and self.handle:
+                self.handle.abort()
 
         self.app.push_screen(Confirm("Abort the sweep now?", ["Requests in flight are lost; finished ones are kept."],
                                      action_label="Abort"), decided)
+
+    @work(exclusive=True, group="sweep", exit_on_error=False)
+    async def start_sweep(self, settings: SweepSettings, *, run: Run | None = None, how: str = "new",
+                          levels: list[int] | None = None) -> None:
+        """A new run, or with `run` and `levels` those levels of it measured again and merged into it."""
+        try:
+            handle = await self.session.sweeps.start(settings, run=run, how=how, levels=levels)
+        except (RunError, RemoteError) as e:
+            self.notify(str(e), title="No sweep", severity="error", timeout=10)
+            return
+        async for _ in handle.events():  # drawn by _on_event, as a runbook's sweep is
+            pass
+        other = counterpart(handle.run, list_runs(self.session.config.campaign_dir)) if handle.run.measured().height else None
+        if other is not None:
+            self.show_comparison(other, handle.run)
 
     def action_write_adaptive(self) -> None:
         cmp = self.comparison
         if cmp is None:
             return
         try:
-            adaptive = plan(self.pivot.config, cmp)
+            adaptive = plan(self.session.config, cmp)
         except NoAdaptiveProfile as e:
             self.notify(str(e), title="Adaptive profile", severity="warning", timeout=12)
             return
-        host = spec_host(self.pivot.config, cmp) if adaptive.engine == "sglang" else None
+        host = spec_host(self.session.config, cmp) if adaptive.engine == "sglang" else None
         path = adaptive.profile_path
         lines = [adaptive.summary(),
                  f"will be written to {path}" + (" (replacing the one there)" if path.exists() else ""),
@@ -311,21 +276,17 @@ class SweepPane(Vertical):
 
     @work(group="adaptive", exit_on_error=False)
     async def write_adaptive(self, adaptive: AdaptivePlan) -> None:
-        cmp = self.comparison
-        host = spec_host(self.pivot.config, cmp) if cmp is not None and adaptive.engine == "sglang" else None
         try:
-            written = await write_adaptive_profile(adaptive, self.pivot.pool.get(host.name) if host else None)
+            written = await write_adaptive_profile(self.session, adaptive)
         except (RemoteError, OSError) as e:
             self.notify(f"no profile written: {e}", title="Adaptive profile", severity="error", timeout=12)
             return
-        self.pivot.event_log.append("profile", name=adaptive.name, path=str(adaptive.profile_path),
-                                    drafting_up_to=adaptive.drafting_up_to, first_off=adaptive.first_off)
         self.notify(written.describe(), title="Adaptive profile", timeout=12)
 
     def action_repeat_uncertain(self) -> None:
         """Re-measure, on the running server's run, the levels the comparison on screen cannot decide."""
         cmp = self.comparison
-        lifecycle = self.pivot.lifecycle
+        lifecycle = self.session.lifecycle
         if cmp is None or lifecycle is None:
             return
         if not any(r.more_requests for r in cmp.repeats):
@@ -341,14 +302,14 @@ class SweepPane(Vertical):
                         severity="warning", timeout=8)
             return
         run = cmp.a if side == "a" else cmp.b
-        levels, requests = sorted(wanted), max(wanted.values())
+        levels, requests = sorted(wanted), max(v for v in wanted.values() if v)
         settings = SweepSettings.from_dict({**run.meta.get("settings", {}), "requests": requests})
         self.notify(f"repeating C = {', '.join(map(str, levels))} of {run.name}, {requests} request(s) each", timeout=6)
-        self.start_sweep(settings, run=run, repeat=levels)
+        self.start_sweep(settings, run=run, how="repeat", levels=levels)
 
     def action_refine(self) -> None:
         cmp = self.comparison
-        if cmp is None or self.pivot.lifecycle is None:
+        if cmp is None or self.session.lifecycle is None:
             return
         found = bracket(cmp)
         if found is None or found.located:
@@ -366,31 +327,22 @@ class SweepPane(Vertical):
         self.app.push_screen(Confirm("Refine the crossover?", [Text(line) for line in lines], action_label="Refine"),
                              decided)
 
-    @work(exclusive=True, group="sweep", exit_on_error=False)
+    @work(exclusive=True, group="refine", exit_on_error=False)
     async def refine(self, a: Run, b: Run) -> None:
         from console.tasks.runbook import ActionFailed, Actions
-
-        lifecycle = self.pivot.lifecycle
-        if lifecycle is None:
-            return
 
         async def never(question: str) -> bool:
             return False
 
-        actions = Actions(self.pivot.config, lifecycle.conn, confirm_kill=never, lifecycle=lifecycle,
-                          say=lambda line: self.notify(visible(line.strip()), timeout=6))
-        self.warnings = [f"refining {a.name} against {b.name}: the server is switched as needed"]
-        self.dirty = True
         try:
-            await actions.do_refine(a.name, b.name)
+            actions = Actions(self.session, confirm_kill=never, say=lambda line: self.notify(line.strip(), timeout=6))
+            await actions.do_refine(a.name, b.name)  # each measurement shows here through the session's sweeps
         except ActionFailed as e:
             self.notify(f"refinement stopped: {e}", severity="error", timeout=12)
-        finally:
-            self.warnings = []
         self.show_comparison(a, b)
 
     def action_second_series(self) -> None:
-        self.second = (self.second + 1) % len(SECOND)
+        self.data.second = (self.data.second + 1) % len(SECOND)
         self.dirty = True
 
     def action_overlays(self) -> None:
@@ -399,132 +351,33 @@ class SweepPane(Vertical):
         self._refresh_overlays()
 
     def action_compare(self) -> None:
-        box = self.query_one("#sweep-compare")
-        if box.has_class("-shown"):
-            had_focus = box.has_focus
-            box.remove_class("-shown")
-            self.remove_class("-comparing")
-            if had_focus:
-                self.query_one("#sweep-levels").focus()
-            self.refresh_bindings()
+        if self.query_one(ComparisonView).shown:
+            self.hide_comparison()
             return
-        runs = [r for r in list_runs(self.pivot.config.campaign_dir) if not r.meta.get("corrupt") and r.levels().height]
+        runs = [r for r in list_runs(self.session.config.campaign_dir) if r.state != "corrupt" and r.measured().height]
         if len(runs) < 2:
             self.notify("two runs with completed levels are needed to compare", severity="warning")
             return
         self.show_comparison(runs[-2], runs[-1])
 
+    def hide_comparison(self) -> None:
+        view = self.query_one(ComparisonView)
+        had_focus = view.has_focus
+        view.hide()
+        self.remove_class("-comparing")
+        if had_focus:
+            self.query_one(LevelTable).focus()
+        self.refresh_bindings()
+
     def show_comparison(self, a: Run, b: Run) -> None:
         try:
             cmp = compare(a, b)
-            self.comparison = cmp
         except ValueError as e:
             self.notify(str(e), severity="error")
             return
-        lines = cmp.report()
-        text = Text.assemble((f"{lines[0]}\n", theme_style(self.app, "accent", bold=True)),
-                             (f"A = {cmp.name('a')}, B = {cmp.name('b')}\n", "bold"),
-                             "\n".join(lines[1:]))
-        table = Table(box=None, padding=(0, 1), header_style="dim", pad_edge=False)
-        for header in ("C", "A tok/s", "B tok/s", "B/A", "per-req B/A", "ITL B/A", "errors"):
-            table.add_column(header, justify="right")
-
-        def ratio(v: Verdict | None) -> Text:
-            if v is None or v.ratio is None:
-                return Text("—")
-            mark = {"a": "A", "b": "B", None: "?"}[v.leader]
-            style = theme_style(self.app, "success" if v.leader == "b" else "error" if v.leader == "a" else "warning")
-            return Text(f"{v.ratio:.2f}±{(v.spread or 0):.2f} {mark}", style)
-
-        for lv in cmp.levels:
-            errors = f"{lv.a.get('errors', 0)}/{lv.b.get('errors', 0)}"
-            table.add_row(str(lv.c), f"{lv.total.a.value:.1f}", f"{lv.total.b.value:.1f}", ratio(lv.total),
-                          ratio(lv.per_request), ratio(lv.itl), errors)
-        self.comparison_text = text
-        self.query_one("#sweep-compare-text", Static).update(Group(text, table))
-        box = self.query_one("#sweep-compare")
-        box.add_class("-shown")
+        view = self.query_one(ComparisonView)
+        view.show(cmp)
         if self.has_focus_within:
-            box.focus()  # the level table it replaces had the focus
+            view.focus()  # the level table it replaces had the focus
         self.add_class("-comparing")  # the comparison has the same levels: it takes the table's room
         self.refresh_bindings()
-
-    async def sweep_for_runbook(self, settings: SweepSettings) -> str:
-        """A runbook's sweep, drawn here like any other; its summary, or the reason it failed."""
-        from console.tasks.runbook import ActionFailed
-
-        worker = self.start_sweep(settings)
-        while worker.state == WorkerState.PENDING:  # wait() refuses a worker that has not started yet
-            await asyncio.sleep(0.01)
-        await worker.wait()
-        summary = self.run.summary() if self.run is not None else None
-        if summary is None:
-            raise ActionFailed("the sweep finished no level")
-        return summary
-
-    @work(exclusive=True, group="sweep", exit_on_error=False)
-    async def start_sweep(self, settings: SweepSettings, *, run: Run | None = None, repeat: list[int] | None = None) -> None:
-        """A new run, or with `run` and `repeat` those levels of it measured again and merged into it."""
-        lifecycle = self.pivot.lifecycle
-        cfg = self.pivot.config
-        if lifecycle is None or cfg.path is None or self.pivot.host_name is None:
-            self.notify("a sweep needs a host from a pivot.toml", severity="error")
-            return
-        try:
-            meta, port = await describe_server(lifecycle.conn, cfg, self.pivot.host_name)
-            if run is None:
-                run = create_run(cfg.campaign_dir, {**meta, "settings": settings.to_dict()})
-            elif mismatch := identity_mismatch(run.meta, meta):
-                raise RunError(f"run {run.name} was measured on another server ({mismatch})")
-        except (RunError, RemoteError) as e:
-            self.notify(str(e), title="No sweep", severity="error", timeout=10)
-            return
-        self.pivot.event_log.append("sweep", run=run.name, profile=run.profile, levels=repeat or list(settings.levels))
-        self.settings = settings
-        self._show_run(run)
-        self.query_one("#sweep-compare").remove_class("-shown")
-        self.remove_class("-comparing")
-        self.process = SweepProcess(run, ["--config", str(cfg.path), "--host", self.pivot.host_name, "--port", str(port)],
-                                    repeat=repeat, requests=settings.requests if repeat and isinstance(settings.requests, int)
-                                    else None)
-        self.live = {"sweep_started": time.monotonic(), "done": 0, "requests": 0, "tokens": 0, "started": time.monotonic()}
-        self.warnings = []
-        self.refresh_bindings()
-        try:
-            async for event in self.process.events():
-                self._on_event(event)
-        finally:
-            self.process = None
-            self.live = {}
-            self.refresh_bindings()
-            self.dirty = True
-        self._show_run(run)
-        other = counterpart(run, list_runs(self.pivot.config.campaign_dir)) if run.measured().height else None
-        if other is not None:
-            self.show_comparison(other, run)
-
-    def _on_event(self, event: dict[str, Any]) -> None:
-        kind = event.get("type")
-        if kind == "sweep_started":
-            self.warnings = [visible(str(w)) for w in event.get("warnings", [])]
-        elif kind == "level_started":
-            self.live.update(c=event["c"], requests=event["requests"] + event.get("warmup", 0), done=0, tokens=0,
-                             started=time.monotonic())
-        elif kind == "request":
-            self.live["done"] = self.live.get("done", 0) + 1
-            self.live["tokens"] = self.live.get("tokens", 0) + (event.get("tokens") or 0)
-        elif kind == "level_done":
-            self.levels.append(event)
-            self._add_level_row(event)
-        elif kind == "level_retry":
-            self.notify(f"C={event['c']} failed ({visible(str(event.get('reason')))}); the server answers again: "
-                        "measuring it once more", severity="warning", timeout=8)
-        elif kind == "failed":
-            self.notify(f"the load generator failed: {visible(str(event['message']))}", severity="error", timeout=10)
-        elif kind == "sweep_done" and event.get("failed"):
-            self.notify(f"the sweep stopped: {visible(str(event['failed']))}; the run is partial", severity="error",
-                        timeout=15)
-        elif kind == "sweep_done":
-            word = "aborted" if event.get("aborted") else "stopped" if event.get("stopped") else "finished"
-            self.notify(f"sweep {word}: {self.run.name if self.run else ''}", timeout=6)
-        self.dirty = True

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, cast
 
 from rich.text import Text
 from textual import work
@@ -13,14 +12,14 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Input, Static
 
+from console.events import TaskChange
+from console.session import Session
 from console.sweep.store import list_runs
 from console.tasks.tasklist import PRIORITIES, Task, TaskError, TaskList, clipped
 from console.ui.colours import theme_style
+from console.ui.messages import ShowComparison
 from console.ui.screens.confirm import Confirm
 from console.untrusted import visible
-
-if TYPE_CHECKING:
-    from console.ui.app import PivotApp
 
 GLYPHS = {"pending": ("○", "foreground"), "in_progress": ("◐", "warning"), "completed": ("●", "success"),
           "cancelled": ("✕", "error")}
@@ -81,18 +80,15 @@ class TasksPane(Vertical):
         Binding("L", "load_runbook", "Runbook", id="tasks.runbook", tooltip="Add a runbook's tasks (from profiles/runbooks/ or the campaign)"),
     ]
 
-    def __init__(self, **kw: object):
+    def __init__(self, session: Session, *, readonly: bool = False, **kw: object):
         super().__init__(**kw)  # type: ignore[arg-type]
+        self.session, self.readonly = session, readonly
         self.border_title = "Tasks"
         self.tasks: TaskList | None = None
         self.folded = False
         self.running = False  # a runbook is running from this pane
         self.said = ""  # the runbook's last line, shown under the running task
         self._mtime = 0.0
-
-    @property
-    def pivot(self) -> PivotApp:
-        return cast("PivotApp", self.app)
 
     def compose(self) -> ComposeResult:
         yield DataTable(id="tasks-table", cursor_type="row", zebra_stripes=False)
@@ -102,7 +98,7 @@ class TasksPane(Vertical):
         table = self.query_one(DataTable)
         for label, key in (("#", "n"), ("", "s"), ("P", "p"), ("FOR", "time"), ("TASK", "task")):
             table.add_column(label, key=key)
-        self.tasks = TaskList(self.pivot.config.campaign_dir)
+        self.tasks = TaskList(self.session.config.campaign_dir)
         self._load()
         self._draw()
         self.set_interval(2.0, self._reload_if_changed)  # another console's edits, and the in-progress clocks
@@ -195,7 +191,7 @@ class TasksPane(Vertical):
             self.notify(str(e), title="Tasks", severity="error", timeout=8)
         else:
             if isinstance(task, Task):
-                self.pivot.event_log.append("task", change=what, content=task.content, status=task.status)
+                self.session.events.append(TaskChange(via="console", change=what, content=task.content, status=task.status))
         self._draw()
 
     # -- actions --------------------------------------------------------------
@@ -256,14 +252,15 @@ class TasksPane(Vertical):
     # -- runbooks -------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("run_one", "run_from_here"):
-            return self.pivot.lifecycle is not None and not self.pivot.readonly and not self.running
+            return self.session.lifecycle is not None and not self.readonly and not self.running
         return True
 
     def action_load_runbook(self) -> None:
         from console.config import user_config_dir
         from console.tasks.runbook import install, read_runbook
 
-        dirs = [d / "runbooks" for d in self.pivot.config.profile_dirs] + [self.pivot.config.campaign_dir, user_config_dir()]
+        cfg = self.session.config
+        dirs = [d / "runbooks" for d in cfg.profile_dirs] + [cfg.campaign_dir, user_config_dir()]
         found = sorted({p.stem: p for d in dirs if d.is_dir() for p in d.glob("*.toml") if p.name != "pivot.toml"}.items())
 
         def chosen(name: str | None) -> None:
@@ -279,7 +276,7 @@ class TasksPane(Vertical):
             self._draw()
 
         names = ", ".join(name for name, _ in found) or "none found"
-        default = "demo-campaign" if "demo-campaign" in dict(found) and self.pivot.host_name == "demo" else ""
+        default = "demo-campaign" if "demo-campaign" in dict(found) and self.session.host_name == "demo" else ""
         self.app.push_screen(TextPrompt(f"Runbook to add ({names})", default), chosen)
 
     def action_run_one(self) -> None:
@@ -292,13 +289,12 @@ class TasksPane(Vertical):
 
     @work(exclusive=True, group="runbook", exit_on_error=False)
     async def run_tasks(self, numbers: list[int]) -> None:
-        from console.tasks.runbook import Actions, run_tasks
-        from console.ui.widgets.sweep.pane import SweepPane
+        """The tasks' actions, through the session the whole console shares: the other panes show each step as it
+        happens (the Server pane follows the lifecycle, the Sweep pane any sweep started through the session)."""
+        from console.tasks.runbook import ActionFailed, Actions, run_tasks
 
-        lifecycle = self.pivot.lifecycle
-        if lifecycle is None or self.tasks is None:
+        if self.session.lifecycle is None or self.tasks is None:
             return
-        sweep_pane = self.app.query_one(SweepPane)
 
         async def confirm(question: str) -> bool:
             return bool(await self.app.push_screen_wait(Confirm(question[0].upper() + question[1:], [],
@@ -309,8 +305,11 @@ class TasksPane(Vertical):
             self.said = line.strip()
             self._draw(follow=next((n for n in numbers if self.tasks.tasks[n - 1].status == "in_progress"), None))
 
-        actions = Actions(self.pivot.config, lifecycle.conn, confirm_kill=confirm, say=say, lifecycle=lifecycle,
-                          sweep=sweep_pane.sweep_for_runbook)
+        try:
+            actions = Actions(self.session, confirm_kill=confirm, say=say)
+        except ActionFailed as e:
+            self.notify(str(e), severity="error")
+            return
         self.running, self.said = True, ""
         self.refresh_bindings()
         try:
@@ -321,7 +320,7 @@ class TasksPane(Vertical):
             self._draw()
         last = self.tasks.tasks[numbers[-1] - 1] if numbers else None
         if ok and last is not None and last.action and last.action.startswith("compare"):
-            runs = [r for r in list_runs(self.pivot.config.campaign_dir) if not r.meta.get("corrupt") and r.levels().height]
+            runs = [r for r in list_runs(self.session.config.campaign_dir) if r.state != "corrupt" and r.measured().height]
             if len(runs) >= 2:
-                sweep_pane.show_comparison(runs[-2], runs[-1])  # the verdict where the curves are
+                self.post_message(ShowComparison(runs[-2], runs[-1]))  # the verdict where the curves are
         self.notify("runbook finished" if ok else "runbook stopped at a failed step", severity="information" if ok else "error")

@@ -1,0 +1,54 @@
+"""Writing the adaptive profile a comparison recommends (`w` in the Sweep pane, `pivot compare --write-profile`):
+the profile beside pivot.toml, SGLang's config file uploaded to the host, one `profile` event. What to write is
+decided in console/sweep/adaptive.py."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import tomli_w
+
+from console.events import AdaptiveProfile
+from console.session import Session
+from console.sweep.adaptive import AdaptivePlan
+
+
+@dataclass(frozen=True)
+class WrittenProfile:
+    plan: AdaptivePlan
+    remote_config: str | None  # SGLang: where the profile's --speculative-adaptive-config points
+    uploaded_to: str | None  # the host it was uploaded to; None when no host is configured
+
+    def describe(self) -> str:
+        p = self.plan
+        where = f", its config uploaded to {self.uploaded_to}:{self.remote_config}" if self.uploaded_to else ""
+        text = (f"wrote profile {p.name} to {p.profile_path}: drafting for running batches up to {p.first_off - 1}, "
+                f"off from {p.first_off}{where}; sweep it to check that it follows the better curve at every level")
+        return text + "".join(f"\nwarning: {w}" for w in p.warnings)
+
+
+async def write_adaptive_profile(session: Session, adaptive: AdaptivePlan) -> WrittenProfile:
+    """The profile (and for SGLang a local copy of its config file, uploaded to the session's host when it has one);
+    one `profile` event."""
+    conn = session.conn if adaptive.engine == "sglang" and session.spec is not None else None
+    directory = adaptive.profile_path.parent
+    directory.mkdir(parents=True, exist_ok=True)
+    remote: str | None = None
+    uploaded_to = None
+    if adaptive.engine == "sglang":
+        text = json.dumps(adaptive.config, indent=1)
+        (directory / f"{adaptive.name}.json").write_text(text + "\n", encoding="utf-8")
+        remote = f"~/.pivot/adaptive/{adaptive.name}.json"
+        if conn is not None:
+            remote = await conn.expand(f"{conn.spec.workdir.rstrip('/')}/adaptive/{adaptive.name}.json")
+            await conn.upload(text.encode(), remote)
+            uploaded_to = conn.spec.name
+    header = (f"# Written by pivot from the comparison of {adaptive.spec.name}'s run with a baseline, in the form "
+              f"{adaptive.spec.kind} reads (see pivot's ENGINES notes).\n")
+    tmp = adaptive.profile_path.with_suffix(".toml.tmp")
+    tmp.write_text(header + tomli_w.dumps(adaptive.profile_data(remote)), encoding="utf-8")
+    tmp.replace(adaptive.profile_path)
+    session.events.append(AdaptiveProfile(via=session.via, name=adaptive.name, path=str(adaptive.profile_path),
+                                          drafting_up_to=adaptive.drafting_up_to, first_off=adaptive.first_off))
+    return WrittenProfile(adaptive, remote, uploaded_to)

@@ -1,0 +1,90 @@
+"""Killing GPU processes, one implementation for the GPU pane, `pivot kill` and a runbook's kill-stray: what may
+be killed, the signals, one `kill` event, what to offer next (a zombie's parent, the hypervisor's cleanup), and
+following the memory as it comes back."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import AsyncIterator, Callable, Iterable
+from dataclasses import dataclass
+
+from console.events import Cleanup, Kill
+from console.gpu.kill import KillOutcome, KillPlan, ReleaseWatch, plan_kill, zombie_advice, zombie_parents
+from console.gpu.samples import Sample
+from console.remote import RunResult
+from console.session import Session
+
+RELEASE_TIMEOUT_S = 30.0
+
+
+def plan(session: Session, sample: Sample, pids: Iterable[int], *, group: bool = True) -> KillPlan:
+    """The processes that may be killed among `pids`, pinned by start time, and the refusals with their reasons."""
+    hello = session.telemetry.hello
+    return plan_kill(sample, pids, agent_pid=hello.pid if hello else None, group=group)
+
+
+@dataclass(frozen=True)
+class KillReport:
+    plan: KillPlan
+    outcomes: tuple[KillOutcome, ...]
+    parents: tuple[int, ...]  # zombies' parents to offer: a zombie goes only when its parent reaps it or dies
+    advice: tuple[str, ...]  # what else frees a target that did not end (a zombie of PID 1: its init, the hypervisor)
+    stuck: bool  # a target survived, or cannot be freed from here: the hypervisor's cleanup is worth offering
+
+    @property
+    def all_ended(self) -> bool:
+        return all(o.ended for o in self.outcomes)
+
+
+async def kill(session: Session, chosen: KillPlan, *, grace_s: float | None = None, via: str | None = None) -> KillReport:
+    """SIGTERM to each target (its group where it leads one), SIGKILL after the grace; one `kill` event."""
+    grace = session.config.kill_grace_s if grace_s is None else grace_s
+    outcomes = tuple(KillOutcome.from_agent(d) for d in await session.telemetry.kill(chosen.agent_targets(), grace))
+    session.events.append(Kill(via=via or session.via, host=session.host_label, pids=[p.pid for p in chosen.targets],
+                               grace_s=grace, group=chosen.group, outcomes=[dataclasses.asdict(o) for o in outcomes]))
+    parents = tuple(zombie_parents(outcomes))
+    advice = tuple(a for o in outcomes if (a := zombie_advice(o)) and o.ppid not in parents)
+    stuck = any(o.outcome in ("permission-denied", "survived") or (o.outcome == "zombie" and o.ppid not in parents)
+                for o in outcomes)
+    return KillReport(chosen, outcomes, parents, advice, stuck)
+
+
+async def follow_release(samples: AsyncIterator[Sample], chosen: KillPlan, say: Callable[[str], None],
+                         timeout_s: float = RELEASE_TIMEOUT_S) -> bool:
+    """Say a line per GPU as the targets' memory comes back, from the samples given, until all of it has or the
+    timeout passes (then a line with what still holds it); whether it all came back."""
+    watch = ReleaseWatch(chosen)
+    deadline = time.monotonic() + timeout_s
+    last: Sample | None = None
+    while not watch.done and time.monotonic() < deadline:
+        try:
+            last = await asyncio.wait_for(anext(samples), max(0.01, deadline - time.monotonic()))
+        except (asyncio.TimeoutError, StopAsyncIteration):
+            break
+        for line in watch.update(last):
+            say(line)
+    if not watch.done:
+        holders = ", ".join(f"pid {p.pid} ({p.state})" for p in watch.holders(last)) if last else ""
+        say(f"memory not released after {timeout_s:g} s on GPU {', '.join(map(str, watch.pending))}: "
+            f"{holders or 'unknown'}")
+    return watch.done
+
+
+async def only_samples(session: Session) -> AsyncIterator[Sample]:
+    """The session's telemetry, samples only (a headless command or a runbook: the console has its own stream)."""
+    async for event in session.telemetry.events():
+        if isinstance(event, Sample):
+            yield event
+
+
+async def cleanup(session: Session) -> RunResult:
+    """The hypervisor's cleanup command (a kill from inside failed); one `cleanup` event."""
+    hypervisor = session.hypervisor
+    if hypervisor is None or not hypervisor.cleanup:
+        raise ValueError("no host with role = \"hypervisor\" and a cleanup command is configured")
+    result = await session.pool.get(hypervisor.name).run(list(hypervisor.cleanup), timeout=120)
+    session.events.append(Cleanup(via=session.via, host=hypervisor.name, argv=list(hypervisor.cleanup),
+                                  exit_status=result.exit_status))
+    return result

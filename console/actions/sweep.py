@@ -1,0 +1,119 @@
+"""Sweeps, one implementation for the Sweep pane, `pivot sweep` and a runbook's sweep and refine steps: what the
+run records about the server, the run created (or the run resumed, repeated or refined, checked to be the one
+this server measured), one `sweep` event, the load generator in its own process, and one `swept` event at the end.
+
+Whoever starts a sweep drives it through `SweepHandle.events()`; anyone else (the Sweep pane, for a sweep a
+runbook started) follows it by subscribing to the handle, which `Sweeps` announces to its listeners.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from console.events import Sweep, Swept
+from console.session import Session
+from console.sweep.runner import SweepProcess, describe_server, identity_mismatch
+from console.sweep.settings import SweepSettings
+from console.sweep.store import Run, RunError, create_run
+from console.untrusted import visible
+
+Subscriber = Callable[[dict[str, Any]], None]
+
+
+@dataclass
+class SweepHandle:
+    run: Run
+    settings: SweepSettings
+    process: SweepProcess
+    how: str  # new, resume, repeat, refine
+    via: str = "cli"
+    subscribers: list[Subscriber] = field(default_factory=list)
+    ended: list[Callable[[SweepHandle], None]] = field(default_factory=list)
+    end: str | None = None  # done, stopped, aborted, failed; None while it runs
+    reason: str | None = None
+
+    def subscribe(self, callback: Subscriber, *, ended: Callable[[SweepHandle], None] | None = None) -> None:
+        """Each event as it comes; `ended` once the run's files are finished."""
+        self.subscribers.append(callback)
+        if ended is not None:
+            self.ended.append(ended)
+
+    async def events(self) -> AsyncIterator[dict[str, Any]]:
+        """Run the load generator to its end, handing each event to the subscribers and the caller."""
+        try:
+            async for event in self.process.events():
+                self._note(event)
+                for callback in list(self.subscribers):
+                    callback(event)
+                yield event
+        finally:
+            self.end = self.end or "aborted"  # the caller went away: the process was ended
+            for callback in list(self.ended):
+                callback(self)
+
+    def _note(self, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        if kind == "failed":
+            self.end, self.reason = "failed", visible(str(event.get("message")))
+        elif kind == "sweep_done" and self.end is None:
+            if event.get("failed"):
+                self.end, self.reason = "failed", visible(str(event["failed"]))
+            else:
+                self.end = "aborted" if event.get("aborted") else "stopped" if event.get("stopped") else "done"
+
+    def stop(self) -> None:
+        """After the level in progress; every finished level is kept."""
+        self.process.stop()
+
+    def abort(self) -> None:
+        """Now; every finished request is kept."""
+        self.process.abort()
+
+
+class Sweeps:
+    def __init__(self, session: Session):
+        self.session = session
+        self.listeners: list[Callable[[SweepHandle], None]] = []
+        self.current: SweepHandle | None = None
+
+    def add_listener(self, callback: Callable[[SweepHandle], None]) -> None:
+        """Told of every sweep started through this session, before its first event."""
+        self.listeners.append(callback)
+
+    async def start(self, settings: SweepSettings, *, run: Run | None = None, how: str = "new",
+                    levels: list[int] | None = None, url: str | None = None, other_server: bool = False,
+                    via: str | None = None) -> SweepHandle:
+        """A sweep of the running server (or of `url`, directly): a new run, or `run` resumed (`how="resume"`), or
+        `levels` of it measured again and merged (`how="repeat"` or `"refine"`). Raises RunError with one line."""
+        session = self.session
+        meta: dict[str, Any] = {"host": "direct", "profile": "direct", "url": url}
+        target = ["--url", url] if url else []
+        if url is None:
+            if session.config.path is None or session.spec is None:
+                raise RunError("a sweep over SSH needs a host from a pivot.toml (or give --url)")
+            meta, port = await describe_server(session.conn, session.config, session.spec.name)
+            target = ["--config", str(session.config.path), "--host", session.spec.name, "--port", str(port)]
+        if run is None:
+            run = create_run(session.config.campaign_dir, {**meta, "settings": settings.to_dict()})
+        elif (mismatch := identity_mismatch(run.meta, meta)) and not other_server:
+            raise RunError(f"run {run.name} was measured on another server ({mismatch}): switch back to it, "
+                           "or give --other-server to add to it anyway")
+        repeat = levels if how in ("repeat", "refine") else None
+        requests = settings.requests if repeat and isinstance(settings.requests, int) else None
+        process = SweepProcess(run, target, resume=how == "resume", repeat=repeat, requests=requests)
+        session.events.append(Sweep(via=via or session.via, host=session.host_label, run=run.name, profile=run.profile,
+                                    levels=repeat or list(settings.levels), how=how))
+        handle = SweepHandle(run, settings, process, how, via=via or session.via)
+        handle.ended.append(self._ended)
+        self.current = handle
+        for callback in list(self.listeners):
+            callback(handle)
+        return handle
+
+    def _ended(self, handle: SweepHandle) -> None:
+        if self.current is handle:
+            self.current = None
+        self.session.events.append(Swept(via=handle.via, run=handle.run.name, end=handle.end or "aborted",
+                                         reason=handle.reason))

@@ -1,0 +1,117 @@
+"""`pivot compare`: two runs level by level, the verdict, and the adaptive profile it recommends."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import csv
+import io
+import json
+import sys
+from typing import Any
+
+from rich.text import Text
+from rich.table import Table
+
+from console import config
+from console.cli.sweep import resolve_runs, terminal
+from console.session import Session
+from console.actions.adaptive import write_adaptive_profile
+from console.sweep.adaptive import NoAdaptiveProfile, plan, spec_host
+from console.sweep.compare import Comparison, compare
+from console.sweep.intervals import Verdict
+from console.sweep.store import RunError
+
+
+def _fmt(value: Any, digits: int = 1) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def _ratio(v: Verdict | None) -> str:
+    if v is None or v.ratio is None:
+        return "—"
+    mark = {"a": " A", "b": " B", None: " ?"}[v.leader]
+    return f"{v.ratio:.2f}±{(v.spread or 0):.2f}{mark}"
+
+
+def comparison_table(cmp: Comparison) -> Table:
+    table = Table(box=None, header_style="bold", pad_edge=False, title_justify="left",
+                  title=f"A = {cmp.name('a')}\nB = {cmp.name('b')}\nB/A ± its 95 % spread; A, B: who leads; ?: cannot tell")
+    for col in ("C", "A tok/s", "B tok/s", "B/A", "A per-req", "B per-req", "B/A ", "ITL B/A", "TTFT B/A", "errors A", "errors B"):
+        table.add_column(col, justify="right")
+    for lv in cmp.levels:
+        table.add_row(str(lv.c), _fmt(lv.total.a.value), _fmt(lv.total.b.value), _ratio(lv.total),
+                      _fmt(lv.per_request.a.value), _fmt(lv.per_request.b.value), _ratio(lv.per_request),
+                      _ratio(lv.itl), _ratio(lv.ttft), f"{lv.a.get('errors', 0)}/{lv.a.get('requests', 0)}",
+                      f"{lv.b.get('errors', 0)}/{lv.b.get('requests', 0)}")
+    return table
+
+
+def markdown(cmp: Comparison) -> str:
+    head = f"# {cmp.a.name} vs {cmp.b.name}\n\nA = {cmp.name('a')}, B = {cmp.name('b')}\n\n"
+    rows = ["| C | A tok/s | B tok/s | B/A | A per-request | B per-request | B/A | ITL B/A | TTFT B/A |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for lv in cmp.levels:
+        rows.append(f"| {lv.c} | {_fmt(lv.total.a.value)} | {_fmt(lv.total.b.value)} | {_ratio(lv.total)} | "
+                    f"{_fmt(lv.per_request.a.value)} | {_fmt(lv.per_request.b.value)} | {_ratio(lv.per_request)} | "
+                    f"{_ratio(lv.itl)} | {_ratio(lv.ttft)} |")
+    return head + "\n".join(rows) + "\n\n" + "\n".join(f"- {line}" for line in cmp.report()) + "\n"
+
+
+def as_json(cmp: Comparison) -> dict[str, Any]:
+    return {"a": cmp.a.name, "b": cmp.b.name, "levels": cmp.table.to_dicts(), "excluded": cmp.excluded,
+            "crossover_total": cmp.total.at, "crossover_per_request": cmp.per_request.at,
+            "crossover_total_text": cmp.total.text, "crossover_per_request_text": cmp.per_request.text,
+            "saturation": cmp.saturation, "recommendation": cmp.recommendation, "drafting_up_to": cmp.helps_up_to,
+            "repeat": [{"c": r.c, "more_requests": r.more_requests, "text": r.text} for r in cmp.repeats],
+            "notes": cmp.notes}
+
+
+async def write_profile_for(cfg: config.Config, cmp: Comparison) -> int:
+    """The adaptive profile, its config uploaded to the host the speculative run was measured on; says what it did
+    or why it did not."""
+    try:
+        adaptive = plan(cfg, cmp)
+    except NoAdaptiveProfile as e:
+        print(str(e))
+        return 1
+    host = spec_host(cfg, cmp) if adaptive.engine == "sglang" else None
+    async with Session(cfg, host.name if host else None, local=host is None) as session:
+        if host is not None:
+            await session.connect()
+        written = await write_adaptive_profile(session, adaptive)
+    print(written.describe())
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    cfg, names, fmt, markdown_path, write_profile = (config.load(args.config), args.names, args.fmt, args.markdown,
+                                                     args.write_profile)
+    if len(names) < 2:
+        raise RunError("compare needs two runs (pivot runs lists them)")
+    runs = resolve_runs(cfg, names)
+    status = 0
+    for other in runs[1:]:
+        cmp = compare(runs[0], other)
+        if fmt == "json":
+            print(json.dumps(as_json(cmp)))
+        elif fmt == "csv":
+            buffer = io.StringIO()
+            writer = csv.DictWriter(buffer, fieldnames=cmp.table.columns)
+            writer.writeheader()
+            writer.writerows(cmp.table.to_dicts())
+            sys.stdout.write(buffer.getvalue())
+        else:
+            out = terminal()
+            out.print(comparison_table(cmp))
+            for line in cmp.report():
+                out.print(Text(line), soft_wrap=True)
+        if markdown_path:
+            markdown_path.write_text(markdown(cmp), encoding="utf-8")
+        if write_profile:
+            status = max(status, asyncio.run(write_profile_for(cfg, cmp)))
+    return status

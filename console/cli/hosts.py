@@ -1,0 +1,55 @@
+"""`pivot trust`, `pivot ping`, `pivot config`: hosts and the configuration."""
+
+from __future__ import annotations
+
+import argparse
+
+from console import config
+from console.cli.prompt import ask
+from console.session import Session
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    cfg = config.load(args.config)
+    if cfg.path is None:
+        print("pivot: no pivot.toml found (looked in ./pivot.toml and ~/.config/pivot/pivot.toml); see pivot.example.toml")
+        return 1 if args.action == "validate" else 0
+    if args.action == "validate":
+        print(f"{cfg.path}: ok, {len(cfg.hosts)} host(s)")
+        return 0
+    print(f"# {cfg.path}")
+    print(f"default_host = {cfg.default_host!r}\ntheme = {cfg.theme!r}\ncampaign_dir = {str(cfg.campaign_dir)!r}")
+    for spec in cfg.hosts.values():
+        print(f"\n[hosts.{spec.name}]")
+        for key, value in vars(spec).items():
+            if key != "name" and value not in (None, (), {}):
+                print(f"{key} = {value!r}")
+    return 0
+
+
+async def cmd_trust(args: argparse.Namespace) -> int:
+    from console.remote import trust
+
+    spec = config.load(args.config).host(args.name)
+    offered = await trust.fetch_key(spec)
+    print(f"{spec.name} ({offered.host_pattern}) offers a {offered.algorithm} key:\n  {offered.fingerprint}")
+    if offered.already_trusted:
+        print(f"already trusted in {offered.known_hosts}")
+        return 0
+    if not args.yes:
+        answer = ask(f"Add it to {offered.known_hosts}? Check the fingerprint first. [yes/no] ")
+        if answer not in ("y", "yes"):
+            print("not added")
+            return 1
+    trust.pin(offered)
+    print(f"added to {offered.known_hosts}")
+    return 0
+
+
+async def cmd_ping(args: argparse.Namespace) -> int:
+    async with Session(config.load(args.config), args.name or args.host) as session:
+        await session.connect()
+        event = session.conn.last_event
+        result = await session.conn.run(["uname", "-srm"], timeout=10)
+        print(f"{event.describe()}; {result.stdout.strip()}")
+    return 0

@@ -1,0 +1,129 @@
+"""The `pivot` command line: every subcommand and its arguments, and the function that runs it (a dotted name,
+imported only when that command runs: `pivot --help` loads nothing of the core)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from console import __version__
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pivot", description="Control console for LLM inference servers on GPU hosts, over SSH.")
+    parser.add_argument("--version", action="version", version=f"pivot {__version__}")
+    parser.add_argument("--config", metavar="PATH", help="pivot.toml to use (default: ./pivot.toml, then ~/.config/pivot/pivot.toml)")
+    parser.add_argument("--host", metavar="NAME", help="host from the config (default: default_host)")
+    parser.add_argument("--theme", metavar="NAME", help="theme for the console")
+    parser.add_argument("--local", action="store_true", help="this machine's GPUs through nvitop, no SSH")
+    parser.add_argument("--readonly", action="store_true", help="a console without any destructive action")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log to stderr (headless commands)")
+    parser.set_defaults(run="console.cli.console:cmd_console")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    demo = sub.add_parser("demo", help="start a simulated 8-GPU host on loopback and open the console on it")
+    demo.set_defaults(run="console.cli.demo:cmd_demo")
+    demo.add_argument("--serve", action="store_true", help="only run the simulated host, until Ctrl-C")
+    demo.add_argument("--dir", type=Path, help="keep the simulated host's files here (default: a temporary directory)")
+    demo.add_argument("--gpus", type=int, default=8)
+    demo.add_argument("--time-scale", type=float, default=1.0, help="run the simulated server this many times faster")
+    demo.add_argument("--server", choices=["eagle3", "baseline", "none"], default="eagle3",
+                      help="simulated server already running on the host when the demo starts")
+    demo.add_argument("--no-traffic", dest="traffic", action="store_false",
+                      help="no background requests to the simulated server (GPUs stay at 0%% utilization)")
+    demo.add_argument("--theme", metavar="NAME", default=argparse.SUPPRESS, help="theme for the console")
+    demo.add_argument("--readonly", action="store_true", default=argparse.SUPPRESS, help="a console without destructive actions")
+
+    trust = sub.add_parser("trust", help="show a host's key fingerprint and add it to known_hosts once you confirm")
+    trust.set_defaults(run="console.cli.hosts:cmd_trust")
+    trust.add_argument("name", metavar="HOST")
+    trust.add_argument("--yes", action="store_true", help="do not ask (only after checking the fingerprint another way)")
+
+    gpus = sub.add_parser("gpus", help="print the GPUs and the processes holding GPU memory")
+    gpus.set_defaults(run="console.cli.gpus:cmd_gpus")
+    gpus.add_argument("--watch", action="store_true", help="keep printing, one sample per interval")
+    gpus.add_argument("--json", action="store_true", help="one JSON object per sample")
+
+    kill = sub.add_parser("kill", help="kill GPU processes: SIGTERM, SIGKILL after a grace period, then watch the memory")
+    kill.set_defaults(run="console.cli.gpus:cmd_kill")
+    kill.add_argument("pids", metavar="PID", type=int, nargs="*")
+    kill.add_argument("--stray", action="store_true", help="every process holding GPU memory outside the managed server")
+    kill.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    kill.add_argument("--grace", type=float, metavar="S", help="seconds between SIGTERM and SIGKILL (default: kill_grace_s)")
+    kill.add_argument("--single", action="store_true", help="signal only the process, not its process group")
+
+    server = sub.add_parser("server", help="the managed server: status, start, stop, restart, switch, logs")
+    server.set_defaults(run="console.cli.server:cmd_server")
+    server.add_argument("action", choices=["status", "start", "stop", "restart", "switch", "logs"])
+    server.add_argument("profile", nargs="?", help="profile to start or switch to")
+    server.add_argument("--force", action="store_true", help="start even when a preflight check fails")
+    server.add_argument("-f", "--follow", action="store_true", help="logs: keep following")
+    server.add_argument("--no-wait", dest="wait", action="store_false", help="start/switch/restart: return once launched")
+
+    profiles = sub.add_parser("profiles", help="launch profiles: list, show one's command line, diff two")
+    profiles.set_defaults(run="console.cli.server:cmd_profiles")
+    profiles.add_argument("action", nargs="?", choices=["show", "diff"])
+    profiles.add_argument("names", nargs="*", metavar="NAME")
+
+    sweep = sub.add_parser("sweep", help="a concurrency sweep against the running server (or --url)")
+    sweep.set_defaults(run="console.cli.sweep:cmd_sweep")
+    sweep.add_argument("--levels", type=lambda s: [int(x) for x in s.split(",")], help="e.g. 1,2,5,10,30,70,100,250")
+    sweep.add_argument("--requests", help="per level: auto (max(4C,16)), c (exactly C), or a number")
+    sweep.add_argument("--max-tokens", type=int)
+    sweep.add_argument("--url", help="the server's base URL, directly (no SSH, no lifecycle)")
+    again = sweep.add_mutually_exclusive_group()
+    again.add_argument("--resume", metavar="RUN", help="finish an interrupted run: measured levels are kept, failed ones run again")
+    again.add_argument("--repeat-uncertain", metavar="RUN",
+                       help="measure again the levels of RUN its comparison cannot decide, merged into it")
+    again.add_argument("--refine", nargs=2, metavar=("RUN_A", "RUN_B"),
+                       help="locate where the drafting decision changes: measure between levels on both runs' servers, "
+                            "switching between them")
+    sweep.add_argument("--yes", action="store_true", help="with --refine: switch servers without asking")
+    sweep.add_argument("--against", metavar="RUN", help="with --repeat-uncertain: the run to compare with (default: its counterpart)")
+    sweep.add_argument("--other-server", action="store_true",
+                       help="resume or repeat a run although the running server is not the one it measured")
+    sweep.add_argument("--json", action="store_true", help="one JSON event per line on stdout")
+
+    runs = sub.add_parser("runs", help="saved sweeps: list, show one, delete")
+    runs.set_defaults(run="console.cli.sweep:cmd_runs")
+    runs.add_argument("action", nargs="?", choices=["show", "delete", "import"])
+    runs.add_argument("names", nargs="*", metavar="RUN", help="runs; for import: the bench_serving JSONL file")
+    runs.add_argument("--name", help="import: the new run's name")
+    runs.add_argument("--profile", default="imported", help="import: the profile the results were measured with")
+    runs.add_argument("--yes", action="store_true", help="delete: do not ask")
+
+    cmp = sub.add_parser("compare", help="compare runs level by level: crossover, saturation, recommendation")
+    cmp.set_defaults(run="console.cli.compare:cmd_compare")
+    cmp.add_argument("names", nargs="+", metavar="RUN")
+    cmp.add_argument("--json", dest="fmt", action="store_const", const="json", default="table")
+    cmp.add_argument("--csv", dest="fmt", action="store_const", const="csv")
+    cmp.add_argument("--markdown", type=Path, metavar="FILE", help="also write a Markdown report")
+    cmp.add_argument("--write-profile", action="store_true", help="write the adaptive-speculation config and a profile using it")
+
+    tasks = sub.add_parser("tasks", help="the campaign's task list: list, add, start, done, import, export")
+    tasks.set_defaults(run="console.cli.tasks:cmd_tasks")
+    tasks.add_argument("action", nargs="?", default="list",
+                       choices=["list", "add", "start", "done", "cancel", "reset", "delete", "import", "export"])
+    tasks.add_argument("args", nargs="*", help="add: the text; start/done/cancel/reset/delete: task numbers; import: a file")
+    tasks.add_argument("--priority", choices=["high", "medium", "low"], default="medium")
+    tasks.add_argument("--insist", action="store_true", help="start a task although another is in progress")
+
+    run = sub.add_parser("run", help="run a runbook: its tasks' actions in order, stopping at the first failure")
+    run.set_defaults(run="console.cli.tasks:cmd_run")
+    run.add_argument("runbook", type=Path, help="a runbook TOML (profiles/runbooks/ ships campaign.toml and demo-campaign.toml)")
+    run.add_argument("--from", dest="start", type=int, default=1, metavar="N", help="start at the runbook's task N")
+    run.add_argument("--yes", action="store_true", help="do not ask before a kill")
+
+    events = sub.add_parser("events", help="the campaign's event log: print it, or export it as JSON lines")
+    events.set_defaults(run="console.cli.tasks:cmd_events")
+    events.add_argument("--kind", help="only events of this kind (kill, start, stop, switch, sweep, compare, task, …)")
+    events.add_argument("--export", type=Path, metavar="FILE", help="write the events as JSON lines to FILE")
+
+    ping = sub.add_parser("ping", help="connect to a host and report the round-trip time")
+    ping.set_defaults(run="console.cli.hosts:cmd_ping")
+    ping.add_argument("name", metavar="HOST", nargs="?")
+
+    cfg = sub.add_parser("config", help="show or validate the configuration")
+    cfg.set_defaults(run="console.cli.hosts:cmd_config")
+    cfg.add_argument("action", choices=["show", "validate"])
+    return parser

@@ -1,0 +1,121 @@
+"""Opening one SSH connection: the options a host's spec asks for, host keys checked against known_hosts (never
+accepted silently), and every failure turned into one line that says what to do."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import asyncssh
+
+from console.config import HostSpec
+from console.remote.errors import (
+    AuthFailed,
+    ConnectFailed,
+    ConnectionRefused,
+    ConnectTimeout,
+    DnsError,
+    HostKeyMismatch,
+    HostKeyUnknown,
+    RemoteError,
+)
+from console.untrusted import visible
+
+if TYPE_CHECKING:
+    from console.remote.connection import Connection
+
+
+class SshClient(asyncssh.SSHClient):
+    """Keeps why the transport closed: the reason a DOWN event gives."""
+
+    def __init__(self) -> None:
+        self.lost_reason: str | None = None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost_reason = visible(str(exc)) if exc else "closed by the remote end"  # may carry the host's words
+
+
+
+async def open_ssh(spec: HostSpec, tunnel: Connection | None) -> tuple[asyncssh.SSHClientConnection, SshClient]:
+    """One SSH connection to the host as its spec says, or the RemoteError that says why not, in one line."""
+    options: dict[str, object] = {
+        # remote output is untrusted bytes: one invalid UTF-8 byte must not fail the channel and drop the link
+        "encoding": "utf-8",
+        "errors": "replace",
+        "keepalive_interval": spec.keepalive_s,
+        "keepalive_count_max": 3,
+        "connect_timeout": spec.connect_timeout_s,
+    }
+    if spec.user:
+        options["username"] = spec.user
+    if spec.port:
+        options["port"] = spec.port
+    if spec.identity:
+        identity = os.path.expanduser(spec.identity)
+        try:  # loaded here so that a missing or unreadable key is named (asyncssh says only "No such file")
+            options["client_keys"] = asyncssh.load_keypairs([identity])
+        except (OSError, asyncssh.KeyImportError) as e:
+            raise AuthFailed(spec.name, f"identity file {identity} (hosts.{spec.name}.identity): "
+                                        f"{getattr(e, 'strerror', None) or e}") from None
+    if spec.known_hosts:
+        known = known_hosts_path(spec)
+        if not known.is_file():
+            raise HostKeyUnknown(spec.name, f"known_hosts file {known} does not exist; run `pivot trust {spec.name}`")
+        options["known_hosts"] = str(known)
+    if tunnel is not None:
+        options["tunnel"] = await tunnel.connected(timeout=spec.connect_timeout_s)
+    elif spec.jump:
+        options["tunnel"] = spec.jump
+    client = SshClient()
+    try:
+        conn = await asyncssh.connect(spec.target, client_factory=lambda: client, **options)  # type: ignore[arg-type]
+    except Exception as e:  # every failure becomes one readable line
+        raise classify(spec, e) from e
+    return conn, client
+
+def classify(spec: HostSpec, e: Exception) -> RemoteError:
+    where = f"{spec.target}:{spec.port or 22}"
+    if isinstance(e, RemoteError):
+        return e
+    if isinstance(e, asyncssh.HostKeyNotVerifiable):
+        if known_keys(spec):
+            return HostKeyMismatch(
+                spec.name,
+                f"HOST KEY CHANGED for {where}: refusing to connect. If the host was reinstalled, "
+                f"check the new fingerprint and remove the old key (ssh-keygen -R), then `pivot trust {spec.name}`",
+            )
+        return HostKeyUnknown(spec.name, f"host key of {where} is not known; check it with `pivot trust {spec.name}`")
+    if isinstance(e, asyncssh.PermissionDenied):
+        return AuthFailed(spec.name, f"authentication failed for {spec.user or 'default user'}@{where}")
+    if isinstance(e, socket.gaierror):
+        return DnsError(spec.name, f"cannot resolve {spec.target!r}: {e.strerror}")
+    if isinstance(e, ConnectionRefusedError):
+        return ConnectionRefused(spec.name, f"connection refused by {where}")
+    if isinstance(e, (asyncio.TimeoutError, TimeoutError)):
+        return ConnectTimeout(spec.name, f"no answer from {where} within {spec.connect_timeout_s:g} s")
+    if isinstance(e, asyncssh.Error):
+        return ConnectFailed(spec.name, f"{where}: {visible(e.reason)}")
+    if isinstance(e, OSError):
+        return ConnectFailed(spec.name, f"{where}: {e.strerror or e}")
+    return ConnectFailed(spec.name, f"{where}: {type(e).__name__}: {e}")
+
+
+def known_hosts_path(spec: HostSpec) -> Path:
+    return Path(os.path.expanduser(spec.known_hosts)) if spec.known_hosts else Path.home() / ".ssh" / "known_hosts"
+
+
+def known_keys(spec: HostSpec) -> list[asyncssh.SSHKey]:
+    """The keys known_hosts holds for this host (by name or address, and port)."""
+    try:
+        known = asyncssh.read_known_hosts(str(known_hosts_path(spec)))
+    except (OSError, ValueError):
+        return []
+    try:
+        addr = socket.gethostbyname(spec.target)
+    except OSError:
+        addr = spec.target
+    trusted, ca_keys = known.match(spec.target, addr, spec.port or 22)[:2]
+    return [*trusted, *ca_keys]

@@ -1,0 +1,102 @@
+"""What a connection hands out: a command's result, a long-running command's lines, a local port forward."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import asyncssh
+
+from console.remote.errors import Disconnected
+from console.untrusted import visible
+
+if TYPE_CHECKING:
+    from console.remote.connection import Connection
+
+
+@dataclass(frozen=True)
+class RunResult:
+    argv: tuple[str, ...]
+    exit_status: int | None
+    stdout: str
+    stderr: str
+    signal: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_status == 0
+
+
+class PortForward:
+    def __init__(self, owner: Connection, remote_host: str, remote_port: int, local_port: int, listener: asyncssh.SSHListener):
+        self._owner = owner
+        self.remote_host, self.remote_port, self.local_port = remote_host, remote_port, local_port
+        self._listener: asyncssh.SSHListener | None = listener
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.local_port}"
+
+    def close(self) -> None:
+        self._owner._forwards.pop(self.local_port, None)
+        if self._listener:
+            self._listener.close()
+            self._listener = None
+
+    def __str__(self) -> str:
+        return f"127.0.0.1:{self.local_port} -> {self.remote_host}:{self.remote_port}"
+
+
+class RemoteStream:
+    """The lines of a long-running remote command. Use `async with` or call `stop()`."""
+
+    def __init__(self, host: str, argv: tuple[str, ...], process: asyncssh.SSHClientProcess):
+        self.host, self.argv = host, argv
+        self._process = process
+        self.stderr_tail: deque[str] = deque(maxlen=50)
+        self._stderr_task = asyncio.create_task(self._drain_stderr())
+
+    async def _drain_stderr(self) -> None:
+        with contextlib.suppress(asyncssh.Error, OSError):
+            async for line in self._process.stderr:
+                self.stderr_tail.append(visible(line.rstrip("\n")))
+
+    async def __aiter__(self):  # type: ignore[no-untyped-def]
+        while (line := await self.readline()) is not None:
+            yield line
+
+    async def readline(self) -> str | None:
+        """The next line, or None at the end of the stream."""
+        try:
+            line = await self._process.stdout.readline()
+        except (asyncssh.Error, OSError) as e:
+            raise Disconnected(self.host, f"stream {self.argv[0]} lost: {visible(str(e))}") from e
+        return line.rstrip("\n") if line else None
+
+    @property
+    def exit_status(self) -> int | None:
+        return self._process.exit_status
+
+    async def stop(self, grace_s: float = 2.0) -> None:
+        """SIGTERM the remote command, close its stdin, and close the channel after a grace period."""
+        process = self._process
+        if process.exit_status is None:
+            with contextlib.suppress(Exception):
+                process.send_signal("TERM")
+            with contextlib.suppress(Exception):
+                process.stdin.write_eof()
+            with contextlib.suppress(asyncio.TimeoutError, asyncssh.Error, OSError):
+                await asyncio.wait_for(process.wait_closed(), grace_s)
+        process.close()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(process.wait_closed(), grace_s)
+        self._stderr_task.cancel()
+
+    async def __aenter__(self) -> RemoteStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()

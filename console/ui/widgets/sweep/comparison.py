@@ -1,0 +1,56 @@
+"""The comparison on screen: its sentences (the recommendation first), and one row per level with B/A, its 95 %
+spread and who leads (A, B, or ? where the intervals cannot tell). Focusable: the arrows scroll one taller than
+the pane."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.widgets import Static
+
+from console.sweep.compare import Comparison
+from console.sweep.intervals import Verdict
+from console.ui.colours import theme_style
+
+
+class ComparisonView(VerticalScroll):
+    def __init__(self, **kw: Any):
+        super().__init__(**kw)
+        self.comparison: Comparison | None = None
+        self.text: Text | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="sweep-compare-text")
+
+    @property
+    def shown(self) -> bool:
+        return self.has_class("-shown")
+
+    def show(self, cmp: Comparison) -> None:
+        self.comparison = cmp
+        lines = cmp.report()
+        self.text = Text.assemble((f"{lines[0]}\n", theme_style(self.app, "accent", bold=True)),
+                                  (f"A = {cmp.name('a')}, B = {cmp.name('b')}\n", "bold"), "\n".join(lines[1:]))
+        table = Table(box=None, padding=(0, 1), header_style="dim", pad_edge=False)
+        for header in ("C", "A tok/s", "B tok/s", "B/A", "per-req B/A", "ITL B/A", "errors"):
+            table.add_column(header, justify="right")
+        for lv in cmp.levels:
+            table.add_row(str(lv.c), f"{lv.total.a.value:.1f}", f"{lv.total.b.value:.1f}", self._ratio(lv.total),
+                          self._ratio(lv.per_request), self._ratio(lv.itl), f"{lv.a.get('errors', 0)}/{lv.b.get('errors', 0)}")
+        self.query_one("#sweep-compare-text", Static).update(Group(self.text, table))
+        self.add_class("-shown")
+
+    def hide(self) -> None:
+        self.remove_class("-shown")
+
+    def _ratio(self, v: Verdict | None) -> Text:
+        if v is None or v.ratio is None:
+            return Text("—")
+        mark = {"a": "A", "b": "B", None: "?"}[v.leader]
+        style = theme_style(self.app, "success" if v.leader == "b" else "error" if v.leader == "a" else "warning")
+        return Text(f"{v.ratio:.2f}±{(v.spread or 0):.2f} {mark}", style)
