@@ -34,7 +34,6 @@ import subprocess
 import sys
 import termios
 import time
-from collections.abc import Awaitable
 from pathlib import Path
 
 import asyncssh
@@ -63,6 +62,7 @@ class SimHost:
         self.server_ports: dict[int, int] = {}  # the shipped demo profiles' port -> the one this host's copies use
         self._server: asyncssh.SSHAcceptor | None = None
         self._sessions: dict[int, asyncio.subprocess.Process] = {}  # pid -> our direct children
+        self._spawning = 0  # sessions being started, not yet in _sessions
         self._reaper: asyncio.Task[None] | None = None
         self._clients: set[asyncssh.SSHServerConnection] = set()
         self.host_key = asyncssh.generate_private_key("ssh-ed25519")
@@ -194,13 +194,21 @@ class SimHost:
         with contextlib.suppress(Exception):
             process.exit(status)
 
-    def _spawn(self, argv: list[str], **kw: object) -> Awaitable[asyncio.subprocess.Process]:
-        return asyncio.create_subprocess_exec(*argv, env=self.env(), cwd=self.home, start_new_session=True, **kw)  # type: ignore[arg-type]
+    async def _spawn(self, argv: list[str], **kw: object) -> asyncio.subprocess.Process:
+        """A session's process, registered as ours before the reaper may look: a command that ends at once (test -e)
+        must not be reaped as an adopted orphan, which would steal its exit status from the session."""
+        self._spawning += 1
+        try:
+            kw = {"env": self.env(), "cwd": self.home, "start_new_session": True, **kw}
+            child = await asyncio.create_subprocess_exec(*argv, **kw)  # type: ignore[arg-type]
+            self._sessions[child.pid] = child
+            return child
+        finally:
+            self._spawning -= 1
 
     async def _pipe_session(self, process: asyncssh.SSHServerProcess[bytes]) -> int:
         argv = ["/bin/sh", "-c", process.command] if process.command else ["/bin/sh"]
         child = await self._spawn(argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-        self._sessions[child.pid] = child
         assert child.stdin and child.stdout and child.stderr
 
         def on_channel_exception(exc: Exception) -> None:
@@ -270,12 +278,9 @@ class SimHost:
             fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
         env_term = process.term_type or "xterm"
-        child = await asyncio.create_subprocess_exec(
-            *argv, stdin=slave, stdout=slave, stderr=slave, env={**self.env(), "TERM": env_term}, cwd=self.home,
-            start_new_session=True, preexec_fn=controlling_tty,
-        )
+        child = await self._spawn(argv, stdin=slave, stdout=slave, stderr=slave, env={**self.env(), "TERM": env_term},
+                                  preexec_fn=controlling_tty)
         os.close(slave)
-        self._sessions[child.pid] = child
         try:
             await process.redirect(stdin=os.dup(master), stdout=master)
             status = await child.wait()
@@ -312,6 +317,8 @@ class SimHost:
         me = os.getpid()
         while True:
             await asyncio.sleep(0.25)
+            if self._spawning:
+                continue  # a session's process may have ended before it was registered: look next time
             for entry in Path("/proc").iterdir():
                 if not entry.name.isdigit() or int(entry.name) in self._sessions:
                     continue
