@@ -12,9 +12,13 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
+
 from console.events import Sweep, Swept
+from console.remote.errors import RemoteError
 from console.session import Session
 from console.sweep.runner import SweepProcess, describe_server, identity_mismatch
+from console.sweep.server_view import server_facts
 from console.sweep.settings import SweepSettings
 from console.sweep.store import Run, RunError, create_run
 from console.untrusted import visible
@@ -72,6 +76,16 @@ class SweepHandle:
         self.process.abort()
 
 
+class ServerBusy(RunError):
+    """The server is already serving another client's requests: their load would be in the numbers."""
+
+
+async def busy(url: str) -> dict[str, int]:
+    """What the server says it is serving now (running, queued), from its /metrics; empty when it does not say."""
+    async with httpx.AsyncClient(base_url=url, timeout=10) as client:
+        return (await server_facts(client)).get("busy") or {}
+
+
 class Sweeps:
     def __init__(self, session: Session):
         self.session = session
@@ -84,9 +98,10 @@ class Sweeps:
 
     async def start(self, settings: SweepSettings, *, run: Run | None = None, how: str = "new",
                     levels: list[int] | None = None, url: str | None = None, other_server: bool = False,
-                    via: str | None = None) -> SweepHandle:
+                    allow_busy: bool = False, via: str | None = None) -> SweepHandle:
         """A sweep of the running server (or of `url`, directly): a new run, or `run` resumed (`how="resume"`), or
-        `levels` of it measured again and merged (`how="repeat"` or `"refine"`). Raises RunError with one line."""
+        `levels` of it measured again and merged (`how="repeat"` or `"refine"`). Raises RunError with one line; ServerBusy
+        (before anything is created) when the server already serves requests, unless `allow_busy`."""
         session = self.session
         meta: dict[str, Any] = {"host": "direct", "profile": "direct", "url": url}
         target = ["--url", url] if url else []
@@ -95,6 +110,8 @@ class Sweeps:
                 raise RunError("a sweep over SSH needs a host from a pivot.toml (or give --url)")
             meta, port = await describe_server(session.conn, session.config, session.spec.name)
             target = ["--config", str(session.config.path), "--host", session.spec.name, "--port", str(port)]
+        if not allow_busy:
+            await self._check_idle(url, port if url is None else None)
         if run is None:
             run = create_run(session.config.campaign_dir, {**meta, "settings": settings.to_dict()})
         elif (mismatch := identity_mismatch(run.meta, meta)) and not other_server:
@@ -111,6 +128,22 @@ class Sweeps:
         for callback in list(self.listeners):
             callback(handle)
         return handle
+
+    async def _check_idle(self, url: str | None, port: int | None) -> None:
+        forward = None
+        try:
+            if url is None:
+                forward = await self.session.conn.forward("127.0.0.1", port or 0)
+                url = forward.url
+            now = await busy(url)
+        except (httpx.HTTPError, RemoteError, OSError):
+            return  # the load generator will say what it cannot reach
+        finally:
+            if forward is not None:
+                forward.close()
+        if now.get("running") or now.get("queued"):
+            raise ServerBusy(f"the server is already serving {now.get('running', 0)} request(s) ({now.get('queued', 0)} "
+                             "queued): another client's load would be in the numbers; sweep anyway with --allow-busy")
 
     def _ended(self, handle: SweepHandle) -> None:
         if self.current is handle:

@@ -82,6 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--against", metavar="RUN", help="with --repeat-uncertain: the run to compare with (default: its counterpart)")
     sweep.add_argument("--other-server", action="store_true",
                        help="resume or repeat a run although the running server is not the one it measured")
+    sweep.add_argument("--allow-busy", action="store_true",
+                       help="sweep although the server already serves another client's requests (their load is measured too)")
     sweep.add_argument("--json", action="store_true", help="one JSON event per line on stdout")
 
     runs = sub.add_parser("runs", help="saved sweeps: list, show one, delete")

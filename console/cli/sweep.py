@@ -99,7 +99,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     else:
         settings = settings_from(cfg, args.levels, args.requests, args.max_tokens)
     return asyncio.run(sweep(cfg, args.host, settings, run=run, how=how, levels=levels, url=args.url, as_json=args.json,
-                             other_server=args.other_server))
+                             other_server=args.other_server, allow_busy=args.allow_busy))
 
 
 async def refine_runs(cfg: config.Config, host: str | None, names: list[str], *, yes: bool) -> int:
@@ -143,12 +143,13 @@ def repeat_plan(cfg: config.Config, run: Run, against: str | None, settings: Swe
 
 
 async def sweep(cfg: config.Config, host: str | None, settings: SweepSettings, *, run: Run | None, how: str,
-                levels: list[int] | None, url: str | None, as_json: bool, other_server: bool) -> int:
+                levels: list[int] | None, url: str | None, as_json: bool, other_server: bool, allow_busy: bool) -> int:
     out = terminal(stderr=as_json)
     async with Session(cfg, None if url else host, local=url is not None) as session:
         if url is None:
             await session.connect()
-        handle = await session.sweeps.start(settings, run=run, how=how, levels=levels, url=url, other_server=other_server)
+        handle = await session.sweeps.start(settings, run=run, how=how, levels=levels, url=url, other_server=other_server,
+                                            allow_busy=allow_busy)
         return await print_sweep(handle, out, as_json)
 
 

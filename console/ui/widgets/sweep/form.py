@@ -1,25 +1,35 @@
-"""Choosing a sweep's levels and settings before it starts."""
+"""Choosing a sweep's levels and settings before it starts: one line per field, so that the whole form (its buttons
+included) fits an 80x24 terminal."""
 
 from __future__ import annotations
 
-import dataclasses
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Grid, Horizontal, Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Label, Select
+from textual.widgets import Button, Input, Label, Select, Static
 
 from console.sweep.settings import SweepSettings
+
+FIELDS = (  # (id, label, hint)
+    ("levels", "Levels", "concurrency C per level, comma-separated"),
+    ("requests", "Requests", "per level: auto = 4·C, c = one wave of C, or a number"),
+    ("max_tokens", "max_tokens", "per request; every request runs to length (ignore_eos)"),
+    ("input_tokens", "Prompt tokens", "length of each prompt"),
+)
 
 
 class SweepForm(ModalScreen[SweepSettings | None]):
     DEFAULT_CSS = """
     SweepForm { align: center middle; }
-    SweepForm > Vertical { width: 70; max-width: 95%; height: auto; border: thick $accent; background: $surface; padding: 0 1; }
-    SweepForm Input, SweepForm Select { margin-bottom: 0; }
+    SweepForm > Vertical { width: 76; max-width: 100%; height: auto; border: round $accent; background: $surface;
+                           padding: 0 1; }
+    SweepForm Grid { grid-size: 2; grid-columns: 14 1fr; grid-rows: 1; grid-gutter: 0 1; height: auto; }
+    SweepForm Label { width: 100%; }
+    SweepForm #hint { color: $text-muted; height: 1; }
     SweepForm #error { color: $error; height: auto; }
-    SweepForm Horizontal { height: auto; align-horizontal: right; margin-top: 1; }
+    SweepForm #buttons { height: 1; align-horizontal: right; margin-top: 1; }
     SweepForm Button { margin-left: 2; }
     """
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
@@ -30,34 +40,48 @@ class SweepForm(ModalScreen[SweepSettings | None]):
 
     def compose(self) -> ComposeResult:
         d = self.defaults
+        values = {"levels": ",".join(map(str, d.levels)), "requests": str(d.requests), "max_tokens": str(d.max_tokens),
+                  "input_tokens": str(d.input_tokens)}
         with Vertical():
-            yield Label("Levels (concurrency, comma-separated)")
-            yield Input(",".join(map(str, d.levels)), id="levels")
-            yield Label("Requests per level: auto = max(4·C, 16), c = exactly C, or a number")
-            yield Input(str(d.requests), id="requests")
-            yield Label("max_tokens per request (every request runs to length: ignore_eos)")
-            yield Input(str(d.max_tokens), id="max_tokens", type="integer")
-            yield Label("Prompt length in tokens")
-            yield Input(str(d.input_tokens), id="input_tokens", type="integer")
-            yield Select([("completions", "completions"), ("chat", "chat")], value=d.api, allow_blank=False, id="api")
+            yield Static("Sweep the running server", classes="title")
+            with Grid():
+                for field, label, _ in FIELDS:
+                    yield Label(label)
+                    yield Input(values[field], id=field, compact=True,
+                                type="integer" if field in ("max_tokens", "input_tokens") else "text")
+                yield Label("API")
+                yield Select([("completions", "completions"), ("chat", "chat")], value=d.api, allow_blank=False, id="api",
+                             compact=True)
+            yield Static(FIELDS[0][2], id="hint")
             yield Label("", id="error")
-            with Horizontal():
-                yield Button("Start", variant="success", id="start")
-                yield Button("Cancel", id="cancel")
+            with Horizontal(id="buttons"):
+                yield Button("Start", variant="success", id="start", compact=True)
+                yield Button("Cancel", id="cancel", compact=True)
 
     def on_mount(self) -> None:
         self.query_one("#levels", Input).focus()
 
+    def on_descendant_focus(self, event: object) -> None:
+        """The hint says what the focused field takes (the label beside it has no room to)."""
+        focused = self.focused
+        hint = next((h for f, _, h in FIELDS if focused is not None and focused.id == f), "")
+        if focused is not None and focused.id == "api":
+            hint = "completions (/v1/completions) or chat (/v1/chat/completions)"
+        self.query_one("#hint", Static).update(hint)
+
     def _settings(self) -> SweepSettings:
         value = lambda name: self.query_one(f"#{name}", Input).value.strip()  # noqa: E731
         requests = value("requests")
-        data = {
-            "levels": [int(c) for c in value("levels").replace(" ", "").split(",") if c],
-            "requests": int(requests) if requests.isdigit() else requests,
-            "max_tokens": int(value("max_tokens")), "input_tokens": int(value("input_tokens")),
-            "api": self.query_one("#api", Select).value,
-        }
-        return SweepSettings.from_dict({**dataclasses.asdict(self.defaults), **data})
+        try:
+            data = {
+                "levels": [int(c) for c in value("levels").replace(" ", "").split(",") if c],
+                "requests": int(requests) if requests.isdigit() else requests,
+                "max_tokens": int(value("max_tokens")), "input_tokens": int(value("input_tokens")),
+                "api": self.query_one("#api", Select).value,
+            }
+        except ValueError:
+            raise ValueError("levels, max_tokens and the prompt length are whole numbers") from None
+        return SweepSettings.from_dict({**self.defaults.to_dict(), **data})
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "cancel":

@@ -17,7 +17,7 @@ from textual.containers import Vertical
 from textual.widgets import Static
 
 from console.actions.adaptive import write_adaptive_profile
-from console.actions.sweep import SweepHandle
+from console.actions.sweep import ServerBusy, SweepHandle
 from console.remote.errors import RemoteError
 from console.session import Session
 from console.sweep.adaptive import AdaptivePlan, NoAdaptiveProfile, plan, spec_host
@@ -33,13 +33,38 @@ from console.ui.widgets.sweep.levels import LevelTable
 from console.untrusted import visible
 
 REDRAW_S = 0.5  # the chart redraws at most this often, however fast requests finish
+SHORT_ROWS = 14  # a pane shorter than this shows the chart and its progress line, not the level table
+
+
+def progress_line(handle: SweepHandle, live: dict[str, Any], done: list[dict[str, Any]], elapsed: float) -> str:
+    """Where the sweep is, and how long the rest should take: each level's cost (requests × max_tokens) over the
+    throughput measured so far (the live rate, else the last level's); never negative."""
+    settings = handle.settings
+    levels = list(handle.process.repeat or settings.levels)
+    c = live["c"]
+    k = levels.index(c) + 1 if c in levels else len(done)
+    rate = live["tokens"] / max(1e-6, time.monotonic() - live["started"]) if live.get("tokens") else None
+    rate = rate or next((e["total_tok_s"] for e in reversed(done) if e.get("total_tok_s")), None)
+    line = f"level {k} of {len(levels)} (C={c}): {live['done']}/{live['requests']} requests"
+    if live.get("in_flight") is not None:
+        line += f", {live['in_flight']} in flight"
+    if live.get("tokens"):
+        line += f", {live['tokens']} tokens"
+    line += f", {elapsed:.0f} s"
+    if rate:
+        remaining_now = max(0, live["requests"] - live["done"]) * settings.max_tokens
+        later = sum(settings.requests_for(level) * settings.max_tokens for level in levels[k:])
+        line += f", about {max(0.0, (remaining_now + later) / rate):.0f} s left"
+    return line
 
 
 class SweepPane(Vertical):
     DEFAULT_CSS = """
     SweepPane { padding: 0 1; }
-    SweepPane #sweep-progress { height: auto; max-height: 7; }
+    SweepPane SweepChart { height: 2fr; min-height: 4; }
+    SweepPane #sweep-progress { height: auto; min-height: 1; max-height: 7; }
     SweepPane #sweep-levels { height: 1fr; max-height: 11; }
+    SweepPane.-short #sweep-levels { display: none; }
     SweepPane #sweep-compare { height: 1fr; max-height: 16; display: none; scrollbar-gutter: stable; }
     SweepPane #sweep-compare.-shown { display: block; }
     SweepPane.-comparing #sweep-levels { display: none; }
@@ -122,30 +147,27 @@ class SweepPane(Vertical):
 
     def on_resize(self) -> None:
         self.dirty = True  # the legend's place depends on the chart's height
+        self.set_class(self.size.height < SHORT_ROWS, "-short")  # the chart and a progress line first, the table zoomed
 
     def _show_progress(self) -> None:
+        """The sweep's progress (or the run on screen) on the first line, at every size; the legend of a short chart and
+        the warnings under it."""
         text = Text()
-        chart = self.query_one(SweepChart)
-        if chart.legend and not chart.legend_inside:
-            for marker, name, colour in chart.legend:  # no-break spaces: an entry wraps whole or not at all
-                text.append(f"{marker}\u00a0", Style(color=Color.from_rgb(*colour)))
-                text.append(name.replace(" ", "\u00a0") + "  ")
-            text.append("\n")
         live, handle = self.data.live, self.handle
         if handle is not None and live.get("c"):
-            levels = list(handle.process.repeat or handle.settings.levels)
-            k = levels.index(live["c"]) + 1 if live["c"] in levels else len(self.levels)
-            elapsed = time.monotonic() - self.started
-            done_fraction = (k - 1 + live["done"] / max(1, live["requests"])) / len(levels)
-            eta = f", about {elapsed / done_fraction - elapsed:.0f} s left" if done_fraction > 0.05 else ""
-            text.append(f"level {k} of {len(levels)} (C={live['c']}): {live['done']}/{live['requests']} "
-                        f"requests, {elapsed:.0f} s{eta}", "bold")
+            text.append(progress_line(handle, live, self.levels, time.monotonic() - self.started), "bold")
         elif handle is not None:
             text.append("starting the load generator…", "bold")
         elif self.run is not None:
             text.append(f"run {self.run.name}: {visible(self.run.profile)}, {self.run.state}", "dim")
         else:
             text.append("no sweep yet: n starts one against the running server", "dim")
+        chart = self.query_one(SweepChart)
+        if chart.legend and not chart.legend_inside:
+            text.append("\n")
+            for marker, name, colour in chart.legend:  # no-break spaces: an entry wraps whole or not at all
+                text.append(f"{marker}\u00a0", Style(color=Color.from_rgb(*colour)))
+                text.append(name.replace(" ", "\u00a0") + "  ")
         for warning in self.warnings:
             text.append(f"\n⚠ {warning}", theme_style(self.app, "warning"))
         self.query_one("#sweep-progress", Static).update(text)
@@ -235,10 +257,19 @@ class SweepPane(Vertical):
 
     @work(exclusive=True, group="sweep", exit_on_error=False)
     async def start_sweep(self, settings: SweepSettings, *, run: Run | None = None, how: str = "new",
-                          levels: list[int] | None = None) -> None:
-        """A new run, or with `run` and `levels` those levels of it measured again and merged into it."""
+                          levels: list[int] | None = None, allow_busy: bool = False) -> None:
+        """A new run, or with `run` and `levels` those levels of it measured again and merged into it. A server already
+        serving another client's requests is said before anything starts, and the operator decides."""
         try:
-            handle = await self.session.sweeps.start(settings, run=run, how=how, levels=levels)
+            handle = await self.session.sweeps.start(settings, run=run, how=how, levels=levels, allow_busy=allow_busy)
+        except ServerBusy as e:
+            def decided(ok: bool | None) -> None:
+                if ok:
+                    self.start_sweep(settings, run=run, how=how, levels=levels, allow_busy=True)
+
+            self.app.push_screen(Confirm("Sweep a busy server?", [Text(str(e).split(": sweep anyway")[0])],
+                                         action_label="Sweep anyway"), decided)
+            return
         except (RunError, RemoteError) as e:
             self.notify(str(e), title="No sweep", severity="error", timeout=10)
             return
