@@ -14,9 +14,10 @@ def cmd_console(args: argparse.Namespace) -> int:
 
 
 def open_console(cfg: config.Config, host: str | None, theme: str | None, *, local: bool = False,
-                 readonly: bool = False) -> int:
+                 readonly: bool = False, notes: list[str] | None = None) -> int:
+    """notes: lines the help screen shows first (the demo's own host, its config)."""
     from console.ui.app import PivotApp  # Textual is imported only for the TUI
 
     session = Session(cfg, host, local=local, via="console")  # a bad host name fails here, before the screen opens
-    PivotApp(session, theme=theme or cfg.theme, readonly=readonly).run()
+    PivotApp(session, theme=theme or cfg.theme, readonly=readonly, notes=notes).run()
     return 0

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
+import os
 import shutil
 import signal
 import subprocess
@@ -16,32 +18,69 @@ from console import config
 from console.cli.console import open_console
 
 
+def demo_home() -> Path:
+    """Where a demo's campaign is kept between demos, so that its runs can be compared after it ends."""
+    base = os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share")
+    return Path(base) / "pivot" / "demo"
+
+
+def campaign_of(args: argparse.Namespace, root: Path) -> Path:
+    if args.campaign_dir:
+        return args.campaign_dir
+    if args.ephemeral or args.dir:
+        return root / "campaign"
+    return demo_home() / "campaign"
+
+
+def offline_config(campaign: Path) -> Path | None:
+    """A pivot.toml beside a kept campaign, for what needs no host after the demo: runs, compare, tasks, events."""
+    if campaign.parent != demo_home():
+        return None
+    path = campaign.parent / "pivot.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"# written by pivot demo: its kept campaign, for runs, compare, tasks and events\n"
+                    f"campaign_dir = {json.dumps(str(campaign))}\n", encoding="utf-8")
+    return path
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from console.sim.host import SimHost, serve_forever
     from console.sim.state import GpuSpec
 
     root = args.dir or Path(tempfile.mkdtemp(prefix="pivot-demo-"))
+    campaign = campaign_of(args, root)
     if args.serve:
-        host = SimHost(root, gpus=GpuSpec(count=args.gpus), time_scale=args.time_scale, subreaper=True)
-        asyncio.run(serve_forever(host, initial_server=args.server, traffic=args.traffic))
+        host = SimHost(root, gpus=GpuSpec(count=args.gpus), time_scale=args.time_scale, subreaper=True,
+                       campaign_dir=campaign)
+        try:
+            asyncio.run(serve_forever(host, initial_server=args.server, traffic=args.traffic))
+        finally:
+            if args.dir is None:  # its keys among them: nothing of the host stays behind
+                shutil.rmtree(root, ignore_errors=True)
         return 0
     # The host runs in its own process, as a remote host would: it adopts and reaps
     # the simulated server's orphans without touching the console's own children.
-    argv = [sys.executable, "-m", "console", "demo", "--serve", "--dir", str(root), "--gpus", str(args.gpus),
-            "--time-scale", str(args.time_scale), "--server", args.server, *([] if args.traffic else ["--no-traffic"])]
+    argv = [sys.executable, "-m", "console", "demo", "--serve", "--dir", str(root), "--campaign-dir", str(campaign),
+            "--gpus", str(args.gpus), "--time-scale", str(args.time_scale), "--server", args.server,
+            *([] if args.traffic else ["--no-traffic"])]
     # a closed terminal or tmux window must still end the host and remove its files
     signal.signal(signal.SIGHUP, lambda *_: sys.exit(129))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     log = open(root / "host.log", "w")
     host_proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, text=True)
+    kept = offline_config(campaign)
     try:
         lines = [host_proc.stdout.readline() for _ in range(2)] if host_proc.stdout else []
         config_line = next((line for line in lines if line.startswith("config: ")), None)
         if config_line is None:
             print(f"pivot: the simulated host did not start; see {root / 'host.log'}", file=sys.stderr)
             return 1
-        cfg = config.load(config_line.removeprefix("config: ").strip())
-        return open_console(cfg, "demo", args.theme, readonly=args.readonly)
+        config_path = config_line.removeprefix("config: ").strip()
+        print(campaign_line(campaign, kept))
+        notes = [f"This demo's simulated host: {lines[0].strip()}",
+                 f"Its server, ended as a crash would (from another terminal): kill $(cat {root / 'home/.pivot/server.pid'})",
+                 f"The demo's config: {config_path}", campaign_line(campaign, kept)]
+        return open_console(config.load(config_path), "demo", args.theme, readonly=args.readonly, notes=notes)
     finally:
         host_proc.send_signal(signal.SIGTERM)
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -51,3 +90,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
         log.close()
         if args.dir is None:
             shutil.rmtree(root, ignore_errors=True)
+        print(campaign_line(campaign, kept) if kept or args.campaign_dir else "the demo's campaign went with it (--ephemeral)")
+
+
+def campaign_line(campaign: Path, kept: Path | None) -> str:
+    if kept is None:
+        return f"the demo's campaign: {campaign}"
+    return f"the demo's campaign is kept in {campaign}: pivot --config {kept} compare previous last"

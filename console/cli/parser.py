@@ -24,7 +24,12 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="start a simulated 8-GPU host on loopback and open the console on it")
     demo.set_defaults(run="console.cli.demo:cmd_demo")
     demo.add_argument("--serve", action="store_true", help="only run the simulated host, until Ctrl-C")
-    demo.add_argument("--dir", type=Path, help="keep the simulated host's files here (default: a temporary directory)")
+    demo.add_argument("--dir", type=Path, help="keep the simulated host's files here (default: a temporary directory, "
+                                               "removed when the demo ends)")
+    demo.add_argument("--campaign-dir", type=Path, metavar="DIR",
+                      help="keep the demo's campaign (runs, tasks, events) here (default: ~/.local/share/pivot/demo, "
+                           "kept between demos; with --dir: inside it)")
+    demo.add_argument("--ephemeral", action="store_true", help="keep nothing: the campaign goes with the host's files")
     demo.add_argument("--gpus", type=int, default=8)
     demo.add_argument("--time-scale", type=float, default=1.0, help="run the simulated server this many times faster")
     demo.add_argument("--server", choices=["eagle3", "baseline", "none"], default="eagle3",

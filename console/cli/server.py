@@ -18,6 +18,7 @@ from console.session import Session
 from console.untrusted import visible
 
 READY_TIMEOUT_S = 1800.0  # a large model can take many minutes to load
+STATUS_TAIL = 8  # a crashed server's last lines in `server status`: the state first, the log is `server logs`
 
 
 def cmd_profiles(args: argparse.Namespace) -> int:
@@ -84,7 +85,8 @@ async def _server_action(session: Session, lifecycle: ServerLifecycle, args: arg
         if status.model:
             out.print(Text(f"model: {status.model}"))
         if status.state == ServerState.CRASHED:
-            out.print(Text("\n".join(status.log_tail), style="dim"))
+            out.print(Text("\n".join(status.log_tail[-STATUS_TAIL:]), style="dim"))
+            out.print("(the last lines of its log; pivot server logs shows the rest)")
         return 0 if status.state in (ServerState.READY, ServerState.STOPPED) else 1
     if action == "logs":
         if not args.follow:
@@ -131,7 +133,8 @@ async def _wait_ready(lifecycle: ServerLifecycle, out: Console) -> int:
             return 0
         if status.state == ServerState.CRASHED:
             out.print(Text(status.describe(), style="bold red"))
-            out.print(Text("\n".join(status.log_tail), style="dim"))
+            out.print(Text("\n".join(status.log_tail[-STATUS_TAIL:]), style="dim"))
+            out.print("(the last lines of its log; pivot server logs shows the rest)")
             return 1
         await asyncio.sleep(1.0)
     out.print("not ready in time")

@@ -50,8 +50,11 @@ def package_root() -> Path:
 
 
 class SimHost:
-    def __init__(self, root: Path, *, gpus: GpuSpec = GpuSpec(), time_scale: float = 1.0, subreaper: bool = False):
+    def __init__(self, root: Path, *, gpus: GpuSpec = GpuSpec(), time_scale: float = 1.0, subreaper: bool = False,
+                 campaign_dir: Path | None = None):
+        """campaign_dir: where the console's runs, tasks and events go (default: inside root, gone with it)."""
         self.root = root
+        self.campaign_dir = campaign_dir or root / "campaign"
         self.gpus = gpus
         self.time_scale = time_scale
         self.subreaper = subreaper
@@ -133,7 +136,7 @@ class SimHost:
         (self.root / "pivot.toml").write_text(
             "# written by pivot demo: the simulated GPU host\n"
             'default_host = "demo"\n'
-            f"campaign_dir = {json.dumps(str(self.root / 'campaign'))}\n\n"
+            f"campaign_dir = {json.dumps(str(self.campaign_dir))}\n\n"
             "[hosts.demo]\n"
             'hostname = "127.0.0.1"\n'
             f"port = {self.port}\n"
@@ -376,6 +379,8 @@ async def serve_forever(host: SimHost, announce: bool = True, initial_server: st
     if announce:
         print(host.ssh_command, flush=True)
         print(f"config: {host.config_path}", flush=True)
+        print(f"a simulated GPU host of its own: `pivot --config {host.config_path}` opens a console on it, the ssh line "
+              f"logs in; its campaign is {host.campaign_dir}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):

@@ -47,10 +47,12 @@ class PivotApp(App[None]):
         Binding("q", "quit", "Quit", id="app.quit", tooltip="Quit (the server and processes on the host are left as they are)"),
     ]
 
-    def __init__(self, session: Session, *, theme: str | None = None, readonly: bool = False):
-        """The session holds what every pane works with: config, connection, telemetry, lifecycle, sweeps, events."""
+    def __init__(self, session: Session, *, theme: str | None = None, readonly: bool = False,
+                 notes: list[str] | None = None):
+        """The session holds what every pane works with: config, connection, telemetry, lifecycle, sweeps, events.
+        notes: lines the help screen shows first."""
         super().__init__()
-        self.session = session
+        self.session, self.notes = session, notes or []
         self.config = session.config
         self.readonly = readonly
         themes, self.theme_errors = load_themes()
@@ -191,7 +193,7 @@ class PivotApp(App[None]):
             ("Tasks pane", list(TasksPane.BINDINGS)),
             ("Confirmations", list(Confirm.BINDINGS)),
         ]
-        self.push_screen(HelpScreen(sections))  # type: ignore[arg-type]
+        self.push_screen(HelpScreen(sections, self.notes))  # type: ignore[arg-type]
 
     def action_event_log(self) -> None:
         from console.ui.screens.event_log import EventLogScreen

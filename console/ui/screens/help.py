@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.table import Table
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
@@ -18,13 +19,16 @@ class HelpScreen(ModalScreen[None]):
     """
     BINDINGS = [Binding("escape,q,question_mark,f1", "dismiss", "Close")]
 
-    def __init__(self, sections: list[tuple[str, list[Binding]]]):
+    def __init__(self, sections: list[tuple[str, list[Binding]]], notes: list[str] | None = None):
+        """notes: lines shown first (the demo's own host: its ssh line, how to crash its server, its config)."""
         super().__init__()
-        self.sections = sections
+        self.sections, self.notes = sections, notes or []
         self.rows: list[tuple[str, str, str]] = []  # (section, keys, what it does), as shown
 
     def compose(self) -> ComposeResult:
         with VerticalScroll():
+            if self.notes:
+                yield Static(Text("\n".join(self.notes) + "\n"))
             for title, bindings in self.sections:
                 table = Table(box=None, show_header=False, pad_edge=False, title=title, title_justify="left",
                               title_style="bold")
