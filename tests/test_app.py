@@ -297,7 +297,10 @@ async def test_the_log_follows_until_the_operator_scrolls_up(tmp_path: Path) -> 
             log.add(f"line {i}")
         await pilot.pause()
         assert log.following and log.scroll_offset.y == log.max_scroll_y
-        await pilot.press("2", "z")  # a resize keeps it at the bottom
+        for _ in range(2):  # zoomed and back: a resize keeps it at the bottom, with no new line to scroll it there
+            await pilot.press("2", "z")
+            await pilot.pause()
+            assert log.following and log.scroll_offset.y == log.max_scroll_y
         log.add("after zoom")
         await pilot.pause()
         assert log.following and log.scroll_offset.y == log.max_scroll_y

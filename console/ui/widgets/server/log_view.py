@@ -64,6 +64,11 @@ class LogView(RichLog):
         self.following = message.y is None or message.y >= self.max_scroll_y
         super()._on_scroll_to(message)
 
+    def on_resize(self) -> None:
+        """A pane zoomed or given back its room: a log that was following stays at its end."""
+        if self.following:
+            self.call_after_refresh(self.scroll_end, animate=False, immediate=True)
+
     def _styled(self, line: str) -> Text:
         if ERROR.search(line):
             return Text(line, style=theme_style(self.app, "error", bold=True))

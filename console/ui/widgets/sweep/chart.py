@@ -17,6 +17,7 @@ from console.sweep.store import Run
 # chart must show the very colour of the curve
 RGB = tuple[int, int, int]
 OVERLAY_COLOURS: list[RGB] = [(255, 165, 0), (0, 200, 215), (215, 95, 215), (95, 200, 95)]
+OVERLAY_MARKERS = ["•", "+", "o", "*"]  # a marker of its own for each earlier run: the chart reads without colour
 SECOND_COLOUR: RGB = (235, 205, 0)
 LIVE_COLOUR: RGB = (230, 60, 60)
 LEGEND_INSIDE_ROWS = 16  # a shorter chart would be mostly legend: the legend goes under it instead
@@ -78,9 +79,9 @@ class SweepChart(PlotextPlot):
         plt.xticks([math.log10(c) for c in ticks], [str(c) for c in ticks])
         plt.xlabel("concurrency C (log scale)")
         plt.ylabel("total output tok/s")
-        for colour, run, frame in data.overlays:
+        for (colour, run, frame), marker in zip(data.overlays, OVERLAY_MARKERS):
             plt.plot(_log(frame["c"].to_list()), frame["total_tok_s"].to_list(),
-                     label=series("•", label(run), colour), color=colour, marker="dot")
+                     label=series(marker, label(run), colour), color=colour, marker=marker)
         measured = [e for e in data.levels if not e.get("failed")]  # a failed level is not a point of the curve
         if measured:
             xs = _log([e["c"] for e in measured])
