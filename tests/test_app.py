@@ -19,6 +19,7 @@ from console.ui.widgets.gpu.pane import GpuPane
 from console.ui.widgets.gpu.processes import ProcessTable
 from console.ui.widgets.host_status import HostStatus
 from console.ui.widgets.link_banner import LinkBanner
+from console.ui.widgets.tasks.pane import TextPrompt
 from tests.conftest import HostProcess, free_port, wait_for
 from tests.fake_telemetry import FakeTelemetry
 
@@ -537,3 +538,22 @@ async def test_w_says_why_no_adaptive_profile_is_written(tmp_path: Path) -> None
         said = [str(n.message) for n in app._notifications]
         assert any(m.startswith("no adaptive profile: base (baseline) and base2 (baseline) neither drafts") for m in said)
         assert not (tmp_path / "profiles").exists()
+
+
+async def test_readonly_is_said_in_the_header_and_when_a_removed_key_is_tried(tmp_path: Path) -> None:
+    from console.ui.widgets.host_status import HostStatus
+
+    app = canned_app(tmp_path, readonly=True)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause(0.3)
+        assert "read-only" in str(app.query_one(HostStatus).render())
+        await pilot.press("K")  # kill stray, removed
+        await pilot.pause()
+        assert app.session.telemetry.killed == []  # type: ignore[attr-defined]
+        said = [str(n.message) for n in app._notifications]
+        assert any(m.startswith("read-only: kill stray is off") for m in said), said
+        await pilot.press("3", "a")  # a task: removed too, and the empty list does not advertise it
+        await pilot.pause()
+        assert not isinstance(app.screen, TextPrompt)
+        assert "a adds one" not in str(app.query_one("#tasks-detail").render())
+        assert "K kills them" not in (app.query_one("#gpus").border_subtitle or "")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from textual import work
+from textual import events, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Container
@@ -26,6 +26,13 @@ from console.ui.widgets.sweep.pane import SweepPane
 from console.untrusted import visible
 
 PANES = ("gpus", "server", "tasks", "sweep")
+# what --readonly removes: every action that changes the host, the servers, the runs or the campaign's tasks
+READONLY_ACTIONS = {
+    "kill", "kill_stray", "kill_parent", "cleanup",  # GPU pane
+    "start", "force_start", "stop", "restart", "switch",  # Server pane
+    "new_sweep", "abort", "write_adaptive", "repeat_uncertain", "refine",  # Sweep pane
+    "add", "edit", "status", "insist", "priority", "move", "delete", "run_one", "run_from_here", "load_runbook",  # Tasks
+}
 
 
 class PivotApp(App[None]):
@@ -82,7 +89,7 @@ class PivotApp(App[None]):
 
     def compose(self) -> ComposeResult:
         session, readonly = self.session, self.readonly
-        yield HostStatus(session.host_label, local=session.spec is None, id="host-status")
+        yield HostStatus(session.host_label, local=session.spec is None, readonly=readonly, id="host-status")
         yield LinkBanner(session.host_label, id="link-banner")
         with Container(id="panes"):
             yield GpuPane(session, readonly=readonly, id="gpus")
@@ -177,6 +184,20 @@ class PivotApp(App[None]):
         zoomed = not panes.has_class("-zoomed")
         panes.set_class(zoomed, "-zoomed")
         self._zoom(self._pane_of(self.focused) or self.query_one("#gpus") if zoomed else None)
+
+    def on_key(self, event: events.Key) -> None:
+        """A key of an action --readonly removed (its binding is off, so the key reaches the app): say why nothing
+        happens, rather than nothing."""
+        if not self.readonly:
+            return
+        pane = self._pane_of(self.focused)
+        widgets = [w for w in (self.focused, pane) if w is not None]
+        for binding in (b for w in widgets for b in w._bindings.key_to_bindings.get(event.key, [])):
+            if binding.action.split("(")[0] in READONLY_ACTIONS:
+                self.notify(f"read-only: {binding.description.lower()} is off (pivot was started with --readonly)",
+                            severity="warning", timeout=4)
+                event.stop()
+                return
 
     def action_reconnect(self) -> None:
         if self.session.spec is not None:

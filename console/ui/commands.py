@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, cast
 
@@ -9,6 +10,11 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 if TYPE_CHECKING:
     from console.ui.app import PivotApp
+
+
+def readonly(app: PivotApp, what: str) -> Callable[[], None]:
+    return lambda: app.notify(f"read-only: {what} is off (pivot was started with --readonly)", severity="warning",
+                              timeout=4)
 
 
 class PivotCommands(Provider):
@@ -25,16 +31,20 @@ class PivotCommands(Provider):
             ("event log", app.action_event_log, "every kill, start, stop, sweep, comparison and task change"),
         ]
         pane = app.gpu_pane
-        if pane is not None and pane.sample is not None and not app.readonly:
+        if pane is not None and pane.sample is not None:
             stray = len({p.pid for p in pane.sample.stray})
             if stray:
-                commands.append((f"kill {stray} stray process{'es' if stray != 1 else ''}", pane.action_kill_stray,
+                commands.append((f"kill {stray} stray process{'es' if stray != 1 else ''}",
+                                 readonly(app, "kill") if app.readonly else pane.action_kill_stray,
+                                 "read-only: off" if app.readonly else
                                  "SIGTERM, then SIGKILL after the grace period, after a confirmation"))
         sweep = app.query("#sweep")
         if sweep:
             pane = sweep.first()
             commands.append(("compare the last two runs", pane.action_compare, "crossover, saturation and recommendation"))
-            if pane.check_action("new_sweep", ()):
+            if app.readonly:
+                commands.append(("start a sweep", readonly(app, "a sweep"), "read-only: off"))
+            elif pane.check_action("new_sweep", ()):
                 commands.append(("start a sweep", pane.action_new_sweep, "choose levels and settings, then sweep the running server"))
         for theme in sorted(app.available_themes):
             commands.append((f"theme: {theme}", partial(setattr, app, "theme", theme), "switch the colour theme"))

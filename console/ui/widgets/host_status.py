@@ -37,10 +37,10 @@ class HostStatus(Static):
     problem: reactive[str | None] = reactive(None)
     server_status: reactive[ServerStatus | None] = reactive(None)
 
-    def __init__(self, host: str, *, local: bool = False, **kw: object):
+    def __init__(self, host: str, *, local: bool = False, readonly: bool = False, **kw: object):
         super().__init__(**kw)  # type: ignore[arg-type]
         self.host = host
-        self.local = local
+        self.local, self.readonly = local, readonly
 
     def on_mount(self) -> None:
         self.set_interval(1.0, self.refresh)  # the sample's age and "reconnecting in N s" count
@@ -53,6 +53,8 @@ class HostStatus(Static):
 
     def render(self) -> Text:
         text = Text.assemble(("pivot ", "bold"), (self.host, "bold"), " ")
+        if self.readonly:
+            text.append("read-only", self._colour("warning", bold=True)).append(" ")
         event = self.event
         if self.local:
             text.append("this machine, no SSH", "dim")

@@ -161,7 +161,7 @@ class SweepPane(Vertical):
         elif self.run is not None:
             text.append(f"run {self.run.name}: {visible(self.run.profile)}, {self.run.state}", "dim")
         else:
-            text.append("no sweep yet: n starts one against the running server", "dim")
+            text.append("no sweep yet" if self.readonly else "no sweep yet: n starts one against the running server", "dim")
         chart = self.query_one(SweepChart)
         if chart.legend and not chart.legend_inside:
             text.append("\n")

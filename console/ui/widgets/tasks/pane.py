@@ -163,7 +163,8 @@ class TasksPane(Vertical):
         task = self.current
         detail = self.query_one("#tasks-detail", Static)
         if task is None:
-            detail.update("no tasks: a adds one, L adds a runbook's (demo-campaign on the demo host)")
+            detail.update("no tasks" if self.readonly else
+                          "no tasks: a adds one, L adds a runbook's (demo-campaign on the demo host)")
             return
         history = " → ".join(f"{s} {_ago(time.time() - t)}" for t, s in task.history[-4:])
         live = [self.said] if self.running and self.said and task.status == "in_progress" else []
@@ -251,8 +252,10 @@ class TasksPane(Vertical):
 
     # -- runbooks -------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if self.readonly and action not in ("fold",):
+            return False  # --readonly: the list is shown, never changed
         if action in ("run_one", "run_from_here"):
-            return self.session.lifecycle is not None and not self.readonly and not self.running
+            return self.session.lifecycle is not None and not self.running
         return True
 
     def action_load_runbook(self) -> None:
