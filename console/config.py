@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import tomllib
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -67,8 +68,7 @@ class Config:
     @property
     def profile_dirs(self) -> list[Path]:
         """Where launch profiles come from; a later directory's profile of the same name wins."""
-        shipped = Path(__file__).resolve().parent.parent / "profiles"
-        dirs = [shipped, user_config_dir() / "profiles"]
+        dirs = [shipped("profiles"), user_config_dir() / "profiles"]
         if self.path is not None:
             dirs.append(self.path.parent / "profiles")
         if self.profiles_dir is not None:
@@ -175,6 +175,12 @@ def parse(path: Path, text: str) -> Config:
         idle_threshold_mib=float(data.get("idle_threshold_mib", 1024)), kill_grace_s=float(data.get("kill_grace_s", 5)),
         telemetry_interval_s=interval,
     )
+
+
+def shipped(name: str) -> Path:
+    """A directory of data that ships inside the package (themes, profiles): in the wheel, or in an editable
+    install the repository's own top-level directory (pyproject maps each onto console.NAME)."""
+    return Path(str(resources.files(f"console.{name}")))
 
 
 def user_config_dir() -> Path:

@@ -1,4 +1,5 @@
-"""Themes from TOML files: the project's themes/ and the user's ~/.config/pivot/themes/.
+"""Themes from TOML files: the shipped ones (console.themes, the repository's themes/) and the user's
+~/.config/pivot/themes/.
 
 Textual has no theme-file loader: each file becomes Theme(**data). Broken files
 are gathered and reported once, never half-applied.
@@ -12,9 +13,8 @@ from pathlib import Path
 from textual.color import ColorParseError
 from textual.theme import Theme
 
-from console.config import user_config_dir
+from console.config import shipped, user_config_dir
 
-PROJECT_THEMES = Path(__file__).resolve().parents[2] / "themes"
 DEFAULT_THEME = "pivot-dark"
 # app-specific colours, with defaults so that Textual's built-in themes work too
 VARIABLE_DEFAULTS = {"gpu-mem-high": "#ff8700", "gpu-stray": "#d7af00", "gpu-zombie": "#ff5f87"}
@@ -22,7 +22,7 @@ _FIELDS = set(Theme.__dataclass_fields__)
 
 
 def theme_dirs() -> list[Path]:
-    return [PROJECT_THEMES, user_config_dir() / "themes"]
+    return [shipped("themes"), user_config_dir() / "themes"]
 
 
 def load_themes(dirs: list[Path] | None = None) -> tuple[list[Theme], list[str]]:
