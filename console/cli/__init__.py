@@ -13,7 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from console import __version__, config
+from console import __version__, config, pivot_toml
 from console.remote.errors import RemoteError
 from console.server.profiles import ProfileError
 from console.sweep.store import RunError
@@ -140,57 +140,57 @@ def main(argv: list[str] | None = None) -> int:
             case "gpus":
                 from console.cli.gpus import cmd_gpus
 
-                return asyncio.run(cmd_gpus(config.load(args.config), args.host, watch=args.watch, as_json=args.json, local=args.local))
+                return asyncio.run(cmd_gpus(pivot_toml.load(args.config), args.host, watch=args.watch, as_json=args.json, local=args.local))
             case "server":
                 from console.cli.server import cmd_server
 
                 if args.action in ("start", "switch") and not args.profile:
                     print(f"pivot: server {args.action} needs a profile (see pivot profiles)", file=sys.stderr)
                     return 2
-                return asyncio.run(cmd_server(config.load(args.config), args.host, args.action, args.profile,
+                return asyncio.run(cmd_server(pivot_toml.load(args.config), args.host, args.action, args.profile,
                                               force=args.force, follow=args.follow, wait=args.wait))
             case "profiles":
                 from console.cli.server import cmd_profiles
 
-                return cmd_profiles(config.load(args.config), args.action, args.names)
+                return cmd_profiles(pivot_toml.load(args.config), args.action, args.names)
             case "sweep":
                 from console.cli.sweep import cmd_sweep
 
-                return cmd_sweep(config.load(args.config), args)
+                return cmd_sweep(pivot_toml.load(args.config), args)
             case "runs":
                 from console.cli.sweep import cmd_runs
 
-                return cmd_runs(config.load(args.config), args.action, args.names, name=args.name, profile=args.profile,
+                return cmd_runs(pivot_toml.load(args.config), args.action, args.names, name=args.name, profile=args.profile,
                                 yes=args.yes)
             case "compare":
                 from console.cli.sweep import cmd_compare
 
-                return cmd_compare(config.load(args.config), args.names, fmt=args.fmt, markdown_path=args.markdown,
+                return cmd_compare(pivot_toml.load(args.config), args.names, fmt=args.fmt, markdown_path=args.markdown,
                                    write_profile=args.write_profile)
             case "tasks":
                 from console.cli.tasks import cmd_tasks
 
-                return cmd_tasks(config.load(args.config), args.action, args.args, priority=args.priority, insist=args.insist)
+                return cmd_tasks(pivot_toml.load(args.config), args.action, args.args, priority=args.priority, insist=args.insist)
             case "run":
                 from console.cli.tasks import cmd_run
 
-                return asyncio.run(cmd_run(config.load(args.config), args.host, args.runbook, start=args.start, yes=args.yes))
+                return asyncio.run(cmd_run(pivot_toml.load(args.config), args.host, args.runbook, start=args.start, yes=args.yes))
             case "events":
                 from console.cli.tasks import cmd_events
 
-                return cmd_events(config.load(args.config), args.kind, args.export)
+                return cmd_events(pivot_toml.load(args.config), args.kind, args.export)
             case "kill":
                 from console.cli.gpus import cmd_kill
 
                 if bool(args.pids) == args.stray:
                     print("pivot: kill takes PIDs or --stray (never a name pattern)", file=sys.stderr)
                     return 2
-                return asyncio.run(cmd_kill(config.load(args.config), args.host, args.pids, stray=args.stray, yes=args.yes,
+                return asyncio.run(cmd_kill(pivot_toml.load(args.config), args.host, args.pids, stray=args.stray, yes=args.yes,
                                             grace=args.grace, single=args.single, local=args.local))
             case "config":
                 return cmd_config(args)
             case _:
-                return run_console(config.load(args.config), args.host, args.theme, local=args.local, readonly=args.readonly)
+                return run_console(pivot_toml.load(args.config), args.host, args.theme, local=args.local, readonly=args.readonly)
     except (config.ConfigError, RemoteError, ProfileError, RunError, TaskError, ValueError) as e:
         print(f"pivot: {visible(str(e))}", file=sys.stderr)
         return 2
@@ -217,7 +217,7 @@ def run_console(cfg: config.Config, host: str | None, theme: str | None, *, loca
 
 
 def cmd_config(args: argparse.Namespace) -> int:
-    cfg = config.load(args.config)
+    cfg = pivot_toml.load(args.config)
     if cfg.path is None:
         print("pivot: no pivot.toml found (looked in ./pivot.toml and ~/.config/pivot/pivot.toml); see pivot.example.toml")
         return 1 if args.action == "validate" else 0
@@ -238,7 +238,7 @@ async def cmd_trust(args: argparse.Namespace) -> int:
     from console.cli.prompt import ask
     from console.remote import trust
 
-    spec = config.load(args.config).host(args.name)
+    spec = pivot_toml.load(args.config).host(args.name)
     offered = await trust.fetch_key(spec)
     print(f"{spec.name} ({offered.host_pattern}) offers a {offered.algorithm} key:\n  {offered.fingerprint}")
     if offered.already_trusted:
@@ -257,7 +257,7 @@ async def cmd_trust(args: argparse.Namespace) -> int:
 async def cmd_ping(args: argparse.Namespace) -> int:
     from console.remote import Connection
 
-    spec = config.load(args.config).host(args.name or args.host)
+    spec = pivot_toml.load(args.config).host(args.name or args.host)
     conn = Connection(spec)
     try:
         await conn.up_now()
@@ -293,7 +293,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         if config_line is None:
             print(f"pivot: the simulated host did not start; see {root / 'host.log'}", file=sys.stderr)
             return 1
-        cfg = config.load(config_line.removeprefix("config: ").strip())
+        cfg = pivot_toml.load(config_line.removeprefix("config: ").strip())
         return run_console(cfg, "demo", args.theme, readonly=args.readonly)
     finally:
         host_proc.send_signal(signal.SIGTERM)
