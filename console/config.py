@@ -115,7 +115,7 @@ def _invalid(schema: Any, error: Any) -> Invalid:
     key = ".".join(map(str, loc)) or None
     kind = error["type"]
     if kind in _UNKNOWN:
-        return Invalid(key, f"unknown key (known: {', '.join(_keys(_type_at(schema, loc[:-1])))})")
+        return Invalid(key, f"unknown key (known: {', '.join(_fields(_type_at(schema, loc[:-1])))})")
     if kind == "missing":
         described = _description(_type_at(schema, loc[:-1]), str(loc[-1]))
         return Invalid(key, f"missing: {described}" if described else "missing")
@@ -158,10 +158,6 @@ def _type_at(schema: Any, loc: tuple[Any, ...]) -> Any:
         else:
             return None
     return t
-
-
-def _keys(t: Any) -> list[str]:
-    return list(_fields(t))
 
 
 def _description(t: Any, name: str) -> str | None:
@@ -260,8 +256,8 @@ class Config:
     kill_grace_s: float = 5.0  # SIGTERM, then SIGKILL after this long
     telemetry_interval_s: float = 1.0
     profiles_dir: Path | None = None
-    sweep: dict[str, Any] = field(default_factory=dict)  # checked where sweep settings are made, and at start by
-    # console.pivot_toml.load
+    # checked where sweep settings are made, and for the commands at start by console.pivot_toml.load
+    sweep: dict[str, Any] = field(default_factory=dict)
 
     @property
     def profile_dirs(self) -> list[Path]:
@@ -289,16 +285,16 @@ def _host(name: str, table: dict[str, Any]) -> HostSpec:
         values = validate(HostTable, table)
     except Invalid as e:
         raise Invalid(f"hosts.{name}.{e.key}" if e.key else f"hosts.{name}", e.problem) from None
-    return HostSpec(name=name, **{f.name: getattr(values, f.name) for f in dataclasses.fields(HostTable)})
+    return HostSpec(name=name, **vars(values))
 
 
-def _beside(path: Path | None, value: str) -> Path:
+def _beside(path: Path, value: str) -> Path:
     """A path from the file: ~ expanded, relative to the file's directory."""
     p = Path(os.path.expanduser(value))
-    return p if p.is_absolute() or path is None else path.parent / p
+    return p if p.is_absolute() else path.parent / p
 
 
-def _build(path: Path | None, data: dict[str, Any]) -> Config:
+def _build(path: Path, data: dict[str, Any]) -> Config:
     top = validate(ConfigFile, data)
     hosts = {name: _host(name, table) for name, table in top.hosts.items()}
     for host in hosts.values():
