@@ -1,17 +1,178 @@
-"""pivot.toml: the hosts pivot drives, and where the campaign lives.
+"""pivot.toml: the hosts pivot drives, and where the campaign lives; and the toolkit of every TOML schema.
 
 Search order: --config PATH, then $PIVOT_CONFIG, then ./pivot.toml, then
 $XDG_CONFIG_HOME/pivot/pivot.toml (~/.config/pivot/pivot.toml). Every error
 names the file and the key.
+
+This is the ground floor: it imports nothing of pivot's own. The `[sweep]`
+table belongs to the sweep (console/sweep/settings.py checks it, and
+console/pivot_toml.py reads the whole file for the commands), so here it is
+only a table.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tomllib
+import types
+import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, TypeAdapter, ValidationError, WrapValidator, with_config
+from pydantic_core import PydanticCustomError
+
+# -- TOML schemas ---------------------------------------------------------------------------------------------------
+# Declared with pydantic types; a failure becomes Invalid, one line: `key.path: problem`.
+
+
+class Invalid(ValueError):
+    """Data that does not fit its schema: str() is `key: problem`, one line."""
+
+    def __init__(self, key: str | None, problem: str):
+        self.key, self.problem = key, problem
+        super().__init__(f"{key}: {problem}" if key else problem)
+
+
+def expect(what: str) -> WrapValidator:
+    """Any failure inside becomes `expected WHAT, got VALUE`: one phrase for a value of the wrong kind or range."""
+
+    def wrap(value: Any, inner: Callable[[Any], Any]) -> Any:
+        try:
+            return inner(value)
+        except ValidationError:
+            raise PydanticCustomError("pivot", "expected {what}, got {value}", {"what": what, "value": repr(value)}) from None
+
+    return WrapValidator(wrap)
+
+
+def must(ok: Callable[[Any], bool], problem: str) -> AfterValidator:
+    """A value of the right type that `ok` refuses: `problem`, where {value} is the value given."""
+
+    def check(value: Any) -> Any:
+        if not ok(value):
+            raise PydanticCustomError("pivot", problem, {"value": repr(value)})
+        return value
+
+    return AfterValidator(check)
+
+
+# TOML is typed: "22" is not 22 and true is not 1, so every scalar is strict
+Str = Annotated[str, Strict()]
+Int = Annotated[int, Strict()]
+Number = Annotated[float, Strict()]  # an integer or a float, never a boolean
+Bool = Annotated[bool, Strict()]
+Port = Annotated[Int, must(lambda p: 0 < p < 65536, "must be 1-65535, got {value}")]
+PositiveInt = Annotated[int, Strict(), Field(gt=0), expect("a positive integer")]
+Seconds = Annotated[float, Strict(), Field(gt=0), expect("a positive number of seconds")]
+
+
+def choice(*options: str) -> AfterValidator:
+    """A string that must be one of `options`."""
+    return must(lambda v: v in options, f"must be one of {', '.join(options)}, got {{value}}")
+
+
+class Table(BaseModel):
+    """A TOML table: strict types, no unknown key."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+
+_UNKNOWN = ("extra_forbidden", "unexpected_keyword_argument")
+_KINDS = {
+    "int_type": "an integer", "float_type": "a number", "string_type": "a string", "bool_type": "a boolean",
+    "list_type": "a list", "tuple_type": "a list", "dict_type": "a table", "model_type": "a table",
+    "model_attributes_type": "a table", "dataclass_type": "a table",
+}
+
+
+def validate(schema: Any, data: Any, *, partial: bool = False) -> Any:
+    """`data` as `schema` (a Table, or a dataclass whose fields carry these types). partial: only check it, missing
+    keys allowed (a launch profile that `extends` another), and return None."""
+    try:
+        value = _adapter(schema).validate_python(data)
+        return None if partial else value
+    except ValidationError as e:
+        errors = [x for x in e.errors(include_url=False) if not (partial and x["type"] == "missing")]
+        if not errors:
+            return None
+        # a misspelt key first: it explains the missing or defaulted one
+        raise _invalid(schema, min(errors, key=lambda x: x["type"] not in _UNKNOWN)) from None
+
+
+@cache
+def _adapter(schema: Any) -> TypeAdapter[Any]:
+    return TypeAdapter(schema)
+
+
+def _invalid(schema: Any, error: Any) -> Invalid:
+    loc = tuple(p for p in error["loc"] if p != "[key]")  # a bad dict key is reported at that key
+    key = ".".join(map(str, loc)) or None
+    kind = error["type"]
+    if kind in _UNKNOWN:
+        return Invalid(key, f"unknown key (known: {', '.join(_fields(_type_at(schema, loc[:-1])))})")
+    if kind == "missing":
+        described = _description(_type_at(schema, loc[:-1]), str(loc[-1]))
+        return Invalid(key, f"missing: {described}" if described else "missing")
+    if kind in _KINDS:
+        return Invalid(key, f"expected {_KINDS[kind]}, got {error['input']!r}")
+    return Invalid(key, error["msg"])  # ours (expect, must) already read well; any other is pydantic's own sentence
+
+
+def _bare(t: Any) -> Any:
+    """Annotated[X, …] and X | None as X."""
+    while True:
+        if typing.get_origin(t) is Annotated:
+            t = typing.get_args(t)[0]
+        elif typing.get_origin(t) in (typing.Union, types.UnionType) and type(None) in typing.get_args(t):
+            arms = [a for a in typing.get_args(t) if a is not type(None)]
+            if len(arms) != 1:
+                return t
+            t = arms[0]
+        else:
+            return t
+
+
+def _fields(t: Any) -> dict[str, Any]:
+    if isinstance(t, type) and issubclass(t, BaseModel):
+        return {name: f.annotation for name, f in t.model_fields.items()}
+    if dataclasses.is_dataclass(t):
+        hints = typing.get_type_hints(t, include_extras=True)
+        return {f.name: hints[f.name] for f in dataclasses.fields(t) if f.init}
+    return {}
+
+
+def _type_at(schema: Any, loc: tuple[Any, ...]) -> Any:
+    t = _bare(schema)
+    for part in loc:
+        fields = _fields(t)
+        if fields:
+            t = _bare(fields.get(str(part)))
+        elif typing.get_origin(t) in (dict, list, tuple):
+            t = _bare(typing.get_args(t)[1 if typing.get_origin(t) is dict else 0])
+        else:
+            return None
+    return t
+
+
+def _description(t: Any, name: str) -> str | None:
+    if isinstance(t, type) and issubclass(t, BaseModel) and name in t.model_fields:
+        return t.model_fields[name].description
+    return None
+
+
+def shipped(name: str) -> Path:
+    """A directory of data that ships inside the package (themes, profiles): in the wheel, or in an editable
+    install the repository's own top-level directory (pyproject maps each onto console.NAME)."""
+    return Path(str(resources.files(f"console.{name}")))
+
+
+# -- pivot.toml -----------------------------------------------------------------------------------------------------
 
 ROLES = ("gpu", "hypervisor")
 
@@ -25,30 +186,63 @@ class ConfigError(Exception):
         super().__init__(f"{where}: {problem}" if where else problem)
 
 
-@dataclass(frozen=True)
-class HostSpec:
-    """How to reach one host. `ssh` is an ~/.ssh/config alias; hostname/user/port override it."""
+class UnknownHost(ConfigError):
+    """A host name the config does not know. console.remote.errors re-exports it: it reads like every SSH-layer
+    error (`HOST: problem`, `retry` False)."""
 
-    name: str
-    ssh: str | None = None
-    hostname: str | None = None
-    user: str | None = None
-    port: int | None = None
-    jump: str | None = None  # another pivot host name, or an OpenSSH ProxyJump string
-    role: str = "gpu"
-    python: str = "python3"
-    workdir: str = "~/.pivot"
-    known_hosts: str | None = None  # None: OpenSSH's own (~/.ssh/known_hosts and ssh config)
-    identity: str | None = None
-    keepalive_s: float = 15.0
-    connect_timeout_s: float = 10.0
-    cleanup: tuple[str, ...] = ()  # hypervisor: argv that clears a container's leftovers
-    env: dict[str, str] = field(default_factory=dict)
+    retry = False
+
+    def __init__(self, host: str, message: str):
+        super().__init__(None, host or None, message)
+        self.host = host
+
+
+@with_config(ConfigDict(extra="forbid"))
+@dataclass(frozen=True)
+class HostTable:
+    """[hosts.NAME]: how to reach one host. `ssh` is an ~/.ssh/config alias; hostname/user/port override it."""
+
+    ssh: Str | None = None
+    hostname: Str | None = None
+    user: Str | None = None
+    port: Port | None = None
+    jump: Str | None = None  # another pivot host name, or an OpenSSH ProxyJump string
+    role: Annotated[Str, choice(*ROLES)] = "gpu"
+    python: Str = "python3"
+    workdir: Str = "~/.pivot"
+    known_hosts: Str | None = None  # None: OpenSSH's own (~/.ssh/known_hosts and ssh config)
+    identity: Str | None = None
+    keepalive_s: Seconds = 15.0
+    connect_timeout_s: Seconds = 10.0
+    # hypervisor: argv that clears a container's leftovers
+    cleanup: Annotated[tuple[Str, ...], expect("a list of strings (an argv)")] = ()
+    env: dict[str, Str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class HostSpec(HostTable):
+    """One host: its table, and the table's name."""
+
+    name: str = field(kw_only=True)
 
     @property
     def target(self) -> str:
         """The name handed to SSH: the alias, else the hostname, else the pivot name."""
         return self.hostname or self.ssh or self.name
+
+
+class ConfigFile(Table):
+    """What pivot.toml may say; a key left out takes Config's default."""
+
+    default_host: Str | None = None
+    theme: Str | None = None
+    campaign_dir: Str | None = None  # relative to the file
+    hosts: dict[str, dict[str, Any]] = {}  # each a HostTable
+    idle_threshold_mib: Number | None = None
+    kill_grace_s: Number | None = None
+    telemetry_interval_s: Annotated[Number, must(lambda s: s >= 0.25, "must be at least 0.25, got {value}")] | None = None
+    profiles_dir: Str | None = None  # relative to the file
+    sweep: dict[str, Any] = {}  # defaults for sweeps: console/sweep/settings.py's schema
 
 
 @dataclass(frozen=True)
@@ -62,13 +256,13 @@ class Config:
     kill_grace_s: float = 5.0  # SIGTERM, then SIGKILL after this long
     telemetry_interval_s: float = 1.0
     profiles_dir: Path | None = None
-    sweep: dict[str, Any] = field(default_factory=dict)  # defaults for sweeps ([sweep] in pivot.toml)
+    # checked where sweep settings are made, and for the commands at start by console.pivot_toml.load
+    sweep: dict[str, Any] = field(default_factory=dict)
 
     @property
     def profile_dirs(self) -> list[Path]:
         """Where launch profiles come from; a later directory's profile of the same name wins."""
-        shipped = Path(__file__).resolve().parent.parent / "profiles"
-        dirs = [shipped, user_config_dir() / "profiles"]
+        dirs = [shipped("profiles"), user_config_dir() / "profiles"]
         if self.path is not None:
             dirs.append(self.path.parent / "profiles")
         if self.profiles_dir is not None:
@@ -76,8 +270,6 @@ class Config:
         return list(dict.fromkeys(dirs))
 
     def host(self, name: str | None = None) -> HostSpec:
-        from console.remote.errors import UnknownHost
-
         name = name or self.default_host or (next(iter(self.hosts)) if len(self.hosts) == 1 else None)
         if name is None:
             raise UnknownHost("", f"no host given and {self.path or 'the config'} sets no default_host")
@@ -88,52 +280,33 @@ class Config:
             raise UnknownHost(name, f"unknown host {name!r} (configured: {known})") from None
 
 
-_HOST_FIELDS: dict[str, type | tuple[type, ...]] = {
-    "ssh": str, "hostname": str, "user": str, "port": int, "jump": str, "role": str,
-    "python": str, "workdir": str, "known_hosts": str, "identity": str,
-    "keepalive_s": (int, float), "connect_timeout_s": (int, float), "cleanup": list, "env": dict,
-}
-_TOP_FIELDS: dict[str, type | tuple[type, ...]] = {
-    "default_host": str, "theme": str, "campaign_dir": str, "hosts": dict,
-    "idle_threshold_mib": (int, float), "kill_grace_s": (int, float), "telemetry_interval_s": (int, float),
-    "profiles_dir": str, "sweep": dict,
-}
-_TYPE_NAMES = {str: "a string", int: "an integer", list: "a list", dict: "a table"}
+def _host(name: str, table: dict[str, Any]) -> HostSpec:
+    try:
+        values = validate(HostTable, table)
+    except Invalid as e:
+        raise Invalid(f"hosts.{name}.{e.key}" if e.key else f"hosts.{name}", e.problem) from None
+    return HostSpec(name=name, **vars(values))
 
 
-def _type_name(t: type | tuple[type, ...]) -> str:
-    return "a number" if isinstance(t, tuple) else _TYPE_NAMES.get(t, t.__name__)
+def _beside(path: Path, value: str) -> Path:
+    """A path from the file: ~ expanded, relative to the file's directory."""
+    p = Path(os.path.expanduser(value))
+    return p if p.is_absolute() else path.parent / p
 
 
-def _check(path: Path, key: str, value: Any, expected: type | tuple[type, ...]) -> None:
-    if isinstance(value, bool) or not isinstance(value, expected):
-        raise ConfigError(path, key, f"expected {_type_name(expected)}, got {value!r}")
-
-
-def _host(path: Path, name: str, table: Any) -> HostSpec:
-    if not isinstance(table, dict):
-        raise ConfigError(path, f"hosts.{name}", "expected a table")
-    values: dict[str, Any] = {}
-    for key, value in table.items():
-        if key not in _HOST_FIELDS:
-            raise ConfigError(path, f"hosts.{name}.{key}", f"unknown key (known: {', '.join(_HOST_FIELDS)})")
-        _check(path, f"hosts.{name}.{key}", value, _HOST_FIELDS[key])
-        values[key] = value
-    if values.get("role", "gpu") not in ROLES:
-        raise ConfigError(path, f"hosts.{name}.role", f"must be one of {', '.join(ROLES)}, got {values['role']!r}")
-    port = values.get("port")
-    if port is not None and not 0 < port < 65536:
-        raise ConfigError(path, f"hosts.{name}.port", f"must be 1-65535, got {port}")
-    cleanup = values.pop("cleanup", [])
-    if not all(isinstance(a, str) for a in cleanup):
-        raise ConfigError(path, f"hosts.{name}.cleanup", "must be a list of strings (an argv)")
-    env = values.pop("env", {})
-    if not all(isinstance(v, str) for v in env.values()):
-        raise ConfigError(path, f"hosts.{name}.env", "values must be strings")
-    for key in ("keepalive_s", "connect_timeout_s"):
-        if key in values:
-            values[key] = float(values[key])
-    return HostSpec(name=name, cleanup=tuple(cleanup), env=dict(env), **values)
+def _build(path: Path, data: dict[str, Any]) -> Config:
+    top = validate(ConfigFile, data)
+    hosts = {name: _host(name, table) for name, table in top.hosts.items()}
+    for host in hosts.values():
+        if host.jump == host.name:
+            raise Invalid(f"hosts.{host.name}.jump", "a host cannot jump through itself")
+    if top.default_host is not None and top.default_host not in hosts:
+        raise Invalid("default_host", f"names no host in [hosts] ({top.default_host!r})")
+    given = top.model_dump(exclude_unset=True, exclude={"hosts", "campaign_dir", "profiles_dir"})
+    return Config(
+        path=path, hosts=hosts, campaign_dir=_beside(path, top.campaign_dir or "campaign"),
+        profiles_dir=_beside(path, top.profiles_dir) if top.profiles_dir else None, **given,
+    )
 
 
 def parse(path: Path, text: str) -> Config:
@@ -141,40 +314,10 @@ def parse(path: Path, text: str) -> Config:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(path, None, f"not valid TOML: {e}") from None
-    for key, value in data.items():
-        if key not in _TOP_FIELDS:
-            raise ConfigError(path, key, f"unknown key (known: {', '.join(_TOP_FIELDS)})")
-        _check(path, key, value, _TOP_FIELDS[key])
-    hosts = {name: _host(path, name, table) for name, table in data.get("hosts", {}).items()}
-    for host in hosts.values():
-        if host.jump == host.name:
-            raise ConfigError(path, f"hosts.{host.name}.jump", "a host cannot jump through itself")
-    default = data.get("default_host")
-    if default is not None and default not in hosts:
-        raise ConfigError(path, "default_host", f"names no host in [hosts] ({default!r})")
-    campaign = Path(os.path.expanduser(data.get("campaign_dir", "campaign")))
-    if not campaign.is_absolute():
-        campaign = path.parent / campaign
-    interval = float(data.get("telemetry_interval_s", 1.0))
-    if interval < 0.25:
-        raise ConfigError(path, "telemetry_interval_s", f"must be at least 0.25, got {interval:g}")
-    sweep = data.get("sweep", {})
     try:
-        from console.sweep.settings import SweepSettings
-
-        SweepSettings.from_dict(sweep)
-    except ValueError as e:  # "key: problem"
-        key, _, problem = str(e).partition(": ")
-        raise ConfigError(path, f"sweep.{key}", problem) from None
-    profiles_dir = Path(os.path.expanduser(data["profiles_dir"])) if "profiles_dir" in data else None
-    if profiles_dir is not None and not profiles_dir.is_absolute():
-        profiles_dir = path.parent / profiles_dir
-    return Config(
-        path=path, hosts=hosts, default_host=default, theme=data.get("theme"), campaign_dir=campaign,
-        profiles_dir=profiles_dir, sweep=sweep,
-        idle_threshold_mib=float(data.get("idle_threshold_mib", 1024)), kill_grace_s=float(data.get("kill_grace_s", 5)),
-        telemetry_interval_s=interval,
-    )
+        return _build(path, data)
+    except Invalid as e:
+        raise ConfigError(path, e.key, e.problem) from None
 
 
 def user_config_dir() -> Path:
@@ -194,6 +337,7 @@ def find(explicit: str | os.PathLike[str] | None = None) -> Path | None:
 
 
 def load(explicit: str | os.PathLike[str] | None = None) -> Config:
+    """The file's own keys, checked; the [sweep] table is checked by console.pivot_toml.load, which commands use."""
     path = find(explicit)
     if path is None:
         return Config(path=None, hosts={})

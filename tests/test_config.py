@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from console import config
+from console import config, pivot_toml
 from console.remote.errors import UnknownHost
 
 EXAMPLE = Path(__file__).parent.parent / "pivot.example.toml"
@@ -38,7 +38,7 @@ def test_a_host_by_alias_and_overrides(tmp_path: Path) -> None:
         ("[hosts.a]\nport = 70000\n", "pivot.toml: hosts.a.port: must be 1-65535, got 70000"),
         ("[hosts.a]\nrole = 'db'\n", "pivot.toml: hosts.a.role: must be one of gpu, hypervisor, got 'db'"),
         ("[hosts.a]\nhostnme = 'x'\n", "pivot.toml: hosts.a.hostnme: unknown key"),
-        ("[hosts.a]\ncleanup = [1]\n", "pivot.toml: hosts.a.cleanup: must be a list of strings"),
+        ("[hosts.a]\ncleanup = [1]\n", "pivot.toml: hosts.a.cleanup: expected a list of strings (an argv), got [1]"),
         ("default_host = 'b'\n[hosts.a]\n", "pivot.toml: default_host: names no host in [hosts] ('b')"),
         ("colour = 1\n", "pivot.toml: colour: unknown key"),
         ("[hosts.a\n", "pivot.toml: not valid TOML"),
@@ -72,3 +72,31 @@ def test_no_default_host_with_several_is_a_clear_error(tmp_path: Path) -> None:
     cfg = _parse("[hosts.a]\n[hosts.b]\n", tmp_path)
     with pytest.raises(UnknownHost, match="no host given"):
         cfg.host()
+
+
+def test_a_bad_sweep_table_is_one_line_naming_the_key(tmp_path: Path) -> None:
+    path = tmp_path / "pivot.toml"
+    path.write_text('[sweep]\nmax_tokens = "eight"\n')
+    assert config.load(path).sweep == {"max_tokens": "eight"}  # the ground floor does not know the sweep's keys
+    with pytest.raises(config.ConfigError) as info:
+        pivot_toml.load(path)
+    assert str(info.value) == f"{path}: sweep.max_tokens: expected a positive integer, got 'eight'"
+
+
+COMMANDS = [
+    [], ["--local"], ["config", "validate"], ["config", "show"], ["gpus"], ["kill", "--stray", "--yes"],
+    ["server", "status"], ["profiles"], ["sweep", "--url", "http://127.0.0.1:9"], ["runs"], ["compare", "a", "b"],
+    ["tasks"], ["run", "no-such-runbook.toml"], ["events"], ["ping"], ["trust", "gpu1"],
+]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c) or "console")
+def test_every_command_refuses_a_bad_sweep_table_at_start(command: list[str], tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    from console.cli import main
+
+    path = tmp_path / "pivot.toml"
+    path.write_text('[hosts.gpu1]\nhostname = "gpu1.invalid"\n[sweep]\nlevels = [1, "two"]\n')
+    assert main(["--config", str(path), *command]) == 2
+    out, err = capsys.readouterr()
+    assert err == f"pivot: {path}: sweep.levels: expected a list of positive integers, got [1, 'two']\n" and out == ""

@@ -1,4 +1,5 @@
-"""The core never imports Textual (pyproject's import-linter contract)."""
+"""The core never imports Textual, and the config imports nothing of pivot's own (pyproject's import-linter
+contracts)."""
 
 from __future__ import annotations
 
@@ -12,3 +13,4 @@ def test_the_core_is_usable_without_the_tui() -> None:
     result = subprocess.run([str(lint)], capture_output=True, text=True, cwd=Path(__file__).parent.parent)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "The core is usable without the TUI KEPT" in result.stdout
+    assert "The config is the ground floor KEPT" in result.stdout

@@ -13,7 +13,7 @@ from typing import Any
 from rich.text import Text
 from rich.table import Table
 
-from console import config
+from console import config, pivot_toml
 from console.cli.sweep import resolve_runs, terminal
 from console.session import Session
 from console.actions.adaptive import write_adaptive_profile
@@ -89,7 +89,7 @@ async def write_profile_for(cfg: config.Config, cmp: Comparison) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    cfg, names, fmt, markdown_path, write_profile = (config.load(args.config), args.names, args.fmt, args.markdown,
+    cfg, names, fmt, markdown_path, write_profile = (pivot_toml.load(args.config), args.names, args.fmt, args.markdown,
                                                      args.write_profile)
     if len(names) < 2:
         raise RunError("compare needs two runs (pivot runs lists them)")

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 
-from console import config
+from console import config, pivot_toml
 from console.session import Session
 
 
 def cmd_console(args: argparse.Namespace) -> int:
-    return open_console(config.load(args.config), None if args.local else args.host, args.theme, local=args.local,
+    return open_console(pivot_toml.load(args.config), None if args.local else args.host, args.theme, local=args.local,
                         readonly=args.readonly)
 
 

@@ -14,7 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from console import config
+from console import pivot_toml
 from console.cli.console import open_console
 
 
@@ -80,7 +80,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         notes = [f"This demo's simulated host: {lines[0].strip()}",
                  f"Its server, ended as a crash would (from another terminal): kill $(cat {root / 'home/.pivot/server.pid'})",
                  f"The demo's config: {config_path}", campaign_line(campaign, kept)]
-        return open_console(config.load(config_path), "demo", args.theme, readonly=args.readonly, notes=notes)
+        return open_console(pivot_toml.load(config_path), "demo", args.theme, readonly=args.readonly, notes=notes)
     finally:
         host_proc.send_signal(signal.SIGTERM)
         with contextlib.suppress(subprocess.TimeoutExpired):

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from console import config
+from console import pivot_toml
 from console.actions import kill
 from console.cli.prompt import ask
 from console.gpu.format import age, flags, gib, idle_line
@@ -57,7 +57,7 @@ async def _first_sample(session: Session) -> Sample:
 
 
 async def cmd_gpus(args: argparse.Namespace) -> int:
-    cfg = config.load(args.config)
+    cfg = pivot_toml.load(args.config)
     out = Console()
     async with Session(cfg, args.host, local=args.local) as session:
         if not args.watch:
@@ -87,7 +87,7 @@ async def cmd_kill(args: argparse.Namespace) -> int:
     if bool(args.pids) == args.stray:
         print("pivot: kill takes PIDs or --stray (never a name pattern)", file=sys.stderr)
         return 2
-    cfg = config.load(args.config)
+    cfg = pivot_toml.load(args.config)
     async with Session(cfg, args.host, local=args.local) as session:
         return await kill_processes(session, args.pids, stray=args.stray, yes=args.yes, grace_s=args.grace,
                                     single=args.single)

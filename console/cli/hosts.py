@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from console import config
+from console import pivot_toml
 from console.cli.prompt import ask
 from console.session import Session
 
 
 def cmd_config(args: argparse.Namespace) -> int:
-    cfg = config.load(args.config)
+    cfg = pivot_toml.load(args.config)
     if cfg.path is None:
         print("pivot: no pivot.toml found (looked in ./pivot.toml and ~/.config/pivot/pivot.toml); see pivot.example.toml")
         return 1 if args.action == "validate" else 0
@@ -30,7 +30,7 @@ def cmd_config(args: argparse.Namespace) -> int:
 async def cmd_trust(args: argparse.Namespace) -> int:
     from console.remote import trust
 
-    spec = config.load(args.config).host(args.name)
+    spec = pivot_toml.load(args.config).host(args.name)
     offered = await trust.fetch_key(spec)
     print(f"{spec.name} ({offered.host_pattern}) offers a {offered.algorithm} key:\n  {offered.fingerprint}")
     if offered.already_trusted:
@@ -47,7 +47,7 @@ async def cmd_trust(args: argparse.Namespace) -> int:
 
 
 async def cmd_ping(args: argparse.Namespace) -> int:
-    async with Session(config.load(args.config), args.name or args.host) as session:
+    async with Session(pivot_toml.load(args.config), args.name or args.host) as session:
         await session.connect()
         event = session.conn.last_event
         result = await session.conn.run(["uname", "-srm"], timeout=10)

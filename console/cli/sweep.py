@@ -14,7 +14,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
-from console import config
+from console import config, pivot_toml
 from console.actions.sweep import SweepHandle
 from console.cli.prompt import ask
 from console.session import Session
@@ -82,7 +82,7 @@ def settings_from(cfg: config.Config, levels: list[int] | None, requests: str | 
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    cfg = config.load(args.config)
+    cfg = pivot_toml.load(args.config)
     if args.refine:
         return asyncio.run(refine_runs(cfg, args.host, args.refine, yes=args.yes))
     run: Run | None = None
@@ -198,7 +198,7 @@ async def print_sweep(handle: SweepHandle, out: Console, as_json: bool) -> int:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    cfg, action, names, name, profile, yes = config.load(args.config), args.action, args.names, args.name, args.profile, args.yes
+    cfg, action, names, name, profile, yes = pivot_toml.load(args.config), args.action, args.names, args.name, args.profile, args.yes
     out = terminal()
     if action == "import":
         return _import(cfg, names, name, profile, out)

@@ -11,7 +11,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
-from console import config
+from console import pivot_toml
 from console.cli.prompt import ask
 from console.events import EventLog, TaskChange, summary
 from console.session import Session
@@ -52,7 +52,7 @@ def _numbers(action: str, args: list[str], *, one: bool = False) -> list[int]:
 
 
 def cmd_tasks(cli: argparse.Namespace) -> int:
-    cfg, action, args, priority, insist = config.load(cli.config), cli.action, cli.args, cli.priority, cli.insist
+    cfg, action, args, priority, insist = pivot_toml.load(cli.config), cli.action, cli.args, cli.priority, cli.insist
     if action in STATUS_OF or action == "delete":
         numbers = _numbers(action, args, one=action == "delete")
     elif action == "import" and len(args) != 1:
@@ -87,7 +87,7 @@ def cmd_tasks(cli: argparse.Namespace) -> int:
 async def cmd_run(cli: argparse.Namespace) -> int:
     from console.tasks.runbook import Actions, install, read_runbook, run_tasks
 
-    cfg = config.load(cli.config)
+    cfg = pivot_toml.load(cli.config)
     runbook = read_runbook(cli.runbook)
     tasks = TaskList(cfg.campaign_dir).load()
     numbers = install(tasks, runbook)[cli.start - 1:]
@@ -109,7 +109,7 @@ async def cmd_run(cli: argparse.Namespace) -> int:
 
 
 def cmd_events(cli: argparse.Namespace) -> int:
-    cfg, kind, export = config.load(cli.config), cli.kind, cli.export
+    cfg, kind, export = pivot_toml.load(cli.config), cli.kind, cli.export
     events = [e for e in EventLog(cfg.campaign_dir).read() if kind is None or e.get("kind") == kind]
     if export is not None:
         export.write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")

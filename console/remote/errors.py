@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+from console.config import UnknownHost  # a name the config does not know: the config's error, read like these
+
+__all__ = [
+    "RemoteError", "UnknownHost", "DnsError", "ConnectionRefused", "ConnectTimeout", "AuthFailed", "HostKeyUnknown",
+    "HostKeyMismatch", "ConnectFailed", "Disconnected", "CommandTimeout",
+]
+
 
 class RemoteError(Exception):
     """Base of every SSH-layer error. `retry` says whether reconnecting can help."""
@@ -11,10 +18,6 @@ class RemoteError(Exception):
     def __init__(self, host: str, message: str):
         self.host = host
         super().__init__(f"{host}: {message}" if host else message)
-
-
-class UnknownHost(RemoteError):
-    retry = False
 
 
 class DnsError(RemoteError):

@@ -25,8 +25,12 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+from pydantic import AfterValidator, Field
+from pydantic_core import PydanticCustomError
+
+from console.config import Bool, Int, Invalid, Number, Port, Str, Table, choice, expect, must, validate
 from console.remote.command import shell_line
 
 KINDS = {
@@ -35,10 +39,39 @@ KINDS = {
     "vllm": ("/health", "Starting vLLM server on", None),  # `vllm serve MODEL`: the model is positional
 }
 FlagValue = bool | int | float | str | list[str | int | float]
-_KEYS: dict[str, type | tuple[type, ...]] = {
-    "kind": str, "launcher": (str, list), "model_path": str, "host": str, "port": int, "description": str,
-    "extends": str, "unset": list, "env": dict, "flags": dict,
-}
+
+
+def _argv(launcher: str | list[str]) -> tuple[str, ...]:
+    try:
+        parts = shlex.split(launcher) if isinstance(launcher, str) else launcher
+    except ValueError as e:  # an unclosed quote
+        raise PydanticCustomError("pivot", "cannot split it like a shell: {why}", {"why": str(e)}) from None
+    if not parts or not all(parts):
+        raise PydanticCustomError("pivot", "must name a program")
+    return tuple(parts)
+
+
+_MODEL_PATH = "the path of the model on the host"
+Launcher = Annotated[Str | list[Str], expect("a string or a list"), AfterValidator(_argv)]
+FlagName = Annotated[str, must(lambda n: not n.startswith("-"), "write the flag without its leading dashes")]
+Flag = Annotated[Bool | Int | Number | Str | list[Int | Number | Str],
+                 expect("a boolean, number, string or list of those")]
+
+
+class ProfileFile(Table):
+    """A launch profile's keys. A file that `extends` another may leave out what its parent gives (checked after
+    the merge)."""
+
+    kind: Annotated[Str, choice(*KINDS)] = "sglang"
+    launcher: Launcher = Field(description="the command that starts the server")
+    model_path: Annotated[Str, must(bool, f"missing: {_MODEL_PATH}")] = Field(description=_MODEL_PATH)
+    host: Str = "127.0.0.1"
+    port: Port = 30000
+    description: Str = ""
+    extends: Str | None = None
+    unset: Annotated[list[Str], expect("a list of flag names")] = []  # inherited flags to remove
+    env: dict[str, Str] = {}
+    flags: dict[FlagName, Flag] = {}
 
 
 class ProfileError(Exception):
@@ -121,37 +154,18 @@ def _show(value: FlagValue) -> str:
     return " ".join(map(str, value)) if isinstance(value, list) else str(value)
 
 
-def _type_name(t: type | tuple[type, ...]) -> str:
-    names = {str: "a string", int: "an integer", list: "a list", dict: "a table"}
-    return " or ".join(names[x] for x in t) if isinstance(t, tuple) else names[t]
-
-
 def _read(path: Path) -> dict[str, Any]:
+    """The file's own keys, each checked (the launcher and model path may come from the profile it extends)."""
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as e:
         raise ProfileError(path, None, f"cannot read: {e.strerror}") from None
     except tomllib.TOMLDecodeError as e:
         raise ProfileError(path, None, f"not valid TOML: {e}") from None
-    for key, value in data.items():
-        if key not in _KEYS:
-            raise ProfileError(path, key, f"unknown key (known: {', '.join(_KEYS)})")
-        if isinstance(value, bool) or not isinstance(value, _KEYS[key]):
-            raise ProfileError(path, key, f"expected {_type_name(_KEYS[key])}, got {value!r}")
-    for name, value in data.get("flags", {}).items():
-        ok = isinstance(value, (bool, int, float, str)) or (
-            isinstance(value, list) and all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in value))
-        if not ok:
-            raise ProfileError(path, f"flags.{name}", f"must be a boolean, number, string or list of those, got {value!r}")
-        if name.startswith("-"):
-            raise ProfileError(path, f"flags.{name}", "write the flag without its leading dashes")
-    for name, value in data.get("env", {}).items():
-        if not isinstance(value, str):
-            raise ProfileError(path, f"env.{name}", f"must be a string, got {value!r}")
-    if "port" in data and not 0 < data["port"] < 65536:
-        raise ProfileError(path, "port", f"must be 1-65535, got {data['port']}")
-    if not all(isinstance(u, str) for u in data.get("unset", [])):
-        raise ProfileError(path, "unset", "must be a list of flag names")
+    try:
+        validate(ProfileFile, data, partial=True)
+    except Invalid as e:
+        raise ProfileError(path, e.key, e.problem) from None
     return data
 
 
@@ -177,22 +191,14 @@ def _merged(name: str, files: dict[str, Path], chain: tuple[str, ...] = ()) -> d
     return merged
 
 
-def _build(name: str, path: Path, data: dict[str, Any]) -> Profile:
-    kind = data.get("kind", "sglang")
-    if kind not in KINDS:
-        raise ProfileError(path, "kind", f"must be one of {', '.join(KINDS)}, got {kind!r}")
-    launcher = data.get("launcher")
-    if launcher is None:
-        raise ProfileError(path, "launcher", "missing: the command that starts the server")
-    parts = shlex.split(launcher) if isinstance(launcher, str) else launcher
-    if not parts or not all(isinstance(p, str) and p for p in parts):
-        raise ProfileError(path, "launcher", "must name a program")
-    if not data.get("model_path"):
-        raise ProfileError(path, "model_path", "missing: the path of the model on the host")
+def _build(name: str, path: Path, data: dict[str, Any], extends: str | None) -> Profile:
+    try:
+        spec: ProfileFile = validate(ProfileFile, data)
+    except Invalid as e:
+        raise ProfileError(path, e.key, e.problem) from None
     return Profile(
-        name=name, path=path, kind=kind, launcher=tuple(parts), model_path=data["model_path"],
-        host=data.get("host", "127.0.0.1"), port=data.get("port", 30000), description=data.get("description", ""),
-        env=dict(data.get("env", {})), flags=dict(data.get("flags", {})), extends=_read(path).get("extends"),
+        name=name, path=path, kind=spec.kind, launcher=spec.launcher, model_path=spec.model_path, host=spec.host,
+        port=spec.port, description=spec.description, env=dict(spec.env), flags=dict(spec.flags), extends=extends,
     )
 
 
@@ -225,7 +231,7 @@ def load_profiles(*dirs: Path) -> ProfileSet:
     profiles, broken = {}, {}
     for name, path in files.items():
         try:
-            profiles[name] = _build(name, path, _merged(name, files))
+            profiles[name] = _build(name, path, _merged(name, files), _read(path).get("extends"))
         except ProfileError as e:
             broken[name] = e
     return ProfileSet(profiles, broken)

@@ -38,6 +38,7 @@ from pathlib import Path
 
 import asyncssh
 
+from console.config import shipped
 from console.sim import state
 from console.sim.state import GpuSpec
 
@@ -45,7 +46,8 @@ PR_SET_CHILD_SUBREAPER = 36
 MODELS = {"kimi-k2.5-int4": "DeepseekV3ForCausalLM", "kimi-k2.5-eagle3": "LlamaForCausalLMEagle3"}
 
 
-def package_root() -> Path:
+def import_root() -> Path:
+    """The directory `console` is imported from (site-packages, or a source tree), for the host's processes."""
     return Path(__file__).resolve().parents[2]
 
 
@@ -91,7 +93,7 @@ class SimHost:
 
     def env(self) -> dict[str, str]:
         path = os.pathsep.join([str(self.root / "bin"), str(Path(sys.executable).parent), os.environ.get("PATH", "/usr/bin:/bin")])
-        pythonpath = os.pathsep.join(p for p in (str(package_root()), os.environ.get("PYTHONPATH")) if p)
+        pythonpath = os.pathsep.join(p for p in (str(import_root()), os.environ.get("PYTHONPATH")) if p)
         return {
             "PATH": path, "HOME": str(self.home), "USER": self.user, "LOGNAME": self.user, "SHELL": "/bin/bash",
             "LANG": os.environ.get("LANG", "C.UTF-8"), "PYTHONPATH": pythonpath, "PYTHONUNBUFFERED": "1",
@@ -158,10 +160,10 @@ class SimHost:
         directory = self.root / "profiles"
         directory.mkdir(exist_ok=True)
         ports: dict[int, int] = {}
-        for path in sorted((package_root() / "profiles").glob("demo-*.toml")):
+        for path in sorted(shipped("profiles").glob("demo-*.toml")):
             text = path.read_text(encoding="utf-8")
-            shipped = 8000 if "vllm" in path.stem else 30000
-            port = ports.setdefault(shipped, free_port(shipped))
+            default_port = 8000 if "vllm" in path.stem else 30000
+            port = ports.setdefault(default_port, free_port(default_port))
             head, table, rest = text.partition("\n[")  # top-level keys go before the first table
             (directory / path.name).write_text(f"{head}\nport = {port}\n{table}{rest}", encoding="utf-8")
         self.server_ports = ports
@@ -301,7 +303,7 @@ class SimHost:
         from console.server.lifecycle import LOG, PIDFILE, RECORD, ServerRecord
         from console.server.profiles import load_profiles
 
-        profile = load_profiles(package_root() / "profiles", self.root / "profiles").get(profile_name)
+        profile = load_profiles(shipped("profiles"), self.root / "profiles").get(profile_name)
         port = port or profile.port
         profile = dataclasses.replace(profile, port=port)
         argv = [f"{self.home}/{a[2:]}" if a.startswith("~/") else a for a in profile.argv()]

@@ -1,0 +1,19 @@
+"""pivot.toml as the commands and the console read it: the ground floor's keys (console.config), then the tables
+whose schema lives with their layer (`[sweep]`: console/sweep/settings.py), so that a bad file stops any command,
+in one line naming the file and the key, before it does anything."""
+
+from __future__ import annotations
+
+import os
+
+from console.config import Config, ConfigError, Invalid, load as load_keys
+from console.sweep.settings import SweepSettings
+
+
+def load(explicit: str | os.PathLike[str] | None = None) -> Config:
+    cfg = load_keys(explicit)
+    try:
+        SweepSettings.from_dict(cfg.sweep)
+    except Invalid as e:
+        raise ConfigError(cfg.path, f"sweep.{e.key}", e.problem) from None
+    return cfg
