@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from console.tasks.runbook import read_runbook
+from console import config
+from console.tasks.runbook import find_runbook, read_runbook
 from console.tasks.tasklist import TaskError, TaskList
 from tests.conftest import HostProcess, free_port
 
@@ -20,6 +21,19 @@ def test_the_shipped_runbooks_read() -> None:
         tasks = read_runbook(RUNBOOKS / f"{name}.toml")
         assert [t.action.split()[0] for t in tasks] == ["stop", "kill-stray", "verify-idle", "check-files", "switch", "sweep",
                                                         "switch", "sweep", "compare"]
+
+
+def test_a_runbook_is_found_by_name_and_a_later_directory_wins(tmp_path: Path) -> None:
+    (tmp_path / "pivot.toml").write_text('[hosts.h]\nssh = "h"\n')
+    cfg = config.load(tmp_path / "pivot.toml")
+    assert find_runbook(cfg, "demo-campaign").read_text() == (RUNBOOKS / "demo-campaign.toml").read_text()
+    (tmp_path / "profiles" / "runbooks").mkdir(parents=True)
+    mine = tmp_path / "profiles" / "runbooks" / "campaign.toml"
+    mine.write_text('[[tasks]]\ncontent = "mine"\n')
+    assert find_runbook(cfg, "campaign") == mine
+    assert find_runbook(cfg, str(mine)) == mine
+    with pytest.raises(TaskError, match="no runbook 'nope': not a file, nor one of campaign, demo-campaign"):
+        find_runbook(cfg, "nope")
 
 
 @pytest.mark.parametrize(("text", "message"), [

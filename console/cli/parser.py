@@ -117,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run a runbook: its tasks' actions in order, stopping at the first failure")
     run.set_defaults(run="console.cli.tasks:cmd_run")
-    run.add_argument("runbook", type=Path, help="a runbook TOML (profiles/runbooks/ ships campaign.toml and demo-campaign.toml)")
+    run.add_argument("runbook", help="a runbook TOML file, or a runbook's name (shipped: campaign, demo-campaign)")
     run.add_argument("--from", dest="start", type=int, default=1, metavar="N", help="start at the runbook's task N")
     run.add_argument("--yes", action="store_true", help="do not ask before a kill")
 

@@ -85,10 +85,10 @@ def cmd_tasks(cli: argparse.Namespace) -> int:
 
 
 async def cmd_run(cli: argparse.Namespace) -> int:
-    from console.tasks.runbook import Actions, install, read_runbook, run_tasks
+    from console.tasks.runbook import Actions, find_runbook, install, read_runbook, run_tasks
 
     cfg = pivot_toml.load(cli.config)
-    runbook = read_runbook(cli.runbook)
+    runbook = read_runbook(find_runbook(cfg, cli.runbook))
     tasks = TaskList(cfg.campaign_dir).load()
     numbers = install(tasks, runbook)[cli.start - 1:]
 

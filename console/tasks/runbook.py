@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from console.actions import kill
+from console.config import Config, user_config_dir
 from console.actions.sweep import SweepHandle
 from console.gpu.format import idle_line
 from console.gpu.samples import AgentError, Sample
@@ -63,6 +64,24 @@ def check_action(action: str) -> list[str]:
         counts = " or ".join(map(str, arity[words[0]]))
         raise TaskError(f"{words[0]} takes {counts} argument(s): {action!r}")
     return words
+
+
+def runbooks(cfg: Config) -> dict[str, Path]:
+    """Runbooks by name: `runbooks/` of every profile directory (the shipped ones first), the campaign directory, and
+    ~/.config/pivot; a later one of the same name wins, as profiles do."""
+    dirs = [d / "runbooks" for d in cfg.profile_dirs] + [cfg.campaign_dir, user_config_dir()]
+    return dict(sorted({p.stem: p for d in dirs if d.is_dir() for p in d.glob("*.toml") if p.name != "pivot.toml"}.items()))
+
+
+def find_runbook(cfg: Config, given: str) -> Path:
+    """A runbook file as given, else one of `runbooks(cfg)` by name (`pivot run demo-campaign`)."""
+    path = Path(given)
+    if path.is_file():
+        return path
+    found = runbooks(cfg)
+    if given in found:
+        return found[given]
+    raise TaskError(f"no runbook {given!r}: not a file, nor one of {', '.join(found) or 'none found'}")
 
 
 def read_runbook(path: Path) -> list[RunbookTask]:

@@ -259,15 +259,12 @@ class TasksPane(Vertical):
         return True
 
     def action_load_runbook(self) -> None:
-        from console.config import user_config_dir
-        from console.tasks.runbook import install, read_runbook
+        from console.tasks.runbook import install, read_runbook, runbooks
 
-        cfg = self.session.config
-        dirs = [d / "runbooks" for d in cfg.profile_dirs] + [cfg.campaign_dir, user_config_dir()]
-        found = sorted({p.stem: p for d in dirs if d.is_dir() for p in d.glob("*.toml") if p.name != "pivot.toml"}.items())
+        found = runbooks(self.session.config)
 
         def chosen(name: str | None) -> None:
-            path = dict(found).get(name or "")
+            path = found.get(name or "")
             if path is None or self.tasks is None:
                 if name:
                     self.notify(f"no runbook {name!r}", severity="error")
@@ -278,8 +275,8 @@ class TasksPane(Vertical):
                 self.notify(str(e), title="Runbook", severity="error", timeout=10)
             self._draw()
 
-        names = ", ".join(name for name, _ in found) or "none found"
-        default = "demo-campaign" if "demo-campaign" in dict(found) and self.session.host_name == "demo" else ""
+        names = ", ".join(found) or "none found"
+        default = "demo-campaign" if "demo-campaign" in found and self.session.host_name == "demo" else ""
         self.app.push_screen(TextPrompt(f"Runbook to add ({names})", default), chosen)
 
     def action_run_one(self) -> None:
