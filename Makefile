@@ -1,7 +1,7 @@
 # Conveniences over the README's two commands.
 VENV ?= .venv
 
-.PHONY: demo test bench clean
+.PHONY: demo test lint bench clean
 
 $(VENV)/bin/pivot: pyproject.toml
 	python3 -m venv $(VENV)
@@ -13,6 +13,10 @@ demo: $(VENV)/bin/pivot
 
 test: $(VENV)/bin/pivot
 	$(VENV)/bin/pytest
+
+lint: $(VENV)/bin/pivot
+	$(VENV)/bin/ruff check console tests bench
+	$(VENV)/bin/mypy
 
 bench: $(VENV)/bin/pivot
 	$(VENV)/bin/python -m bench.sim_throughput

@@ -76,7 +76,7 @@ def check(report: dict, facts: dict[int, dict[str, str | None]]) -> tuple[list[s
     for phrase, (metric, leader) in claims.items():
         for m in re.finditer(re.escape(phrase) + r"(every level|C [≤≥=] [\d, ]+?)(?=[,;:)]| and|$)", rec):
             before = rec[max(0, m.start() - 12):m.start()]
-            if phrase == "total throughput at " and (before.endswith("loses ") or before.endswith("cannot tell ")):
+            if phrase == "total throughput at " and before.endswith(("loses ", "cannot tell ")):
                 continue
             claimed = where(m[1].strip(), levels)
             table = {c for c in levels if rows[c][f"leader_{metric}"] == leader}
@@ -91,7 +91,7 @@ def check(report: dict, facts: dict[int, dict[str, str | None]]) -> tuple[list[s
 
 
 def campaign(pivot: list[str], config: str, cwd: str | None) -> dict:
-    run = lambda *a: subprocess.run([*pivot, "--config", config, *a], capture_output=True, text=True, timeout=1800,  # noqa: E731
+    run = lambda *a: subprocess.run([*pivot, "--config", config, *a], capture_output=True, text=True, timeout=1800,
                                     cwd=cwd)
     for step in (("server", "switch", "demo-baseline"), ("sweep",), ("server", "switch", "demo-eagle3"), ("sweep",)):
         done = run(*step)

@@ -60,10 +60,10 @@ async def level(url: str, concurrency: int, max_tokens: int) -> tuple[int, float
 def run(name: str, flags: list[str], args: argparse.Namespace, root: Path) -> None:
     port = 31000 + os.getpid() % 1000
     env = {**os.environ, state.ENV: str(root / "sim"), "PIVOT_SIM_TIME_SCALE": str(args.time_scale)}
-    log = open(root / f"{name}.log", "wb")
+    log = open(root / f"{name}.log", "wb")  # noqa: SIM115 - the server writes it until it ends
     proc = subprocess.Popen(
         [sys.executable, "-m", "console.sim.launch_server", "--model-path", str(root / "model"), "--port", str(port),
-         "--tp", "8", *[f.format(draft=root / "draft") for f in flags]],
+         "--tp-size", "8", *[f.format(draft=root / "draft") for f in flags]],
         env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )
     try:

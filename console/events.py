@@ -27,7 +27,7 @@ import dataclasses
 import json
 import os
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -147,7 +147,7 @@ class EventLog:
         self.path = campaign_dir / "events.jsonl"
 
     def append(self, event: Event) -> dict[str, Any]:
-        record = {"time": datetime.now(timezone.utc).isoformat(timespec="milliseconds"), **event.record()}
+        record = {"time": datetime.now(UTC).isoformat(timespec="milliseconds"), **event.record()}
         line = json.dumps(record, default=str) + "\n"
         with locked(self.path), open(self.path, "a+b") as f:
             if f.seek(0, os.SEEK_END) > 0:

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import os
 
-from console.config import Config, ConfigError, Invalid, load as load_keys
+from console.config import Config, ConfigError, Invalid
+from console.config import load as load_keys
 from console.sweep.settings import SweepSettings
 
 

@@ -7,7 +7,7 @@ import asyncio
 import dataclasses
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 from console.gpu.samples import AgentError, Hello, Sample, parse_line
 from console.gpu.telemetry import TelemetryEvent
@@ -39,7 +39,7 @@ class FakeTelemetry:
         self.hello = Hello("nvidia-smi", 999, "gpu1", 1.0, 1)
         self.killed: list[list[str]] = []
 
-    async def events(self) -> AsyncIterator[TelemetryEvent]:
+    async def events(self) -> AsyncGenerator[TelemetryEvent, None]:
         yield self.hello
         sample = parse_line(canned_sample_line(), "nvidia-smi")
         # received "in the future": the header says "0 s ago" however slow the machine (snapshots)
@@ -58,7 +58,7 @@ class FakeLogStream:
     def __init__(self, lines: list[str]):
         self.lines = lines
 
-    async def __aenter__(self) -> "FakeLogStream":
+    async def __aenter__(self) -> FakeLogStream:
         return self
 
     async def __aexit__(self, *exc: object) -> None:

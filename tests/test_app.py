@@ -9,8 +9,8 @@ import pytest
 
 from console import config
 from console.remote import ConnState
-from console.sim.host import SimHost
 from console.session import Session
+from console.sim.host import SimHost
 from console.ui.app import PivotApp
 from console.ui.screens.confirm import Confirm
 from console.ui.screens.confirm_kill import ConfirmKill
@@ -50,7 +50,8 @@ async def test_a_lost_link_is_said_over_the_panes_until_it_is_back(tmp_path: Pat
     from console.remote import ConnectionEvent
     from console.ui.messages import ConnectionChanged
 
-    app = PivotApp(Session(config.Config(path=None, hosts={}, campaign_dir=tmp_path / "campaign"), None, local=True, via="console", telemetry=FakeTelemetry()))
+    cfg = config.Config(path=None, hosts={}, campaign_dir=tmp_path / "campaign")
+    app = PivotApp(Session(cfg, None, local=True, via="console", telemetry=FakeTelemetry()))
     async with app.run_test(size=(80, 24)) as pilot:
         banner, panes = app.query_one(LinkBanner), app.query_one("#panes")
         for event in (ConnectionEvent("gpu1", ConnState.CONNECTING), ConnectionEvent("gpu1", ConnState.UP, rtt_s=0.01)):
@@ -72,7 +73,7 @@ async def test_a_lost_link_is_said_over_the_panes_until_it_is_back(tmp_path: Pat
 async def test_focus_moves_between_panes(tmp_path: Path) -> None:
     async with canned_app(tmp_path).run_test(size=(80, 24)) as pilot:
         app = pilot.app
-        pane = lambda: app._pane_of(app.focused).id  # noqa: E731
+        pane = lambda: app._pane_of(app.focused).id
         assert isinstance(app.focused, ProcessTable)
         await pilot.press("tab")
         assert pane() == "server"
@@ -240,10 +241,11 @@ async def test_a_zombie_offers_its_parent_and_a_failed_kill_offers_the_hyperviso
 
 async def test_server_pane_start_switch_and_crash_over_ssh(sim_host_process: HostProcess, tmp_path: Path) -> None:
     """Start the demo baseline, watch its log until ready, switch to EAGLE-3, see a crash with its last lines."""
+    from textual.widgets import OptionList
+
     from console.server.lifecycle import ServerState
     from console.ui.widgets.server.log_view import LogView
     from console.ui.widgets.server.pane import ServerPane
-    from textual.widgets import OptionList
 
     local = tmp_path / "profiles"
     local.mkdir()
@@ -269,7 +271,7 @@ async def test_server_pane_start_switch_and_crash_over_ssh(sim_host_process: Hos
         await wait_for(lambda: any("ready to roll" in line for line in log.lines_kept), timeout=10)
         assert [c.name for c in pane.checks if c.ok] == ["launcher", "model path", "GPUs idle", "port free", "flags known"]
         assert "t-baseline ready" in str(app.query_one(HostStatus).render())
-        state = lambda: str(app.query_one("#server-state").render())  # noqa: E731
+        state = lambda: str(app.query_one("#server-state").render())
         first = state()
         await wait_for(lambda: state() != first and ", up " in state(), timeout=5)  # the uptime ticks
 
@@ -445,7 +447,7 @@ async def test_a_runbook_run_from_the_tasks_pane_drives_the_other_panes(sim_host
         assert [t.action for t in pane.tasks.tasks] == ["verify-idle", "switch t-baseline",  # type: ignore[union-attr]
                                                         "sweep levels=1,2 max_tokens=16", "compare previous last"]
         await pilot.press("R")
-        detail = lambda: str(app.query_one("#tasks-detail").render())  # noqa: E731
+        detail = lambda: str(app.query_one("#tasks-detail").render())
         # the cursor follows the step being run, and its live line is shown under it
         await wait_for(lambda: pane.current_number == 2 and "2. Start the baseline  [switch t-baseline]" in detail(), timeout=60)
         await wait_for(lambda: [t.status for t in pane.tasks.tasks] == ["completed"] * 4, timeout=120)  # type: ignore[union-attr]

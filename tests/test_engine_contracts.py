@@ -12,8 +12,14 @@ from typing import Any
 import pytest
 
 from console.server.profiles import load_profiles
-from console.server.speculation import (drafting, sglang_adaptive_unsupported, sglang_capture_sizes,
-                                        sglang_decode_batch_sizes, vllm_speculative_config, parse_flags)
+from console.server.speculation import (
+    drafting,
+    parse_flags,
+    sglang_adaptive_unsupported,
+    sglang_capture_sizes,
+    sglang_decode_batch_sizes,
+    vllm_speculative_config,
+)
 from console.sim import adaptive as sim_adaptive
 from console.sim import launch_server, vllm_serve
 from console.sweep.adaptive import NoAdaptiveProfile, sglang_schedule, vllm_schedule

@@ -29,12 +29,18 @@ class Sshd:
         self.root, self.port, self.proc, self.spec = root, port, proc, spec
 
 
-def start_sshd(root: Path, name: str = "openssh", log_level: str = "ERROR") -> Sshd:
-    """OpenSSH's sshd on a free loopback port, with a fresh host key pinned in its own known_hosts and a client key."""
+def start_sshd(root: Path, name: str = "openssh", log_level: str = "ERROR", rsa_too: bool = False) -> Sshd:
+    """OpenSSH's sshd on a free loopback port, with a fresh host key pinned in its own known_hosts and a client key
+    (rsa_too: an RSA host key besides, listed first)."""
     root.mkdir(mode=0o700)
     host_key = asyncssh.generate_private_key("ssh-ed25519")
     host_key.write_private_key(str(root / "host_key"))
     (root / "host_key").chmod(0o600)
+    host_keys = f"HostKey {root / 'host_key'}\n"
+    if rsa_too:
+        asyncssh.generate_private_key("ssh-rsa", key_size=2048).write_private_key(str(root / "host_key_rsa"))
+        (root / "host_key_rsa").chmod(0o600)
+        host_keys = f"HostKey {root / 'host_key_rsa'}\n" + host_keys
     client_key = asyncssh.generate_private_key("ssh-ed25519")
     client_key.write_private_key(str(root / "client_key"))
     (root / "client_key").chmod(0o600)
@@ -42,7 +48,7 @@ def start_sshd(root: Path, name: str = "openssh", log_level: str = "ERROR") -> S
     port = free_port()
     (root / "known_hosts").write_text(f"[127.0.0.1]:{port} {host_key.export_public_key().decode().strip()}\n")
     (root / "sshd_config").write_text(
-        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {root / 'host_key'}\nPidFile none\n"
+        f"Port {port}\nListenAddress 127.0.0.1\n{host_keys}PidFile none\n"
         f"AuthorizedKeysFile {root / 'authorized_keys'}\nStrictModes no\nUsePAM no\nPasswordAuthentication no\n"
         "KbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\nAllowTcpForwarding yes\n"
         f"Subsystem sftp internal-sftp\nLogLevel {log_level}\n"
@@ -169,3 +175,28 @@ def test_a_host_behind_a_configured_jump_host_is_reached_the_same_way_headless_a
     forwarded = jump.proc.stderr.read().decode(errors="replace")
     # both ways went through the jump host: it forwarded a connection to the target each time
     assert forwarded.count(f"target 127.0.0.1 port {target.port}") >= 2, forwarded[-2000:]
+
+
+def test_trust_reaches_a_host_behind_a_configured_jump_and_pins_its_ed25519_key(tmp_path: Path) -> None:
+    """The host offers RSA first and ed25519 too: the key pinned is the one OpenSSH's client prefers (it used to pin
+    RSA), fetched through the jump host's own connection (it used to take "jump" for a hostname)."""
+    import sys
+
+    jump, target = start_sshd(tmp_path / "jump", "jump"), start_sshd(tmp_path / "gpu", "gpu", rsa_too=True)
+    fresh = tmp_path / "gpu_known_hosts"  # the target's key is not known yet
+    try:
+        (tmp_path / "pivot.toml").write_text(
+            f'[hosts.jump]\nhostname = "127.0.0.1"\nport = {jump.port}\nuser = "{jump.spec.user}"\n'
+            f'identity = "{jump.root / "client_key"}"\nknown_hosts = "{jump.root / "known_hosts"}"\n'
+            f'[hosts.gpu]\nhostname = "127.0.0.1"\nport = {target.port}\nuser = "{target.spec.user}"\njump = "jump"\n'
+            f'identity = "{target.root / "client_key"}"\nknown_hosts = "{fresh}"\n')
+        trust = subprocess.run([sys.executable, "-m", "console", "--config", str(tmp_path / "pivot.toml"), "trust", "gpu"],
+                               input="yes\n", capture_output=True, text=True, timeout=60)
+    finally:
+        for server in (jump, target):
+            server.proc.terminate()
+            server.proc.wait(timeout=10)
+    assert trust.returncode == 0, trust.stderr
+    assert "offers a ssh-ed25519 key" in trust.stdout
+    # the test's own known_hosts for the target holds its ed25519 key: trust pinned exactly that line
+    assert fresh.read_text() == (target.root / "known_hosts").read_text()

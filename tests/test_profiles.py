@@ -60,8 +60,10 @@ def test_unset_removes_an_inherited_flag(tmp_path: Path) -> None:
     ({"p": 'launcher = "s"\n'}, "p", "p.toml: model_path: missing: the path of the model on the host"),
     ({"p": 'model_path = "/m"\n'}, "p", "p.toml: launcher: missing"),
     ({"p": 'launcher = "s"\nmodel_path = "/m"\nkind = "tgi"\n'}, "p", "p.toml: kind: must be one of sglang, vllm, got 'tgi'"),
-    ({"p": 'launcher = "s"\nmodel_path = "/m"\n[flags]\n"--tp" = 8\n'}, "p", "p.toml: flags.--tp: write the flag without its leading dashes"),
-    ({"p": 'launcher = "s"\nmodel_path = "/m"\n[flags]\ntp = {a = 1}\n'}, "p", "p.toml: flags.tp: expected a boolean, number, string or list of those, got {'a': 1}"),
+    ({"p": 'launcher = "s"\nmodel_path = "/m"\n[flags]\n"--tp" = 8\n'}, "p",
+     "p.toml: flags.--tp: write the flag without its leading dashes"),
+    ({"p": 'launcher = "s"\nmodel_path = "/m"\n[flags]\ntp = {a = 1}\n'}, "p",
+     "p.toml: flags.tp: expected a boolean, number, string or list of those, got {'a': 1}"),
     ({"p": 'launcher = "s"\nmodel_path = "/m"\n[env]\nA = 1\n'}, "p", "p.toml: env.A: expected a string, got 1"),
     ({"a": 'extends = "b"\n', "b": 'extends = "a"\n'}, "a", "a.toml: extends: cycle: a -> b -> a"),
     ({"a": 'extends = "nope"\n'}, "a", "a.toml: extends: no profile named 'nope'"),
@@ -80,7 +82,7 @@ def test_a_broken_profile_is_reported_with_file_key_and_problem(files: dict[str,
 
 
 def test_an_unknown_profile_name_lists_the_known_ones() -> None:
-    with pytest.raises(ProfileError, match="no profile named 'eagle4'.*baseline"):
+    with pytest.raises(ProfileError, match=r"no profile named 'eagle4'.*baseline"):
         load_profiles(SHIPPED).get("eagle4")
 
 

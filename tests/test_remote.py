@@ -52,9 +52,9 @@ async def test_run_in_a_directory_with_environment(conn: Connection) -> None:
 
 
 async def test_run_timeout_raises_and_ends_the_remote_command(conn: Connection) -> None:
-    with pytest.raises(CommandTimeout, match="did not finish within 0.5 s"):
+    with pytest.raises(CommandTimeout, match=r"did not finish within 0\.5 s"):
         await conn.run(["sleep", "37.25"], timeout=0.5)
-    ps = lambda: conn.run(["sh", "-c", "ps -eo args | grep -c '^sleep 37.25' || true"])  # noqa: E731
+    ps = lambda: conn.run(["sh", "-c", "ps -eo args | grep -c '^sleep 37.25' || true"])
     await wait_for(lambda: _no_match(ps))
 
 
@@ -69,7 +69,7 @@ async def test_stream_yields_lines_and_stop_ends_the_remote_command(conn: Connec
     lines = [await stream.readline() for _ in range(5)]
     assert lines == [f"line {i}" for i in range(5)]
     await stream.stop()
-    check = lambda: conn.run(["sh", "-c", f"kill -0 {pid} 2>/dev/null && echo alive || echo gone"])  # noqa: E731
+    check = lambda: conn.run(["sh", "-c", f"kill -0 {pid} 2>/dev/null && echo alive || echo gone"])
     await wait_for(lambda: _says(check, "gone"))
 
 
@@ -178,7 +178,7 @@ async def test_connection_refused_is_retried_with_backoff(sim_config: config.Con
 
 async def test_dns_failure_is_named(sim_config: config.Config) -> None:
     conn = Connection(dataclasses.replace(sim_config.host("demo"), hostname="no-such-host.invalid"))
-    with pytest.raises(DnsError, match="cannot resolve 'no-such-host.invalid'"):
+    with pytest.raises(DnsError, match=r"cannot resolve 'no-such-host\.invalid'"):
         await conn.connected(timeout=10, fail_fast=True)
     await conn.close()
 

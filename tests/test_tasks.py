@@ -110,7 +110,7 @@ def test_the_event_log_prints_filters_and_exports(tmp_path: Path) -> None:
         f.write('{"time": "cut by a cra')  # a crash mid-write loses only that line
     config = tmp_path / "pivot.toml"
     config.write_text('campaign_dir = "campaign"\n')
-    run = lambda *a: subprocess.run([sys.executable, "-m", "console", "--config", str(config), "events", *a],  # noqa: E731
+    run = lambda *a: subprocess.run([sys.executable, "-m", "console", "--config", str(config), "events", *a],
                                     capture_output=True, text=True, timeout=60)
     printed = run().stdout.splitlines()
     assert len(printed) == 2 and "kill" in printed[0] and "outcomes=1:exited" in printed[0]

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from console import config
+from console.session import Session
 from console.ui import themes
 from console.ui.app import PivotApp
 from console.ui.themes import DEFAULT_THEME, load_themes
@@ -15,7 +16,7 @@ from tests.fake_telemetry import FakeTelemetry
 
 def canned_app(tmp_path: Path, theme: str | None = None) -> PivotApp:
     cfg = config.Config(path=None, hosts={}, campaign_dir=tmp_path / "campaign")
-    return PivotApp(cfg, None, telemetry=FakeTelemetry(), theme=theme)  # type: ignore[arg-type]
+    return PivotApp(Session(cfg, None, local=True, via="console", telemetry=FakeTelemetry()), theme=theme)  # type: ignore[arg-type]
 
 
 def test_the_shipped_themes_load() -> None:

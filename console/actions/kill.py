@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 
 from console.events import Cleanup, Kill
@@ -61,7 +61,7 @@ async def follow_release(samples: AsyncIterator[Sample], chosen: KillPlan, say: 
     while not watch.done and time.monotonic() < deadline:
         try:
             last = await asyncio.wait_for(anext(samples), max(0.01, deadline - time.monotonic()))
-        except (asyncio.TimeoutError, StopAsyncIteration):
+        except (TimeoutError, StopAsyncIteration):
             break
         for line in watch.update(last):
             say(line)
@@ -72,7 +72,7 @@ async def follow_release(samples: AsyncIterator[Sample], chosen: KillPlan, say: 
     return watch.done
 
 
-async def only_samples(session: Session) -> AsyncIterator[Sample]:
+async def only_samples(session: Session) -> AsyncGenerator[Sample, None]:
     """The session's telemetry, samples only (a headless command or a runbook: the console has its own stream)."""
     async for event in session.telemetry.events():
         if isinstance(event, Sample):

@@ -54,8 +54,8 @@ class SweepHandle:
                 yield event
         finally:
             self.end = self.end or "aborted"  # the caller went away: the process was ended
-            for callback in list(self.ended):
-                callback(self)
+            for on_end in list(self.ended):
+                on_end(self)
 
     def _note(self, event: dict[str, Any]) -> None:
         kind = event.get("type")

@@ -10,13 +10,13 @@ import json
 import sys
 from typing import Any
 
-from rich.text import Text
 from rich.table import Table
+from rich.text import Text
 
 from console import config, pivot_toml
+from console.actions.adaptive import write_adaptive_profile
 from console.cli.sweep import resolve_runs, terminal
 from console.session import Session
-from console.actions.adaptive import write_adaptive_profile
 from console.sweep.adaptive import NoAdaptiveProfile, plan, spec_host
 from console.sweep.compare import Comparison, compare
 from console.sweep.intervals import Verdict

@@ -66,7 +66,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     # a closed terminal or tmux window must still end the host and remove its files
     signal.signal(signal.SIGHUP, lambda *_: sys.exit(129))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    log = open(root / "host.log", "w")
+    log = open(root / "host.log", "w")  # noqa: SIM115 - the host writes it until it ends
     host_proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, text=True)
     kept = offline_config(campaign)
     try:

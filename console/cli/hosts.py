@@ -29,9 +29,15 @@ def cmd_config(args: argparse.Namespace) -> int:
 
 async def cmd_trust(args: argparse.Namespace) -> int:
     from console.remote import trust
+    from console.remote.pool import HostPool
 
-    spec = pivot_toml.load(args.config).host(args.name)
-    offered = await trust.fetch_key(spec)
+    cfg = pivot_toml.load(args.config)
+    spec = cfg.host(args.name)
+    pool = HostPool(cfg)  # a jump that names a configured host is reached as that host, as every command does
+    try:
+        offered = await trust.fetch_key(spec, pool.get(spec.jump) if spec.jump in cfg.hosts else None)
+    finally:
+        await pool.close()
     print(f"{spec.name} ({offered.host_pattern}) offers a {offered.algorithm} key:\n  {offered.fingerprint}")
     if offered.already_trusted:
         print(f"already trusted in {offered.known_hosts}")

@@ -57,7 +57,10 @@ def cmd_profiles(args: argparse.Namespace) -> int:
 
 def print_checks(out: Console, checks: list[Check]) -> None:
     for c in checks:
-        mark = Text("ok  ", style="green") if c.ok and not c.warning else Text("warn", style="yellow") if c.ok else Text("FAIL", style="bold red")
+        if not c.ok:
+            mark = Text("FAIL", style="bold red")
+        else:
+            mark = Text("warn", style="yellow") if c.warning else Text("ok  ", style="green")
         out.print(Text.assemble(mark, f" {c.name}: ", Text(c.detail)))
 
 

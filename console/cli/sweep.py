@@ -24,6 +24,7 @@ from console.sweep.settings import SweepSettings
 from console.sweep.store import Run, RunError, delete_run, list_runs, open_run
 from console.untrusted import visible
 
+
 def _fmt(value: Any, digits: int = 1) -> str:
     if value is None:
         return "—"
@@ -60,7 +61,7 @@ def level_notes(e: dict[str, Any]) -> str:
 
 
 def level_row(e: dict[str, Any]) -> list[str]:
-    ms = lambda v: None if v is None else v * 1000  # noqa: E731
+    ms = lambda v: None if v is None else v * 1000
     return [str(e["c"]), _pm(e["total_tok_s"], e.get("total_tok_s_lo"), e.get("total_tok_s_hi")),
             _pm(e.get("req_tok_s_mean"), e.get("req_tok_s_lo"), e.get("req_tok_s_hi")),
             _fmt(ms(e.get("ttft_p50")), 0), _fmt(ms(e.get("itl_p50"))), _fmt(ms(e.get("e2e_p90")), 0),
@@ -178,7 +179,7 @@ async def print_sweep(handle: SweepHandle, out: Console, as_json: bool) -> int:
             elif kind == "level_done":
                 table.add_row(*level_row(event))
                 if not as_json:
-                    progress.console.print(Text("  ".join(f"{h}={v}" for h, v in zip(LEVEL_COLUMNS, level_row(event)) if v)))
+                    progress.console.print(Text("  ".join(f"{h}={v}" for h, v in zip(LEVEL_COLUMNS, level_row(event), strict=True) if v)))
             elif kind == "level_retry":
                 out.print(Text(f"C={event['c']} failed ({visible(str(event.get('reason')))}); the server answers "
                                "again: measuring the level once more", style="yellow"))
@@ -230,8 +231,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
             cells = visible(run.corrupt)
         rows.append((run.name, visible(run.profile), state, cells, str(run.meta.get("started", ""))))
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
-    for row in rows:  # plain columns, never truncated: run names are meant to be copied
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+    for cells_of_run in rows:  # plain columns, never truncated: run names are meant to be copied
+        print("  ".join(cell.ljust(w) for cell, w in zip(cells_of_run, widths, strict=True)).rstrip())
     return 0
 
 

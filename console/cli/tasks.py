@@ -116,5 +116,5 @@ def cmd_events(cli: argparse.Namespace) -> int:
         print(f"{len(events)} events written to {export}")
         return 0
     for e in events:
-        print(visible(f"{str(e.get('time', ''))[:19].replace('T', ' ')}  {str(e.get('kind', '')):<8} ") + summary(e))
+        print(visible(f"{str(e.get('time', ''))[:19].replace('T', ' ')}  {e.get('kind', '')!s:<8} ") + summary(e))
     return 0

@@ -29,6 +29,7 @@ import socket
 import subprocess
 import sys
 import time
+from typing import Any
 
 VERSION = 1
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -127,7 +128,7 @@ def server_info(pidfile: str | None) -> dict | None:
 
 
 # -- sources -------------------------------------------------------------------
-def _num(text: str):
+def _num(text: str) -> float | None:
     text = text.strip()
     if not text or text.startswith("[") or text in ("N/A", "Unknown Error"):
         return None  # [N/A], [Not Supported], [Unknown Error]
@@ -212,7 +213,7 @@ class NvitopSource:
         return gpus, procs
 
 
-def pick_source(wanted: str):
+def pick_source(wanted: str) -> NvitopSource | SmiSource:
     """nvitop when it imports and NVML answers; else nvidia-smi (auto), which reports a missing driver."""
     if wanted in ("auto", "nvitop"):
         try:
@@ -228,7 +229,7 @@ def pick_source(wanted: str):
     return SmiSource()
 
 
-def collect(source, btime: float, pidfile: str | None) -> dict:
+def collect(source: NvitopSource | SmiSource, btime: float, pidfile: str | None) -> dict:
     gpus, procs = source.sample()
     for p in procs:
         p.update(proc_details(p["pid"], btime))
@@ -294,7 +295,8 @@ def _signal(pid: int, sig: int, group: bool) -> str | None:
 
 
 def kill_one(pid: int, ticks: int, mode: str, grace: float) -> dict:
-    result = {"pid": pid, "signals": []}
+    signals: list[str] = []
+    result: dict[str, Any] = {"pid": pid, "signals": signals}
     fields = proc_stat(pid)
     if pid <= 1 or pid == os.getpid() or pid == os.getppid():
         return dict(result, outcome="refused", detail="pid %d is never signalled" % pid)
@@ -433,4 +435,4 @@ if __name__ == "__main__":
     try:
         raise SystemExit(main())
     except KeyboardInterrupt:
-        raise SystemExit(130)
+        raise SystemExit(130) from None

@@ -58,6 +58,7 @@ def idle_line(sample: Sample, threshold_mib: float) -> str:
     parts = []
     for gpu in busy:
         holders = sorted({p.pid for p in sample.procs if p.gpu == gpu.index})
-        who = ("pid " + ", ".join(map(str, holders[:2])) + (f" +{len(holders) - 2}" if len(holders) > 2 else "")) if holders else "no process listed"
+        more = f" +{len(holders) - 2}" if len(holders) > 2 else ""
+        who = ("pid " + ", ".join(map(str, holders[:2])) + more) if holders else "no process listed"
         parts.append(f"GPU {gpu.index} holds {gib(gpu.mem_used_mib)} GiB ({who})")
     return "; ".join(parts)

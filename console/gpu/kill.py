@@ -52,19 +52,19 @@ def plan_kill(sample: Sample, pids: Iterable[int], *, agent_pid: int | None, gro
             )
     targets, refused = [], []
     for pid in dict.fromkeys(pids):
-        proc = by_pid.get(pid)
+        target = by_pid.get(pid)
         if pid <= 1:
             refused.append(Refusal(pid, "PID 1 is never killed"))
         elif agent_pid is not None and pid == agent_pid:
             refused.append(Refusal(pid, "that is pivot's own telemetry agent"))
-        elif proc is None:
+        elif target is None:
             refused.append(Refusal(pid, "not in the GPU process list: pivot kills only processes holding GPU memory"))
-        elif not proc.visible:
+        elif not target.visible:
             refused.append(Refusal(pid, "not visible in this PID namespace (NVML reports host PIDs): use the hypervisor's cleanup"))
-        elif proc.start_ticks is None:
+        elif target.start_ticks is None:
             refused.append(Refusal(pid, "its start time is unknown, so it cannot be pinned safely"))
         else:
-            targets.append(proc)
+            targets.append(target)
     return KillPlan(tuple(targets), tuple(refused), group)
 
 

@@ -172,8 +172,10 @@ def parse_line(line: str, source: str = "?") -> Hello | Sample | AgentError:
     """One agent line to a typed value; raises SampleParseError on anything malformed."""
     try:
         data = json.loads(line)
-    except ValueError as e:
+    except json.JSONDecodeError as e:
         raise SampleParseError(f"not JSON ({e.msg} at column {e.colno}): {line[:80]!r}") from None
+    except ValueError as e:  # a number too long to convert, say
+        raise SampleParseError(f"not JSON ({e}): {line[:80]!r}") from None
     if not isinstance(data, dict):
         raise SampleParseError(f"not a JSON object: {line[:80]!r}")
     kind = data.get("type")

@@ -8,7 +8,7 @@ import asyncio
 import hashlib
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -43,7 +43,7 @@ class Telemetry(Protocol):
 
     hello: Hello | None
 
-    def events(self) -> AsyncIterator[TelemetryEvent]: ...
+    def events(self) -> AsyncGenerator[TelemetryEvent, None]: ...
 
     async def sample_once(self) -> Sample | AgentError: ...
 
@@ -64,7 +64,7 @@ class RemoteTelemetry:
     def _argv(self, *args: str) -> list[str]:
         return [self.spec.python, AGENT_FILE, *args]
 
-    async def events(self) -> AsyncIterator[TelemetryEvent]:
+    async def events(self) -> AsyncGenerator[TelemetryEvent, None]:
         """Hello, then samples, forever: across agent restarts and reconnects."""
         while True:
             try:
@@ -143,7 +143,7 @@ class LocalTelemetry:
         self.pidfile = pidfile
         self.hello: Hello | None = None
 
-    async def events(self) -> AsyncIterator[TelemetryEvent]:
+    async def events(self) -> AsyncGenerator[TelemetryEvent, None]:
         import os
         import socket
 
@@ -157,7 +157,7 @@ class LocalTelemetry:
                 event = parse_line(json.dumps(raw), "nvitop")
             except agent.NoDriver as e:
                 event = AgentError("no-driver", str(e))
-            except Exception as e:  # report and keep sampling, as the agent does
+            except Exception as e:  # noqa: BLE001 - report and keep sampling, as the agent does
                 event = AgentError("query-failed", f"{type(e).__name__}: {e}")
             yield event
             await asyncio.sleep(self.interval)

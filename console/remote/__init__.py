@@ -5,5 +5,12 @@ from console.remote.errors import RemoteError
 from console.remote.pool import HostPool
 
 __all__ = [
-    "Connection", "ConnectionEvent", "ConnState", "HostPool", "PortForward", "RemoteError", "RemoteStream", "RunResult",
+    "ConnState",
+    "Connection",
+    "ConnectionEvent",
+    "HostPool",
+    "PortForward",
+    "RemoteError",
+    "RemoteStream",
+    "RunResult",
 ]

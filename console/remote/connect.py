@@ -54,7 +54,7 @@ async def open_ssh(spec: HostSpec, tunnel: Connection | None) -> tuple[asyncssh.
     if spec.port:
         options["port"] = spec.port
     if spec.identity:
-        identity = os.path.expanduser(spec.identity)
+        identity = os.path.expanduser(spec.identity)  # noqa: ASYNC240 - reads $HOME, no disk
         try:  # loaded here so that a missing or unreadable key is named (asyncssh says only "No such file")
             options["client_keys"] = asyncssh.load_keypairs([identity])
         except (OSError, asyncssh.KeyImportError) as e:
@@ -71,7 +71,7 @@ async def open_ssh(spec: HostSpec, tunnel: Connection | None) -> tuple[asyncssh.
         options["tunnel"] = spec.jump
     client = SshClient()
     try:
-        conn = await asyncssh.connect(spec.target, client_factory=lambda: client, **options)  # type: ignore[arg-type]
+        conn = await asyncssh.connect(spec.target, client_factory=lambda: client, **options)
     except Exception as e:  # every failure becomes one readable line
         raise classify(spec, e) from e
     return conn, client

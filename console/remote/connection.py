@@ -26,8 +26,16 @@ from console.remote.state import ConnectionEvent, ConnState
 from console.remote.streams import PortForward, RemoteStream, RunResult
 from console.untrusted import decode, visible
 
-__all__ = ["Connection", "ConnectionEvent", "ConnState", "PortForward", "RemoteStream", "RunResult", "known_hosts_path",
-           "known_keys"]
+__all__ = [
+    "ConnState",
+    "Connection",
+    "ConnectionEvent",
+    "PortForward",
+    "RemoteStream",
+    "RunResult",
+    "known_hosts_path",
+    "known_keys",
+]
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +145,7 @@ class Connection:
         t0 = time.monotonic()
         try:
             await asyncio.wait_for(self._conn.run("true", check=False), timeout=10)
-        except (asyncssh.Error, OSError, asyncio.TimeoutError):
+        except (TimeoutError, asyncssh.Error, OSError):
             return None
         return time.monotonic() - t0
 
@@ -199,7 +207,7 @@ class Connection:
             process.stdin.write_eof()
         try:
             completed = await asyncio.wait_for(process.wait(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             with contextlib.suppress(Exception):
                 process.send_signal("TERM")
             process.close()
@@ -230,7 +238,7 @@ class Connection:
     async def upload(self, source: bytes | str | os.PathLike[str], remote_path: str, *, mode: int = 0o644) -> None:
         """Write a local file (or bytes) to the host atomically: a temporary name, then rename."""
         conn = await self.connected()
-        data = source if isinstance(source, bytes) else Path(source).read_bytes()
+        data = source if isinstance(source, bytes) else await asyncio.to_thread(Path(source).read_bytes)
         path = remote_path[2:] if remote_path.startswith("~/") else remote_path  # SFTP is relative to home
         tmp = f"{path}.pivot-tmp-{os.getpid()}"
         async with conn.start_sftp_client() as sftp:

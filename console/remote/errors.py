@@ -5,8 +5,17 @@ from __future__ import annotations
 from console.config import UnknownHost  # a name the config does not know: the config's error, read like these
 
 __all__ = [
-    "RemoteError", "UnknownHost", "DnsError", "ConnectionRefused", "ConnectTimeout", "AuthFailed", "HostKeyUnknown",
-    "HostKeyMismatch", "ConnectFailed", "Disconnected", "CommandTimeout",
+    "AuthFailed",
+    "CommandTimeout",
+    "ConnectFailed",
+    "ConnectTimeout",
+    "ConnectionRefused",
+    "Disconnected",
+    "DnsError",
+    "HostKeyMismatch",
+    "HostKeyUnknown",
+    "RemoteError",
+    "UnknownHost",
 ]
 
 

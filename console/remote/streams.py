@@ -64,7 +64,7 @@ class RemoteStream:
             async for line in self._process.stderr:
                 self.stderr_tail.append(visible(line.rstrip("\n")))
 
-    async def __aiter__(self):  # type: ignore[no-untyped-def]
+    async def __aiter__(self):
         while (line := await self.readline()) is not None:
             yield line
 

@@ -13,7 +13,8 @@ from pathlib import Path
 import asyncssh
 
 from console.config import HostSpec
-from console.remote.connection import Connection, known_hosts_path, known_keys
+from console.remote.connect import classify, known_hosts_path, known_keys
+from console.remote.connection import Connection
 from console.remote.errors import HostKeyMismatch
 
 
@@ -37,17 +38,25 @@ class OfferedKey:
         return f"{self.host_pattern} {self.key.export_public_key('openssh').decode().strip()}\n"
 
 
-async def fetch_key(spec: HostSpec) -> OfferedKey:
-    """Ask the host for its key without authenticating; classify failures like a connect."""
-    conn = Connection(spec)
+# The key kinds asked for, best first, as OpenSSH's own client prefers them (ssh_config(5) HostKeyAlgorithms): a host
+# offers one key per kind, and the one pinned should be the one a later connect will be shown.
+PREFERRED_KEYS = ("ssh-ed25519", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384", "ecdsa-sha2-nistp521", "rsa-sha2-512",
+                  "rsa-sha2-256", "ssh-rsa")
+
+
+async def fetch_key(spec: HostSpec, tunnel: Connection | None = None) -> OfferedKey:
+    """Ask the host for its key without authenticating; failures classified as a connect's. `tunnel`: the connection
+    of the configured host that `jump` names (a ProxyJump string is handed to asyncssh as it is)."""
     try:
+        via = await tunnel.connected(timeout=spec.connect_timeout_s, fail_fast=True) if tunnel is not None else spec.jump or ()
         key = await asyncio.wait_for(
-            asyncssh.get_server_host_key(spec.target, spec.port or (), tunnel=spec.jump or ()), spec.connect_timeout_s
+            asyncssh.get_server_host_key(spec.target, spec.port or (), tunnel=via, server_host_key_algs=list(PREFERRED_KEYS)),
+            spec.connect_timeout_s,
         )
-    except Exception as e:
-        raise conn._classify(e) from e
+    except Exception as e:  # every failure becomes the connect's one line
+        raise classify(spec, e) from e
     if key is None:
-        raise conn._classify(OSError(f"{spec.target} offered no host key"))
+        raise classify(spec, OSError(f"{spec.target} offered no host key"))
     known = known_keys(spec)
     already = any(k.public_data == key.public_data for k in known)
     if known and not already:

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field, replace
 import httpx
 
 from console.config import HostSpec
+from console.events import EventLog, Restart, Start, Stop, Switch
 from console.gpu.kill import KillOutcome
 from console.gpu.samples import GpuProcess, Sample
 from console.gpu.telemetry import RemoteTelemetry
@@ -30,7 +31,6 @@ from console.remote import Connection, PortForward
 from console.remote.errors import RemoteError
 from console.server.preflight import Check, after_stop, preflight
 from console.server.profiles import KINDS, Profile, ProfileSet
-from console.events import EventLog, Restart, Start, Stop, Switch
 from console.untrusted import visible
 
 RECORD, PIDFILE, LOG = "server.json", "server.pid", "server.log"

@@ -64,7 +64,8 @@ async def check_flags(agent: RemoteTelemetry, profile: Profile, argv: list[str])
     except RemoteError as e:
         return Check("flags known", False, str(e))
     if status != 0 or not lines or not lines[-1].get("ok"):
-        return Check("flags known", False, f"cannot read the launcher's --help: {visible(str(lines[-1].get('detail') if lines else status))}")
+        why = lines[-1].get("detail") if lines else status
+        return Check("flags known", False, f"cannot read the launcher's --help: {visible(str(why))}")
     known, deprecated = known_flags(lines[-1]["text"])
     wanted = [*profile.flags, "host", "port"] + (["model-path"] if KINDS[profile.kind][2] else [])
     unknown = [f for f in wanted if f not in known]

@@ -25,7 +25,7 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 from pydantic import AfterValidator, Field
 from pydantic_core import PydanticCustomError
@@ -197,7 +197,7 @@ def _build(name: str, path: Path, data: dict[str, Any], extends: str | None) -> 
     except Invalid as e:
         raise ProfileError(path, e.key, e.problem) from None
     return Profile(
-        name=name, path=path, kind=spec.kind, launcher=spec.launcher, model_path=spec.model_path, host=spec.host,
+        name=name, path=path, kind=spec.kind, launcher=cast("tuple[str, ...]", spec.launcher), model_path=spec.model_path, host=spec.host,
         port=spec.port, description=spec.description, env=dict(spec.env), flags=dict(spec.flags), extends=extends,
     )
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import dataclasses
 import ctypes
+import dataclasses
 import fcntl
 import json
 import os
@@ -192,7 +192,7 @@ class SimHost:
                 status = await self._pty_session(process)
             else:
                 status = await self._pipe_session(process)
-        except Exception as e:  # one broken session must not take the host down
+        except Exception as e:  # noqa: BLE001 - one broken session must not take the host down
             status = 255
             with contextlib.suppress(Exception):
                 process.stderr.write(f"pivot demo host: {e}\n".encode())
@@ -233,6 +233,7 @@ class SimHost:
                     transport.close()
 
         async def feed() -> None:
+            assert child.stdin is not None  # started with stdin=PIPE
             while True:
                 try:
                     data = await process.stdin.read(65536)

@@ -23,10 +23,10 @@ from typing import Any
 
 import uvicorn
 
-from console.sim import state
-from console.sim.calibration import DEFAULT
 from console.server.speculation import sglang_adaptive_unsupported, sglang_capture_sizes, sglang_default_max_bs
+from console.sim import state
 from console.sim.adaptive import AdaptiveParams, candidate_steps_of
+from console.sim.calibration import DEFAULT
 from console.sim.engine import BatchScheduler, DraftPolicy, StaticDrafting
 from console.sim.openai_app import EngineLoop, SimServer
 
@@ -139,7 +139,8 @@ def bind(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as e:
         sock.close()
-        raise LaunchError(f"[Errno {e.errno}] error while attempting to bind on address {(host, port)}: {e.strerror.lower()}") from None
+        why = (e.strerror or str(e)).lower()
+        raise LaunchError(f"[Errno {e.errno}] error while attempting to bind on address {(host, port)}: {why}") from None
     sock.listen(2048)
     sock.set_inheritable(False)
     return sock
@@ -201,7 +202,8 @@ async def serve(args: argparse.Namespace, sock: socket.socket, home: Path, polic
     state.publish_server(home, gpus, 0, 0)
     load_s = DEFAULT.load_seconds / args.time_scale
     for rank in range(args.tp_size):
-        print(f"[{time.strftime('%Y-%m-%d %H:%M:%S')} TP{rank}] Load weight begin. avail mem={int(state.read_gpus(home).memory_mib / 1024)} GB", flush=True)
+        avail_gb = int(state.read_gpus(home).memory_mib / 1024)
+        print(f"[{time.strftime('%Y-%m-%d %H:%M:%S')} TP{rank}] Load weight begin. avail mem={avail_gb} GB", flush=True)
     for i, message in enumerate(loading):
         await _sleep_unless(load_s / len(loading), received)
         _log(f"TP0 {message}" if i < len(loading) - 1 else message)

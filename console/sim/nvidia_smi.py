@@ -73,7 +73,7 @@ def _process_name(pid: int) -> str:
 def snapshot(home: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     spec = state.read_gpus(home)
     claims = state.live_claims(home)
-    running = {}
+    running: dict[int, int] = {}
     for server in state.live_servers(home):
         for gpu in server["gpus"]:
             running[gpu] = running.get(gpu, 0) + server["running"]

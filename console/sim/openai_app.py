@@ -21,11 +21,8 @@ from starlette.routing import Route
 
 from console.sim.engine import BatchScheduler, SimRequest
 
-VOCAB = (
-    "the model streams tokens while the batch grows and each step costs a little more time so "
-    "throughput rises then saturates near the limit of the engine speculation drafts several "
-    "tokens that the target verifies in one pass"
-).split()
+VOCAB = ("the model streams tokens while the batch grows and each step costs a little more time so throughput rises then saturates "
+         "near the limit of the engine speculation drafts several tokens that the target verifies in one pass").split()
 
 
 @dataclass

@@ -20,11 +20,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-
 from console.config import Config, HostSpec, user_config_dir
 from console.server.profiles import Profile, ProfileError, load_profiles
-from console.server.speculation import (drafting, parse_flags, sglang_adaptive_unsupported, sglang_decode_batch_sizes,
-                                        vllm_dynamic_unsupported)
+from console.server.speculation import (
+    drafting,
+    parse_flags,
+    sglang_adaptive_unsupported,
+    sglang_decode_batch_sizes,
+    vllm_dynamic_unsupported,
+)
 from console.sweep.compare import Comparison, label
 
 SGLANG_DEFAULT_STEPS = 3  # `_auto_choose_speculative_params` (speculative_hook.py): 3 steps for most architectures

@@ -10,6 +10,7 @@ all read from the same per-level verdicts, so they cannot contradict each other.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -131,7 +132,7 @@ def bracket(cmp: Comparison) -> Bracket | None:
     if cmp.helps_up_to is not None and cmp.helps_up_to in levels and cmp.helps_up_to != levels[-1]:
         return Bracket(cmp.helps_up_to, levels[levels.index(cmp.helps_up_to) + 1], "where drafting stops paying off")
     leaders = [(lv.c, lv.total.leader) for lv in cmp.levels if lv.total.leader]
-    for (c0, l0), (c1, l1) in zip(leaders, leaders[1:]):
+    for (c0, l0), (c1, l1) in itertools.pairwise(leaders):
         if l0 != l1:
             return Bracket(c0, c1, "where the lead in total throughput changes")
     return None
@@ -157,7 +158,8 @@ def counterpart(run: Run, runs: list[Run]) -> Run | None:
     others = [r for r in runs if r.name != run.name and r.profile != run.profile and r.state != "corrupt"
               and r.measured().height]
     other_kind = [r for r in others if r.speculative != run.speculative]
-    return (other_kind or others or [None])[-1]
+    candidates = other_kind or others
+    return candidates[-1] if candidates else None
 
 
 def _why_out(row: dict[str, Any]) -> str | None:
@@ -300,7 +302,7 @@ def _quality_notes(run: Run) -> list[str]:
                       ("lagging", None)):
         if key not in frame.columns:
             continue
-        values = [(c, v) for c, v in zip(frame["c"].to_list(), frame[key].to_list()) if v]
+        values = [(c, v) for c, v in zip(frame["c"].to_list(), frame[key].to_list(), strict=True) if v]
         if not values:
             continue
         if key == "lagging":

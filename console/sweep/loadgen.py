@@ -145,15 +145,15 @@ async def run_level(client: httpx.AsyncClient, settings: SweepSettings, model: s
               if over else None)
     metrics = level_metrics(c, records, wall, server, failed=failed)
     lag_p90 = percentile(lags, 90)
-    client = {"client_cpu": round(cpu, 3), "loop_lag_p50": percentile(lags, 50), "loop_lag_p90": lag_p90,
+    client_side = {"client_cpu": round(cpu, 3), "loop_lag_p50": percentile(lags, 50), "loop_lag_p90": lag_p90,
               "loop_lag_p99": percentile(lags, 99), "load_avg": os.getloadavg()[0],
               "client_bound": client_bound(cpu), "lagging": lagging(lag_p90, metrics.itl_p50, metrics.itl_mean)}
     if host_load is not None:
-        client["host_load_avg"] = await host_load()
+        client_side["host_load_avg"] = await host_load()
     sink.emit({"type": "level_done", "c": c, "peak_in_flight": peak, "repeat": repeat,
-               **{k: v for k, v in vars(metrics).items() if k != "c"}, **client})
+               **{k: v for k, v in vars(metrics).items() if k != "c"}, **client_side})
     sink.sync()
-    return {**vars(metrics), **client}
+    return {**vars(metrics), **client_side}
 
 
 async def sweep(url: str, run_dir: Path, settings: SweepSettings, *, resume: bool, repeat: list[int] | None = None,

@@ -16,6 +16,7 @@ comparison can tell a difference from noise:
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -61,7 +62,7 @@ class RequestRecord:
 
     def itl(self) -> list[float]:
         gaps = []
-        for (t0, _), (t1, n) in zip(self.chunks, self.chunks[1:]):
+        for (t0, _), (t1, n) in itertools.pairwise(self.chunks):
             if n > 0:
                 gaps += [(t1 - t0) / n] * n
         return gaps
@@ -122,7 +123,7 @@ def ratio_relative_halfwidth(ys: Sequence[float], xs: Sequence[float]) -> float 
         return None
     ratio = sum(ys) / sum(xs)
     mean_x = sum(xs) / n
-    residuals = [y - ratio * x for x, y in zip(xs, ys)]
+    residuals = [y - ratio * x for x, y in zip(xs, ys, strict=True)]
     se = math.sqrt(sum(r * r for r in residuals) / (n - 1) / n) / mean_x
     return t975(n - 1) * se / ratio
 

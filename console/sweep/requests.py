@@ -188,19 +188,20 @@ async def one_request(client: httpx.AsyncClient, path: str, body: dict[str, Any]
         error = str(e)
     end = time.monotonic() - start
     usage_missing = usage_tokens is None
-    if usage_missing:  # counted another way, and the record says so
-        if finish == "length":
-            usage_tokens = max_tokens
-            per_chunk.learn(max_tokens, len(times))
-        else:
-            usage_tokens = round(len(times) * per_chunk.ratio)
+    if usage_tokens is not None:
+        total = usage_tokens
+    elif finish == "length":  # counted another way, and the record says so
+        total = max_tokens
+        per_chunk.learn(max_tokens, len(times))
+    else:
+        total = round(len(times) * per_chunk.ratio)
     chunk_tokens = [n or 0 for n in counts]
-    if times and (usage_missing or any(n is None for n in counts) or sum(chunk_tokens) != usage_tokens):
-        chunk_tokens = spread(usage_tokens, len(times))  # only a total is known: spread it over the chunks
+    if times and (usage_missing or any(n is None for n in counts) or sum(chunk_tokens) != total):
+        chunk_tokens = spread(total, len(times))  # only a total is known: spread it over the chunks
     ok = error is None
     return RequestRecord(
         c=c, index=index, start=round(start - level_t0, 6), status=status, error=error,
-        ttft=times[0] if times else None, e2e=end if ok else None, tokens=usage_tokens if ok else 0,
-        usage_missing=usage_missing and bool(times), chunks=tuple((round(t, 6), n) for t, n in zip(times, chunk_tokens)),
-        warmup=warmup, finish_reason=finish, over_asked=ok and usage_tokens > max_tokens,
+        ttft=times[0] if times else None, e2e=end if ok else None, tokens=total if ok else 0,
+        usage_missing=usage_missing and bool(times), chunks=tuple((round(t, 6), n) for t, n in zip(times, chunk_tokens, strict=True)),
+        warmup=warmup, finish_reason=finish, over_asked=ok and total > max_tokens,
     )

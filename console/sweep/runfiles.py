@@ -51,7 +51,7 @@ class EventLogFile:
 
     def __init__(self, run_dir: Path):
         path = run_dir / EVENTS
-        self.file = open(path, "ab")
+        self.file = open(path, "ab")  # noqa: SIM115 - open for the run's life; close() ends it
         self._repair(path)
 
     def _repair(self, path: Path) -> None:

@@ -55,10 +55,10 @@ class SweepProcess:
                     continue
                 if isinstance(event, dict):
                     yield event
-            await self.proc.wait()
+            status = await self.proc.wait()
             self.stderr = (await stderr_task).decode(errors="replace")
-            if self.proc.returncode not in (0, 3, 130):
-                yield {"type": "failed", "status": self.proc.returncode, "message": self._why(self.proc.returncode)}
+            if status not in (0, 3, 130):
+                yield {"type": "failed", "status": status, "message": self._why(status)}
             finished = True
             try:
                 await asyncio.to_thread(self.run.finish)  # parsing a long run's events: not on the caller's loop

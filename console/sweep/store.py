@@ -19,7 +19,7 @@ import shutil
 import time
 import tomllib
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +29,18 @@ import tomli_w
 from console import __version__
 from console.server.speculation import Drafting, command_argv, drafting
 from console.sweep.metrics import RequestRecord, level_metrics
-from console.sweep.runfiles import (EVENTS, LEVELS, META, REQUESTS, EventLogFile, EventsCorrupt, RunError, check_run_name,
-                                    name_part, read_events)
+from console.sweep.runfiles import (
+    EVENTS,
+    LEVELS,
+    META,
+    REQUESTS,
+    EventLogFile,
+    EventsCorrupt,
+    RunError,
+    check_run_name,
+    name_part,
+    read_events,
+)
 
 __all__ = ["EVENTS", "META", "EventLogFile", "Run", "RunError", "completed_levels", "create_run", "delete_run",
            "list_runs", "open_run", "runs_dir"]
@@ -252,7 +262,7 @@ class Run:
         except EventsCorrupt as e:
             raise RunError(str(e)) from None
         self.write_tables()
-        self.meta["ended"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        self.meta["ended"] = datetime.now(UTC).isoformat(timespec="seconds")
         self.meta["state"] = self._state(events)
         done = [e for e in events if e["type"] == "sweep_done"]
         self.meta["stopped_because"] = (done[-1].get("failed") or "") if done else ""
@@ -288,7 +298,7 @@ def create_run(campaign_dir: Path, meta: dict[str, Any], name: str | None = None
     try:
         directory.mkdir(parents=True)
         meta = {**meta, "name": base, "pivot_version": __version__,
-                "started": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+                "started": datetime.now(UTC).isoformat(timespec="seconds")}
         write_meta(directory, meta)
         (directory / EVENTS).touch()
     except OSError as e:

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from console.actions import kill
-from console.config import Config, user_config_dir
 from console.actions.sweep import SweepHandle
+from console.config import Config, user_config_dir
 from console.gpu.format import idle_line
 from console.gpu.samples import AgentError, Sample
 from console.remote.errors import RemoteError
@@ -189,7 +189,7 @@ class Actions:
         launch = self.lifecycle.start if how == "start" else self.lifecycle.switch
         try:
             await launch(self.session.profiles().get(name), via=self.VIA)  # the lifecycle writes the events
-        except Exception as e:  # a refused preflight, a broken profile, a lost link: the step fails with why
+        except Exception as e:  # noqa: BLE001 - a refused preflight, a broken profile, a lost link: the step fails with why
             raise ActionFailed(str(e)) from None
         return await self._ready()
 
@@ -200,7 +200,7 @@ class Actions:
             if not current.state.running:
                 return f"no server running ({current.describe()})"
             report = await self.lifecycle.stop(via=self.VIA)  # the lifecycle writes it in the event log
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - as _launch: the step fails with why
             raise ActionFailed(str(e)) from None
         if report.leftovers:
             raise ActionFailed(report.describe())
@@ -287,7 +287,7 @@ async def run_tasks(tasks: TaskList, actions: Actions, numbers: list[int], say: 
         say(f"{number}. {task.content}  [{task.action}]")
         try:
             result = await actions.run(task.action)
-        except Exception as e:  # any failure of a step stops the runbook and is written on its task
+        except Exception as e:  # noqa: BLE001 - any failure of a step stops the runbook and is written on its task
             e = e if isinstance(e, (ActionFailed, TaskError)) else ActionFailed(f"{type(e).__name__}: {e}")
             tasks.set_status(number, "in_progress", insist=True, result=f"failed: {e}")
             say(f"   failed: {e}")

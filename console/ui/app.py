@@ -11,6 +11,7 @@ from textual.widgets import Footer
 from textual.worker import Worker, WorkerState
 
 from console.gpu.samples import AgentError, Sample
+from console.remote.connection import ConnectionEvent
 from console.session import Session
 from console.ui.commands import PivotCommands
 from console.ui.messages import ConnectionChanged, ShowComparison, StatusChanged, TelemetryUpdate
@@ -20,9 +21,9 @@ from console.ui.widgets.gpu.pane import GpuPane
 from console.ui.widgets.gpu.processes import ProcessTable
 from console.ui.widgets.host_status import HostStatus
 from console.ui.widgets.link_banner import LinkBanner
-from console.ui.widgets.tasks.pane import TasksPane
 from console.ui.widgets.server.pane import ServerPane
 from console.ui.widgets.sweep.pane import SweepPane
+from console.ui.widgets.tasks.pane import TasksPane
 from console.untrusted import visible
 
 PANES = ("gpus", "server", "tasks", "sweep")
@@ -41,7 +42,8 @@ class PivotApp(App[None]):
     COMMANDS = App.COMMANDS | {PivotCommands}
     BINDINGS = [
         Binding("tab", "focus_next_pane", "Next pane", show=False, id="app.next", tooltip="Move the focus to the next pane"),
-        Binding("shift+tab", "focus_previous_pane", "Previous pane", show=False, id="app.previous", tooltip="Move the focus to the previous pane"),
+        Binding("shift+tab", "focus_previous_pane", "Previous pane", show=False, id="app.previous",
+                tooltip="Move the focus to the previous pane"),
         Binding("1", "focus_pane('gpus')", "GPUs", show=False, id="app.gpus", tooltip="Focus the GPU pane"),
         Binding("2", "focus_pane('server')", "Server", show=False, id="app.server", tooltip="Focus the Server pane"),
         Binding("3", "focus_pane('tasks')", "Tasks", show=False, id="app.tasks", tooltip="Focus the Tasks pane"),
@@ -49,7 +51,8 @@ class PivotApp(App[None]):
         Binding("z", "toggle_zoom", "Zoom", id="app.zoom", tooltip="Show the focused pane on the whole screen, or all panes again"),
         Binding("r", "reconnect", "Reconnect", show=False, id="app.reconnect", tooltip="Drop and re-establish the SSH connection"),
         Binding("question_mark,f1", "help", "Help", id="app.help", tooltip="Every key, pane by pane"),
-        Binding("E", "event_log", "Events", show=False, id="app.events", tooltip="The campaign's event log: kills, starts, sweeps, task changes"),
+        Binding("E", "event_log", "Events", show=False, id="app.events",
+                tooltip="The campaign's event log: kills, starts, sweeps, task changes"),
         Binding("ctrl+p", "command_palette", "Palette", show=False, id="app.palette", tooltip="Commands for the current state"),
         Binding("q", "quit", "Quit", id="app.quit", tooltip="Quit (the server and processes on the host are left as they are)"),
     ]
@@ -79,7 +82,7 @@ class PivotApp(App[None]):
         return panes.first() if panes else None
 
     def notify(self, message: str, *, title: str = "", severity: str = "information", timeout: float | None = None,
-               markup: bool = True) -> None:  # type: ignore[override]
+               markup: bool = True) -> None:
         """Notifications carry data (paths, commands, errors quoting the host): never markup, never a raw escape."""
         super().notify(visible(message, newlines=True), title=visible(title), severity=severity, timeout=timeout,  # type: ignore[arg-type]
                        markup=False)
@@ -98,11 +101,14 @@ class PivotApp(App[None]):
             yield SweepPane(session, readonly=readonly, id="sweep")
         yield Footer()
 
+    def _connection_changed(self, event: ConnectionEvent) -> None:  # called in the loop by the connection
+        self.post_message(ConnectionChanged(event))
+
     def on_mount(self) -> None:
         for problem in [*self.theme_errors, *([self._theme_problem] if self._theme_problem else [])]:
             self.notify(problem, title="Theme", severity="warning", timeout=8)
         if self.session.spec is not None:
-            self.session.conn.add_listener(lambda event: self.post_message(ConnectionChanged(event)))
+            self.session.conn.add_listener(self._connection_changed)
         self.stream_telemetry()
         self.query_one(ProcessTable).focus()
 
@@ -160,9 +166,10 @@ class PivotApp(App[None]):
         target = self.query_one(f"#{pane}")
         if self.query_one("#panes").has_class("-zoomed"):
             self._zoom(target)
-        focusable = [w for w in target.query("*") if w.focusable] if not target.focusable else [target]
+        # a widget of the pane that is shown (a short Sweep pane hides its level table), else the pane itself
+        shown = [w for w in target.query("*") if w.focusable and all(n.display for n in w.ancestors_with_self if n is not target)]
         # At once, not at the next idle: a key typed right after ("4 z") must act on the new pane.
-        self.screen.set_focus(focusable[0] if focusable else target)
+        self.screen.set_focus(shown[0] if shown else target)
 
     def _cycle(self, step: int) -> None:
         current = self._pane_of(self.focused)
@@ -174,6 +181,20 @@ class PivotApp(App[None]):
 
     def action_focus_previous_pane(self) -> None:
         self._cycle(-1)
+
+    # Textual's Screen binds tab and shift+tab to these before the app's bindings are asked: on the main screen they
+    # move between panes; in a dialog or a form, between its fields, as Textual does.
+    def action_focus_next(self) -> None:
+        if self.screen is self.screen_stack[0]:
+            self._cycle(1)
+        else:
+            super().action_focus_next()
+
+    def action_focus_previous(self) -> None:
+        if self.screen is self.screen_stack[0]:
+            self._cycle(-1)
+        else:
+            super().action_focus_previous()
 
     def _zoom(self, pane: Widget | None) -> None:
         for p in self.query_one("#panes").children:

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, cast
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
+from console.ui.widgets.sweep.pane import SweepPane
+
 if TYPE_CHECKING:
     from console.ui.app import PivotApp
 
@@ -40,12 +42,12 @@ class PivotCommands(Provider):
                                  "SIGTERM, then SIGKILL after the grace period, after a confirmation"))
         sweep = app.query("#sweep")
         if sweep:
-            pane = sweep.first()
-            commands.append(("compare the last two runs", pane.action_compare, "crossover, saturation and recommendation"))
+            sweep_pane = sweep.first(SweepPane)
+            commands.append(("compare the last two runs", sweep_pane.action_compare, "crossover, saturation and recommendation"))
             if app.readonly:
                 commands.append(("start a sweep", readonly(app, "a sweep"), "read-only: off"))
-            elif pane.check_action("new_sweep", ()):
-                commands.append(("start a sweep", pane.action_new_sweep, "choose levels and settings, then sweep the running server"))
+            elif sweep_pane.check_action("new_sweep", ()):
+                commands.append(("start a sweep", sweep_pane.action_new_sweep, "choose levels and settings, then sweep the running server"))
         for theme in sorted(app.available_themes):
             commands.append((f"theme: {theme}", partial(setattr, app, "theme", theme), "switch the colour theme"))
         return commands

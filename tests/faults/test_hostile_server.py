@@ -99,14 +99,14 @@ def test_without_usage_tokens_come_from_finish_reason_and_several_tokens_per_chu
     requests = [e for e in events if e["type"] == "request"]
     assert all(r["tokens"] == 16 and r["usage_missing"] and r["finish_reason"] == "length" for r in requests)
     assert [n for _, n in requests[0]["chunks"]] == [3, 3, 3, 3, 2, 2]  # 16 tokens over the 6 chunks that carried them
-    done = [e for e in events if e["type"] == "level_done"][0]
+    done = next(e for e in events if e["type"] == "level_done")
     assert done["usage_missing"] == 4 and done["output_tokens"] == 64 and not done["failed"]
 
 
 def test_a_request_the_model_ends_early_is_short_not_an_error(hostile, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     status, events, _ = sweep(hostile("short_stop"), tmp_path)
     assert status == 0 and not errors(events)
-    done = [e for e in events if e["type"] == "level_done"][0]
+    done = next(e for e in events if e["type"] == "level_done")
     assert done["short"] == 4 and done["output_tokens"] == 20 and not done["failed"]
 
 

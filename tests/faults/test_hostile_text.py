@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from console import config
+from console.session import Session
 from console.sim import state
 from console.sim.host import SimHost
 from console.tasks.tasklist import TaskList
-from console.session import Session
 from console.ui.app import PivotApp
 from tests.conftest import wait_for
 from tests.fake_telemetry import FakeTelemetry
@@ -118,7 +118,8 @@ async def test_the_tasks_pane_and_the_event_log_write_task_texts_out(tmp_path: P
     campaign = tmp_path / "campaign"
     task = TaskList(campaign).load().add(f"sweep {HOSTILE}", action=f"sweep {HOSTILE}")  # a runbook file's action
     EventLog(campaign).append(TaskChange(via="cli", change="add", content=task.content))
-    app = PivotApp(Session(config.Config(path=None, hosts={}, campaign_dir=campaign), None, local=True, via="console", telemetry=FakeTelemetry()))  # type: ignore[arg-type]
+    cfg = config.Config(path=None, hosts={}, campaign_dir=campaign)
+    app = PivotApp(Session(cfg, None, local=True, via="console", telemetry=FakeTelemetry()))  # type: ignore[arg-type]
     async with app.run_test(size=(200, 50)) as pilot:
         await pilot.press("3", "z")
         await pilot.pause()

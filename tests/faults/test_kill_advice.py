@@ -70,7 +70,7 @@ async def test_the_gpu_pane_offers_the_hypervisor_not_pid_1(tmp_path: Path) -> N
         table = app.query_one(ProcessTable)
         table.move_cursor(row=[p.pid for p in table.procs.values()].index(ZOMBIE))
         await pilot.press("k", "y")
-        status = lambda: str(app.query_one("#gpu-status").render())  # noqa: E731
+        status = lambda: str(app.query_one("#gpu-status").render())
         await wait_for(lambda: "parent is PID 1" in status())
         assert "press p" not in status() and not pane.check_action("kill_parent", ())
         assert "press c to run the cleanup command on hv" in status() and pane.check_action("cleanup", ())

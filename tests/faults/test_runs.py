@@ -107,7 +107,7 @@ def test_a_full_disk_at_the_end_of_a_sweep_is_one_line_and_leaves_no_temporary_f
     (run.dir / "levels.parquet.tmp").symlink_to("/dev/full")  # every write there: ENOSPC
     with open(run.dir / EVENTS, "a") as f:
         f.write('{"type":"sweep_done","aborted":false,"stopped":false}\n')
-    with pytest.raises(RunError, match="cannot write .*levels.parquet: .*No space left on device|No space left"):
+    with pytest.raises(RunError, match=r"cannot write .*levels\.parquet: .*No space left on device|No space left"):
         run.finish()
     assert not (run.dir / "levels.parquet.tmp").exists()
 

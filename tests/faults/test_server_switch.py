@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from console import config
-from console.server.lifecycle import ServerState
 from console.events import EventLog
+from console.server.lifecycle import ServerState
 from tests.conftest import HostProcess, free_port, wait_for
 
 
@@ -64,8 +64,8 @@ def test_a_refused_switch_from_the_cli_leaves_the_server_running(switch_config: 
 async def test_a_refused_switch_from_the_pane_and_the_runbook_leaves_the_server_running(switch_config: Path) -> None:
     from textual.widgets import OptionList
 
-    from console.tasks.runbook import ActionFailed, Actions
     from console.session import Session
+    from console.tasks.runbook import ActionFailed, Actions
     from console.ui.app import PivotApp
     from console.ui.widgets.server.pane import ServerPane
 

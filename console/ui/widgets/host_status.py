@@ -82,7 +82,8 @@ class HostStatus(Static):
         text.append(" │ ", "dim")
         status = self.server_status
         if status is not None and status.profile:
-            colour = {ServerState.READY: "success", ServerState.STARTING: "warning", ServerState.STOPPING: "warning"}.get(status.state, "error")
+            colours = {ServerState.READY: "success", ServerState.STARTING: "warning", ServerState.STOPPING: "warning"}
+            colour = colours.get(status.state, "error")
             text.append(f"{status.profile} ", "bold").append(str(status.state), self._colour(colour, bold=True))
         elif self.server is None:
             text.append("no managed server", "dim")

@@ -11,7 +11,6 @@ from console.remote import ConnectionEvent, ConnState
 from console.ui.colours import theme_style
 
 
-
 class LinkBanner(Static):
     DEFAULT_CSS = """
     LinkBanner { display: none; height: auto; padding: 0 1; background: $error 25%; }

@@ -23,6 +23,7 @@ from console.ui.widgets.gpu.bars import GpuBars
 from console.ui.widgets.gpu.processes import ProcessTable
 from console.untrusted import visible
 
+
 class GpuPane(Vertical):
     DEFAULT_CSS = """
     GpuPane { padding: 0 1; }
@@ -31,9 +32,11 @@ class GpuPane(Vertical):
     GpuPane > ProcessTable { height: 1fr; min-height: 3; }
     """
     BINDINGS = [
-        Binding("k", "kill", "Kill", id="gpu.kill", tooltip="Kill the tagged processes (or the one under the cursor), after a confirmation"),
+        Binding("k", "kill", "Kill", id="gpu.kill",
+                tooltip="Kill the tagged processes (or the one under the cursor), after a confirmation"),
         Binding("K", "kill_stray", "Kill stray", id="gpu.kill_stray", tooltip="Kill every stray process, after a confirmation"),
-        Binding("p", "kill_parent", "Kill parent", id="gpu.kill_parent", tooltip="Kill the parent that must reap a zombie, after a confirmation"),
+        Binding("p", "kill_parent", "Kill parent", id="gpu.kill_parent",
+                tooltip="Kill the parent that must reap a zombie, after a confirmation"),
         Binding("c", "cleanup", "Cleanup", id="gpu.cleanup", tooltip="Run the hypervisor's cleanup command, after a confirmation"),
     ]
 

@@ -64,7 +64,7 @@ class LogView(RichLog):
         self.following = message.y is None or message.y >= self.max_scroll_y
         super()._on_scroll_to(message)
 
-    def on_resize(self) -> None:
+    def on_resize(self, event: events.Resize) -> None:  # RichLog's own handler runs too (Textual calls each class's)
         """A pane zoomed or given back its room: a log that was following stays at its end."""
         if self.following:
             self.call_after_refresh(self.scroll_end, animate=False, immediate=True)

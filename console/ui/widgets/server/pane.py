@@ -52,11 +52,15 @@ class ServerPane(Vertical):
     """
     BINDINGS = [
         Binding("S", "start", "Start", id="server.start", tooltip="Start the highlighted profile (preflight checks first)"),
-        Binding("X", "stop", "Stop", id="server.stop", tooltip="Stop the server: SIGTERM to its group, SIGKILL after the grace (asks first)"),
+        Binding("X", "stop", "Stop", id="server.stop",
+                tooltip="Stop the server: SIGTERM to its group, SIGKILL after the grace (asks first)"),
         Binding("R", "restart", "Restart", id="server.restart", tooltip="Stop and start the running profile again (asks first)"),
-        Binding("W", "switch", "Switch", id="server.switch", tooltip="Stop, check the GPUs are idle, start the highlighted profile (asks first)"),
-        Binding("F", "force_start", "Force", show=False, id="server.force", tooltip="Start the highlighted profile even if a preflight check fails"),
-        Binding("m", "mark", "Diff", id="server.mark", tooltip="Mark the highlighted profile; the detail then shows its diff with the highlighted one"),
+        Binding("W", "switch", "Switch", id="server.switch",
+                tooltip="Stop, check the GPUs are idle, start the highlighted profile (asks first)"),
+        Binding("F", "force_start", "Force", show=False, id="server.force",
+                tooltip="Start the highlighted profile even if a preflight check fails"),
+        Binding("m", "mark", "Diff", id="server.mark",
+                tooltip="Mark the highlighted profile; the detail then shows its diff with the highlighted one"),
         Binding("slash", "filter", "Filter", id="server.filter", tooltip="Filter the log (Esc clears the filter)"),
         Binding("G", "follow", "Follow", show=False, id="server.follow", tooltip="Jump to the end of the log and follow it again"),
     ]
@@ -91,6 +95,9 @@ class ServerPane(Vertical):
                 options.append(Option(name, id=name))
         return options
 
+    def _status_changed(self, status: ServerStatus) -> None:  # called in the loop by the lifecycle
+        self.post_message(StatusChanged(status))
+
     def on_mount(self) -> None:
         self._show_state()
         if self.lifecycle is None:
@@ -99,7 +106,7 @@ class ServerPane(Vertical):
         current = self.session.spec
         if current is not None:
             self.query_one(LogView).add(f"— log of {current.workdir}/server.log on {current.name} —")
-        self.lifecycle.add_listener(lambda status: self.post_message(StatusChanged(status)))
+        self.lifecycle.add_listener(self._status_changed)
         self.set_interval(1.0, self._show_state)  # the uptime and "starting, N s" tick between changes of state
         self.watch_server()
         self.follow_log()
@@ -200,7 +207,8 @@ class ServerPane(Vertical):
             rows = diff(self.profiles.profiles[self.marked], profile)
             text = Text(f"{self.marked} → {name}\n", style="bold")
             for key, a, b in rows:
-                text.append(f"{visible(key)}: ", "bold").append(visible(f"{a if a is not None else '—'} → {b if b is not None else '—'}") + "\n")
+                shown = [value if value is not None else "—" for value in (a, b)]
+                text.append(f"{visible(key)}: ", "bold").append(visible(f"{shown[0]} → {shown[1]}") + "\n")
             if not rows:
                 text.append("the same server")
             detail.update(text)
@@ -232,7 +240,7 @@ class ServerPane(Vertical):
             return None
         try:
             return self.profiles.get(name)
-        except Exception as e:  # a broken profile: say why, never half-start it
+        except Exception as e:  # noqa: BLE001 - a broken profile: say why, never half-start it
             self.notify(str(e), title="Broken profile", severity="error")
             return None
 

@@ -79,7 +79,7 @@ class SweepChart(PlotextPlot):
         plt.xticks([math.log10(c) for c in ticks], [str(c) for c in ticks])
         plt.xlabel("concurrency C (log scale)")
         plt.ylabel("total output tok/s")
-        for (colour, run, frame), marker in zip(data.overlays, OVERLAY_MARKERS):
+        for (colour, run, frame), marker in zip(data.overlays, OVERLAY_MARKERS, strict=False):  # overlays are at most as many as markers
             plt.plot(_log(frame["c"].to_list()), frame["total_tok_s"].to_list(),
                      label=series(marker, label(run), colour), color=colour, marker=marker)
         measured = [e for e in data.levels if not e.get("failed")]  # a failed level is not a point of the curve
@@ -93,10 +93,10 @@ class SweepChart(PlotextPlot):
                 plt.scatter(_log([e["c"] for e in suspect]), [e["total_tok_s"] for e in suspect], marker="?",
                             color=LIVE_COLOUR, label=series("?", "client-bound: not the server's limit", LIVE_COLOUR))
             name, key, scale = SECOND[data.second]
-            if key is not None:
+            if key is not None and name is not None:
                 ys = [(_value(e, key) or 0) * scale for e in measured]
                 plt.plot(xs, ys, label=series("x", name, SECOND_COLOUR), color=SECOND_COLOUR, yside="right", marker="x")
-                plt.ylabel(name, yside="right")
+                plt.ylabel(name, yside="right")  # type: ignore[call-arg]  # the stub says xside; plotext takes yside
         if data.live.get("c") and data.live.get("tokens"):
             elapsed = max(1e-6, time.monotonic() - data.live["started"])
             plt.scatter(_log([data.live["c"]]), [data.live["tokens"] / elapsed], marker="●", color=LIVE_COLOUR,

@@ -3,7 +3,6 @@ included) fits an 80x24 terminal."""
 
 from __future__ import annotations
 
-
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical
@@ -70,7 +69,7 @@ class SweepForm(ModalScreen[SweepSettings | None]):
         self.query_one("#hint", Static).update(hint)
 
     def _settings(self) -> SweepSettings:
-        value = lambda name: self.query_one(f"#{name}", Input).value.strip()  # noqa: E731
+        value = lambda name: self.query_one(f"#{name}", Input).value.strip()
         requests = value("requests")
         try:
             data = {

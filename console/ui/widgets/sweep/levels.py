@@ -34,8 +34,8 @@ class LevelTable(DataTable[str]):
             self.add(e)
 
     def add(self, e: dict[str, Any]) -> None:
-        ms = lambda v: "—" if v is None else f"{v * 1000:.0f}"  # noqa: E731
-        num = lambda v: "—" if v is None else f"{v:.1f}"  # noqa: E731
+        ms = lambda v: "—" if v is None else f"{v * 1000:.0f}"
+        num = lambda v: "—" if v is None else f"{v:.1f}"
         lo, hi, total = e.get("total_tok_s_lo"), e.get("total_tok_s_hi"), e.get("total_tok_s")
         spread = f"{(hi - lo) / 2 / total * 100:.0f}%" if lo is not None and hi is not None and total else "—"
         self.add_row(str(e["c"]), num(total), spread, num(e.get("req_tok_s_mean")), ms(e.get("ttft_p50")),

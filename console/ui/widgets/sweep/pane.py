@@ -85,6 +85,8 @@ class SweepPane(Vertical):
                 tooltip="Locate where drafting stops paying off: measure between levels, switching servers (asks first)"),
     ]
 
+    can_focus = True  # a short pane hides its level table: the pane itself then holds the focus and its keys
+
     def __init__(self, session: Session, *, readonly: bool = False, **kw: object):
         super().__init__(**kw)  # type: ignore[arg-type]
         self.session, self.readonly = session, readonly
@@ -105,7 +107,7 @@ class SweepPane(Vertical):
         return self.data.levels
 
     @property
-    def comparison(self):  # type: ignore[no-untyped-def]
+    def comparison(self):
         return self.query_one(ComparisonView).comparison
 
     @property
@@ -132,7 +134,7 @@ class SweepPane(Vertical):
         runs = [r for r in list_runs(self.session.config.campaign_dir)
                 if r.state != "corrupt" and (self.run is None or r.name != self.run.name)]
         chosen = runs[-self.overlay_count:] if self.overlay_count else []
-        frames = [(colour, run, run.measured()) for colour, run in zip(OVERLAY_COLOURS, chosen)]
+        frames = [(colour, run, run.measured()) for colour, run in zip(OVERLAY_COLOURS, chosen, strict=False)]
         self.data.overlays = [(colour, run, frame) for colour, run, frame in frames if frame.height]
         self.dirty = True
 
@@ -147,7 +149,10 @@ class SweepPane(Vertical):
 
     def on_resize(self) -> None:
         self.dirty = True  # the legend's place depends on the chart's height
-        self.set_class(self.size.height < SHORT_ROWS, "-short")  # the chart and a progress line first, the table zoomed
+        short = self.size.height < SHORT_ROWS
+        if short and self.query_one(LevelTable).has_focus:
+            self.focus()  # the table is about to be hidden: its keys stay with the pane, not another one
+        self.set_class(short, "-short")  # the chart and a progress line first, the table zoomed
 
     def _show_progress(self) -> None:
         """The sweep's progress (or the run on screen) on the first line, at every size; the legend of a short chart and

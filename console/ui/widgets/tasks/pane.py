@@ -65,7 +65,8 @@ class TasksPane(Vertical):
     BINDINGS = [
         Binding("a", "add", "Add", id="tasks.add", tooltip="Add a task"),
         Binding("e", "edit", "Edit", id="tasks.edit", tooltip="Edit the task's text"),
-        Binding("s", "status('in_progress')", "Start", id="tasks.start", tooltip="Mark the task in progress (one at a time unless insisted: S)"),
+        Binding("s", "status('in_progress')", "Start", id="tasks.start",
+                tooltip="Mark the task in progress (one at a time unless insisted: S)"),
         Binding("S", "insist", "Start anyway", show=False, id="tasks.insist", tooltip="Mark it in progress although another is"),
         Binding("d", "status('completed')", "Done", id="tasks.done", tooltip="Mark the task completed"),
         Binding("x", "status('cancelled')", "Cancel", show=False, id="tasks.cancel", tooltip="Mark the task cancelled"),
@@ -76,8 +77,10 @@ class TasksPane(Vertical):
         Binding("delete", "delete", "Delete", show=False, id="tasks.delete", tooltip="Delete the task (asks first)"),
         Binding("f", "fold", "Fold done", id="tasks.fold", tooltip="Hide or show completed and cancelled tasks"),
         Binding("r", "run_one", "Run", id="tasks.run", tooltip="Run the task's action (kill, start, sweep, compare…)"),
-        Binding("R", "run_from_here", "Run from here", id="tasks.run_from", tooltip="Run this task's action and every one after it, stopping at the first failure"),
-        Binding("L", "load_runbook", "Runbook", id="tasks.runbook", tooltip="Add a runbook's tasks (from profiles/runbooks/ or the campaign)"),
+        Binding("R", "run_from_here", "Run from here", id="tasks.run_from",
+                tooltip="Run this task's action and every one after it, stopping at the first failure"),
+        Binding("L", "load_runbook", "Runbook", id="tasks.runbook",
+                tooltip="Add a runbook's tasks (from profiles/runbooks/ or the campaign)"),
     ]
 
     def __init__(self, session: Session, *, readonly: bool = False, **kw: object):
@@ -199,7 +202,7 @@ class TasksPane(Vertical):
     def action_add(self) -> None:
         def added(text: str | None) -> None:
             if text and self.tasks is not None:
-                self._apply(lambda: self.tasks.add(text), "add")  # type: ignore[union-attr]
+                self._apply(lambda: self.tasks.add(text), "add")
                 self.query_one(DataTable).move_cursor(row=self.query_one(DataTable).row_count - 1)
 
         self.app.push_screen(TextPrompt("New task"), added)
@@ -211,13 +214,13 @@ class TasksPane(Vertical):
 
         def edited(text: str | None) -> None:
             if text and self.tasks is not None:
-                self._apply(lambda: self.tasks.edit(number, content=text), "edit")  # type: ignore[union-attr]
+                self._apply(lambda: self.tasks.edit(number, content=text), "edit")
 
         self.app.push_screen(TextPrompt("Edit the task", visible(clipped(task.content))), edited)
 
     def action_status(self, status: str, insist: bool = False) -> None:
         if (number := self.current_number) is not None and self.tasks is not None:
-            self._apply(lambda: self.tasks.set_status(number, status, insist=insist), status)  # type: ignore[union-attr]
+            self._apply(lambda: self.tasks.set_status(number, status, insist=insist), status)
 
     def action_insist(self) -> None:
         self.action_status("in_progress", insist=True)
@@ -226,11 +229,11 @@ class TasksPane(Vertical):
         number, task = self.current_number, self.current
         if number is not None and task is not None and self.tasks is not None:
             following = PRIORITIES[(PRIORITIES.index(task.priority) + 1) % len(PRIORITIES)]
-            self._apply(lambda: self.tasks.edit(number, priority=following), "priority")  # type: ignore[union-attr]
+            self._apply(lambda: self.tasks.edit(number, priority=following), "priority")
 
     def action_move(self, offset: int) -> None:
         if (number := self.current_number) is not None and self.tasks is not None:
-            self._apply(lambda: self.tasks.move(number, offset), "move")  # type: ignore[union-attr]
+            self._apply(lambda: self.tasks.move(number, offset), "move")
             table = self.query_one(DataTable)
             table.move_cursor(row=max(0, min(table.row_count - 1, table.cursor_row + offset)))
 
@@ -297,8 +300,8 @@ class TasksPane(Vertical):
             return
 
         async def confirm(question: str) -> bool:
-            return bool(await self.app.push_screen_wait(Confirm(question[0].upper() + question[1:], [],
-                                                                action_label="Kill")))
+            answer: bool = await self.app.push_screen_wait(Confirm(question[0].upper() + question[1:], [], action_label="Kill"))
+            return answer
 
         def say(line: str) -> None:
             assert self.tasks is not None
