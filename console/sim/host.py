@@ -21,18 +21,14 @@ import asyncio
 import contextlib
 import ctypes
 import dataclasses
-import fcntl
 import json
 import os
-import pty
 import pwd
 import shlex
 import signal
 import socket
-import struct
 import subprocess
 import sys
-import termios
 import time
 from pathlib import Path
 
@@ -40,6 +36,7 @@ import asyncssh
 
 from console.config import shipped
 from console.sim import state
+from console.sim.shell import Sessions
 from console.sim.state import GpuSpec
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -66,8 +63,7 @@ class SimHost:
         self.port = 0
         self.server_ports: dict[int, int] = {}  # the shipped demo profiles' port -> the one this host's copies use
         self._server: asyncssh.SSHAcceptor | None = None
-        self._sessions: dict[int, asyncio.subprocess.Process] = {}  # pid -> our direct children
-        self._spawning = 0  # sessions being started, not yet in _sessions
+        self.sessions = Sessions(self.env, self.home)
         self._reaper: asyncio.Task[None] | None = None
         self._clients: set[asyncssh.SSHServerConnection] = set()
         self.host_key = asyncssh.generate_private_key("ssh-ed25519")
@@ -126,7 +122,7 @@ class SimHost:
 
         self._server = await asyncssh.listen(
             "127.0.0.1", self.port, server_factory=_Server, server_host_keys=[self.host_key], authorized_client_keys=authorized,
-            process_factory=self._session, sftp_factory=_Sftp, allow_scp=False,
+            process_factory=self.sessions, sftp_factory=_Sftp, allow_scp=False,
             encoding=None, line_editor=False, keepalive_interval=15,
         )
         self.port = self._server.sockets[0].getsockname()[1]
@@ -185,115 +181,6 @@ class SimHost:
             conn.abort()
         self._clients.clear()
 
-    # -- sessions -------------------------------------------------------------
-    async def _session(self, process: asyncssh.SSHServerProcess[bytes]) -> None:
-        try:
-            if process.term_type:
-                status = await self._pty_session(process)
-            else:
-                status = await self._pipe_session(process)
-        except Exception as e:  # noqa: BLE001 - one broken session must not take the host down
-            status = 255
-            with contextlib.suppress(Exception):
-                process.stderr.write(f"pivot demo host: {e}\n".encode())
-        with contextlib.suppress(Exception):
-            process.exit(status)
-
-    async def _spawn(self, argv: list[str], **kw: object) -> asyncio.subprocess.Process:
-        """A session's process, registered as ours before the reaper may look: a command that ends at once (test -e)
-        must not be reaped as an adopted orphan, which would steal its exit status from the session."""
-        self._spawning += 1
-        try:
-            kw = {"env": self.env(), "cwd": self.home, "start_new_session": True, **kw}
-            child = await asyncio.create_subprocess_exec(*argv, **kw)  # type: ignore[arg-type]
-            self._sessions[child.pid] = child
-            return child
-        finally:
-            self._spawning -= 1
-
-    async def _pipe_session(self, process: asyncssh.SSHServerProcess[bytes]) -> int:
-        argv = ["/bin/sh", "-c", process.command] if process.command else ["/bin/sh"]
-        child = await self._spawn(argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-        assert child.stdin and child.stdout and child.stderr
-
-        def on_channel_exception(exc: Exception) -> None:
-            # sshd delivers a channel signal to the command, whether or not stdin is still open
-            if isinstance(exc, asyncssh.SignalReceived):
-                with contextlib.suppress(ProcessLookupError, KeyError):
-                    child.send_signal(signal.Signals[f"SIG{exc.signal}"])
-
-        process.exception_received = on_channel_exception  # type: ignore[method-assign]
-
-        def hang_up() -> None:
-            # the channel is gone (closed, or its connection lost): close the child's pipes, as sshd does, so that its
-            # stdin reaches end of file and its next write a broken pipe, and no output is read for nobody
-            for pipe in (child.stdin, child.stdout, child.stderr):
-                transport = getattr(pipe, "_transport", None) or getattr(pipe, "transport", None)
-                if transport is not None:
-                    transport.close()
-
-        async def feed() -> None:
-            assert child.stdin is not None  # started with stdin=PIPE
-            while True:
-                try:
-                    data = await process.stdin.read(65536)
-                except (asyncssh.Error, OSError):
-                    hang_up()  # the connection died under the channel
-                    return
-                if not data:
-                    break
-                try:
-                    child.stdin.write(data)
-                    await child.stdin.drain()
-                except (BrokenPipeError, ConnectionResetError):
-                    return
-            with contextlib.suppress(OSError):
-                child.stdin.close()
-
-        async def pump(source: asyncio.StreamReader, sink: asyncssh.SSHWriter[bytes]) -> None:
-            while data := await source.read(65536):
-                try:
-                    sink.write(data)
-                    await sink.drain()
-                except (asyncssh.Error, OSError):
-                    hang_up()
-                    return
-
-        feeder = asyncio.create_task(feed())
-        watcher = asyncio.create_task(process.wait_closed())
-        watcher.add_done_callback(lambda _: hang_up())
-        try:
-            await asyncio.gather(pump(child.stdout, process.stdout), pump(child.stderr, process.stderr))
-            status = await child.wait()
-        finally:
-            watcher.cancel()
-            feeder.cancel()
-            self._sessions.pop(child.pid, None)
-            if child.returncode is None:  # cancelled before the child ended: nobody reads its pipes any more
-                hang_up()
-        return status if status >= 0 else 128 - status
-
-    async def _pty_session(self, process: asyncssh.SSHServerProcess[bytes]) -> int:
-        master, slave = pty.openpty()
-        cols, rows, *_ = process.term_size
-        if cols and rows:
-            fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
-        argv = ["/bin/sh", "-c", process.command] if process.command else ["/bin/bash", "-i"]
-
-        def controlling_tty() -> None:
-            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-
-        env_term = process.term_type or "xterm"
-        child = await self._spawn(argv, stdin=slave, stdout=slave, stderr=slave, env={**self.env(), "TERM": env_term},
-                                  preexec_fn=controlling_tty)
-        os.close(slave)
-        try:
-            await process.redirect(stdin=os.dup(master), stdout=master)
-            status = await child.wait()
-        finally:
-            self._sessions.pop(child.pid, None)
-        return status if status >= 0 else 128 - status
-
     # -- processes ------------------------------------------------------------
     def start_server(self, profile_name: str, port: int | None = None) -> int:
         """Start a server from a launch profile, detached, as an earlier console would have: with the
@@ -323,10 +210,10 @@ class SimHost:
         me = os.getpid()
         while True:
             await asyncio.sleep(0.25)
-            if self._spawning:
+            if self.sessions.spawning:
                 continue  # a session's process may have ended before it was registered: look next time
             for entry in Path("/proc").iterdir():
-                if not entry.name.isdigit() or int(entry.name) in self._sessions:
+                if not entry.name.isdigit() or int(entry.name) in self.sessions.running:
                     continue
                 try:
                     stat = (entry / "stat").read_text()
@@ -348,7 +235,7 @@ class SimHost:
         """Stop serving and end every process this host started: sessions, servers, workers."""
         if self._server:
             self._server.close()
-        for child in list(self._sessions.values()):
+        for child in list(self.sessions.running.values()):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(child.pid, signal.SIGKILL)
         for pid in self._simulated_pids():
