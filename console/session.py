@@ -11,7 +11,7 @@ from console.config import Config, HostSpec
 from console.events import EventLog
 from console.gpu.telemetry import LocalTelemetry, RemoteTelemetry, Telemetry
 from console.remote import Connection, HostPool
-from console.server.lifecycle import ServerLifecycle
+from console.server.lifecycle import Lifecycle, ServerLifecycle
 from console.server.profiles import ProfileSet, load_profiles
 
 if TYPE_CHECKING:
@@ -20,9 +20,10 @@ if TYPE_CHECKING:
 
 class Session:
     def __init__(self, config: Config, host: str | None = None, *, local: bool = False, via: str = "cli",
-                 telemetry: Telemetry | None = None):
+                 telemetry: Telemetry | None = None, lifecycle: Lifecycle | None = None):
         """host: a configured host's name (None: the default host); local: this machine's GPUs, no SSH.
-        via: who acts ("console", "cli", "runbook"), written in each event."""
+        via: who acts ("console", "cli", "runbook"), written in each event. telemetry, lifecycle: given (a test's
+        fakes), else the host's own."""
         self.config, self.via = config, via
         self.pool = HostPool(config)
         self.events = EventLog(config.campaign_dir)
@@ -34,8 +35,8 @@ class Session:
             self.telemetry = LocalTelemetry(interval=config.telemetry_interval_s, pidfile=None)
         else:
             self.telemetry = RemoteTelemetry(self.conn, self.spec, interval=config.telemetry_interval_s)
-        self.lifecycle: ServerLifecycle | None = None
-        if self.spec is not None and isinstance(self.telemetry, RemoteTelemetry):
+        self.lifecycle: Lifecycle | None = lifecycle
+        if lifecycle is None and self.spec is not None and isinstance(self.telemetry, RemoteTelemetry):
             self.lifecycle = ServerLifecycle(self.conn, self.spec, self.telemetry, idle_threshold_mib=config.idle_threshold_mib,
                                              grace_s=config.kill_grace_s, events=self.events, via=via)
         self._sweeps: Sweeps | None = None

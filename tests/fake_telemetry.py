@@ -7,10 +7,13 @@ import asyncio
 import dataclasses
 import json
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from typing import TYPE_CHECKING
 
 from console.gpu.samples import AgentError, Hello, Sample, parse_line
-from console.gpu.telemetry import TelemetryEvent
+from console.gpu.telemetry import Telemetry, TelemetryEvent
+from console.server.lifecycle import Check, Lifecycle, LifecycleError, ServerState, ServerStatus, StopReport
+from console.server.profiles import Profile, ProfileSet
 
 MIB = 143771
 
@@ -36,18 +39,21 @@ def canned_sample_line(now: float | None = None) -> str:
 
 class FakeTelemetry:
     def __init__(self) -> None:
-        self.hello = Hello("nvidia-smi", 999, "gpu1", 1.0, 1)
+        self.hello: Hello | None = Hello("nvidia-smi", 999, "gpu1", 1.0, 1)
         self.killed: list[list[str]] = []
 
     async def events(self) -> AsyncGenerator[TelemetryEvent, None]:
-        yield self.hello
-        sample = parse_line(canned_sample_line(), "nvidia-smi")
+        if self.hello is not None:
+            yield self.hello
+        sample = await self.sample_once()
         # received "in the future": the header says "0 s ago" however slow the machine (snapshots)
-        yield dataclasses.replace(sample, received=time.time() + 3600)  # type: ignore[type-var]
+        yield dataclasses.replace(sample, received=time.time() + 3600) if isinstance(sample, Sample) else sample
         await asyncio.Event().wait()
 
     async def sample_once(self) -> Sample | AgentError:
-        return parse_line(canned_sample_line(), "nvidia-smi")
+        sample = parse_line(canned_sample_line(), "nvidia-smi")
+        assert isinstance(sample, Sample)
+        return sample
 
     async def kill(self, targets: list[str], grace_s: float) -> list[dict]:
         self.killed.append(targets)
@@ -64,36 +70,60 @@ class FakeLogStream:
     async def __aexit__(self, *exc: object) -> None:
         return None
 
-    async def __aiter__(self):  # type: ignore[no-untyped-def]
+    async def __aiter__(self) -> AsyncIterator[str]:
         for line in self.lines:
             yield line
         await asyncio.Event().wait()  # a log that stays quiet
 
 
 class FakeLifecycle:
-    """A managed server that is ready and stays so: for snapshots of the Server pane."""
+    """A managed server that is ready and stays so: for snapshots of the Server pane. Its actions are refused, as a
+    lifecycle refuses what it cannot do."""
 
     def __init__(self) -> None:
-        from console.server.lifecycle import ServerState, ServerStatus
-
         self.status = ServerStatus(ServerState.READY, "demo-eagle3", 4100, time.time() - 3600, time.time() - 3500,
                                    "The server is fired up and ready to roll!", model="/models/kimi-k2.5-int4")
-        self.listeners: list = []
+        self.listeners: list[Callable[[ServerStatus], None]] = []
 
-    def add_listener(self, callback) -> None:  # type: ignore[no-untyped-def]
+    def add_listener(self, callback: Callable[[ServerStatus], None]) -> None:
         self.listeners.append(callback)
 
-    async def poll(self):  # type: ignore[no-untyped-def]
+    async def poll(self) -> ServerStatus:
         for callback in self.listeners:
             callback(self.status)
         return self.status
 
+    async def log_tail(self, lines: int = 50) -> list[str]:
+        return LOG[-lines:]
+
     async def follow_log(self, lines: int = 200) -> FakeLogStream:
-        return FakeLogStream([
-            "[2026-11-30 09:12:01 TP0] Load weight begin. avail mem=140 GB",
-            "[2026-11-30 09:12:09] TP0 Load weight end. type=DeepseekV3ForCausalLM",
-            "[2026-11-30 09:12:10] TP0 KV Cache is allocated.",
-            "[2026-11-30 09:12:12 TP3] WARNING: cuda graph capture took 2.1 s",
-            "[2026-11-30 09:12:13] The server is fired up and ready to roll!",
-            "[2026-11-30 09:20:40 TP5] ERROR: NCCL watchdog timeout on rank 5 (simulated)",
-        ])
+        return FakeLogStream(LOG[-lines:])
+
+    async def preflight(self, profile: Profile) -> list[Check]:
+        return []
+
+    async def start(self, profile: Profile, *, force: bool = False, via: str | None = None) -> list[Check]:
+        raise LifecycleError("the fake server cannot be started")
+
+    async def stop(self, *, during: str | None = None, via: str | None = None) -> StopReport:
+        raise LifecycleError("the fake server cannot be stopped")
+
+    async def switch(self, profile: Profile, *, force: bool = False, via: str | None = None) -> list[Check]:
+        raise LifecycleError("the fake server cannot be switched")
+
+    async def restart(self, profiles: ProfileSet, *, force: bool = False, via: str | None = None) -> list[Check]:
+        raise LifecycleError("the fake server cannot be restarted")
+
+
+LOG = [
+    "[2026-11-30 09:12:01 TP0] Load weight begin. avail mem=140 GB",
+    "[2026-11-30 09:12:09] TP0 Load weight end. type=DeepseekV3ForCausalLM",
+    "[2026-11-30 09:12:10] TP0 KV Cache is allocated.",
+    "[2026-11-30 09:12:12 TP3] WARNING: cuda graph capture took 2.1 s",
+    "[2026-11-30 09:12:13] The server is fired up and ready to roll!",
+    "[2026-11-30 09:20:40 TP5] ERROR: NCCL watchdog timeout on rank 5 (simulated)",
+]
+
+if TYPE_CHECKING:  # mypy checks that the fakes are what the console takes
+    _telemetry: Telemetry = FakeTelemetry()
+    _lifecycle: Lifecycle = FakeLifecycle()

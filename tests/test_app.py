@@ -26,7 +26,7 @@ from tests.fake_telemetry import FakeTelemetry
 
 def canned_app(tmp_path: Path, **kw: object) -> PivotApp:
     cfg = config.Config(path=None, hosts={}, campaign_dir=tmp_path / "campaign")
-    return PivotApp(Session(cfg, None, local=True, via="console", telemetry=FakeTelemetry()), **kw)  # type: ignore[arg-type]
+    return PivotApp(Session(cfg, None, local=True, via="console", telemetry=FakeTelemetry()), **kw)  # type: ignore[arg-type]  # **kw: the app's own options
 
 
 async def test_the_header_shows_the_connection_and_its_round_trip(sim_config: config.Config, sim_host: SimHost) -> None:
@@ -508,7 +508,7 @@ async def test_the_comparison_offers_the_adaptive_profile_it_recommends(tmp_path
     write_run(tmp_path / "campaign", "base", "baseline", BASELINE, speculative=False)
     write_run(tmp_path / "campaign", "spec", "eagle3", EAGLE3, speculative=True)
     cfg = config.Config(path=tmp_path / "pivot.toml", hosts={}, campaign_dir=tmp_path / "campaign")
-    app = PivotApp(Session(cfg, None, local=True, via="console", telemetry=FakeTelemetry()))  # type: ignore[arg-type]
+    app = PivotApp(Session(cfg, None, local=True, via="console", telemetry=FakeTelemetry()))
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("4", "w")
         assert not isinstance(app.screen, Confirm)  # nothing compared yet: nothing to write
@@ -533,7 +533,7 @@ async def test_w_says_why_no_adaptive_profile_is_written(tmp_path: Path) -> None
     write_run(tmp_path / "campaign", "base", "baseline", BASELINE, speculative=False)
     write_run(tmp_path / "campaign", "base2", "baseline", BASELINE, speculative=False)
     cfg = config.Config(path=tmp_path / "pivot.toml", hosts={}, campaign_dir=tmp_path / "campaign")
-    app = PivotApp(Session(cfg, None, local=True, via="console", telemetry=FakeTelemetry()))  # type: ignore[arg-type]
+    app = PivotApp(Session(cfg, None, local=True, via="console", telemetry=FakeTelemetry()))
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("4", "c", "w")
         assert not isinstance(app.screen, Confirm)

@@ -14,9 +14,8 @@ from tests.fake_telemetry import FakeLifecycle, FakeTelemetry
 
 def make_app(tmp_path: Path) -> PivotApp:
     cfg = config.Config(path=None, hosts={}, campaign_dir=tmp_path / "campaign")
-    session = Session(cfg, None, local=True, via="console", telemetry=FakeTelemetry())
-    session.lifecycle = FakeLifecycle()  # type: ignore[assignment]
-    return PivotApp(session, theme="pivot-dark")
+    return PivotApp(Session(cfg, None, local=True, via="console", telemetry=FakeTelemetry(), lifecycle=FakeLifecycle()),
+                    theme="pivot-dark")
 
 
 async def settle(pilot) -> None:  # type: ignore[no-untyped-def]

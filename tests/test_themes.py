@@ -16,7 +16,7 @@ from tests.fake_telemetry import FakeTelemetry
 
 def canned_app(tmp_path: Path, theme: str | None = None) -> PivotApp:
     cfg = config.Config(path=None, hosts={}, campaign_dir=tmp_path / "campaign")
-    return PivotApp(Session(cfg, None, local=True, via="console", telemetry=FakeTelemetry()), theme=theme)  # type: ignore[arg-type]
+    return PivotApp(Session(cfg, None, local=True, via="console", telemetry=FakeTelemetry()), theme=theme)
 
 
 def test_the_shipped_themes_load() -> None:

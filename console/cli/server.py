@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from console import pivot_toml
-from console.server.lifecycle import Check, LifecycleError, PreflightFailed, ServerLifecycle, ServerState
+from console.server.lifecycle import Check, Lifecycle, LifecycleError, PreflightFailed, ServerState
 from console.server.profiles import diff, load_profiles
 from console.session import Session
 from console.untrusted import visible
@@ -80,7 +80,7 @@ async def cmd_server(args: argparse.Namespace) -> int:
             return 1
 
 
-async def _server_action(session: Session, lifecycle: ServerLifecycle, args: argparse.Namespace, out: Console) -> int:
+async def _server_action(session: Session, lifecycle: Lifecycle, args: argparse.Namespace, out: Console) -> int:
     action = args.action
     if action == "status":
         status = await lifecycle.poll()
@@ -123,7 +123,7 @@ async def _server_action(session: Session, lifecycle: ServerLifecycle, args: arg
     return await _wait_ready(lifecycle, out) if args.wait else 0
 
 
-async def _wait_ready(lifecycle: ServerLifecycle, out: Console) -> int:
+async def _wait_ready(lifecycle: Lifecycle, out: Console) -> int:
     deadline = time.monotonic() + READY_TIMEOUT_S
     shown = ""
     while time.monotonic() < deadline:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import asyncssh
 
@@ -50,6 +51,14 @@ class PortForward:
         return f"127.0.0.1:{self.local_port} -> {self.remote_host}:{self.remote_port}"
 
 
+class LineStream(Protocol):
+    """Lines as they come, until stopped: a remote command's (RemoteStream), or a test's."""
+
+    async def __aenter__(self) -> LineStream: ...
+    async def __aexit__(self, *exc: object) -> None: ...
+    def __aiter__(self) -> AsyncIterator[str]: ...
+
+
 class RemoteStream:
     """The lines of a long-running remote command. Use `async with` or call `stop()`."""
 
@@ -64,7 +73,7 @@ class RemoteStream:
             async for line in self._process.stderr:
                 self.stderr_tail.append(visible(line.rstrip("\n")))
 
-    async def __aiter__(self):
+    async def __aiter__(self) -> AsyncIterator[str]:
         while (line := await self.readline()) is not None:
             yield line
 

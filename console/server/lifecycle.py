@@ -19,6 +19,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
+from typing import Protocol
 
 import httpx
 
@@ -29,6 +30,7 @@ from console.gpu.samples import GpuProcess, Sample
 from console.gpu.telemetry import RemoteTelemetry
 from console.remote import Connection, PortForward
 from console.remote.errors import RemoteError
+from console.remote.streams import LineStream, RemoteStream
 from console.server.preflight import Check, after_stop, preflight
 from console.server.profiles import KINDS, Profile, ProfileSet
 from console.untrusted import visible
@@ -142,6 +144,23 @@ class StopReport:
         return f"stopped, but {len(self.leftovers)} process(es) of its group still hold GPU memory ({pids}): kill them from the GPU pane"
 
 
+class Lifecycle(Protocol):
+    """What the panes, the runbooks and the commands use of a host's managed server: ServerLifecycle, or a test's
+    fake."""
+
+    status: ServerStatus
+
+    def add_listener(self, callback: Callable[[ServerStatus], None]) -> None: ...
+    async def poll(self) -> ServerStatus: ...
+    async def log_tail(self, lines: int = CRASH_TAIL) -> list[str]: ...
+    async def follow_log(self, lines: int = 200) -> LineStream: ...
+    async def preflight(self, profile: Profile) -> list[Check]: ...
+    async def start(self, profile: Profile, *, force: bool = False, via: str | None = None) -> list[Check]: ...
+    async def stop(self, *, during: str | None = None, via: str | None = None) -> StopReport: ...
+    async def switch(self, profile: Profile, *, force: bool = False, via: str | None = None) -> list[Check]: ...
+    async def restart(self, profiles: ProfileSet, *, force: bool = False, via: str | None = None) -> list[Check]: ...
+
+
 class ServerLifecycle:
     def __init__(self, conn: Connection, spec: HostSpec, agent: RemoteTelemetry, *, idle_threshold_mib: float,
                  grace_s: float, events: EventLog | None = None, via: str = "cli"):
@@ -240,7 +259,7 @@ class ServerLifecycle:
         result = await self.conn.run(["tail", "-n", str(lines), LOG], cwd=self.spec.workdir, timeout=20)
         return [visible(line) for line in result.stdout.splitlines()]
 
-    async def follow_log(self, lines: int = 200):  # type: ignore[no-untyped-def]
+    async def follow_log(self, lines: int = 200) -> RemoteStream:
         """A stream of the log's raw lines (`tail -F`: it survives the rotation at the next start); show them through
         `visible`."""
         return await self.conn.stream(["tail", "-n", str(lines), "-F", LOG], cwd=self.spec.workdir)

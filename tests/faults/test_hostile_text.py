@@ -119,7 +119,7 @@ async def test_the_tasks_pane_and_the_event_log_write_task_texts_out(tmp_path: P
     task = TaskList(campaign).load().add(f"sweep {HOSTILE}", action=f"sweep {HOSTILE}")  # a runbook file's action
     EventLog(campaign).append(TaskChange(via="cli", change="add", content=task.content))
     cfg = config.Config(path=None, hosts={}, campaign_dir=campaign)
-    app = PivotApp(Session(cfg, None, local=True, via="console", telemetry=FakeTelemetry()))  # type: ignore[arg-type]
+    app = PivotApp(Session(cfg, None, local=True, via="console", telemetry=FakeTelemetry()))
     async with app.run_test(size=(200, 50)) as pilot:
         await pilot.press("3", "z")
         await pilot.pause()
