@@ -559,3 +559,20 @@ async def test_readonly_is_said_in_the_header_and_when_a_removed_key_is_tried(tm
         assert not isinstance(app.screen, TextPrompt)
         assert "a adds one" not in str(app.query_one("#tasks-detail").render())
         assert "K kills them" not in (app.query_one("#gpus").border_subtitle or "")
+
+
+async def test_every_panes_footer_fits_80_columns_quit_included(tmp_path: Path) -> None:
+    from textual.widgets._footer import FooterKey
+
+    from tests.fake_telemetry import FakeLifecycle
+
+    cfg = config.Config(path=None, hosts={}, campaign_dir=tmp_path / "campaign")
+    app = PivotApp(Session(cfg, None, local=True, via="console", telemetry=FakeTelemetry(), lifecycle=FakeLifecycle()))
+    async with app.run_test(size=(80, 24)) as pilot:
+        for pane in "1234":
+            await pilot.press(pane)
+            await pilot.pause()
+            keys = [k for k in app.query(FooterKey) if k.display]
+            assert keys[-1].description == "Quit", pane
+            assert all(k.region.right <= 80 and k.region.width >= len(k.key_display) + len(k.description) for k in keys), \
+                [(k.description, k.region) for k in keys]

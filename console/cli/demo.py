@@ -48,6 +48,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from console.sim.state import GpuSpec
 
     root = args.dir or Path(tempfile.mkdtemp(prefix="pivot-demo-"))
+    root.mkdir(parents=True, exist_ok=True, mode=0o700)  # --dir may name one that does not exist yet
     campaign = campaign_of(args, root)
     if args.serve:
         host = SimHost(root, gpus=GpuSpec(count=args.gpus), time_scale=args.time_scale, subreaper=True,

@@ -100,18 +100,24 @@ class ServerStatus:
     at: float = field(default_factory=time.time)
 
     def describe(self) -> str:
-        what = f"{self.state}"
-        if self.profile:
-            what += f" {self.profile}"
+        """One line: "ready demo-eagle3 (pid 4100), up 1h00m: detail"."""
+        what = self.headline()
         if self.pid:
             what += f" (pid {self.pid})"
+        if when := self.elapsed():
+            what += f", {when}"
+        return what + (f": {self.detail}" if self.detail else "")
+
+    def headline(self) -> str:
+        return f"{self.state} {self.profile}" if self.profile else str(self.state)
+
+    def elapsed(self) -> str | None:
+        """How long it has been starting, or up."""
         if self.state == ServerState.STARTING and self.started:
-            what += f", {time.time() - self.started:.0f} s"
+            return f"{time.time() - self.started:.0f} s"
         if self.state in (ServerState.READY, ServerState.UNHEALTHY) and self.started:
-            what += f", up {_duration(time.time() - self.started)}"
-        if self.detail:
-            what += f": {self.detail}"
-        return what
+            return f"up {_duration(time.time() - self.started)}"
+        return None
 
 
 def _duration(seconds: float) -> str:

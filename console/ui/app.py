@@ -104,6 +104,13 @@ class PivotApp(App[None]):
     def _connection_changed(self, event: ConnectionEvent) -> None:  # called in the loop by the connection
         self.post_message(ConnectionChanged(event))
 
+    def on_resize(self, event: events.Resize) -> None:
+        # under 100 columns the footer drops the padding between keys and the palette's key (ctrl+p still opens it,
+        # and help lists it), so that each pane's keys and Quit fit at 80
+        footer = self.query_one(Footer)
+        footer.compact = event.size.width < 100
+        footer.show_command_palette = event.size.width >= 100
+
     def on_mount(self) -> None:
         for problem in [*self.theme_errors, *([self._theme_problem] if self._theme_problem else [])]:
             self.notify(problem, title="Theme", severity="warning", timeout=8)

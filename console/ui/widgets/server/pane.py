@@ -153,16 +153,20 @@ class ServerPane(Vertical):
     def _show_state(self) -> None:
         status = self.status
         glyph, colour = LOOK[status.state]
-        text = Text.assemble((f"{glyph} {status.describe()}", theme_style(self.app, colour, bold=True)))
+        # Three lines at most, each cut rather than wrapped, so that a narrow pane never shows half a line
+        head = Text(f"{glyph} {status.headline()}", theme_style(self.app, colour, bold=True))
         if self.busy:
-            text.append(f"  [{self.busy}…]", "dim")
+            head.append(f"  [{self.busy}…]", "dim")
+        facts = ", ".join(f for f in (f"pid {status.pid}" if status.pid else None, status.elapsed(), status.detail) if f)
+        last = ""
         if status.model and status.state == ServerState.READY:
-            text.append(f"\n  model {status.model}", "dim")
+            last = f"model {status.model.rstrip('/').rsplit('/', 1)[-1]}"  # the model's directory names it
         if status.state == ServerState.STARTING and status.last_line:
-            text.append(f"\n  {status.last_line}", "dim")
+            last = status.last_line
         if status.state == ServerState.CRASHED and status.log_tail:
-            text.append(f"\n  last of {len(status.log_tail)} log lines kept: {status.log_tail[-1]}", "dim")
-        self.query_one("#server-state", Static).update(text)
+            last = f"last of {len(status.log_tail)} log lines kept: {status.log_tail[-1]}"
+        lines = [head, *(Text(f"  {line}", "dim") for line in (facts, last) if line)]
+        self.query_one("#server-state", Static).update(Text("\n", no_wrap=True, overflow="ellipsis").join(lines))
         self.border_subtitle = str(status.state)
 
     def on_resize(self) -> None:

@@ -59,7 +59,7 @@ class TextPrompt(ModalScreen[str | None]):
 class TasksPane(Vertical):
     DEFAULT_CSS = """
     TasksPane { padding: 0 1; }
-    TasksPane DataTable { height: 1fr; }
+    TasksPane DataTable { height: 1fr; overflow-x: hidden; }
     TasksPane #tasks-detail { height: auto; max-height: 3; color: $text-muted; }
     """
     BINDINGS = [
@@ -71,11 +71,11 @@ class TasksPane(Vertical):
         Binding("d", "status('completed')", "Done", id="tasks.done", tooltip="Mark the task completed"),
         Binding("x", "status('cancelled')", "Cancel", show=False, id="tasks.cancel", tooltip="Mark the task cancelled"),
         Binding("u", "status('pending')", "Reset", show=False, id="tasks.reset", tooltip="Mark the task pending again"),
-        Binding("p", "priority", "Priority", id="tasks.priority", tooltip="Cycle the priority: high, medium, low"),
+        Binding("p", "priority", "Priority", show=False, id="tasks.priority", tooltip="Cycle the priority: high, medium, low"),
         Binding("K", "move(-1)", "Up", show=False, id="tasks.up", tooltip="Move the task up"),
         Binding("J", "move(1)", "Down", show=False, id="tasks.down", tooltip="Move the task down"),
         Binding("delete", "delete", "Delete", show=False, id="tasks.delete", tooltip="Delete the task (asks first)"),
-        Binding("f", "fold", "Fold done", id="tasks.fold", tooltip="Hide or show completed and cancelled tasks"),
+        Binding("f", "fold", "Fold done", show=False, id="tasks.fold", tooltip="Hide or show completed and cancelled tasks"),
         Binding("r", "run_one", "Run", id="tasks.run", tooltip="Run the task's action (kill, start, sweep, compare…)"),
         Binding("R", "run_from_here", "Run from here", id="tasks.run_from",
                 tooltip="Run this task's action and every one after it, stopping at the first failure"),
@@ -142,6 +142,7 @@ class TasksPane(Vertical):
         row = table.cursor_row
         table.clear()
         listed = self._visible()
+        room = self._task_room(table)
         for number, task in listed:
             glyph, colour = GLYPHS[task.status]
             style = "dim" if task.status in ("completed", "cancelled") else ""
@@ -150,6 +151,7 @@ class TasksPane(Vertical):
             content = Text(visible(clipped(task.content)), style=style)
             if task.result:
                 content.append(f"  → {visible(clipped(task.result))}", "dim")
+            content.truncate(room, overflow="ellipsis")  # cut with a mark, never scrolled sideways: the detail has it all
             table.add_row(str(number), Text(glyph, style=theme_style(self.app, colour, bold=True)),
                           Text(task.priority[0].upper(), style=theme_style(self.app, PRIORITY_COLOURS[task.priority])),
                           clock, content, key=task.id)
@@ -162,16 +164,26 @@ class TasksPane(Vertical):
         self.border_title = f"Tasks — {done} of {total} done" + (" (done folded)" if self.folded else "")
         self._detail()
 
+    def _task_room(self, table: DataTable) -> int:
+        """The TASK column's width: what the other columns leave of the table."""
+        others = sum(column.get_render_width(table) for key, column in table.columns.items() if key.value != "task")
+        return max(8, table.scrollable_content_region.width - others - 2 * table.cell_padding)
+
+    def on_resize(self) -> None:
+        self._draw()
+
     def _detail(self) -> None:
         task = self.current
         detail = self.query_one("#tasks-detail", Static)
         if task is None:
             detail.update("no tasks" if self.readonly else
-                          "no tasks: a adds one, L adds a runbook's (demo-campaign on the demo host)")
+                          "no tasks: a adds one, L adds a runbook's tasks (demo-campaign on the demo host)")
             return
         history = " → ".join(f"{s} {_ago(time.time() - t)}" for t, s in task.history[-4:])
         live = [self.said] if self.running and self.said and task.status == "in_progress" else []
-        lines = [*live, *([f"action: {task.action}"] if task.action else []), history]  # the live line first: 3 lines at most
+        # the live line first, then the whole text when the table cuts it: 3 lines at most
+        whole = [task.content] if len(visible(task.content)) > self._task_room(self.query_one(DataTable)) else []
+        lines = [*live, *whole, *([f"action: {task.action}"] if task.action else []), history][:3]
         detail.update(Text("\n".join(visible(clipped(line)) for line in lines)))
 
     def on_data_table_row_highlighted(self) -> None:
