@@ -269,10 +269,21 @@ class Config:
             dirs.append(self.profiles_dir)
         return list(dict.fromkeys(dirs))
 
+    def _no_host(self) -> str:
+        """How to name a host, from what the config has."""
+        if self.path is None:
+            return ("no host given and no pivot.toml found (--config PATH, $PIVOT_CONFIG, ./pivot.toml, "
+                    "~/.config/pivot/pivot.toml): write one with a [hosts.NAME] table (see pivot.example.toml), "
+                    "or use --local for this machine's GPUs")
+        if not self.hosts:
+            return f"no host given and {self.path} has no [hosts.NAME] table: add one (see pivot.example.toml)"
+        known = ", ".join(sorted(self.hosts))
+        return f"no host given: pass --host NAME (in {self.path}: {known}), or set default_host = \"NAME\" there"
+
     def host(self, name: str | None = None) -> HostSpec:
         name = name or self.default_host or (next(iter(self.hosts)) if len(self.hosts) == 1 else None)
         if name is None:
-            raise UnknownHost("", f"no host given and {self.path or 'the config'} sets no default_host")
+            raise UnknownHost("", self._no_host())
         try:
             return self.hosts[name]
         except KeyError:

@@ -57,3 +57,15 @@ def test_a_bad_config_is_one_line_without_a_traceback(tmp_path: Path) -> None:
 def test_unknown_host_name_is_one_line(sim_host_process: HostProcess) -> None:
     result = pivot("--config", str(sim_host_process.config_path), "ping", "gpu9")
     assert result.returncode == 2 and result.stderr == "pivot: gpu9: unknown host 'gpu9' (configured: demo)\n"
+
+
+def test_without_a_host_a_command_says_how_to_name_one(tmp_path: Path, sim_host_process: HostProcess) -> None:
+    (tmp_path / "pivot.toml").write_text('[hosts.a]\nssh = "a"\n[hosts.b]\nssh = "b"\n')
+    unnamed = pivot("--config", str(tmp_path / "pivot.toml"), "gpus")
+    assert unnamed.returncode == 2
+    where = tmp_path / "pivot.toml"
+    assert unnamed.stderr == f'pivot: no host given: pass --host NAME (in {where}: a, b), or set default_host = "NAME" there\n'
+    # --host and --config read the same after the command as before it
+    named = pivot("gpus", "--config", str(sim_host_process.config_path), "--host", "demo", "--json")
+    assert named.returncode == 0, named.stderr
+    assert '"gpus"' in named.stdout

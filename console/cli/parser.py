@@ -133,4 +133,10 @@ def build_parser() -> argparse.ArgumentParser:
     cfg = sub.add_parser("config", help="show or validate the configuration")
     cfg.set_defaults(run="console.cli.hosts:cmd_config")
     cfg.add_argument("action", choices=["show", "validate"])
+
+    # --config and --host after the command too (`pivot gpus --host gpu2`), as before it; given there, they win
+    for command in sub.choices.values():
+        command.add_argument("--config", metavar="PATH", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+        if command is not demo:
+            command.add_argument("--host", metavar="NAME", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     return parser
