@@ -29,7 +29,8 @@ def test_the_shipped_themes_load() -> None:
     ('name = "x"\nprimary = "#fff"\nprimery = "#000"\n', "primery: unknown key (known: name, primary, secondary, "),
     ('primary = "#fff"\n', "name: missing"),
     ('name = "x"\nprimary = "#fff"\ndark = "yes"\n', "dark: expected a boolean, got 'yes'"),
-    ('name = "x"\nprimary = "#fff"\n[variables]\ngpu-stray = "loud"\n', "variables: gpu-mem-high, gpu-stray, gpu-zombie must be colours"),
+    ('name = "x"\nprimary = "#fff"\n[variables]\ngpu-stray = "loud"\n', "variables: gpu-mem-high, gpu-stray, gpu-zombie, pane-border, chart-run"),
+    ('name = "x"\nprimary = "#fff"\n[variables]\nchart-2 = "loud"\n', "variables: gpu-mem-high, gpu-stray, gpu-zombie, pane-border, chart-run"),
     ('name = "x\n', "not valid TOML"),
 ])
 def test_a_broken_theme_file_is_one_line_naming_it(text: str, message: str, tmp_path: Path) -> None:
@@ -61,3 +62,39 @@ async def test_the_console_starts_on_the_default_theme_whatever_the_files_say(tm
         assert any(m.startswith(f"{user / 'mine.toml'}: background: expected a string, got 7") for m in said)
         assert any("textual-dark stands in" in m for m in said)
         assert "unknown theme 'mine'; using pivot-dark" in said
+
+
+def test_a_theme_without_pivots_colours_gets_its_own() -> None:
+    """Textual's themes (and a user's that sets none of pivot's variables): the chart in the theme's own colours, the
+    unfocused borders halfway between its background and its text (an ANSI theme's: its text colour, and every
+    colour of pivot's an ANSI one)."""
+    from textual.theme import BUILTIN_THEMES
+
+    for name in ("textual-light", "nord", "ansi-dark"):
+        own = BUILTIN_THEMES[name].to_color_system().generate()
+        derived = themes.variable_defaults(BUILTIN_THEMES[name])
+        assert (derived["chart-run"], derived["chart-1"], derived["chart-live"]) == (own["foreground"], own["accent"], own["error"])
+        if BUILTIN_THEMES[name].ansi:
+            assert derived["pane-border"] == own["foreground"] and all(v.startswith("ansi_") for v in derived.values())
+        else:
+            assert derived["pane-border"] not in (own["background"], own["foreground"])
+
+
+async def test_a_users_theme_file_colours_the_chart(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.fixtures_runs import BASELINE, EAGLE3, write_run
+    from tests.rendered import cells
+
+    user = tmp_path / "themes"
+    user.mkdir()
+    (user / "mine.toml").write_text('name = "mine"\nprimary = "#5f87d7"\nbackground = "#000000"\n'
+                                    '[variables]\nchart-run = "#ff00ff"\nchart-1 = "#00ff00"\nchart-axes = "#ffff00"\n')
+    monkeypatch.setattr(themes, "theme_dirs", lambda: [config.shipped("themes"), user])
+    write_run(tmp_path / "campaign", "base", "baseline", BASELINE, speculative=False)
+    write_run(tmp_path / "campaign", "spec", "eagle3", EAGLE3, speculative=True)
+    app = canned_app(tmp_path, theme="mine")
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.press("4", "z")
+        await pilot.pause(0.8)
+        chart = {(run.text.strip()[:1], run.fg.triplet) for run in cells(app) if run.widget == "SweepChart#sweep-chart"
+                 and run.fg is not None and run.fg.triplet is not None}
+        assert ("⣀", (255, 0, 255)) in chart and ("•", (0, 255, 0)) in chart and ("┌", (255, 255, 0)) in chart

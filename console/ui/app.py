@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from textual import events, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Container
+from textual.filter import LineFilter
 from textual.widget import Widget
 from textual.widgets import Footer
 from textual.worker import Worker, WorkerState
@@ -13,10 +16,11 @@ from textual.worker import Worker, WorkerState
 from console.gpu.samples import AgentError, Sample
 from console.remote.connection import ConnectionEvent
 from console.session import Session
+from console.ui.colours import Recolour
 from console.ui.commands import PivotCommands
 from console.ui.messages import ConnectionChanged, ShowComparison, StatusChanged, TelemetryUpdate
 from console.ui.screens.help import HelpScreen
-from console.ui.themes import DEFAULT_THEME, VARIABLE_DEFAULTS, load_themes
+from console.ui.themes import DEFAULT_THEME, load_themes, variable_defaults
 from console.ui.widgets.gpu.pane import GpuPane
 from console.ui.widgets.gpu.processes import ProcessTable
 from console.ui.widgets.host_status import HostStatus
@@ -40,6 +44,7 @@ class PivotApp(App[None]):
     TITLE = "pivot"
     CSS_PATH = ["styles/app.tcss"]
     COMMANDS = App.COMMANDS | {PivotCommands}
+    _recolour: Recolour | None = None  # the line filter for the theme variables in use (get_line_filters)
     BINDINGS = [
         Binding("tab", "focus_next_pane", "Next pane", show=False, id="app.next", tooltip="Move the focus to the next pane"),
         Binding("shift+tab", "focus_previous_pane", "Previous pane", show=False, id="app.previous",
@@ -88,7 +93,14 @@ class PivotApp(App[None]):
                        markup=False)
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
-        return VARIABLE_DEFAULTS
+        return variable_defaults(self.current_theme)
+
+    def get_line_filters(self) -> Sequence[LineFilter]:
+        """Theme colours in text built under another theme drawn in this one's (console.ui.colours)."""
+        recolour = self._recolour
+        if recolour is None or recolour.variables is not self.theme_variables:
+            self._recolour = recolour = Recolour(self.theme_variables)
+        return [recolour, *super().get_line_filters()]
 
     def compose(self) -> ComposeResult:
         session, readonly = self.session, self.readonly

@@ -22,6 +22,16 @@ DEFAULT_THEME = "pivot-dark"
 STAND_IN = "textual-dark"  # Textual's, for a default theme whose file is missing or broken
 # app-specific colours, with defaults so that Textual's built-in themes work too
 VARIABLE_DEFAULTS = {"gpu-mem-high": "#ff8700", "gpu-stray": "#d7af00", "gpu-zombie": "#ff5f87"}
+ANSI_DEFAULTS = {"gpu-mem-high": "ansi_bright_red", "gpu-stray": "ansi_yellow", "gpu-zombie": "ansi_magenta"}  # ansi = true
+# pivot's colours that a theme may set, and the colour of the theme's own each one is when it does not: the
+# unfocused panes' borders, and the Sweep pane's chart (the run on screen, earlier runs oldest first, the second
+# series on the right axis, the level in progress and client-bound points, the frame with its ticks and title)
+DERIVED_VARIABLES = {
+    "pane-border": "foreground 50%",
+    "chart-run": "foreground", "chart-1": "accent", "chart-2": "secondary", "chart-3": "primary", "chart-4": "success",
+    "chart-second": "warning", "chart-live": "error", "chart-axes": "foreground",
+}
+COLOUR_VARIABLES = [*VARIABLE_DEFAULTS, *DERIVED_VARIABLES]
 
 
 def _is_colour(value: str) -> bool:
@@ -35,8 +45,8 @@ def _is_colour(value: str) -> bool:
 Colour = Annotated[Str, must(_is_colour, "expected a colour (a name, #rrggbb, rgb(r,g,b), ansi_…), got {value}")]
 Variables = Annotated[
     dict[str, Str], expect("a table of strings"),
-    must(lambda v: all(_is_colour(v[k]) for k in VARIABLE_DEFAULTS if k in v),
-         f"{', '.join(VARIABLE_DEFAULTS)} must be colours, got {{value}}"),
+    must(lambda v: all(_is_colour(v[k]) for k in COLOUR_VARIABLES if k in v),
+         f"{', '.join(COLOUR_VARIABLES)} must be colours, got {{value}}"),
 ]
 
 
@@ -60,6 +70,21 @@ class ThemeFile(Table):
     text_alpha: Number = 0.95
     variables: Variables = {}
     ansi: Bool = False
+
+
+def variable_defaults(theme: Theme) -> dict[str, str]:
+    """pivot's variables for a theme that does not set them (Textual's own, a user's): the fixed ones (ANSI colours
+    for an ANSI theme), and each derived one from the theme's own colour ("foreground 50%": halfway from the
+    background to the foreground)."""
+    own = theme.to_color_system().generate()
+    derived = {}
+    for name, source in DERIVED_VARIABLES.items():
+        key, _, share = source.partition(" ")
+        colour = Color.parse(own[key])
+        if share and colour.ansi is None:  # an ANSI colour has no shade between it and the terminal's background
+            colour = Color.parse(own["background"]).blend(colour, float(share.rstrip("%")) / 100)
+        derived[name] = colour.css if colour.ansi is not None else colour.hex
+    return {**(ANSI_DEFAULTS if theme.ansi else VARIABLE_DEFAULTS), **derived}
 
 
 def theme_dirs() -> list[Path]:

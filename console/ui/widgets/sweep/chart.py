@@ -1,28 +1,36 @@
 """The sweep's chart: total output tok/s by concurrency on a log C axis, the run on screen, earlier runs overlaid,
-the level in progress as a live point, and a second series on the right axis."""
+the level in progress as a live point, and a second series on the right axis.
+
+Every colour comes from the theme (its chart-* variables, console/ui/themes.py), and the chart is drawn again when
+the theme changes. Under an ANSI theme a colour is one of the terminal's 16 (plotext sends it as 38;5;N with N < 16,
+which Textual passes on as the terminal's own colour); the frame, ticks and title are drawn in chart-axes on the
+pane's own background, through a plotext theme registered for each app theme (textual-plotext's automatic one
+paints the canvas in the theme's surface, which an ANSI theme leaves transparent: black on black)."""
 
 from __future__ import annotations
 
 import math
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from plotext._dict import themes as plotext_themes  # type: ignore[import-untyped]  # the dict textual-plotext reads too
+from rich.text import Text
+from textual.color import Color, ColorParseError
+from textual.theme import Theme
 from textual_plotext import PlotextPlot
 
 from console.sweep.compare import label
-from console.sweep.store import Run
+from console.sweep.store import Run, list_runs
+from console.ui.colours import theme_style
 
-# RGB, not names: plotext's "yellow" is undefined (textual-plotext draws it purple), and the legend under a short
-# chart must show the very colour of the curve
-RGB = tuple[int, int, int]
-OVERLAY_COLOURS: list[RGB] = [(255, 165, 0), (0, 200, 215), (215, 95, 215), (95, 200, 95)]
-OVERLAY_MARKERS = ["•", "+", "o", "*"]  # a marker of its own for each earlier run: the chart reads without colour
-SECOND_COLOUR: RGB = (235, 205, 0)
-LIVE_COLOUR: RGB = (230, 60, 60)
+OVERLAYS = [("chart-1", "•"), ("chart-2", "+"), ("chart-3", "o"), ("chart-4", "*")]  # earlier runs, oldest first:
+# a theme colour and a marker of its own for each, so that the chart reads without colour
 LEGEND_INSIDE_ROWS = 16  # a shorter chart would be mostly legend: the legend goes under it instead
 SECOND = [("per-request tok/s", "req_tok_s_mean", 1.0), ("TTFT p50 ms", "ttft_p50", 1000.0),
           ("server's own gen tok/s", "server_gen_tok_s", 1.0), (None, None, 1.0)]
+PlotextColour = str | int | tuple[int, int, int]
 
 
 def _value(level: dict[str, Any], key: str) -> float | None:
@@ -36,11 +44,30 @@ def _log(levels: list[int]) -> list[float]:
     return [math.log10(c) for c in levels]
 
 
+def plotext_colour(value: str | None) -> PlotextColour:
+    """A theme colour as plotext takes it: one of the 16 ANSI colours as its number, RGB otherwise, "default" (no
+    colour: the pane's own) for the terminal's default or a transparent one."""
+    try:
+        colour = Color.parse(value) if value else None
+    except ColorParseError:
+        colour = None
+    if colour is None or colour.ansi == -1 or (colour.ansi is None and colour.a == 0):
+        return "default"
+    return colour.ansi if colour.ansi is not None else colour.rgb
+
+
+def earlier_runs(campaign_dir: Path, run: Run | None, count: int) -> list[tuple[Run, Any]]:
+    """The last `count` runs but the one on screen, oldest first, with their measured levels (none: left out)."""
+    runs = [r for r in list_runs(campaign_dir) if r.state != "corrupt" and (run is None or r.name != run.name)]
+    chosen = runs[-count:] if count else []
+    return [(r, frame) for r, frame in ((r, r.measured()) for r in chosen) if frame.height]
+
+
 @dataclass
 class ChartData:
     run: Run | None = None
     levels: list[dict[str, Any]] = field(default_factory=list)  # level_done events of the run on screen
-    overlays: list[tuple[RGB, Run, Any]] = field(default_factory=list)  # (colour, run, its measured levels)
+    overlays: list[tuple[Run, Any]] = field(default_factory=list)  # earlier runs, oldest first, with measured levels
     live: dict[str, Any] = field(default_factory=dict)  # the level in progress: c, started, tokens
     second: int = 0  # which SECOND series
 
@@ -50,23 +77,54 @@ class SweepChart(PlotextPlot):
 
     def __init__(self, **kw: Any):
         super().__init__(**kw)
-        self.legend: list[tuple[str, str, RGB]] = []  # (marker, label, colour) of what the chart shows
+        self.legend: list[tuple[str, str, str]] = []  # (marker, label, theme variable) of what the chart shows
+        self.data = ChartData()
+
+    def on_mount(self) -> None:  # PlotextPlot's own on_mount runs too
+        self._use_theme()  # the frame is the theme's before the first draw too
+        self.app.theme_changed_signal.subscribe(self, self._theme_changed)
+
+    def _theme_changed(self, theme: Theme) -> None:
+        if self.display:
+            self.draw(self.data)
+        else:
+            self._use_theme()
 
     @property
     def legend_inside(self) -> bool:
         return self.size.height >= LEGEND_INSIDE_ROWS
 
+    def legend_text(self) -> Text:
+        """The legend, for under a chart too short to hold it: each entry in its series' colour, kept whole."""
+        text = Text()
+        for marker, name, variable in self.legend:  # no-break spaces: an entry wraps whole or not at all
+            text.append(f"{marker}\u00a0", theme_style(self.app, variable))
+            text.append(name.replace(" ", "\u00a0") + "  ")
+        return text
+
+    def _use_theme(self) -> dict[str, PlotextColour]:
+        """The chart's colours in the app's theme, and a plotext theme of that name drawing the frame, ticks and
+        title in chart-axes on no background of its own."""
+        variables = self.app.theme_variables
+        colours = {name: plotext_colour(variables.get(name)) for name in
+                   ("chart-run", "chart-second", "chart-live", "chart-axes", *(v for v, _ in OVERLAYS))}
+        name = f"pivot-{self.app.theme}"
+        plotext_themes[name] = ["default", "default", colours["chart-axes"], "default", list(colours.values())]
+        self.theme = name  # type: ignore[assignment]  # a plotext theme registered here, not one of its own names
+        return colours
+
     def draw(self, data: ChartData) -> bool:
         """Draw the data; False when there is nothing to draw (then the chart hides: no empty frame)."""
+        self.data = data
         plt = self.plt
         plt.clear_data()
         plt.clear_figure()
-        plt.theme("pro" if self.app.current_theme.dark else "clear")
+        colours = self._use_theme()
         self.legend = []
         inside = self.legend_inside
 
-        def series(marker: str, name: str, colour: RGB) -> str | None:
-            self.legend.append((marker, name, colour))
+        def series(marker: str, name: str, variable: str) -> str | None:
+            self.legend.append((marker, name, variable))
             return name if inside else None
 
         shown = bool(data.levels or data.overlays or data.live.get("c"))
@@ -74,33 +132,34 @@ class SweepChart(PlotextPlot):
         if not shown:
             return False
         # a log C axis drawn as log10(C) with C on the ticks: plotext's own log scale breaks on edge cases
-        ticks = sorted({e["c"] for e in data.levels} | {c for _, _, f in data.overlays for c in f["c"].to_list()}
+        ticks = sorted({e["c"] for e in data.levels} | {c for _, f in data.overlays for c in f["c"].to_list()}
                        | ({data.live["c"]} if data.live.get("c") else set()))
         plt.xticks([math.log10(c) for c in ticks], [str(c) for c in ticks])
         plt.xlabel("concurrency C (log scale)")
         plt.ylabel("total output tok/s")
-        for (colour, run, frame), marker in zip(data.overlays, OVERLAY_MARKERS, strict=False):  # overlays are at most as many as markers
+        for (run, frame), (variable, marker) in zip(data.overlays, OVERLAYS, strict=False):  # at most as many as OVERLAYS
             plt.plot(_log(frame["c"].to_list()), frame["total_tok_s"].to_list(),
-                     label=series(marker, label(run), colour), color=colour, marker=marker)
+                     label=series(marker, label(run), variable), color=colours[variable], marker=marker)
         measured = [e for e in data.levels if not e.get("failed")]  # a failed level is not a point of the curve
         if measured:
             xs = _log([e["c"] for e in measured])
-            colour = (235, 235, 235) if self.app.current_theme.dark else (20, 20, 20)
-            plt.plot(xs, [e["total_tok_s"] for e in measured], color=colour, marker="braille",
-                     label=series("⣿", label(data.run) if data.run else "this run", colour))
+            plt.plot(xs, [e["total_tok_s"] for e in measured], color=colours["chart-run"], marker="braille",
+                     label=series("⣿", label(data.run) if data.run else "this run", "chart-run"))
             suspect = [e for e in measured if e.get("client_bound")]
             if suspect:
                 plt.scatter(_log([e["c"] for e in suspect]), [e["total_tok_s"] for e in suspect], marker="?",
-                            color=LIVE_COLOUR, label=series("?", "client-bound: not the server's limit", LIVE_COLOUR))
+                            color=colours["chart-live"],
+                            label=series("?", "client-bound: not the server's limit", "chart-live"))
             name, key, scale = SECOND[data.second]
             if key is not None and name is not None:
                 ys = [(_value(e, key) or 0) * scale for e in measured]
-                plt.plot(xs, ys, label=series("x", name, SECOND_COLOUR), color=SECOND_COLOUR, yside="right", marker="x")
+                plt.plot(xs, ys, label=series("x", name, "chart-second"), color=colours["chart-second"],
+                         yside="right", marker="x")
                 plt.ylabel(name, yside="right")  # type: ignore[call-arg]  # the stub says xside; plotext takes yside
         if data.live.get("c") and data.live.get("tokens"):
             elapsed = max(1e-6, time.monotonic() - data.live["started"])
-            plt.scatter(_log([data.live["c"]]), [data.live["tokens"] / elapsed], marker="●", color=LIVE_COLOUR,
-                        label=series("●", f"C={data.live['c']} now", LIVE_COLOUR))
+            plt.scatter(_log([data.live["c"]]), [data.live["tokens"] / elapsed], marker="●", color=colours["chart-live"],
+                        label=series("●", f"C={data.live['c']} now", "chart-live"))
         plt.title("total output tok/s by concurrency")
         self.refresh()
         return True

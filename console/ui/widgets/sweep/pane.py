@@ -7,8 +7,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from rich.color import Color
-from rich.style import Style
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
@@ -26,36 +24,15 @@ from console.sweep.settings import SweepSettings
 from console.sweep.store import Run, RunError, list_runs
 from console.ui.colours import theme_style
 from console.ui.screens.confirm import Confirm
-from console.ui.widgets.sweep.chart import OVERLAY_COLOURS, SECOND, ChartData, SweepChart
+from console.ui.widgets.sweep.chart import SECOND, ChartData, SweepChart, earlier_runs
 from console.ui.widgets.sweep.comparison import ComparisonView
 from console.ui.widgets.sweep.form import SweepForm
 from console.ui.widgets.sweep.levels import LevelTable
+from console.ui.widgets.sweep.progress import progress_line
 from console.untrusted import visible
 
 REDRAW_S = 0.5  # the chart redraws at most this often, however fast requests finish
 SHORT_ROWS = 14  # a pane shorter than this shows the chart and its progress line, not the level table
-
-
-def progress_line(handle: SweepHandle, live: dict[str, Any], done: list[dict[str, Any]], elapsed: float) -> str:
-    """Where the sweep is, and how long the rest should take: each level's cost (requests × max_tokens) over the
-    throughput measured so far (the live rate, else the last level's); never negative."""
-    settings = handle.settings
-    levels = list(handle.process.repeat or settings.levels)
-    c = live["c"]
-    k = levels.index(c) + 1 if c in levels else len(done)
-    rate = live["tokens"] / max(1e-6, time.monotonic() - live["started"]) if live.get("tokens") else None
-    rate = rate or next((e["total_tok_s"] for e in reversed(done) if e.get("total_tok_s")), None)
-    line = f"level {k} of {len(levels)} (C={c}): {live['done']}/{live['requests']} requests"
-    if live.get("in_flight") is not None:
-        line += f", {live['in_flight']} in flight"
-    if live.get("tokens"):
-        line += f", {live['tokens']} tokens"
-    line += f", {elapsed:.0f} s"
-    if rate:
-        remaining_now = max(0, live["requests"] - live["done"]) * settings.max_tokens
-        later = sum(settings.requests_for(level) * settings.max_tokens for level in levels[k:])
-        line += f", about {max(0.0, (remaining_now + later) / rate):.0f} s left"
-    return line
 
 
 class SweepPane(Vertical):
@@ -131,11 +108,7 @@ class SweepPane(Vertical):
     # -- drawing --------------------------------------------------------------
     def _refresh_overlays(self) -> None:
         """Read the earlier runs once per change of run, not at every redraw of a running sweep."""
-        runs = [r for r in list_runs(self.session.config.campaign_dir)
-                if r.state != "corrupt" and (self.run is None or r.name != self.run.name)]
-        chosen = runs[-self.overlay_count:] if self.overlay_count else []
-        frames = [(colour, run, run.measured()) for colour, run in zip(OVERLAY_COLOURS, chosen, strict=False)]
-        self.data.overlays = [(colour, run, frame) for colour, run, frame in frames if frame.height]
+        self.data.overlays = earlier_runs(self.session.config.campaign_dir, self.run, self.overlay_count)
         self.dirty = True
 
     def _redraw_if_dirty(self) -> None:
@@ -169,10 +142,7 @@ class SweepPane(Vertical):
             text.append("no sweep yet" if self.readonly else "no sweep yet: n starts one against the running server", "dim")
         chart = self.query_one(SweepChart)
         if chart.legend and not chart.legend_inside:
-            text.append("\n")
-            for marker, name, colour in chart.legend:  # no-break spaces: an entry wraps whole or not at all
-                text.append(f"{marker}\u00a0", Style(color=Color.from_rgb(*colour)))
-                text.append(name.replace(" ", "\u00a0") + "  ")
+            text.append("\n").append_text(chart.legend_text())
         for warning in self.warnings:
             text.append(f"\n⚠ {warning}", theme_style(self.app, "warning"))
         self.query_one("#sweep-progress", Static).update(text)
