@@ -217,7 +217,8 @@ class ServerPane(Vertical):
                 text.append("the same server")
             detail.update(text)
             return
-        detail.update(Text.assemble((f"{visible(profile.description)}\n", "italic"), profile.command_line()))
+        left_out = f"\nleft out (false): {' '.join(map(visible, profile.left_out))}" if profile.left_out else ""
+        detail.update(Text.assemble((f"{visible(profile.description)}\n", "italic"), profile.command_line(), (left_out, "dim")))
 
     def _show_checks(self, checks: list[Check]) -> None:
         self.checks = checks
