@@ -19,6 +19,8 @@ from console.ui.widgets.gpu.pane import GpuPane
 from console.ui.widgets.gpu.processes import ProcessTable
 from console.ui.widgets.host_status import HostStatus
 from console.ui.widgets.link_banner import LinkBanner
+from console.ui.widgets.sweep.chart import SweepChart
+from console.ui.widgets.sweep.pane import SweepPane
 from console.ui.widgets.tasks.pane import TextPrompt
 from tests.conftest import HostProcess, free_port, wait_for
 from tests.fake_telemetry import FakeTelemetry
@@ -488,9 +490,12 @@ async def test_a_short_chart_has_its_legend_under_it_and_the_comparison_scrolls(
     async with canned_app(tmp_path).run_test(size=size) as pilot:
         app = pilot.app
         await pilot.press("4", "z")
-        await pilot.pause(0.8)
-        progress = str(app.query_one("#sweep-progress").render())
-        assert ("•\u00a0base\u00a0(baseline)  ⣿\u00a0spec\u00a0(eagle3)  x\u00a0per-request\u00a0tok/s" in progress) is legend_under_chart
+        pane, chart = app.query_one(SweepPane), app.query_one(SweepChart)
+        legend = "•\u00a0base\u00a0(baseline)  ⣿\u00a0spec\u00a0(eagle3)  x\u00a0per-request\u00a0tok/s"
+        # drawn, laid out at its zoomed height, and nothing left to redraw: the legend is where it will stay
+        await wait_for(lambda: chart.legend and chart.size.height and not pane.dirty
+                       and chart.legend_inside is not legend_under_chart
+                       and (legend in str(app.query_one("#sweep-progress").render())) is legend_under_chart)
         await pilot.press("c")
         await pilot.pause()
         box = app.query_one("#sweep-compare")
