@@ -96,7 +96,10 @@ async def describe_server(conn: Connection, cfg: config.Config, host: str) -> tu
     spec = cfg.host(host)
     agent = RemoteTelemetry(conn, spec)
     lifecycle = ServerLifecycle(conn, spec, agent, idle_threshold_mib=cfg.idle_threshold_mib, grace_s=cfg.kill_grace_s)
-    status = await lifecycle.poll()
+    try:
+        status = await lifecycle.poll()
+    finally:
+        await lifecycle.close()
     if status.state != ServerState.READY:
         raise RunError(f"the server on {host} is {status.describe()}: start a profile first (pivot server start P)")
     record = ServerRecord.parse((await conn.run(["cat", "server.json"], cwd=spec.workdir)).stdout)
