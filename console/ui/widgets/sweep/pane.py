@@ -14,7 +14,6 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.widgets import Static
 
 from console.actions.adaptive import write_adaptive_profile
 from console.actions.sweep import SweepHandle
@@ -29,6 +28,7 @@ from console.ui.screens.confirm import Confirm
 from console.ui.widgets.sweep.chart import OVERLAY_COLOURS, SECOND, ChartData, SweepChart
 from console.ui.widgets.sweep.comparison import ComparisonView
 from console.ui.widgets.sweep.form import SweepForm
+from console.ui.widgets.quiet import QuietStatic
 from console.ui.widgets.sweep.levels import LevelTable
 from console.untrusted import visible
 
@@ -89,7 +89,7 @@ class SweepPane(Vertical):
 
     def compose(self) -> ComposeResult:
         yield SweepChart(id="sweep-chart")
-        yield Static("", id="sweep-progress")
+        yield QuietStatic("", id="sweep-progress")
         yield LevelTable(id="sweep-levels")
         yield ComparisonView(id="sweep-compare")
 
@@ -148,7 +148,7 @@ class SweepPane(Vertical):
             text.append("no sweep yet: n starts one against the running server", "dim")
         for warning in self.warnings:
             text.append(f"\n⚠ {warning}", theme_style(self.app, "warning"))
-        self.query_one("#sweep-progress", Static).update(text)
+        self.query_one("#sweep-progress", QuietStatic).update(text)
 
     def _show_run(self, run: Run) -> None:
         self.data.run = run
