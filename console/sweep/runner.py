@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import signal
 import sys
 from collections.abc import AsyncIterator
 from typing import Any
+
+import orjson
 
 from console import config
 from console.gpu.samples import Sample
@@ -50,8 +51,8 @@ class SweepProcess:
         try:
             while line := await self.proc.stdout.readline():
                 try:
-                    event = json.loads(line)
-                except ValueError:
+                    event = orjson.loads(line)
+                except orjson.JSONDecodeError:
                     continue
                 if isinstance(event, dict):
                     yield event
@@ -60,8 +61,8 @@ class SweepProcess:
             if self.proc.returncode not in (0, 3, 130):
                 yield {"type": "failed", "status": self.proc.returncode, "message": self._why(self.proc.returncode)}
             finished = True
-            try:
-                await asyncio.to_thread(self.run.finish)  # parsing a long run's events: not on the caller's loop
+            try:  # the load generator wrote the tables; else (it was killed, the disk was full) here, off the loop
+                await asyncio.to_thread(lambda: self.run.reload() or self.run.finish())
             except RunError as e:
                 yield {"type": "failed", "status": None, "message": str(e)}
         finally:
