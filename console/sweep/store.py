@@ -32,9 +32,10 @@ from console.sweep.metrics import level_metrics
 from console.sweep.runevents import Attempt, RequestColumns, RunEvents, read_run_events
 from console.sweep.runfiles import (EVENTS, LEVELS, META, REQUESTS, EventLogFile, EventsCorrupt, RunError, check_run_name,
                                     name_part)
+from console.untrusted import visible
 
 __all__ = ["EVENTS", "META", "EventLogFile", "Run", "RunError", "completed_levels", "create_run", "delete_run",
-           "list_runs", "open_run", "runs_dir"]
+           "list_runs", "open_run", "open_run_dir", "runs_dir"]
 _CLIENT_MAX = ("client_cpu", "loop_lag_p50", "loop_lag_p90", "loop_lag_p99", "load_avg", "host_load_avg", "peak_in_flight")
 
 
@@ -92,6 +93,7 @@ class _Summary:
     state: str
     stopped_because: str | None
     server: dict[str, Any] | None  # what the server said of itself at the last start
+    client: dict[str, Any] | None  # where the load generator ran, at the last start
 
 
 def _summarize(scan: RunEvents, wanted: set[int]) -> _Summary:
@@ -105,7 +107,8 @@ def _summarize(scan: RunEvents, wanted: set[int]) -> _Summary:
         state = "partial" if measured or scan.attempts else "empty"
     started = [e for e in scan.of_type("sweep_started") if isinstance(e.get("server"), dict)]
     server = {k: v for k, v in started[-1]["server"].items() if k != "busy"} if started else None
-    return _Summary(rows, state, (last.get("failed") or None) if done else None, server)
+    clients = [e["client"] for e in scan.of_type("sweep_started") if isinstance(e.get("client"), dict)]
+    return _Summary(rows, state, (last.get("failed") or None) if done else None, server, clients[-1] if clients else None)
 
 
 _SUMMARIES: dict[Path, tuple[tuple[int, int, int], _Summary | EventsCorrupt]] = {}
@@ -152,6 +155,15 @@ class Run:
         if found is None and self.meta.get("server", {}).get("speculative_algorithm"):
             return Drafting("sglang", str(self.meta["server"]["speculative_algorithm"]), None)
         return found
+
+    @property
+    def client_placement(self) -> str | None:
+        """Where its load generator ran and how it reached the server, in words; None for runs that did not say."""
+        client = self.meta.get("client")
+        if not isinstance(client, dict) or not client.get("machine"):
+            return None
+        how = f"through an SSH forward to {client.get('forwarded_from')}" if client.get("path") == "ssh-forward" else "direct"
+        return f"on {visible(str(client['machine']))}, {visible(how)}"
 
     @property
     def speculative(self) -> bool:
@@ -238,6 +250,16 @@ class Run:
             return None
         return f"run {self.name}: {levels.height} levels, peak {max(levels['total_tok_s'].to_list()):.1f} tok/s"
 
+    def reload(self) -> bool:
+        """run.toml read again; True when it holds the state of tables written after the last event (the load
+        generator finished the run itself)."""
+        with contextlib.suppress(OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+            meta = tomllib.loads((self.dir / META).read_text(encoding="utf-8"))
+            if meta.get("state") and self._finished_since_last_event():
+                self.meta = meta
+                return True
+        return False
+
     def finish(self) -> None:
         """Tables and state written once a sweep ends (the events read once); raises RunError (one line) when they
         cannot be."""
@@ -257,6 +279,8 @@ class Run:
         self.meta["stopped_because"] = summary.stopped_because or ""
         if summary.server is not None:  # what the server said of itself (CUDA-graph sizes, speculation): the adaptive config reads it
             self.meta["server"] = summary.server
+        if summary.client is not None:
+            self.meta["client"] = summary.client
         write_meta(self.dir, self.meta)
 
 
@@ -299,6 +323,11 @@ def open_run(campaign_dir: Path, name: str) -> Run:
     if not directory.is_dir():
         known = ", ".join(r.name for r in list_runs(campaign_dir)) or "none"
         raise RunError(f"no run named {name!r} (runs: {known})")
+    return open_run_dir(directory)
+
+
+def open_run_dir(directory: Path) -> Run:
+    """The run in this directory (the load generator is handed its run's directory)."""
     try:
         meta = tomllib.loads((directory / META).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
