@@ -1,7 +1,7 @@
 """The console as an operator meets it, in tmux, on an OpenSSH host in front of the simulated 8-GPU host: first full
 paint, idle CPU, SSH sessions opened while idle, event-loop lateness (idle, under a C=250 sweep started from the
-Sweep pane, and right after it ends), and key -> screen (`z`, which lays the screen out again) idle and under the
-sweep. Figures, never a verdict.
+Sweep pane, and right after it ends), and key -> screen idle and under the sweep (Down/Up in the process table, and
+`z`, which lays the whole screen out again). Figures, never a verdict.
 
     python -m bench.console_figures [--tree PATH] [--runs 3] [--idle-s 15]
 """
@@ -29,7 +29,7 @@ def tmux(*args: str) -> str:
 
 
 def screen(session: str) -> str:
-    return tmux("capture-pane", "-p", "-t", session)
+    return tmux("capture-pane", "-p", "-e", "-t", session)  # with colours: a cursor that moves is a change
 
 
 def wait_screen(session: str, predicate, timeout: float) -> float | None:  # type: ignore[no-untyped-def]
@@ -42,13 +42,14 @@ def wait_screen(session: str, predicate, timeout: float) -> float | None:  # typ
     return None
 
 
-def key_latencies(session: str, presses: int) -> list[float]:
-    """`z` toggles the zoom: the time until the screen changed, each press."""
+def key_latencies(session: str, presses: int, keys: tuple[str, ...]) -> list[float]:
+    """The time from a key to the screen's change, each press; keys taken in turn (`z` toggles the zoom, which lays
+    out the whole screen again; Down and Up move the process table's cursor, as most keys change a line or two)."""
     out = []
-    for _ in range(presses):
+    for n in range(presses):
         before = screen(session)
         t0 = time.monotonic()
-        tmux("send-keys", "-t", session, "z")
+        tmux("send-keys", "-t", session, keys[n % len(keys)])
         waited = wait_screen(session, lambda s: s != before, 5.0)
         if waited is not None:
             out.append((time.monotonic() - t0) * 1000)
@@ -89,7 +90,8 @@ def one_console(tree: Path, host: OpenSshHost, work: Path, n: int, idle_s: float
         result["ssh_sessions_per_30s"] = (host.sessions() - sessions0) * 30 / (w1 - w0)
         idle = lags(lag_file, w0, w1)
         result["lag_idle_p99_ms"], result["lag_idle_max_ms"] = percentile(idle, 99), max(idle, default=None)
-        result["key_idle_ms"] = key_latencies(session, 6)
+        result["zoom_idle_ms"] = key_latencies(session, 6, ("z",))
+        result["key_idle_ms"] = key_latencies(session, 6, ("Down", "Up"))
         result["load_idle"] = load()
         # a C=250 sweep from the Sweep pane: 4, n (the form, filled from [sweep]), Enter
         tmux("send-keys", "-t", session, "4")
@@ -110,7 +112,10 @@ def one_console(tree: Path, host: OpenSshHost, work: Path, n: int, idle_s: float
             return result
         s0 = time.time()
         time.sleep(2.0)
-        result["key_sweep_ms"] = key_latencies(session, 6)
+        result["zoom_sweep_ms"] = key_latencies(session, 6, ("z",))
+        tmux("send-keys", "-t", session, "1")  # back to the process table
+        time.sleep(0.3)
+        result["key_sweep_ms"] = key_latencies(session, 6, ("Down", "Up"))
         deadline = time.monotonic() + 180
         done_t = None
         while time.monotonic() < deadline and done_t is None:
@@ -160,6 +165,8 @@ def measure(tree: Path, runs: int, idle_s: float) -> dict[str, Any]:
         "stall_after_sweep_ms": median(r.get("stall_after_sweep_ms") for r in results),
         "key_idle_p50_ms": median(keys("key_idle_ms")),
         "key_sweep_p50_ms": median(keys("key_sweep_ms")),
+        "zoom_idle_p50_ms": median(keys("zoom_idle_ms")),
+        "zoom_sweep_p50_ms": median(keys("zoom_sweep_ms")),
         "load": median([r.get("load_idle") for r in results] + [r.get("load_sweep") for r in results]),
     }
 
