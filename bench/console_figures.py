@@ -28,15 +28,16 @@ def tmux(*args: str) -> str:
     return subprocess.run(["tmux", *args], capture_output=True, text=True).stdout
 
 
-def screen(session: str) -> str:
-    return tmux("capture-pane", "-p", "-e", "-t", session)  # with colours: a cursor that moves is a change
+def screen(session: str, colours: bool = True) -> str:
+    """The pane's text; with its colours, so that a cursor that moves is a change."""
+    return tmux("capture-pane", "-p", *(["-e"] if colours else []), "-t", session)
 
 
-def wait_screen(session: str, predicate, timeout: float) -> float | None:  # type: ignore[no-untyped-def]
+def wait_screen(session: str, predicate, timeout: float, colours: bool = True) -> float | None:  # type: ignore[no-untyped-def]
     """Seconds until the screen satisfies predicate (polled every 5 ms), None past the timeout."""
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout:
-        if predicate(screen(session)):
+        if predicate(screen(session, colours)):
             return time.monotonic() - t0
         time.sleep(0.005)
     return None
@@ -80,7 +81,8 @@ def one_console(tree: Path, host: OpenSshHost, work: Path, n: int, idle_s: float
     result: dict[str, Any] = {"load_start": load()}
     try:
         pid = int(tmux("display-message", "-p", "-t", session, "#{pane_pid}").strip())
-        painted = wait_screen(session, lambda s: sum(bool(GPU_ROW.match(line)) for line in s.splitlines()) >= 8, 60)
+        painted = wait_screen(session, lambda s: sum(bool(GPU_ROW.search(line)) for line in s.splitlines()) >= 8, 60,
+                              colours=False)
         result["first_paint_s"] = None if painted is None else time.monotonic() - t0
         time.sleep(3.0)  # the server's state, the log, the model name: the console settles
         sessions0, cpu0, w0 = host.sessions(), cpu_seconds(pid), time.time()

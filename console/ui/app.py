@@ -11,6 +11,7 @@ from textual.widgets import DataTable, Footer
 from textual.worker import Worker, WorkerState
 
 from console.gpu.samples import AgentError, Sample
+from console.gpu.telemetry import EarlyStream
 from console.session import Session
 from console.ui.commands import PivotCommands
 from console.ui.messages import ConnectionChanged, ShowComparison, StatusChanged, TelemetryUpdate
@@ -47,10 +48,13 @@ class PivotApp(App[None]):
         Binding("q", "quit", "Quit", id="app.quit", tooltip="Quit (the server and processes on the host are left as they are)"),
     ]
 
-    def __init__(self, session: Session, *, theme: str | None = None, readonly: bool = False):
-        """The session holds what every pane works with: config, connection, telemetry, lifecycle, sweeps, events."""
+    def __init__(self, session: Session, *, theme: str | None = None, readonly: bool = False,
+                 telemetry: EarlyStream | None = None):
+        """The session holds what every pane works with: config, connection, telemetry, lifecycle, sweeps, events.
+        telemetry: the session's telemetry stream, already started (else the app starts reading it when mounted)."""
         super().__init__()
         self.session = session
+        self.telemetry_stream = telemetry
         self.config = session.config
         self.readonly = readonly
         self.zoomed: Widget | None = None  # the pane shown on the whole screen
@@ -100,7 +104,8 @@ class PivotApp(App[None]):
 
     @work(exclusive=True, group="telemetry", exit_on_error=False)
     async def stream_telemetry(self) -> None:
-        async for event in self.session.telemetry.events():
+        stream = self.telemetry_stream or self.session.telemetry
+        async for event in stream.events():
             self.post_message(TelemetryUpdate(event))
 
     @property
