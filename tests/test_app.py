@@ -87,7 +87,7 @@ async def test_focus_moves_between_panes(tmp_path: Path) -> None:
         assert isinstance(app.focused, ProcessTable)
         app.action_focus_pane("sweep")  # keys typed together arrive before the next idle
         app.action_toggle_zoom()
-        assert app.query_one("#sweep").has_class("-zoom-target")
+        assert app.zoomed is app.query_one("#sweep")
 
 
 async def test_zoom_shows_one_pane_and_back(tmp_path: Path) -> None:
