@@ -18,8 +18,9 @@ lint: $(VENV)/bin/pivot
 	$(VENV)/bin/ruff check console tests bench
 	$(VENV)/bin/mypy
 
+# every figure of the performance table (about 8 minutes on 2 cores); BEFORE=PATH measures an older checkout beside
 bench: $(VENV)/bin/pivot
-	$(VENV)/bin/python -m bench.sim_throughput
+	$(VENV)/bin/python -m bench.run_all $(if $(BEFORE),--before $(BEFORE))
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis *.egg-info

@@ -5,6 +5,7 @@ through that host's connection, headless as in the console) and acts through the
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING
 
 from console.config import Config, HostSpec
@@ -76,6 +77,9 @@ class Session:
             await self.conn.connected(timeout, fail_fast=True)
 
     async def close(self) -> None:
+        if self.lifecycle is not None:
+            with contextlib.suppress(Exception):  # its channels end with the connection anyway
+                await self.lifecycle.close()
         await self.pool.close()
 
     async def __aenter__(self) -> Session:

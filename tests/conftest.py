@@ -101,3 +101,25 @@ def pid_alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+async def settled(pilot) -> None:  # type: ignore[no-untyped-def]
+    """The screen as it stays until something changes: the first sample shown, and the Sweep pane's chart drawn at
+    the size it has, its legend where that size puts it, nothing left to redraw."""
+    from console.ui.widgets.gpu.processes import ProcessTable
+    from console.ui.widgets.sweep.chart import SweepChart
+    from console.ui.widgets.sweep.pane import SweepPane
+
+    app = pilot.app
+    pane, chart = app.query_one(SweepPane), app.query_one(SweepChart)
+
+    def done() -> bool:
+        if app.query_one(ProcessTable).last_sample is None or pane.dirty:
+            return False
+        if not chart.display or not pane.display:
+            return True
+        return chart.size.height > 0 and chart.drawn_inside == chart.legend_inside
+
+    for _ in range(2):  # twice, a pause apart: a layout still on its way would have undone the first
+        await pilot.pause()
+        await wait_for(done)

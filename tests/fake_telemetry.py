@@ -96,6 +96,9 @@ class FakeLifecycle:
     async def log_tail(self, lines: int = 50) -> list[str]:
         return LOG[-lines:]
 
+    async def close(self) -> None:
+        pass
+
     async def follow_log(self, lines: int = 200) -> FakeLogStream:
         return FakeLogStream(LOG[-lines:])
 

@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from rich.color import Color as RichColor
 from rich.color import ColorType
 from rich.color_triplet import ColorTriplet
-from rich.terminal_theme import TerminalTheme
 from rich.style import Style
+from rich.terminal_theme import TerminalTheme
 from textual.app import App
-from textual.errors import NoWidget
-from textual.screen import ModalScreen
 from textual.constants import DIM_FACTOR
+from textual.errors import NoWidget
 from textual.filter import dim_color
+from textual.screen import ModalScreen
 
 RGB = tuple[int, int, int]
 

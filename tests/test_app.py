@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
+from textual.command import CommandPalette
+from textual.widgets import OptionList
 
 from console import config
 from console.remote import ConnState
@@ -19,6 +21,8 @@ from console.ui.widgets.gpu.pane import GpuPane
 from console.ui.widgets.gpu.processes import ProcessTable
 from console.ui.widgets.host_status import HostStatus
 from console.ui.widgets.link_banner import LinkBanner
+from console.ui.widgets.sweep.chart import SweepChart
+from console.ui.widgets.sweep.pane import SweepPane
 from console.ui.widgets.tasks.pane import TextPrompt
 from tests.conftest import HostProcess, free_port, wait_for
 from tests.fake_telemetry import FakeTelemetry
@@ -85,7 +89,7 @@ async def test_focus_moves_between_panes(tmp_path: Path) -> None:
         assert isinstance(app.focused, ProcessTable)
         app.action_focus_pane("sweep")  # keys typed together arrive before the next idle
         app.action_toggle_zoom()
-        assert app.query_one("#sweep").has_class("-zoom-target")
+        assert app.zoomed is app.query_one("#sweep")
 
 
 async def test_zoom_shows_one_pane_and_back(tmp_path: Path) -> None:
@@ -125,7 +129,14 @@ async def test_themes_from_files_flag_and_palette(tmp_path: Path, monkeypatch: p
         assert any("broken.toml" in n.message for n in app._notifications)
         await pilot.press("ctrl+p")
         await pilot.press(*"theme: pivot-light")
-        await pilot.pause(0.5)
+
+        def offered() -> bool:  # the palette searches as it is typed into, in its own time
+            if not isinstance(app.screen, CommandPalette):
+                return False
+            options = app.screen.query_one(OptionList)
+            return options.highlighted is not None and "pivot-light" in str(options.get_option_at_index(options.highlighted).prompt)
+
+        await wait_for(offered)
         await pilot.press("enter")
         await pilot.pause()
         assert app.theme == "pivot-light"
@@ -488,9 +499,12 @@ async def test_a_short_chart_has_its_legend_under_it_and_the_comparison_scrolls(
     async with canned_app(tmp_path).run_test(size=size) as pilot:
         app = pilot.app
         await pilot.press("4", "z")
-        await pilot.pause(0.8)
-        progress = str(app.query_one("#sweep-progress").render())
-        assert ("•\u00a0base\u00a0(baseline)  ⣿\u00a0spec\u00a0(eagle3)  x\u00a0per-request\u00a0tok/s" in progress) is legend_under_chart
+        pane, chart = app.query_one(SweepPane), app.query_one(SweepChart)
+        legend = "•\u00a0base\u00a0(baseline)  ⣿\u00a0spec\u00a0(eagle3)  x\u00a0per-request\u00a0tok/s"
+        # drawn, laid out at its zoomed height, and nothing left to redraw: the legend is where it will stay
+        await wait_for(lambda: chart.legend and chart.size.height and not pane.dirty
+                       and chart.legend_inside is not legend_under_chart
+                       and (legend in str(app.query_one("#sweep-progress").render())) is legend_under_chart)
         await pilot.press("c")
         await pilot.pause()
         box = app.query_one("#sweep-compare")
@@ -547,8 +561,7 @@ async def test_readonly_is_said_in_the_header_and_when_a_removed_key_is_tried(tm
 
     app = canned_app(tmp_path, readonly=True)
     async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.pause(0.3)
-        assert "read-only" in str(app.query_one(HostStatus).render())
+        await wait_for(lambda: "read-only" in str(app.query_one(HostStatus).render()))
         await pilot.press("K")  # kill stray, removed
         await pilot.pause()
         assert app.session.telemetry.killed == []  # type: ignore[attr-defined]

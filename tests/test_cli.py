@@ -69,3 +69,28 @@ def test_without_a_host_a_command_says_how_to_name_one(tmp_path: Path, sim_host_
     named = pivot("gpus", "--config", str(sim_host_process.config_path), "--host", "demo", "--json")
     assert named.returncode == 0, named.stderr
     assert '"gpus"' in named.stdout
+
+
+def test_config_show_prints_toml_that_reads_back_the_same(tmp_path: Path) -> None:
+    import tomllib
+
+    (tmp_path / "pivot.toml").write_text('theme = "pivot-light"\n[hosts.a]\nssh = "a"\ncleanup = ["x", "y"]\n'
+                                         '[sweep]\nlevels = [1, 2]\n')
+    shown = pivot("--config", str(tmp_path / "pivot.toml"), "config", "show")
+    assert shown.returncode == 0, shown.stderr
+    data = tomllib.loads(shown.stdout)  # no None, no Python reprs
+    assert data["theme"] == "pivot-light" and "default_host" not in data and data["kill_grace_s"] == 5.0
+    assert data["hosts"]["a"]["cleanup"] == ["x", "y"] and data["sweep"] == {"levels": [1, 2]}
+    (tmp_path / "again.toml").write_text(shown.stdout)
+    assert pivot("--config", str(tmp_path / "again.toml"), "config", "show").stdout.split("\n", 1)[1] == shown.stdout.split("\n", 1)[1]
+
+
+def test_gpus_json_says_a_failure_in_json_too(tmp_path: Path) -> None:
+    import json
+
+    (tmp_path / "pivot.toml").write_text('[hosts.gone]\nhostname = "no-such-host.invalid"\n')
+    result = pivot("--config", str(tmp_path / "pivot.toml"), "gpus", "--json")
+    assert result.returncode == 2
+    error = json.loads(result.stdout)
+    assert error["type"] == "error" and error["host"] == "gone" and "cannot resolve" in error["message"]
+    assert result.stderr.startswith("pivot: gone: cannot resolve")

@@ -18,6 +18,7 @@ from console.session import Session
 from console.ui.app import PivotApp
 from console.ui.widgets.gpu.pane import GpuPane
 from console.ui.widgets.sweep.pane import SweepPane
+from tests.conftest import settled
 from tests.fake_telemetry import FakeLifecycle, FakeTelemetry
 from tests.fixtures_runs import BASELINE, EAGLE3, write_run
 from tests.rendered import Cells, cells, contrast, is_16_colour, shown
@@ -44,7 +45,7 @@ async def stage(pilot) -> None:  # type: ignore[no-untyped-def]
     """Everything pivot colours on screen at once: a warning and an error line, a client-bound level and a level in
     progress on the chart, then the Sweep pane zoomed with the comparison."""
     app = pilot.app
-    await pilot.pause(0.3)
+    await settled(pilot)
     app.query_one(GpuPane).say("kill failed: pid 2004 is still there", "error")  # the server log has both kinds too
     pane = app.query_one(SweepPane)
     pane.warnings = ["C = 250 exceeds the server's max_running_requests (128)"]
@@ -52,20 +53,20 @@ async def stage(pilot) -> None:  # type: ignore[no-untyped-def]
     pane.data.live = {"c": 500, "tokens": 6000, "started": time.monotonic() - 2.0, "done": 3, "requests": 8}
     pane.dirty = True
     await pilot.press("4", "z", "c")
-    await pilot.pause(0.8)
+    await settled(pilot)
 
 
 async def views(pilot) -> AsyncIterator[tuple[str, list[Cells]]]:  # type: ignore[no-untyped-def]
     """From the staged Sweep pane: it, the four panes (the Sweep pane focused), and the sweep form; back to it."""
     yield "the Sweep pane zoomed with the comparison", list(cells(pilot.app))
     await pilot.press("z")
-    await pilot.pause()
+    await settled(pilot)
     yield "the four panes", list(cells(pilot.app))
     await pilot.press("n")
-    await pilot.pause()
+    await settled(pilot)
     yield "the sweep form", list(cells(pilot.app))
     await pilot.press("escape", "z")
-    await pilot.pause()
+    await settled(pilot)
 
 
 async def switch(pilot, theme: str) -> None:  # type: ignore[no-untyped-def]
@@ -86,13 +87,13 @@ EVERYWHERE: Expected = {
     "chart title": lambda r: r.widget == "SweepChart#sweep-chart" and "by concurrency" in r.text,
     "chart ticks": lambda r: r.widget == "SweepChart#sweep-chart" and "┤" in r.text,
     "this run's curve": lambda r: r.widget == "SweepChart#sweep-chart" and braille(r),
-    "sweep warning": lambda r: r.widget == "Static#sweep-progress" and "⚠" in r.text,
-    "recommendation": lambda r: r.widget == "Static#sweep-compare-text" and "recommendation" in r.text,
-    "GPU pane error line": lambda r: r.widget == "Static#gpu-status" and "kill failed" in r.text,
+    "sweep warning": lambda r: r.widget.endswith("#sweep-progress") and "⚠" in r.text,
+    "recommendation": lambda r: r.widget.endswith("#sweep-compare-text") and "recommendation" in r.text,
+    "GPU pane error line": lambda r: r.widget.endswith("#gpu-status") and "kill failed" in r.text,
     "sweep form": lambda r: r.widget == "Input#levels",
 }
 SHORT: Expected = {  # a chart too short for its legend has it under it, in the series' colours
-    **EVERYWHERE, **{f"legend: {marker}": (lambda m: lambda r: r.widget == "Static#sweep-progress" and r.text.startswith(m))(marker)
+    **EVERYWHERE, **{f"legend: {marker}": (lambda m: lambda r: r.widget.endswith("#sweep-progress") and r.text.startswith(m))(marker)
                      for marker in ("•", "+", "⣿", "?", "x", "●")},
 }
 TALL: Expected = {  # and at 200x50: each series in the chart, the comparison's table, the server log, the processes
@@ -102,12 +103,12 @@ TALL: Expected = {  # and at 200x50: each series in the chart, the comparison's 
     "second series": lambda r: r.widget == "SweepChart#sweep-chart" and "xxx" in r.text,
     "client-bound level": lambda r: r.widget == "SweepChart#sweep-chart" and "?" in r.text,
     "level in progress": lambda r: r.widget == "SweepChart#sweep-chart" and "●" in r.text,
-    "B/A ratio, B leads": lambda r: r.widget == "Static#sweep-compare-text" and "±" in r.text and r.text.strip().endswith("B"),
-    "B/A ratio, A leads": lambda r: r.widget == "Static#sweep-compare-text" and "±" in r.text and r.text.strip().endswith("A"),
-    "B/A ratio, undecided": lambda r: r.widget == "Static#sweep-compare-text" and "±" in r.text and r.text.strip().endswith("?"),
+    "B/A ratio, B leads": lambda r: r.widget.endswith("#sweep-compare-text") and "±" in r.text and r.text.strip().endswith("B"),
+    "B/A ratio, A leads": lambda r: r.widget.endswith("#sweep-compare-text") and "±" in r.text and r.text.strip().endswith("A"),
+    "B/A ratio, undecided": lambda r: r.widget.endswith("#sweep-compare-text") and "±" in r.text and r.text.strip().endswith("?"),
     "server log warning": lambda r: r.widget == "LogView#server-log" and "WARNING" in r.text,
     "server log error": lambda r: r.widget == "LogView#server-log" and "ERROR" in r.text,
-    "GPU pane error line": lambda r: r.widget == "Static#gpu-status" and "kill failed" in r.text,
+    "GPU pane error line": lambda r: r.widget.endswith("#gpu-status") and "kill failed" in r.text,
     "process flags": lambda r: r.widget == "ProcessTable#gpu-procs" and "zombie" in r.text,
     "sweep form": lambda r: r.widget == "Input#levels",
 }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -45,6 +46,20 @@ def test_value_types_become_flags(tmp_path: Path) -> None:
     p = load_profiles(tmp_path).get("p")
     assert p.argv()[5:] == ["--port", "30000", "--on", "--n", "3", "--x", "0.5", "--s", "a b", "--repeat", "x", "--repeat", "2"]
     assert p.command_line().startswith("env 'A=1 2' serve --model-path /m")
+
+
+def test_false_leaves_a_flag_out_and_says_so_while_the_string_false_passes(tmp_path: Path) -> None:
+    write(tmp_path, "a", 'launcher = "llama-server"\nmodel_path = "/m"\n[flags]\ninterrupt_requests = false\n')
+    write(tmp_path, "b", 'launcher = "llama-server"\nmodel_path = "/m"\n[flags]\ninterrupt_requests = "False"\n')
+    profiles = load_profiles(tmp_path)
+    a, b = profiles.get("a"), profiles.get("b")
+    assert "--interrupt_requests" not in a.argv() and a.left_out == ["--interrupt_requests"]
+    assert b.argv()[-2:] == ["--interrupt_requests", "False"] and b.left_out == []
+    assert diff(a, b) == [("--interrupt_requests", "(left out)", "False")]
+    (tmp_path / "pivot.toml").write_text(f'profiles_dir = "{tmp_path}"\n')
+    shown = subprocess.run([sys.executable, "-m", "console", "--config", str(tmp_path / "pivot.toml"), "profiles", "show", "a"],
+                           capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert '# left out (false): --interrupt_requests; write "False" to pass the word' in shown.stdout, shown.stderr
 
 
 def test_unset_removes_an_inherited_flag(tmp_path: Path) -> None:

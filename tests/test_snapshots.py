@@ -9,7 +9,9 @@ import pytest
 from console import config
 from console.session import Session
 from console.ui.app import PivotApp
-from tests.fake_telemetry import FakeLifecycle, FakeTelemetry
+from console.ui.widgets.server.log_view import LogView
+from tests.conftest import settled, wait_for
+from tests.fake_telemetry import LOG, FakeLifecycle, FakeTelemetry
 
 
 def make_app(tmp_path: Path) -> PivotApp:
@@ -19,8 +21,7 @@ def make_app(tmp_path: Path) -> PivotApp:
 
 
 async def settle(pilot) -> None:  # type: ignore[no-untyped-def]
-    await pilot.pause(0.3)
-    await pilot.pause()
+    await settled(pilot)
 
 
 class TestGpuPane:
@@ -52,7 +53,9 @@ class TestServerPane:
         async def zoom(pilot) -> None:  # type: ignore[no-untyped-def]
             await settle(pilot)
             await pilot.press("2", "z")
-            await pilot.pause(0.3)
+            log = pilot.app.query_one(LogView)
+            await wait_for(lambda: len(log.lines) >= len(LOG) and log.scroll_y == log.max_scroll_y)  # at its end, zoomed
+            await settled(pilot)
 
         assert snap_compare(make_app(tmp_path), terminal_size=size, run_before=zoom)
 
@@ -72,7 +75,7 @@ class TestSweepPane:
         async def zoom(pilot) -> None:  # type: ignore[no-untyped-def]
             await settle(pilot)
             await pilot.press("4", "z")
-            await pilot.pause(0.8)
+            await settled(pilot)
 
         assert snap_compare(app_with_runs(tmp_path), terminal_size=size, run_before=zoom)
 
@@ -81,7 +84,7 @@ class TestSweepPane:
         async def compare(pilot) -> None:  # type: ignore[no-untyped-def]
             await settle(pilot)
             await pilot.press("4", "z", "c")
-            await pilot.pause(0.8)
+            await settled(pilot)
 
         assert snap_compare(app_with_runs(tmp_path), terminal_size=size, run_before=compare)
 

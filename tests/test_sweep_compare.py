@@ -195,3 +195,15 @@ def test_client_bound_levels_are_in_no_verdict_and_lagging_ones_have_no_latency_
     at_100 = next(lv for lv in cmp.levels if lv.c == 100)
     assert at_100.itl is None and at_100.ttft is None and at_100.total.leader == "a"
     assert any("latencies not measured at C = 100" in note for note in cmp.notes)
+
+
+def test_a_difference_in_where_the_load_generator_ran_is_noted(campaign: Path) -> None:
+    from console.sweep.store import write_meta
+
+    for name, client in (("base", {"machine": "jump1", "cpus": 8, "path": "ssh-forward", "forwarded_from": "gpu1"}),
+                         ("spec", {"machine": "gpu1", "cpus": 64, "path": "direct"})):
+        run = open_run(campaign, name)
+        write_meta(run.dir, {**run.meta, "client": client})
+    notes = compare(open_run(campaign, "base"), open_run(campaign, "spec")).notes
+    assert any("the load generator ran on jump1, through an SSH forward to gpu1" in n and "on gpu1, direct" in n
+               for n in notes), notes

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
+import aiohttp
 
 from console.events import Sweep, Swept
 from console.remote.errors import RemoteError
@@ -82,7 +82,7 @@ class ServerBusy(RunError):
 
 async def busy(url: str) -> dict[str, int]:
     """What the server says it is serving now (running, queued), from its /metrics; empty when it does not say."""
-    async with httpx.AsyncClient(base_url=url, timeout=10) as client:
+    async with aiohttp.ClientSession(url) as client:
         return (await server_facts(client)).get("busy") or {}
 
 
@@ -136,7 +136,7 @@ class Sweeps:
                 forward = await self.session.conn.forward("127.0.0.1", port or 0)
                 url = forward.url
             now = await busy(url)
-        except (httpx.HTTPError, RemoteError, OSError):
+        except (aiohttp.ClientError, TimeoutError, RemoteError, OSError):
             return  # the load generator will say what it cannot reach
         finally:
             if forward is not None:

@@ -16,7 +16,6 @@ from rich.text import Text
 from console import config, pivot_toml
 from console.actions.adaptive import write_adaptive_profile
 from console.cli.sweep import resolve_runs, terminal
-from console.session import Session
 from console.sweep.adaptive import NoAdaptiveProfile, plan, spec_host
 from console.sweep.compare import Comparison, compare
 from console.sweep.intervals import Verdict
@@ -74,6 +73,8 @@ def as_json(cmp: Comparison) -> dict[str, Any]:
 async def write_profile_for(cfg: config.Config, cmp: Comparison) -> int:
     """The adaptive profile, its config uploaded to the host the speculative run was measured on; says what it did
     or why it did not."""
+    from console.session import Session
+
     try:
         adaptive = plan(cfg, cmp)
     except NoAdaptiveProfile as e:

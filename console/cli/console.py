@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import importlib
 
 from console import config, pivot_toml
+from console.gpu.telemetry import EarlyStream
 from console.session import Session
 
 
@@ -16,8 +19,17 @@ def cmd_console(args: argparse.Namespace) -> int:
 def open_console(cfg: config.Config, host: str | None, theme: str | None, *, local: bool = False,
                  readonly: bool = False, notes: list[str] | None = None) -> int:
     """notes: lines the help screen shows first (the demo's own host, its config)."""
-    from console.ui.app import PivotApp  # Textual is imported only for the TUI
-
     session = Session(cfg, host, local=local, via="console")  # a bad host name fails here, before the screen opens
-    PivotApp(session, theme=theme or cfg.theme, readonly=readonly, notes=notes).run()
+    asyncio.run(_console(session, theme or cfg.theme, readonly, notes))
     return 0
+
+
+async def _console(session: Session, theme: str | None, readonly: bool, notes: list[str] | None) -> None:
+    """The SSH link and the telemetry stream start while Textual is imported, in a thread (Textual only for the TUI,
+    and a second or so of imports): the first sample is on its way before the screen exists."""
+    telemetry = EarlyStream(session.telemetry)
+    try:
+        app = await asyncio.to_thread(importlib.import_module, "console.ui.app")
+        await app.PivotApp(session, theme=theme, readonly=readonly, notes=notes, telemetry=telemetry).run_async()
+    finally:
+        await telemetry.close()

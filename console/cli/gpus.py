@@ -16,6 +16,7 @@ from rich.text import Text
 from console import pivot_toml
 from console.actions import kill
 from console.cli.prompt import ask
+from console.config import ConfigError
 from console.gpu.format import age, flags, gib, idle_line
 from console.gpu.samples import AgentError, Sample
 from console.gpu.telemetry import LinkDown
@@ -57,13 +58,24 @@ async def _first_sample(session: Session) -> Sample:
 
 
 async def cmd_gpus(args: argparse.Namespace) -> int:
+    if not args.json:
+        return await _gpus(args)
+    try:  # a script reading JSON gets JSON, a failure too: {"type": "error", ...} on stdout, the line on stderr
+        return await _gpus(args)
+    except (ConfigError, RemoteError) as e:
+        print(json.dumps({"type": "error", "kind": type(e).__name__, "host": getattr(e, "host", None) or None,
+                          "message": str(e)}), flush=True)
+        raise
+
+
+async def _gpus(args: argparse.Namespace) -> int:
     cfg = pivot_toml.load(args.config)
     out = Console()
     async with Session(cfg, args.host, local=args.local) as session:
         if not args.watch:
             sample = await _first_sample(session)
             if args.json:
-                print(json.dumps(asdict(sample)))
+                print(json.dumps({"type": "sample", **asdict(sample)}))
             else:
                 for part in _table(sample, cfg.idle_threshold_mib):
                     out.print(part)
@@ -72,14 +84,17 @@ async def cmd_gpus(args: argparse.Namespace) -> int:
         async for event in session.telemetry.events():
             if isinstance(event, Sample):
                 if args.json:
-                    print(json.dumps(asdict(event)), flush=True)
+                    print(json.dumps({"type": "sample", **asdict(event)}), flush=True)
                 else:
                     out.clear()
                     out.print(Text(f"{time.strftime('%H:%M:%S')}  source: {event.source}"))
                     for part in _table(event, cfg.idle_threshold_mib):
                         out.print(part)
             elif isinstance(event, (AgentError, LinkDown)):
-                print(f"pivot: {getattr(event, 'message', None) or getattr(event, 'reason', '')}", file=sys.stderr)
+                message = getattr(event, "message", None) or getattr(event, "reason", "")
+                if args.json:
+                    print(json.dumps({"type": "error", "kind": type(event).__name__, "message": message}), flush=True)
+                print(f"pivot: {message}", file=sys.stderr)
     return 0
 
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
-from console import pivot_toml
+from console import config, pivot_toml
 from console.cli.prompt import ask
 from console.session import Session
 
@@ -17,14 +18,27 @@ def cmd_config(args: argparse.Namespace) -> int:
     if args.action == "validate":
         print(f"{cfg.path}: ok, {len(cfg.hosts)} host(s)")
         return 0
-    print(f"# {cfg.path}")
-    print(f"default_host = {cfg.default_host!r}\ntheme = {cfg.theme!r}\ncampaign_dir = {str(cfg.campaign_dir)!r}")
-    for spec in cfg.hosts.values():
-        print(f"\n[hosts.{spec.name}]")
-        for key, value in vars(spec).items():
-            if key != "name" and value not in (None, (), {}):
-                print(f"{key} = {value!r}")
+    print(f"# {cfg.path}, as pivot reads it (its defaults filled in)")
+    print(effective_toml(cfg), end="")
     return 0
+
+
+def effective_toml(cfg: config.Config) -> str:
+    """The configuration as pivot uses it, in pivot.toml's own keys (TOML has no null: unset keys are left out)."""
+    import dataclasses
+
+    import tomli_w
+
+    def kept(value: object) -> bool:
+        return value not in (None, (), {})
+
+    top = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg) if f.name not in ("path", "hosts", "sweep")}
+    data: dict[str, object] = {k: str(v) if isinstance(v, Path) else v for k, v in top.items() if kept(v)}
+    data["hosts"] = {spec.name: {k: list(v) if isinstance(v, tuple) else v for k, v in vars(spec).items()
+                                 if k != "name" and kept(v)} for spec in cfg.hosts.values()}
+    if cfg.sweep:
+        data["sweep"] = cfg.sweep
+    return tomli_w.dumps(data)
 
 
 async def cmd_trust(args: argparse.Namespace) -> int:

@@ -41,7 +41,10 @@ def cmd_profiles(args: argparse.Namespace) -> int:
         if len(names) != 1:
             raise SystemExit("pivot: profiles show takes one profile name")
         p = profiles.get(names[0])
-        print(f"# {visible(str(p.path))}\n{p.command_line()}")  # unwrapped: a command line to paste
+        print(f"# {visible(str(p.path))}")
+        if p.left_out:  # `false` drops a flag; the engine's default then applies, which may not be "off"
+            print(f"# left out (false): {' '.join(visible(f) for f in p.left_out)}; write \"False\" to pass the word")
+        print(p.command_line())  # unwrapped: a command line to paste
         return 0
     if len(names) != 2:
         raise SystemExit("pivot: profiles diff takes two profile names")

@@ -7,7 +7,7 @@ import asyncio
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -15,15 +15,15 @@ from rich.table import Table
 from rich.text import Text
 
 from console import config, pivot_toml
-from console.actions.sweep import SweepHandle
 from console.cli.prompt import ask
-from console.session import Session
 from console.sweep.compare import compare, counterpart
 from console.sweep.runlock import holder
 from console.sweep.settings import SweepSettings
 from console.sweep.store import Run, RunError, delete_run, list_runs, open_run
 from console.untrusted import visible
 
+if TYPE_CHECKING:  # the session (SSH, telemetry) only for the commands that sweep: `runs` and `compare` read files
+    from console.actions.sweep import SweepHandle
 
 def _fmt(value: Any, digits: int = 1) -> str:
     if value is None:
@@ -114,6 +114,8 @@ async def refine_runs(cfg: config.Config, host: str | None, names: list[str], *,
         if ask("go on? [yes/no] ") not in ("y", "yes"):
             print("nothing measured")
             return 1
+    from console.session import Session
+
     async with Session(cfg, host) as session:
         await session.connect()
         try:
@@ -145,6 +147,8 @@ def repeat_plan(cfg: config.Config, run: Run, against: str | None, settings: Swe
 
 async def sweep(cfg: config.Config, host: str | None, settings: SweepSettings, *, run: Run | None, how: str,
                 levels: list[int] | None, url: str | None, as_json: bool, other_server: bool, allow_busy: bool) -> int:
+    from console.session import Session
+
     out = terminal(stderr=as_json)
     async with Session(cfg, None if url else host, local=url is not None) as session:
         if url is None:

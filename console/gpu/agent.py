@@ -141,27 +141,48 @@ def _num(text: str) -> float | None:
 class SmiSource:
     name = "nvidia-smi"
 
-    def _query(self, query: str, kind: str) -> list[list[str]]:
+    def _start(self, query: str, kind: str) -> subprocess.Popen:
         try:
-            out = subprocess.run(
+            return subprocess.Popen(
                 ["nvidia-smi", "--query-%s=%s" % (kind, query), "--format=csv,noheader,nounits"],
-                capture_output=True, text=True, errors="replace", timeout=10,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
             )
         except FileNotFoundError:
             raise NoDriver("nvidia-smi not found on PATH: no NVIDIA driver on this host") from None
+
+    def _rows(self, proc: subprocess.Popen) -> list[list[str]]:
+        try:
+            stdout, stderr = proc.communicate(timeout=10)
         except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
             raise RuntimeError("nvidia-smi did not answer within 10 s") from None
-        if out.returncode != 0:
-            message = (out.stderr or out.stdout).strip().splitlines()
-            text = message[0] if message else "exit status %d" % out.returncode
+        if proc.returncode != 0:
+            message = (stderr or stdout).strip().splitlines()
+            text = message[0] if message else "exit status %d" % proc.returncode
             if "couldn't communicate with the NVIDIA driver" in text or "driver" in text.lower():
                 raise NoDriver(text)
             raise RuntimeError("nvidia-smi: " + text)
-        return [[c.strip() for c in line.split(",")] for line in out.stdout.splitlines() if line.strip()]
+        return [[c.strip() for c in line.split(",")] for line in stdout.splitlines() if line.strip()]
 
     def sample(self) -> tuple[list[dict], list[dict]]:
+        # both queries at once: nvidia-smi takes 0.1-0.5 s a call, and this is the first sample's wait
+        gpu_query = self._start(GPU_QUERY, "gpu")
+        try:
+            app_query = self._start(APP_QUERY, "compute-apps")
+        except NoDriver:
+            gpu_query.kill()
+            gpu_query.communicate()
+            raise
+        try:
+            gpu_rows = self._rows(gpu_query)
+        except BaseException:
+            app_query.kill()
+            app_query.communicate()
+            raise
+        app_rows = self._rows(app_query)
         gpus = []
-        for row in self._query(GPU_QUERY, "gpu"):
+        for row in gpu_rows:
             if len(row) < 9:
                 continue
             gpus.append({
@@ -171,7 +192,7 @@ class SmiSource:
             })
         by_uuid = {g["uuid"]: g["index"] for g in gpus}
         procs = []
-        for row in self._query(APP_QUERY, "compute-apps"):
+        for row in app_rows:
             if len(row) < 3 or _num(row[0]) is None:
                 continue
             procs.append({"pid": _num(row[0]), "mem_mib": _num(row[1]), "gpu_uuid": row[2], "gpu": by_uuid.get(row[2])})
@@ -213,9 +234,20 @@ class NvitopSource:
         return gpus, procs
 
 
+def _nvml_loads() -> bool:
+    """Whether the NVML library is there at all: importing nvitop costs a third of a second, for nothing without it."""
+    import ctypes
+
+    try:
+        ctypes.CDLL("libnvidia-ml.so.1")
+        return True
+    except OSError:
+        return False
+
+
 def pick_source(wanted: str) -> NvitopSource | SmiSource:
     """nvitop when it imports and NVML answers; else nvidia-smi (auto), which reports a missing driver."""
-    if wanted in ("auto", "nvitop"):
+    if wanted == "nvitop" or (wanted == "auto" and _nvml_loads()):
         try:
             source = NvitopSource()
             if wanted == "auto":

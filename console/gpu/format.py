@@ -26,8 +26,8 @@ def age(seconds: float | None) -> str:
     s = int(seconds)
     if s < 60:
         return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
+    if s < 3600:  # minutes: a column that changed every second redrew the whole process table every second
+        return f"{s // 60}m"
     if s < 86400:
         return f"{s // 3600}h{s % 3600 // 60:02d}m"
     return f"{s // 86400}d{s % 86400 // 3600:02d}h"

@@ -5,10 +5,11 @@ console's own GPUs with nvitop in-process, with the same samples."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import logging
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -133,6 +134,44 @@ class RemoteTelemetry:
         if not outcomes and not result.ok:
             raise RemoteError(self.conn.host, f"kill failed: {visible(result.stderr.strip()) or result.exit_status}")
         return outcomes
+
+
+class EarlyStream:
+    """A telemetry stream started before anyone reads it: the console starts it while Textual is still being
+    imported, so that the link is up and the first sample on its way before the screen exists. Read with events(),
+    as many times as needed (a reader that failed reads on); a failure of the stream is raised to its reader, and
+    the next read starts it again."""
+
+    def __init__(self, telemetry: Telemetry, *, keep: int = 16):
+        self.telemetry = telemetry
+        self._queue: asyncio.Queue[TelemetryEvent | BaseException] = asyncio.Queue(maxsize=keep)  # then it waits
+        self._pump: asyncio.Task[None] | None = None
+        self.start()
+
+    def start(self) -> None:
+        if self._pump is None or self._pump.done():
+            self._pump = asyncio.create_task(self._run(), name="telemetry")
+
+    async def _run(self) -> None:
+        try:
+            async for event in self.telemetry.events():
+                await self._queue.put(event)
+        except Exception as e:  # noqa: BLE001 - the reader hears of it, whatever it is
+            await self._queue.put(e)
+
+    async def events(self) -> AsyncIterator[TelemetryEvent]:
+        self.start()
+        while True:
+            event = await self._queue.get()
+            if isinstance(event, BaseException):
+                raise event
+            yield event
+
+    async def close(self) -> None:
+        if self._pump is not None:
+            self._pump.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._pump
 
 
 class LocalTelemetry:

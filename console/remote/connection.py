@@ -55,6 +55,8 @@ class Connection:
         self._supervisor: asyncio.Task[None] | None = None
         self._listeners: list[Callable[[ConnectionEvent], None]] = []
         self._forwards: dict[int, PortForward] = {}
+        self._echo: asyncssh.SSHClientProcess | None = None  # `cat` on the host: the round trip, on one channel
+        self._echo_of: asyncssh.SSHClientConnection | None = None  # the connection it runs on
         self.last_error: RemoteError | None = None
         self.last_event = ConnectionEvent(self.host, ConnState.CLOSED)
         self._home: str | None = None
@@ -94,6 +96,9 @@ class Connection:
             self._supervisor = None
         for forward in list(self._forwards.values()):
             forward.close()
+        if self._echo is not None:
+            self._echo.close()
+            self._echo = None
         if self._conn:
             self._conn.close()
             with contextlib.suppress(Exception):
@@ -140,12 +145,22 @@ class Connection:
             self._emit(ConnState.DOWN, reason=reason or "connection lost")
 
     async def _measure_rtt(self) -> float | None:
+        """A line echoed by `cat` on the host, over a channel kept for the connection's life: the link's round trip,
+        without a new SSH session (and its entry in the host's auth log) at each measurement."""
         if self._conn is None:
             return None
-        t0 = time.monotonic()
         try:
-            await asyncio.wait_for(self._conn.run("true", check=False), timeout=10)
-        except (TimeoutError, asyncssh.Error, OSError):
+            if self._echo is None or self._echo_of is not self._conn or self._echo.is_closing():
+                self._echo = await self._conn.create_process("cat", stdin=asyncssh.PIPE)
+                self._echo_of = self._conn
+            t0 = time.monotonic()
+            self._echo.stdin.write("\n")
+            if not await asyncio.wait_for(self._echo.stdout.readline(), timeout=10):
+                raise EOFError
+        except (asyncssh.Error, OSError, EOFError, TimeoutError):
+            if self._echo is not None:
+                self._echo.close()
+            self._echo = None
             return None
         return time.monotonic() - t0
 

@@ -85,6 +85,13 @@ class RemoteStream:
             raise Disconnected(self.host, f"stream {self.argv[0]} lost: {visible(str(e))}") from e
         return line.rstrip("\n") if line else None
 
+    def write(self, text: str) -> None:
+        """To the remote command's stdin (a closed channel fails at the next read)."""
+        try:
+            self._process.stdin.write(text)
+        except (asyncssh.Error, OSError) as e:
+            raise Disconnected(self.host, f"stream {self.argv[0]} lost: {visible(str(e))}") from e
+
     @property
     def exit_status(self) -> int | None:
         return self._process.exit_status

@@ -6,8 +6,9 @@ On the host, in the workdir:
     server.json   what pivot started: profile, argv, pid and start time, port, whether it was stopped
 
 A console started later reads these and adopts the server. Every observation
-is one SSH command (a constant script, no data in it) plus one HTTP request
-through a port forward to the server's own health endpoint.
+is one run of a constant script (no data in it) over a long-lived SSH channel,
+plus one HTTP request through a port forward to the server's own health
+endpoint, on a kept-alive connection: a 1 s poll opens no SSH session.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from console.gpu.samples import GpuProcess, Sample
 from console.gpu.telemetry import RemoteTelemetry
 from console.remote import Connection, PortForward
 from console.remote.errors import RemoteError
+from console.remote.loop import RemoteLoop
 from console.remote.streams import LineStream, RemoteStream
 from console.server.preflight import Check, after_stop, preflight
 from console.server.profiles import KINDS, Profile, ProfileSet
@@ -165,6 +167,7 @@ class Lifecycle(Protocol):
     async def stop(self, *, during: str | None = None, via: str | None = None) -> StopReport: ...
     async def switch(self, profile: Profile, *, force: bool = False, via: str | None = None) -> list[Check]: ...
     async def restart(self, profiles: ProfileSet, *, force: bool = False, via: str | None = None) -> list[Check]: ...
+    async def close(self) -> None: ...
 
 
 class ServerLifecycle:
@@ -178,7 +181,9 @@ class ServerLifecycle:
         self.record: ServerRecord | None = None  # what the last poll found in server.json
         self.status = ServerStatus(ServerState.STOPPED)
         self._listeners: list[Callable[[ServerStatus], None]] = []
+        self._probe = RemoteLoop(conn, PROBE, cwd=spec.workdir)
         self._forward: PortForward | None = None
+        self._http: httpx.AsyncClient | None = None  # one per forward, kept alive across polls
         self._health_failures = 0
         self._stopping = False
         self._crash_for: int | None = None  # pid whose crash tail was already read
@@ -198,7 +203,7 @@ class ServerLifecycle:
 
     async def poll(self) -> ServerStatus:
         """Look at the host once and update the state."""
-        out = (await self.conn.run(["sh", "-c", PROBE], cwd=self.spec.workdir, timeout=20)).stdout
+        out = await self._probe.ask(timeout=20)
         record_text, stat_text, last_line = (out.split(f"{MARK}\n") + ["", "", ""])[:3]
         self.record = record = ServerRecord.parse(record_text)
         last_line = visible(last_line.strip())
@@ -209,7 +214,7 @@ class ServerLifecycle:
         fields = stat_text.strip().rsplit(")", 1)[-1].split() if stat_text.strip() else []
         alive = bool(fields) and fields[0] != "Z" and (record.start_ticks is None or int(fields[19]) == record.start_ticks)
         if not alive:
-            self._forget_forward()
+            await self._forget_forward()
             if record.stopped or self._stopping:
                 return self._set(replace(base, state=ServerState.STOPPED, ready_at=None))
             if self._crash_for != record.pid:
@@ -236,29 +241,42 @@ class ServerLifecycle:
 
     async def _health(self, record: ServerRecord) -> tuple[bool, str]:
         try:
-            if self._forward is None or self._forward.remote_port != record.port:
-                self._forget_forward()
-                self._forward = await self.conn.forward("127.0.0.1", record.port)
-            async with httpx.AsyncClient(base_url=self._forward.url, timeout=5.0) as client:
-                response = await client.get(KINDS[record.kind][0])
+            client = await self._client(record.port)
+            response = await client.get(KINDS[record.kind][0])
             return response.status_code == 200, f"health answered {response.status_code}"
         except (httpx.HTTPError, RemoteError, OSError) as e:
             return False, f"health check failed: {type(e).__name__}"
 
+    async def _client(self, port: int) -> httpx.AsyncClient:
+        """The HTTP client of the forward to `port`: made once (a client costs an SSL context, ~25 ms of CPU, even
+        for plain http), its connection kept alive, so that a poll is one request on one forwarded channel."""
+        if self._forward is None or self._http is None or self._forward.remote_port != port:
+            await self._forget_forward()
+            self._forward = await self.conn.forward("127.0.0.1", port)
+            self._http = httpx.AsyncClient(base_url=self._forward.url, timeout=5.0)
+        return self._http
+
     async def _model_name(self, record: ServerRecord) -> str | None:
-        if self._forward is None:
+        if self._http is None:
             return None
         with contextlib.suppress(httpx.HTTPError, ValueError, KeyError, IndexError):
-            async with httpx.AsyncClient(base_url=self._forward.url, timeout=5.0) as client:
-                if record.kind == "sglang":
-                    return visible(str((await client.get("/model_info")).json()["model_path"]))
-                return visible(str((await client.get("/v1/models")).json()["data"][0]["id"]))
+            if record.kind == "sglang":
+                return visible(str((await self._http.get("/model_info")).json()["model_path"]))
+            return visible(str((await self._http.get("/v1/models")).json()["data"][0]["id"]))
         return None
 
-    def _forget_forward(self) -> None:
+    async def _forget_forward(self) -> None:
+        http, self._http = self._http, None
+        if http is not None:
+            await http.aclose()
         if self._forward is not None:
             self._forward.close()
             self._forward = None
+
+    async def close(self) -> None:
+        """The probe's channel and the health check's client and forward."""
+        await self._forget_forward()
+        await self._probe.close()
 
     async def log_tail(self, lines: int = CRASH_TAIL) -> list[str]:
         """The log's last lines, safe to show."""
@@ -323,7 +341,7 @@ class ServerLifecycle:
                              await self.agent.kill([f"{record.pid}:{record.start_ticks}:group"], self.grace_s))
             await self.conn.upload(json.dumps(asdict(replace(record, stopped=True)), indent=1).encode(),
                                    f"{self.spec.workdir.rstrip('/')}/{RECORD}")
-            self._forget_forward()
+            await self._forget_forward()
             leftovers: tuple[GpuProcess, ...] = ()
             for _ in range(10):  # the driver frees memory shortly after the processes end
                 sample = await self.agent.sample_once()

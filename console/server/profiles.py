@@ -102,7 +102,15 @@ class Profile:
     def ready_line(self) -> str:
         return KINDS[self.kind][1]
 
+    @property
+    def left_out(self) -> list[str]:
+        """Flags set to false: not on the command line at all (the engine's default applies). To pass the word, write
+        the string: `flag = "False"`."""
+        return [f"--{name}" for name, value in self.flags.items() if value is False]
+
     def flag_args(self) -> list[str]:
+        """true: the bare flag; false: left out; a list: the flag once per item; anything else: the flag and its value
+        as written (the string "False" passes as is)."""
         args: list[str] = []
         for name, value in self.flags.items():
             flag = f"--{name}"
@@ -148,9 +156,9 @@ def diff(a: Profile, b: Profile) -> list[tuple[str, str | None, str | None]]:
 
 def _show(value: FlagValue) -> str:
     if value is True:
-        return "(on)"
+        return "(bare flag)"
     if value is False:
-        return "(off)"
+        return "(left out)"
     return " ".join(map(str, value)) if isinstance(value, list) else str(value)
 
 

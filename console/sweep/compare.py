@@ -291,6 +291,8 @@ def _client_note(a: Run, b: Run) -> list[str]:
         va, vb = worst(a, key), worst(b, key)
         if va is not None and vb is not None and abs(va - vb) >= gap:
             parts.append(f"{what} peaked at {fmt.format(va)} in {label(a)} and {fmt.format(vb)} in {label(b)}")
+    if a.client_placement and b.client_placement and a.client_placement != b.client_placement:
+        parts.append(f"the load generator ran {a.client_placement} in {label(a)} and {b.client_placement} in {label(b)}")
     return [f"note: {'; '.join(parts)}"] if parts else []
 
 

@@ -28,6 +28,7 @@ import contextlib
 import dataclasses
 import os
 import signal
+import socket
 import sys
 import time
 import tomllib
@@ -35,7 +36,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import httpx
+import aiohttp
 
 from console.remote import Connection, RemoteError
 from console.sweep.metrics import FAILED_ERROR_RATE, RequestRecord, level_metrics, percentile
@@ -44,7 +45,7 @@ from console.sweep.runfiles import EventLogFile
 from console.sweep.runlock import RunLocked, run_lock
 from console.sweep.server_view import scrape, server_answers, server_facts, warnings_for
 from console.sweep.settings import SweepSettings
-from console.sweep.store import completed_levels
+from console.sweep.store import RunError, completed_levels, open_run_dir
 
 LAG_TICK_S = 0.01
 
@@ -54,8 +55,8 @@ class EventSink(EventLogFile):
 
     def emit(self, event: dict[str, Any]) -> None:
         line = self.append({"t": round(time.time(), 4), **event})
-        sys.stdout.write(line + "\n")
-        sys.stdout.flush()
+        sys.stdout.buffer.write(line)
+        sys.stdout.buffer.flush()
 
 
 async def watch_lag(lags: list[float]) -> None:
@@ -90,7 +91,15 @@ def lagging(lag_p90: float | None, itl_p50: float | None, itl_mean: float | None
 HostLoad = Callable[[], Awaitable[float | None]]
 
 
-async def run_level(client: httpx.AsyncClient, settings: SweepSettings, model: str, c: int, sink: EventSink,
+def client_session(url: str, headers: dict[str, str], most: int, idle_timeout_s: float) -> aiohttp.ClientSession:
+    """aiohttp: its HTTP parser is C (llhttp), and per streamed token it costs half of httpx's CPU (whose layers,
+    anyio, sniffio and h11, were over 30 % of the load generator's time). A connection per request in flight, kept
+    alive from one request to the next; an idle stream fails after idle_timeout_s."""
+    return aiohttp.ClientSession(url, headers=headers, connector=aiohttp.TCPConnector(limit=most + 8),
+                                 timeout=aiohttp.ClientTimeout(total=None, connect=30, sock_read=idle_timeout_s))
+
+
+async def run_level(client: aiohttp.ClientSession, settings: SweepSettings, model: str, c: int, sink: EventSink,
                     scrape_metrics: bool, per_chunk: TokensPerChunk, host_load: HostLoad | None,
                     repeat: bool = False) -> dict[str, Any]:
     total = settings.requests_for(c)
@@ -156,8 +165,15 @@ async def run_level(client: httpx.AsyncClient, settings: SweepSettings, model: s
     return {**vars(metrics), **client_side}
 
 
+def client_placement(forwarded_from: str | None) -> dict[str, Any]:
+    """Where the load generator ran, and how its requests reached the server: recorded with the run, since an SSH
+    forward between client and server costs client CPU per token and bunches chunks."""
+    return {"machine": socket.gethostname(), "cpus": os.cpu_count(), "path": "ssh-forward" if forwarded_from else "direct",
+            **({"forwarded_from": forwarded_from} if forwarded_from else {})}
+
+
 async def sweep(url: str, run_dir: Path, settings: SweepSettings, *, resume: bool, repeat: list[int] | None = None,
-                host_load: HostLoad | None = None) -> int:
+                host_load: HostLoad | None = None, forwarded_from: str | None = None) -> int:
     sink = EventSink(run_dir)
     done = completed_levels(run_dir) if resume else set()
     stop_after_level = asyncio.Event()
@@ -166,15 +182,14 @@ async def sweep(url: str, run_dir: Path, settings: SweepSettings, *, resume: boo
     if settings.api_key_env and os.environ.get(settings.api_key_env):
         headers["Authorization"] = f"Bearer {os.environ[settings.api_key_env]}"
     levels = repeat or list(settings.levels)
-    limits = httpx.Limits(max_connections=max(levels) + 8, max_keepalive_connections=max(levels) + 8)
-    timeout = httpx.Timeout(settings.idle_timeout_s, connect=30)
     per_chunk = TokensPerChunk()
     failed: str | None = None
-    async with httpx.AsyncClient(base_url=url, headers=headers, limits=limits, timeout=timeout) as client:
+    async with client_session(url, headers, max(levels), settings.idle_timeout_s) as client:
         facts = await server_facts(client)
         model = settings.model or facts.get("model") or "default"
         sink.emit({"type": "sweep_started", "url": url, "model": model, "server": facts, "resumed": sorted(done),
-                   "repeat": repeat or [], "warnings": warnings_for(levels, facts), "pid": os.getpid()})
+                   "repeat": repeat or [], "warnings": warnings_for(levels, facts), "pid": os.getpid(),
+                   "client": client_placement(forwarded_from)})
         stopped = False
         for c in levels:
             if c in done:
@@ -233,7 +248,8 @@ def main(argv: list[str] | None = None) -> int:
                 await conn.up_now()
                 url = (await conn.forward("127.0.0.1", args.port)).url
                 host_load = _host_load(conn)
-            return await sweep(url, args.run_dir, settings, resume=args.resume, repeat=args.repeat, host_load=host_load)
+            return await sweep(url, args.run_dir, settings, resume=args.resume, repeat=args.repeat, host_load=host_load,
+                               forwarded_from=args.host)
         except asyncio.CancelledError:
             EventSink(args.run_dir).emit({"type": "sweep_done", "aborted": True, "stopped": False})
             return 130
@@ -243,13 +259,24 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         with run_lock(args.run_dir):
-            return asyncio.run(runner())
+            status = asyncio.run(runner())
+            _finish(args.run_dir)
+            return status
     except RunLocked as e:
         print(f"pivot-loadgen: {e}", file=sys.stderr)
         return 2
     except OSError as e:  # the disk filled, the run's directory went away: one line, not a traceback
         print(f"pivot-loadgen: cannot write the run: {e.strerror or e}", file=sys.stderr)
         return 1
+
+
+def _finish(run_dir: Path) -> None:
+    """The run's tables, here: a long run's take a second of CPU, which the console's process (its UI) need not spend.
+    When they cannot be written, whoever started this process writes them, or says why."""
+    try:
+        open_run_dir(run_dir).finish()
+    except RunError as e:
+        print(f"pivot-loadgen: {e}", file=sys.stderr)
 
 
 def _host_load(conn: Connection) -> HostLoad:

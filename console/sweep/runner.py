@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import signal
 import sys
 from collections.abc import AsyncIterator
 from typing import Any
+
+import orjson
 
 from console import config
 from console.gpu.samples import Sample
@@ -50,8 +51,8 @@ class SweepProcess:
         try:
             while line := await self.proc.stdout.readline():
                 try:
-                    event = json.loads(line)
-                except ValueError:
+                    event = orjson.loads(line)
+                except orjson.JSONDecodeError:
                     continue
                 if isinstance(event, dict):
                     yield event
@@ -60,8 +61,8 @@ class SweepProcess:
             if status not in (0, 3, 130):
                 yield {"type": "failed", "status": status, "message": self._why(status)}
             finished = True
-            try:
-                await asyncio.to_thread(self.run.finish)  # parsing a long run's events: not on the caller's loop
+            try:  # the load generator wrote the tables; else (it was killed, the disk was full) here, off the loop
+                await asyncio.to_thread(self._tables)
             except RunError as e:
                 yield {"type": "failed", "status": None, "message": str(e)}
         finally:
@@ -71,6 +72,11 @@ class SweepProcess:
             if not finished:
                 with contextlib.suppress(RunError):
                     self.run.finish()
+
+    def _tables(self) -> None:
+        """The run's tables and state: the load generator's own when it wrote them, else derived here."""
+        if not self.run.reload():
+            self.run.finish()
 
     def _why(self, status: int) -> str:
         if status < 0:
@@ -96,7 +102,10 @@ async def describe_server(conn: Connection, cfg: config.Config, host: str) -> tu
     spec = cfg.host(host)
     agent = RemoteTelemetry(conn, spec)
     lifecycle = ServerLifecycle(conn, spec, agent, idle_threshold_mib=cfg.idle_threshold_mib, grace_s=cfg.kill_grace_s)
-    status = await lifecycle.poll()
+    try:
+        status = await lifecycle.poll()
+    finally:
+        await lifecycle.close()
     if status.state != ServerState.READY:
         raise RunError(f"the server on {host} is {status.describe()}: start a profile first (pivot server start P)")
     record = ServerRecord.parse((await conn.run(["cat", "server.json"], cwd=spec.workdir)).stdout)

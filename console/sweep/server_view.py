@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 from collections.abc import Callable
 from typing import Any
 
-import httpx
+import aiohttp
+import orjson
 from prometheus_client.parser import text_string_to_metric_families
+
+from console.untrusted import decode
 
 SERVER_GAUGES = {  # Prometheus name -> our name
     "sglang:num_running_reqs": "running", "sglang:num_queue_reqs": "queued", "sglang:gen_throughput": "gen_tok_s",
@@ -32,46 +36,66 @@ def server_gauges(text: str) -> dict[str, float]:
     return values
 
 
-async def scrape(client: httpx.AsyncClient, c: int, emit: Callable[[dict[str, Any]], None],
+HTTP_ERRORS = (aiohttp.ClientError, TimeoutError, OSError)
+MAX_BODY = 1 << 20  # what is read of an answer here: the server's word, not a measurement
+
+
+async def get(client: aiohttp.ClientSession, path: str, timeout: float) -> tuple[int, bytes]:
+    """A GET's status and (the first MiB of) its body; raises one of HTTP_ERRORS."""
+    async with client.get(path, timeout=aiohttp.ClientTimeout(total=timeout)) as response:
+        body = bytearray()
+        while len(body) < MAX_BODY and (part := await response.content.read(MAX_BODY - len(body))):
+            body += part
+        return response.status, bytes(body)
+
+
+async def scrape(client: aiohttp.ClientSession, c: int, emit: Callable[[dict[str, Any]], None],
                  samples: list[dict[str, float]]) -> None:
     while True:
-        with contextlib.suppress(httpx.HTTPError, ValueError):
-            response = await client.get("/metrics", timeout=5)
-            if response.status_code == 200:
-                values = server_gauges(response.text[:1 << 20])
+        with contextlib.suppress(*HTTP_ERRORS, ValueError):
+            status, body = await get(client, "/metrics", 5)
+            if status == 200:
+                values = server_gauges(decode(body))
                 if values:
                     samples.append(values)
                     emit({"type": "metrics", "c": c, **values})
         await asyncio.sleep(1.0)
 
 
-async def server_facts(client: httpx.AsyncClient) -> dict[str, Any]:
+def _json(body: bytes) -> Any:
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:  # a number past 64 bits, say: json reads it, and the checks below judge it
+        return json.loads(body)
+
+
+async def server_facts(client: aiohttp.ClientSession) -> dict[str, Any]:
     """What the server says of itself: model, limits, CUDA-graph batch sizes, speculation, current load."""
     facts: dict[str, Any] = {}
-    with contextlib.suppress(httpx.HTTPError, ValueError, KeyError, IndexError, TypeError):
-        model = (await client.get("/v1/models", timeout=10)).json()["data"][0]["id"]
+    with contextlib.suppress(*HTTP_ERRORS, ValueError, KeyError, IndexError, TypeError, RecursionError):
+        model = _json((await get(client, "/v1/models", 10))[1])["data"][0]["id"]
         if isinstance(model, str):
             facts["model"] = model
     for path in ("/server_info", "/get_server_info"):
-        with contextlib.suppress(httpx.HTTPError, ValueError, TypeError, AttributeError):
-            response = await client.get(path, timeout=10)
-            if response.status_code == 200 and isinstance(info := response.json(), dict):
+        with contextlib.suppress(*HTTP_ERRORS, ValueError, TypeError, AttributeError, RecursionError):
+            status, body = await get(client, path, 10)
+            if status == 200 and isinstance(info := _json(body), dict):
                 facts.update({k: info[k] for k in ("max_running_requests", "speculative_algorithm", "speculative_num_steps",
                                                    "speculative_eagle_topk", "speculative_adaptive", "tp_size", "version")
                               if isinstance(info.get(k), (int, str, bool))})
-                decode = ((info.get("cuda_graph_config") or {}).get("decode") or {})  # SGLang 0.5.23's resolved graphs
-                if isinstance(decode.get("bs"), list) and all(isinstance(b, int) for b in decode["bs"]):
-                    facts["cuda_graph_bs"] = sorted(decode["bs"])
-                if isinstance(decode.get("max_bs"), int):
-                    facts["cuda_graph_max_bs"] = decode["max_bs"]
+                graphs = ((info.get("cuda_graph_config") or {}).get("decode") or {})  # SGLang 0.5.23's resolved graphs
+                if isinstance(graphs.get("bs"), list) and all(isinstance(b, int) for b in graphs["bs"]):
+                    facts["cuda_graph_bs"] = sorted(graphs["bs"])
+                if isinstance(graphs.get("max_bs"), int):
+                    facts["cuda_graph_max_bs"] = graphs["max_bs"]
                 elif isinstance(info.get("cuda_graph_max_bs"), int):  # older releases
                     facts["cuda_graph_max_bs"] = info["cuda_graph_max_bs"]
                 break
-    with contextlib.suppress(httpx.HTTPError, ValueError):
-        response = await client.get("/metrics", timeout=10)
-        facts["metrics"] = response.status_code == 200
+    with contextlib.suppress(*HTTP_ERRORS, ValueError):
+        status, body = await get(client, "/metrics", 10)
+        facts["metrics"] = status == 200
         if facts["metrics"]:
-            gauges = server_gauges(response.text[:1 << 20])
+            gauges = server_gauges(decode(body))
             facts["busy"] = {k: int(gauges[k]) for k in ("running", "queued") if k in gauges}
     return facts
 
@@ -94,12 +118,12 @@ def warnings_for(levels: list[int], facts: dict[str, Any]) -> list[str]:
     return warnings
 
 
-async def server_answers(client: httpx.AsyncClient, within_s: float) -> bool:
+async def server_answers(client: aiohttp.ClientSession, within_s: float) -> bool:
     """Whether the server answers /v1/models again within the bound (a link that reconnects, a server that recovers)."""
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
-        with contextlib.suppress(httpx.HTTPError, OSError):
-            if (await client.get("/v1/models", timeout=5)).status_code == 200:
+        with contextlib.suppress(*HTTP_ERRORS):
+            if (await get(client, "/v1/models", 5))[0] == 200:
                 return True
         await asyncio.sleep(1.0)
     return False

@@ -18,7 +18,7 @@ import os
 import shutil
 import time
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -28,56 +28,18 @@ import tomli_w
 
 from console import __version__
 from console.server.speculation import Drafting, command_argv, drafting
-from console.sweep.metrics import RequestRecord, level_metrics
-from console.sweep.runfiles import (
-    EVENTS,
-    LEVELS,
-    META,
-    REQUESTS,
-    EventLogFile,
-    EventsCorrupt,
-    RunError,
-    check_run_name,
-    name_part,
-    read_events,
-)
+from console.sweep.metrics import level_metrics
+from console.sweep.runevents import Attempt, RequestColumns, RunEvents, read_run_events
+from console.sweep.runfiles import EVENTS, LEVELS, META, REQUESTS, EventLogFile, EventsCorrupt, RunError, check_run_name, name_part
+from console.untrusted import visible
 
 __all__ = ["EVENTS", "META", "EventLogFile", "Run", "RunError", "completed_levels", "create_run", "delete_run",
-           "list_runs", "open_run", "runs_dir"]
+           "list_runs", "open_run", "open_run_dir", "runs_dir"]
 _CLIENT_MAX = ("client_cpu", "loop_lag_p50", "loop_lag_p90", "loop_lag_p99", "load_avg", "host_load_avg", "peak_in_flight")
 
 
 def runs_dir(campaign_dir: Path) -> Path:
     return campaign_dir / "runs"
-
-
-@dataclass
-class _Attempt:
-    done: dict[str, Any]
-    requests: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def failed(self) -> bool:
-        return bool(self.done.get("failed"))
-
-
-def _attempts(events: list[dict[str, Any]]) -> dict[int, list[_Attempt]]:
-    """Per C, the attempts that count now: the last fresh one and the repeats after it."""
-    groups: dict[int, list[_Attempt]] = {}
-    current: dict[int, list[dict[str, Any]]] = {}
-    for e in events:
-        kind = e["type"]
-        if kind == "level_started":
-            current[e["c"]] = []
-        elif kind == "request" and e["c"] in current:
-            current[e["c"]].append(e)
-        elif kind == "level_done":
-            attempt = _Attempt(e, current.pop(e["c"], []))
-            if e.get("repeat") and groups.get(e["c"]):
-                groups[e["c"]].append(attempt)
-            else:
-                groups[e["c"]] = [attempt]
-    return groups
 
 
 def _row(done: dict[str, Any]) -> dict[str, Any]:
@@ -87,9 +49,10 @@ def _row(done: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def _pooled(c: int, attempts: list[_Attempt]) -> dict[str, Any]:
+def _pooled(c: int, attempts: list[Attempt], requests: RequestColumns | None) -> dict[str, Any]:
     """One level's numbers from the requests of several good attempts."""
-    records = [RequestRecord.from_dict(r) for a in attempts for r in a.requests]
+    assert requests is not None, "read with its requests (RunEvents.pooled)"
+    records = [requests.record(r) for a in attempts for r in a.rows]
     servers = [a.done.get("server") or {} for a in attempts]
     server = {k: sum(s[k] for s in servers if k in s) / sum(k in s for s in servers) for k in {k for s in servers for k in s}}
     metrics = level_metrics(c, records, sum(float(a.done.get("wall_s") or 0) for a in attempts), server,
@@ -103,12 +66,12 @@ def _pooled(c: int, attempts: list[_Attempt]) -> dict[str, Any]:
     return row
 
 
-def _level_rows(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _level_rows(scan: RunEvents) -> list[dict[str, Any]]:
     rows = []
-    for c, group in sorted(_attempts(events).items()):
+    for c, group in sorted(scan.attempts.items()):
         good = [a for a in group if not a.failed]
         if len(good) > 1:
-            rows.append(_pooled(c, good))
+            rows.append(_pooled(c, good, scan.requests))
         else:
             rows.append(_row((good or group)[-1].done))
     return rows
@@ -120,15 +83,52 @@ def _frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
     return pl.DataFrame(rows, infer_schema_length=None)
 
 
+@dataclass(frozen=True)
+class _Summary:
+    """What the run's readers ask of its events (levels, state, why it stopped): small, so kept per version of the
+    file for the life of the process, where the events themselves are not."""
+
+    levels: list[dict[str, Any]]
+    state: str
+    stopped_because: str | None
+    server: dict[str, Any] | None  # what the server said of itself at the last start
+    client: dict[str, Any] | None  # where the load generator ran, at the last start
+
+
+def _summarize(scan: RunEvents, wanted: set[int]) -> _Summary:
+    rows = _level_rows(scan)
+    measured = {row["c"] for row in rows if not row.get("failed")}
+    done = scan.of_type("sweep_done")
+    last = done[-1] if done else {}
+    if done and not any(last.get(k) for k in ("aborted", "stopped", "failed")) and wanted <= measured:
+        state = "complete"
+    else:
+        state = "partial" if measured or scan.attempts else "empty"
+    started = [e for e in scan.of_type("sweep_started") if isinstance(e.get("server"), dict)]
+    server = {k: v for k, v in started[-1]["server"].items() if k != "busy"} if started else None
+    clients = [e["client"] for e in scan.of_type("sweep_started") if isinstance(e.get("client"), dict)]
+    return _Summary(rows, state, (last.get("failed") or None) if done else None, server, clients[-1] if clients else None)
+
+
+_SUMMARIES: dict[Path, tuple[tuple[int, int, int], _Summary | EventsCorrupt]] = {}
+
+
+def _read_levels(run_dir: Path) -> RunEvents:
+    """The events, their requests only where a level's numbers must be computed again from them."""
+    scan = read_run_events(run_dir, requests=False)
+    return read_run_events(run_dir) if scan.pooled else scan
+
+
 def completed_levels(run_dir: Path) -> set[int]:
     """Levels measured (not failed): a resume leaves them alone."""
-    return {row["c"] for row in _level_rows(read_events(run_dir)) if not row.get("failed")}
+    return {row["c"] for row in _level_rows(_read_levels(run_dir)) if not row.get("failed")}
 
 
-def _atomic_parquet(frame: pl.DataFrame, path: Path) -> None:
+def _atomic_parquet(frame: pl.DataFrame, path: Path, row_group_size: int | None = None) -> None:
+    """row_group_size: rows written at a time (the writer's memory grows with it)."""
     tmp = path.with_suffix(".parquet.tmp")
     try:
-        frame.write_parquet(tmp)
+        frame.write_parquet(tmp, row_group_size=row_group_size)
         os.replace(tmp, path)
     except (OSError, pl.exceptions.PolarsError) as e:
         tmp.unlink(missing_ok=True)
@@ -156,26 +156,47 @@ class Run:
         return found
 
     @property
+    def client_placement(self) -> str | None:
+        """Where its load generator ran and how it reached the server, in words; None for runs that did not say."""
+        client = self.meta.get("client")
+        if not isinstance(client, dict) or not client.get("machine"):
+            return None
+        how = f"through an SSH forward to {client.get('forwarded_from')}" if client.get("path") == "ssh-forward" else "direct"
+        return f"on {visible(str(client['machine']))}, {visible(how)}"
+
+    @property
     def speculative(self) -> bool:
         return self.drafting is not None
 
-    def events(self) -> list[dict[str, Any]]:
-        return read_events(self.dir)
-
     def _finished_since_last_event(self) -> bool:
-        """finish() wrote the tables (and the state in run.toml) after the last event: they are the events' summary.
-        A long sweep's events are megabytes of chunk timings, too much to parse again at each look."""
+        """finish() wrote the tables (and the state in run.toml) after the last event: they are the events' summary."""
         try:
             return (self.dir / LEVELS).stat().st_mtime_ns > (self.dir / EVENTS).stat().st_mtime_ns
         except OSError:
             return False
 
-    def _read(self) -> list[dict[str, Any]]:
+    def _wanted(self) -> set[int]:
+        return set(self.meta.get("settings", {}).get("levels", []))
+
+    def _summary(self) -> _Summary | None:
+        """The events' summary, read once per version of the file; None (and `corrupt` said) when they cannot be."""
+        path = self.dir / EVENTS
         try:
-            return self.events()
-        except EventsCorrupt as e:
-            self.corrupt = str(e)
-            return []
+            st = path.stat()
+            key = (st.st_size, st.st_mtime_ns, st.st_ino)
+        except OSError:
+            key = (-1, 0, 0)
+        cached = _SUMMARIES.get(path)
+        if cached is None or cached[0] != key:
+            try:
+                found: _Summary | EventsCorrupt = _summarize(_read_levels(self.dir), self._wanted())
+            except EventsCorrupt as e:
+                found = e
+            _SUMMARIES[path] = cached = (key, found)
+        if isinstance(cached[1], EventsCorrupt):
+            self.corrupt = str(cached[1])
+            return None
+        return cached[1]
 
     @property
     def state(self) -> str:
@@ -184,30 +205,20 @@ class Run:
             return "corrupt"
         if self.meta.get("state") and self._finished_since_last_event():
             return str(self.meta["state"])
-        events = self._read()
-        if self.corrupt:
+        summary = self._summary()
+        if summary is None:
             return "corrupt"
-        state = self._state(events)
-        if state == "empty" and self._stored_levels().height:  # events cut short; the tables hold the levels
+        if summary.state == "empty" and self._stored_levels().height:  # events cut short; the tables hold the levels
             return str(self.meta.get("state") or "partial")
-        return state
-
-    def _state(self, events: list[dict[str, Any]]) -> str:
-        done = [e for e in events if e["type"] == "sweep_done"]
-        measured = {row["c"] for row in _level_rows(events) if not row.get("failed")}
-        wanted = set(self.meta.get("settings", {}).get("levels", []))
-        last = done[-1] if done else {}
-        if done and not any(last.get(k) for k in ("aborted", "stopped", "failed")) and wanted <= measured:
-            return "complete"
-        return "partial" if measured or any(e["type"] == "level_done" for e in events) else "empty"
+        return summary.state
 
     @property
     def stopped_because(self) -> str | None:
         """Why the sweep stopped before its end (a level that failed), as the load generator said."""
         if "stopped_because" in self.meta and self._finished_since_last_event():
             return self.meta["stopped_because"] or None
-        done = [e for e in self._read() if e["type"] == "sweep_done"]
-        return (done[-1].get("failed") or None) if done else None
+        summary = self._summary()
+        return summary.stopped_because if summary is not None else None
 
     def _stored_levels(self) -> pl.DataFrame:
         with contextlib.suppress(OSError, pl.exceptions.PolarsError):
@@ -220,7 +231,8 @@ class Run:
             stored = self._stored_levels()
             if stored.height:
                 return stored
-        frame = _frame(_level_rows(self._read()))
+        summary = self._summary()
+        frame = _frame(summary.levels if summary is not None else [])
         if not frame.height and not self.corrupt:  # events cut short: tables written earlier still hold the levels
             return self._stored_levels()
         return frame
@@ -237,38 +249,37 @@ class Run:
             return None
         return f"run {self.name}: {levels.height} levels, peak {max(levels['total_tok_s'].to_list()):.1f} tok/s"
 
-    def requests(self) -> pl.DataFrame:
-        """Every finished request of the levels' attempts that count."""
-        rows = [{k: v for k, v in r.items() if k not in ("type", "t")}
-                for c, group in sorted(_attempts(self.events()).items()) for a in group for r in a.requests]
-        if not rows:
-            return pl.DataFrame()
-        frame = pl.DataFrame(rows, infer_schema_length=None)
-        return frame.with_columns(pl.col("chunks").cast(pl.List(pl.List(pl.Float64)))) if "chunks" in frame.columns else frame
-
-    def write_tables(self) -> None:
-        events = self.events()
-        if not events and (self.dir / LEVELS).exists():
-            return  # nothing to derive them from: keep the tables there are
-        _atomic_parquet(_frame(_level_rows(events)), self.dir / LEVELS)
-        requests = self.requests()
-        if requests.height:
-            _atomic_parquet(requests, self.dir / REQUESTS)
+    def reload(self) -> bool:
+        """run.toml read again; True when it holds the state of tables written after the last event (the load
+        generator finished the run itself)."""
+        with contextlib.suppress(OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+            meta = tomllib.loads((self.dir / META).read_text(encoding="utf-8"))
+            if meta.get("state") and self._finished_since_last_event():
+                self.meta = meta
+                return True
+        return False
 
     def finish(self) -> None:
-        """Tables and state written once a sweep ends; raises RunError (one line) when they cannot be."""
+        """Tables and state written once a sweep ends (the events read once); raises RunError (one line) when they
+        cannot be."""
         try:
-            events = self.events()
+            scan = read_run_events(self.dir)
         except EventsCorrupt as e:
             raise RunError(str(e)) from None
-        self.write_tables()
+        summary = _summarize(scan, self._wanted())
+        if scan.events or not (self.dir / LEVELS).exists():  # with no events, keep the tables there are
+            _atomic_parquet(_frame(summary.levels), self.dir / LEVELS)
+            rows = [r for _, group in sorted(scan.attempts.items()) for a in group for r in a.rows]
+            if rows and scan.requests is not None:
+                _atomic_parquet(scan.requests.frame(rows), self.dir / REQUESTS, row_group_size=2000)
+        del scan
         self.meta["ended"] = datetime.now(UTC).isoformat(timespec="seconds")
-        self.meta["state"] = self._state(events)
-        done = [e for e in events if e["type"] == "sweep_done"]
-        self.meta["stopped_because"] = (done[-1].get("failed") or "") if done else ""
-        started = [e for e in events if e["type"] == "sweep_started" and isinstance(e.get("server"), dict)]
-        if started:  # what the server said of itself (CUDA-graph sizes, speculation): the adaptive config reads it
-            self.meta["server"] = {k: v for k, v in started[-1]["server"].items() if k != "busy"}
+        self.meta["state"] = summary.state
+        self.meta["stopped_because"] = summary.stopped_because or ""
+        if summary.server is not None:  # what the server said of itself (CUDA-graph sizes, speculation): the adaptive config reads it
+            self.meta["server"] = summary.server
+        if summary.client is not None:
+            self.meta["client"] = summary.client
         write_meta(self.dir, self.meta)
 
 
@@ -311,6 +322,11 @@ def open_run(campaign_dir: Path, name: str) -> Run:
     if not directory.is_dir():
         known = ", ".join(r.name for r in list_runs(campaign_dir)) or "none"
         raise RunError(f"no run named {name!r} (runs: {known})")
+    return open_run_dir(directory)
+
+
+def open_run_dir(directory: Path) -> Run:
+    """The run in this directory (the load generator is handed its run's directory)."""
     try:
         meta = tomllib.loads((directory / META).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:

@@ -10,10 +10,11 @@ from textual.binding import Binding
 from textual.containers import Container
 from textual.filter import LineFilter
 from textual.widget import Widget
-from textual.widgets import Footer
+from textual.widgets import DataTable, Footer
 from textual.worker import Worker, WorkerState
 
 from console.gpu.samples import AgentError, Sample
+from console.gpu.telemetry import EarlyStream
 from console.remote.connection import ConnectionEvent
 from console.session import Session
 from console.ui.colours import Recolour
@@ -63,13 +64,16 @@ class PivotApp(App[None]):
     ]
 
     def __init__(self, session: Session, *, theme: str | None = None, readonly: bool = False,
-                 notes: list[str] | None = None):
+                 notes: list[str] | None = None, telemetry: EarlyStream | None = None):
         """The session holds what every pane works with: config, connection, telemetry, lifecycle, sweeps, events.
-        notes: lines the help screen shows first."""
+        notes: lines the help screen shows first. telemetry: the session's telemetry stream, already started (else the
+        app starts reading it when mounted)."""
         super().__init__()
         self.session, self.notes = session, notes or []
+        self.telemetry_stream = telemetry
         self.config = session.config
         self.readonly = readonly
+        self.zoomed: Widget | None = None  # the pane shown on the whole screen
         themes, self.theme_errors = load_themes()
         for t in themes:
             self.register_theme(t)
@@ -133,7 +137,8 @@ class PivotApp(App[None]):
 
     @work(exclusive=True, group="telemetry", exit_on_error=False)
     async def stream_telemetry(self) -> None:
-        async for event in self.session.telemetry.events():
+        stream = self.telemetry_stream or self.session.telemetry
+        async for event in stream.events():
             self.post_message(TelemetryUpdate(event))
 
     @property
@@ -183,7 +188,7 @@ class PivotApp(App[None]):
 
     def action_focus_pane(self, pane: str) -> None:
         target = self.query_one(f"#{pane}")
-        if self.query_one("#panes").has_class("-zoomed"):
+        if self.zoomed is not None:
             self._zoom(target)
         # a widget of the pane that is shown (a short Sweep pane hides its level table), else the pane itself
         shown = [w for w in target.query("*") if w.focusable and all(n.display for n in w.ancestors_with_self if n is not target)]
@@ -216,14 +221,23 @@ class PivotApp(App[None]):
             super().action_focus_previous()
 
     def _zoom(self, pane: Widget | None) -> None:
-        for p in self.query_one("#panes").children:
-            p.set_class(p is pane, "-zoom-target")
+        """One pane on the whole screen (None: the four). Inline styles, not CSS classes: a class on #panes restyled
+        every widget under it (some 350), which made a zoom cost ~100 ms of the event loop."""
+        self.zoomed = pane
+        panes = self.query_one("#panes")
+        for p in panes.children:
+            p.display = pane is None or p is pane
+        if pane is None:
+            for rule in ("grid_size_columns", "grid_size_rows", "grid_columns", "grid_rows"):
+                panes.styles.clear_rule(rule)
+        else:
+            panes.styles.grid_size_columns = panes.styles.grid_size_rows = 1
+            panes.styles.grid_columns = panes.styles.grid_rows = "1fr"
+        for table in panes.query(DataTable):  # a table's rendered rows keep their old width until its caches clear
+            table.notify_style_update()
 
     def action_toggle_zoom(self) -> None:
-        panes = self.query_one("#panes")
-        zoomed = not panes.has_class("-zoomed")
-        panes.set_class(zoomed, "-zoomed")
-        self._zoom(self._pane_of(self.focused) or self.query_one("#gpus") if zoomed else None)
+        self._zoom(self._pane_of(self.focused) or self.query_one("#gpus") if self.zoomed is None else None)
 
     def on_key(self, event: events.Key) -> None:
         """A key of an action --readonly removed (its binding is off, so the key reaches the app): say why nothing

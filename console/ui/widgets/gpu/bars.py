@@ -35,8 +35,10 @@ class GpuBars(Widget):
         self.sample = sample
         for gpu in sample.gpus:
             self.history.setdefault(gpu.index, deque(maxlen=HISTORY)).append(gpu.util_pct or 0.0)
-        self.styles.height = len(sample.gpus) or 1
-        self.refresh(layout=True)
+        height = len(sample.gpus) or 1
+        if self.styles.height is None or self.styles.height.value != height:
+            self.styles.height = height  # lays the screen out again, only when the number of GPUs changes
+        self.refresh()
 
     def _colour(self, name: str) -> Style:
         return theme_style(self.app, name)

@@ -9,7 +9,6 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.widgets import Static
 
 from console.actions import kill
 from console.gpu.format import idle_line
@@ -21,6 +20,7 @@ from console.ui.colours import theme_style
 from console.ui.screens.confirm_kill import ConfirmKill
 from console.ui.widgets.gpu.bars import GpuBars
 from console.ui.widgets.gpu.processes import ProcessTable
+from console.ui.widgets.quiet import QuietStatic
 from console.untrusted import visible
 
 
@@ -53,8 +53,8 @@ class GpuPane(Vertical):
 
     def compose(self) -> ComposeResult:
         yield GpuBars(id="gpu-bars")
-        yield Static("", id="gpu-idle")
-        yield Static("", id="gpu-status")
+        yield QuietStatic("", id="gpu-idle")
+        yield QuietStatic("", id="gpu-status")
         yield ProcessTable(id="gpu-procs")
 
     # -- telemetry ------------------------------------------------------------
@@ -67,7 +67,7 @@ class GpuPane(Vertical):
             self._show_sample(event)
         elif isinstance(event, AgentError):
             if event.kind == "no-driver":
-                self.query_one("#gpu-idle", Static).update(Text(f"No NVIDIA driver on this host: {event.message}", style="bold"))
+                self.query_one("#gpu-idle", QuietStatic).update(Text(f"No NVIDIA driver on this host: {event.message}", style="bold"))
             else:
                 self.say(f"telemetry: {event.message}", "warning")
         elif isinstance(event, LinkDown):
@@ -77,7 +77,7 @@ class GpuPane(Vertical):
         self.sample = sample
         self.query_one(GpuBars).update_sample(sample)
         self.query_one(ProcessTable).update_sample(sample)
-        self.query_one("#gpu-idle", Static).update(self._idle_text(sample))
+        self.query_one("#gpu-idle", QuietStatic).update(self._idle_text(sample))
         if (watch := self.release_watch) is not None:
             for message in watch.update(sample):
                 self.say(message, "success")
@@ -95,13 +95,15 @@ class GpuPane(Vertical):
         text = idle_line(sample, threshold)
         style = "success" if sample.idle(threshold) else "warning"
         stray = len({p.pid for p in sample.stray})
-        self.border_subtitle = f"{stray} stray: K kills them" if stray and not self.readonly else ""
+        subtitle = f"{stray} stray: K kills them" if stray and not self.readonly else ""
+        if subtitle != self.border_subtitle:
+            self.border_subtitle = subtitle
         return Text(text, style=theme_style(self.app, style))
 
     def say(self, message: str, level: str = "") -> None:
         style = theme_style(self.app, level) if level else ""
         self.messages = [*self.messages[-3:], Text(f"{time.strftime('%H:%M:%S')} {message}", style=style)]
-        self.query_one("#gpu-status", Static).update(Text("\n").join(self.messages))
+        self.query_one("#gpu-status", QuietStatic).update(Text("\n").join(self.messages))
 
     # -- kill -----------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:

@@ -17,6 +17,8 @@ from console.gpu.samples import GpuProcess, Sample
 from console.ui.colours import theme_style
 
 ProcKey = tuple[int, int | None]
+COLUMN_LABELS = ("", "GPU", "PID", "USER", "GPU-MEM", "STATE", "AGE", "FLAGS", "COMMAND")
+COLUMN_KEYS = ("tag", "gpu", "pid", "user", "mem", "state", "age", "flags", "cmd")
 SORTS: list[tuple[str, Callable[[GpuProcess], Any], bool]] = [
     ("gpu", lambda p: (p.gpu if p.gpu is not None else -1, p.pid), False),
     ("memory", lambda p: p.mem_mib or 0, True),
@@ -37,11 +39,11 @@ class ProcessTable(DataTable[Text | str]):
         self.tagged: set[ProcKey] = set()
         self.sort_index = 0
         self.procs: dict[str, GpuProcess] = {}
+        self._shown: dict[str, tuple[Text | str, ...]] = {}  # the cells on screen, by row
         self.last_sample: Sample | None = None
 
     def on_mount(self) -> None:
-        for label, key in (("", "tag"), ("GPU", "gpu"), ("PID", "pid"), ("USER", "user"), ("GPU-MEM", "mem"),
-                           ("STATE", "state"), ("AGE", "age"), ("FLAGS", "flags"), ("COMMAND", "cmd")):
+        for label, key in zip(COLUMN_LABELS, COLUMN_KEYS, strict=True):
             self.add_column(label, key=key)
 
     @property
@@ -58,29 +60,40 @@ class ProcessTable(DataTable[Text | str]):
         return joined
 
     def update_sample(self, sample: Sample) -> None:
+        """The sample's processes: the cells that changed when the rows are the same ones in the same order (each
+        second, mostly none), else the table built again."""
         self.last_sample = sample
-        cursor_key = self._cursor_key()
         _, key_fn, reverse = SORTS[self.sort_index]
         procs = sorted(sample.procs, key=key_fn, reverse=reverse)
-        live = {p.key for p in procs}
-        self.tagged &= live  # a process that is gone cannot stay tagged
-        self.procs = {}
-        self.clear()
+        self.tagged &= {p.key for p in procs}  # a process that is gone cannot stay tagged
         now = time.time()
-        for p in procs:
-            row_key = f"{p.pid}:{p.start_ticks}:{p.gpu}"
-            self.procs[row_key] = p
-            tag = Text("●", style=self._colour("accent")) if p.key in self.tagged else Text(" ")
-            cmd_style = "dim" if p.zombie else ""
-            self.add_row(
-                tag, str(p.gpu if p.gpu is not None else "?"), str(p.pid), Text(p.user), f"{gib(p.mem_mib)}G", Text(p.state),
-                age(p.age_s(now)), self._flags(p), Text(p.cmd or "(no command line)", style=cmd_style), key=row_key,
-            )
+        rows = {f"{p.pid}:{p.start_ticks}:{p.gpu}": (p, self._cells(p, now)) for p in procs}
+        if list(rows) == list(self.procs) and len(rows) == self.row_count:
+            for row_key, (p, cells) in rows.items():
+                for column, old, new in zip(COLUMN_KEYS, self._shown[row_key], cells, strict=True):
+                    if old != new:
+                        self.update_cell(row_key, column, new, update_width=True)
+                self.procs[row_key], self._shown[row_key] = p, cells
+            return
+        cursor_key = self._cursor_key()
+        self.clear()
+        self.procs = {key: p for key, (p, _) in rows.items()}
+        self._shown = {key: cells for key, (_, cells) in rows.items()}
+        for row_key, (_, cells) in rows.items():
+            self.add_row(*cells, key=row_key)
         if cursor_key is not None:
             try:
                 self.move_cursor(row=self.get_row_index(cursor_key), animate=False)
             except RowDoesNotExist:
                 pass
+
+    def _tag(self, p: GpuProcess) -> Text:
+        return Text("●", style=self._colour("accent")) if p.key in self.tagged else Text(" ")
+
+    def _cells(self, p: GpuProcess, now: float) -> tuple[Text | str, ...]:
+        return (self._tag(p), str(p.gpu if p.gpu is not None else "?"), str(p.pid), Text(p.user), f"{gib(p.mem_mib)}G",
+                Text(p.state), age(p.age_s(now)), self._flags(p),
+                Text(p.cmd or "(no command line)", style="dim" if p.zombie else ""))
 
     def _cursor_key(self) -> str | None:
         if not self.row_count:
@@ -113,15 +126,19 @@ class ProcessTable(DataTable[Text | str]):
         self.tagged ^= {proc.key}
         for row_key, p in self.procs.items():
             if p.key == proc.key:
-                mark = Text("●", style=self._colour("accent")) if proc.key in self.tagged else Text(" ")
-                self.update_cell(row_key, "tag", mark)
+                self._set_tag(row_key, self._tag(p))
         if self.cursor_row < self.row_count - 1:
             self.move_cursor(row=self.cursor_row + 1)
 
     def action_clear_tags(self) -> None:
         self.tagged.clear()
         for row_key in self.procs:
-            self.update_cell(row_key, "tag", Text(" "))
+            self._set_tag(row_key, Text(" "))
+
+    def _set_tag(self, row_key: str, mark: Text) -> None:
+        self.update_cell(row_key, "tag", mark)
+        if row_key in self._shown:
+            self._shown[row_key] = (mark, *self._shown[row_key][1:])
 
     def action_cycle_sort(self) -> None:
         self.sort_index = (self.sort_index + 1) % len(SORTS)

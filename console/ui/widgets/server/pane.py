@@ -9,7 +9,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.widgets import Input, OptionList, Static
+from textual.widgets import Input, OptionList
 from textual.widgets.option_list import Option
 
 from console.remote.errors import RemoteError
@@ -25,6 +25,7 @@ from console.session import Session
 from console.ui.colours import theme_style
 from console.ui.messages import StatusChanged
 from console.ui.screens.confirm import Confirm
+from console.ui.widgets.quiet import QuietStatic
 from console.ui.widgets.server.log_view import LogView
 from console.untrusted import visible
 
@@ -78,11 +79,11 @@ class ServerPane(Vertical):
         self._highlight_placed = False
 
     def compose(self) -> ComposeResult:
-        yield Static("", id="server-state")
+        yield QuietStatic("", id="server-state")
         with Horizontal(id="server-top"):
             yield OptionList(*self._options(), id="profiles")
-            yield Static("", id="profile-detail")
-        yield Static("", id="preflight")
+            yield QuietStatic("", id="profile-detail")
+        yield QuietStatic("", id="preflight")
         yield Input(placeholder="filter the log…", id="log-filter")
         yield LogView(id="server-log")
 
@@ -101,7 +102,7 @@ class ServerPane(Vertical):
     def on_mount(self) -> None:
         self._show_state()
         if self.lifecycle is None:
-            self.query_one("#profile-detail", Static).update("local mode: the server lifecycle needs a host (pivot --host NAME)")
+            self.query_one("#profile-detail", QuietStatic).update("local mode: the server lifecycle needs a host (pivot --host NAME)")
             return
         current = self.session.spec
         if current is not None:
@@ -143,7 +144,7 @@ class ServerPane(Vertical):
                                         f"the process ended without a stop; its last lines are above —")
         self.status = message.status
         if message.status.state == ServerState.READY and self.checks and all(c.ok and not c.warning for c in self.checks):
-            self.query_one("#preflight", Static).update("")  # all passed and it is up: the room goes back to the log
+            self.query_one("#preflight", QuietStatic).update("")  # all passed and it is up: the room goes back to the log
         if not self._highlight_placed and message.status.profile in self.profiles.names:
             self._highlight_placed = True  # once: start on the running profile, then leave it to the operator
             self.query_one("#profiles", OptionList).highlighted = self.profiles.names.index(message.status.profile)
@@ -166,12 +167,13 @@ class ServerPane(Vertical):
         if status.state == ServerState.CRASHED and status.log_tail:
             last = f"last of {len(status.log_tail)} log lines kept: {status.log_tail[-1]}"
         lines = [head, *(Text(f"  {line}", "dim") for line in (facts, last) if line)]
-        self.query_one("#server-state", Static).update(Text("\n", no_wrap=True, overflow="ellipsis").join(lines))
-        self.border_subtitle = str(status.state)
+        self.query_one("#server-state", QuietStatic).update(Text("\n", no_wrap=True, overflow="ellipsis").join(lines))
+        if self.border_subtitle != str(status.state):
+            self.border_subtitle = str(status.state)
 
     def on_resize(self) -> None:
         # too narrow for a command line beside the list: show it when the pane is zoomed or wide
-        self.query_one("#profile-detail", Static).display = self.size.width >= 60
+        self.query_one("#profile-detail", QuietStatic).display = self.size.width >= 60
 
     def on_descendant_focus(self) -> None:
         """Profiles written meanwhile (pivot compare --write-profile, an editor) appear when the pane is entered."""
@@ -200,7 +202,7 @@ class ServerPane(Vertical):
 
     def _show_detail(self) -> None:
         name = self.highlighted
-        detail = self.query_one("#profile-detail", Static)
+        detail = self.query_one("#profile-detail", QuietStatic)
         if name is None:
             return
         if name in self.profiles.broken:
@@ -217,7 +219,8 @@ class ServerPane(Vertical):
                 text.append("the same server")
             detail.update(text)
             return
-        detail.update(Text.assemble((f"{visible(profile.description)}\n", "italic"), profile.command_line()))
+        left_out = f"\nleft out (false): {' '.join(map(visible, profile.left_out))}" if profile.left_out else ""
+        detail.update(Text.assemble((f"{visible(profile.description)}\n", "italic"), profile.command_line(), (left_out, "dim")))
 
     def _show_checks(self, checks: list[Check]) -> None:
         self.checks = checks
@@ -225,7 +228,7 @@ class ServerPane(Vertical):
         for c in checks:
             colour = "success" if c.ok and not c.warning else "warning" if c.ok else "error"
             text.append("✓ " if c.ok else "✕ ", theme_style(self.app, colour, bold=True)).append(f"{c.name}: {c.detail}\n")
-        self.query_one("#preflight", Static).update(text)
+        self.query_one("#preflight", QuietStatic).update(text)
 
     # -- actions --------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:

@@ -79,6 +79,7 @@ class SweepChart(PlotextPlot):
         super().__init__(**kw)
         self.legend: list[tuple[str, str, str]] = []  # (marker, label, theme variable) of what the chart shows
         self.data = ChartData()
+        self.drawn_inside: bool | None = None  # where the legend went at the last draw (None: not drawn)
 
     def on_mount(self) -> None:  # PlotextPlot's own on_mount runs too
         self._use_theme()  # the frame is the theme's before the first draw too
@@ -121,7 +122,7 @@ class SweepChart(PlotextPlot):
         plt.clear_figure()
         colours = self._use_theme()
         self.legend = []
-        inside = self.legend_inside
+        inside = self.drawn_inside = self.legend_inside
 
         def series(marker: str, name: str, variable: str) -> str | None:
             self.legend.append((marker, name, variable))

@@ -12,7 +12,6 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.widgets import Static
 
 from console.actions.adaptive import write_adaptive_profile
 from console.actions.sweep import ServerBusy, SweepHandle
@@ -24,6 +23,7 @@ from console.sweep.settings import SweepSettings
 from console.sweep.store import Run, RunError, list_runs
 from console.ui.colours import theme_style
 from console.ui.screens.confirm import Confirm
+from console.ui.widgets.quiet import QuietStatic
 from console.ui.widgets.sweep.chart import SECOND, ChartData, SweepChart, earlier_runs
 from console.ui.widgets.sweep.comparison import ComparisonView
 from console.ui.widgets.sweep.form import SweepForm
@@ -93,7 +93,7 @@ class SweepPane(Vertical):
 
     def compose(self) -> ComposeResult:
         yield SweepChart(id="sweep-chart")
-        yield Static("", id="sweep-progress")
+        yield QuietStatic("", id="sweep-progress")
         yield LevelTable(id="sweep-levels")
         yield ComparisonView(id="sweep-compare")
 
@@ -145,7 +145,7 @@ class SweepPane(Vertical):
             text.append("\n").append_text(chart.legend_text())
         for warning in self.warnings:
             text.append(f"\n⚠ {warning}", theme_style(self.app, "warning"))
-        self.query_one("#sweep-progress", Static).update(text)
+        self.query_one("#sweep-progress", QuietStatic).update(text)
 
     def _show_run(self, run: Run) -> None:
         self.data.run = run

@@ -1,0 +1,108 @@
+"""`make bench`: every figure of issue 15 in one command, printed as a table (medians, and the load average while
+each was measured), written to bench/results/latest.json and into bench/README.md. With --before PATH, an older
+checkout is measured the same way and shown beside. Numbers only: nothing here passes or fails.
+
+    python -m bench.run_all [--before PATH] [--runs 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import cli_figures, console_figures, loadgen_figures
+from bench.common import ROOT
+
+README = ROOT / "bench" / "README.md"
+MARK_BEGIN, MARK_END = "<!-- latest table: written by make bench -->", "<!-- end of the latest table -->"
+
+# (key in the results, what it is, goal, unit, part)
+FIGURES = [
+    ("idle_cpu_pct", "idle console CPU, 8 GPUs at 1 s", "< 3 %", "% of a core", "console"),
+    ("ssh_sessions_per_30s", "SSH sessions opened on an OpenSSH host while idle", "0", "per 30 s", "console"),
+    ("lag_idle_p99_ms", "event-loop lateness idle, p99", "< 50 ms", "ms", "console"),
+    ("lag_sweep_p99_ms", "event-loop lateness under a C=250 sweep, p99", "< 50 ms", "ms", "console"),
+    ("lag_sweep_max_ms", "event-loop lateness under a C=250 sweep, max", "", "ms", "console"),
+    ("stall_after_sweep_ms", "longest stall as the sweep ends (tables, redraw)", "off the loop", "ms", "console"),
+    ("finish_s", "Run.finish() on 16,000 requests", "< 2 s", "s", "cli"),
+    ("finish_peak_mib", "Run.finish() peak memory of its process", "< 150 MB", "MiB", "cli"),
+    ("runs_s", "pivot runs, 2 x 16,000 requests without tables", "< 1 s", "s", "cli"),
+    ("runs_show_s", "pivot runs show", "< 1 s", "s", "cli"),
+    ("compare_s", "pivot compare", "< 1 s", "s", "cli"),
+    ("help_s", "pivot --help", "< 0.3 s", "s", "cli"),
+    ("first_paint_s", "TUI first full paint (8 GPU rows with numbers)", "< 1.5 s", "s", "console"),
+    ("key_idle_p50_ms", "key -> screen in tmux (Down/Up), idle, p50", "< 100 ms", "ms", "console"),
+    ("key_sweep_p50_ms", "key -> screen in tmux (Down/Up), under the sweep, p50", "< 100 ms", "ms", "console"),
+    ("zoom_idle_p50_ms", "key -> screen in tmux (z: the whole screen laid out), idle, p50", "< 100 ms", "ms", "console"),
+    ("zoom_sweep_p50_ms", "key -> screen in tmux (z), under the sweep, p50", "< 100 ms", "ms", "console"),
+    ("direct_tok_per_cpu_s", "load generator, direct: tokens per second of its CPU (its one-core ceiling)", "2x", "tok/s",
+     "loadgen"),
+    ("direct_tok_s", "load generator, direct: tok/s reached (C=250/1000, 64 tokens)", "", "tok/s", "loadgen"),
+    ("ssh_tok_per_cpu_s", "load generator, SSH forward: tokens per second of its CPU", "2x", "tok/s", "loadgen"),
+    ("ssh_tok_s", "load generator, SSH forward: tok/s reached", "", "tok/s", "loadgen"),
+]
+
+
+def measure(tree: Path, runs: int) -> dict[str, Any]:
+    started = time.monotonic()
+    results = {"console": console_figures.measure(tree, runs, 15.0),
+               "loadgen": loadgen_figures.measure(tree, runs),
+               "cli": cli_figures.measure(tree, max(runs, 5))}
+    results["seconds"] = round(time.monotonic() - started)
+    return results
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.0f}" if abs(value) >= 100 else f"{value:.2f}" if abs(value) < 10 else f"{value:.1f}"
+    return str(value)
+
+
+def _load(results: dict[str, Any], part: str) -> str:
+    found = results[part]
+    value = found.get("load", found.get("load_start"))
+    return _fmt(value)
+
+
+def table(after: dict[str, Any], before: dict[str, Any] | None) -> str:
+    head = "| figure | goal | " + ("before (load) | " if before else "") + "now (load) | unit |"
+    rows = [head, "|" + "---|" * (head.count("|") - 1)]
+    for key, what, goal, unit, part in FIGURES:
+        now = f"{_fmt(after[part].get(key))} ({_load(after, part)})"
+        was = f"{_fmt(before[part].get(key))} ({_load(before, part)}) | " if before else ""
+        rows.append(f"| {what} | {goal} | {was}{now} | {unit} |")
+    return "\n".join(rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--before", type=Path, help="an older checkout to measure the same way")
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    before = measure(args.before, args.runs) if args.before else None
+    after = measure(ROOT, args.runs)
+    text = table(after, before)
+    stamp = time.strftime("%Y-%m-%d %H:%M")
+    print(text)
+    print(f"\n{os.cpu_count()} CPUs; load average given with each figure (1-minute, while it was measured); "
+          f"{after['seconds']} s for this tree")
+    out = ROOT / "bench" / "results"
+    out.mkdir(exist_ok=True)
+    (out / "latest.json").write_text(json.dumps({"at": stamp, "cpus": os.cpu_count(), "after": after, "before": before},
+                                                indent=1))
+    if README.exists():
+        readme = README.read_text()
+        if MARK_BEGIN in readme and MARK_END in readme:
+            head, rest = readme.split(MARK_BEGIN, 1)
+            README.write_text(f"{head}{MARK_BEGIN}\n\n{stamp}, {os.cpu_count()} CPUs:\n\n{text}\n\n{MARK_END}"
+                              f"{rest.split(MARK_END, 1)[1]}")
+
+
+if __name__ == "__main__":
+    main()
