@@ -6,16 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Protocol
 
 from console.config import HostSpec
 from console.gpu import agent
+from console.gpu.agent_zip import agent_zip
 from console.gpu.samples import AgentError, Hello, Sample, SampleParseError, parse_line
 from console.remote import Connection
 from console.remote.errors import RemoteError
@@ -23,8 +22,6 @@ from console.untrusted import visible
 
 log = logging.getLogger(__name__)
 
-AGENT_SOURCE = Path(agent.__file__).read_bytes()
-AGENT_FILE = f"agent/pivot_agent_{hashlib.sha256(AGENT_SOURCE).hexdigest()[:12]}.py"
 SERVER_PIDFILE = "server.pid"  # in the host's workdir: the server pivot manages
 RETRY_S = 2.0
 
@@ -58,12 +55,13 @@ class RemoteTelemetry:
 
     async def install(self) -> None:
         """Upload the agent unless this exact version is already there (its name carries a hash)."""
-        present = await self.conn.run(["test", "-f", AGENT_FILE], cwd=self.spec.workdir)
+        name, data = agent_zip()
+        present = await self.conn.run(["test", "-f", f"agent/{name}"], cwd=self.spec.workdir)
         if not present.ok:  # (also when the workdir does not exist yet: the upload creates it)
-            await self.conn.upload(AGENT_SOURCE, f"{self.spec.workdir.rstrip('/')}/{AGENT_FILE}", mode=0o755)
+            await self.conn.upload(data, f"{self.spec.workdir.rstrip('/')}/agent/{name}", mode=0o644)
 
     def _argv(self, *args: str) -> list[str]:
-        return [self.spec.python, AGENT_FILE, *args]
+        return [self.spec.python, f"agent/{agent_zip()[0]}", *args]
 
     async def events(self) -> AsyncGenerator[TelemetryEvent, None]:
         """Hello, then samples, forever: across agent restarts and reconnects."""

@@ -1,0 +1,101 @@
+"""Checks for the server lifecycle: `port` (free to bind?) and `help` (the launcher's --help, cached)."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+
+from .wire import emit
+
+
+def run_port(args: argparse.Namespace) -> int:
+    """Exit 0 when HOST:PORT can be bound (free), 1 when it is taken."""
+    sock = socket.socket(socket.AF_INET6 if ":" in args.host else socket.AF_INET, socket.SOCK_STREAM)
+    # as servers do: connections of a stopped server lingering in TIME_WAIT do not make the port busy
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((args.host, args.port))
+    except OSError as e:
+        emit({"type": "port", "free": False, "detail": e.strerror or str(e)})
+        return 1
+    finally:
+        sock.close()
+    emit({"type": "port", "free": True})
+    return 0
+
+
+# Run by the launcher's own python for `python -m PACKAGE...`: the package's version and its __init__'s time. The
+# interpreter's file does not change when the engine is upgraded; these do. find_spec of a top-level name does not
+# import it (an engine's import can take a minute).
+MODULE_VERSION = """import importlib.util, json, os, sys
+try:
+    from importlib.metadata import version
+    v = version(sys.argv[1])
+except Exception:
+    v = None
+spec = importlib.util.find_spec(sys.argv[1])
+origin = spec.origin if spec is not None else None
+print(json.dumps([v, origin, os.stat(origin).st_mtime if origin and os.path.exists(origin) else None]))
+"""
+
+
+def _module(launcher: list) -> str | None:
+    """PACKAGE of `python ... -m PACKAGE.module`, else None."""
+    for i, word in enumerate(launcher[1:-1], 1):
+        if word == "-m":
+            return launcher[i + 1].split(".")[0]
+    return None
+
+
+def _engine_version(launcher: list, program: str) -> str:
+    module = _module(launcher)
+    if module is None:
+        return ""
+    try:
+        out = subprocess.run([program, "-c", MODULE_VERSION, module], capture_output=True, text=True, errors="replace",
+                             timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return out.stdout.strip()
+
+
+def run_help(args: argparse.Namespace) -> int:
+    """The launcher's --help, cached per launcher version: its argv, its program's mtime and size, and for
+    `python -m PACKAGE` the package's version and file time (an upgraded engine is asked again)."""
+
+    program = shutil.which(args.launcher[0]) or args.launcher[0]
+    try:
+        st = os.stat(program)
+    except OSError as e:
+        emit({"type": "help", "ok": False, "detail": "%s: %s" % (program, e.strerror)})
+        return 1
+    identity = [args.launcher, program, st.st_mtime, st.st_size, _engine_version(args.launcher, program)]
+    key = hashlib.sha256(json.dumps(identity).encode()).hexdigest()[:16]
+    cache = os.path.join(args.cache_dir, key + ".txt")
+    cached = os.path.exists(cache)
+    if cached:
+        with open(cache, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+    else:
+        try:
+            out = subprocess.run(list(args.launcher) + ["--help"], capture_output=True, text=True, errors="replace",
+                                 timeout=args.timeout)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            emit({"type": "help", "ok": False, "detail": str(e)})
+            return 1
+        text = out.stdout + out.stderr
+        if out.returncode != 0 or "--" not in text:
+            emit({"type": "help", "ok": False, "detail": "--help exited %d: %s" % (out.returncode, text.strip()[-300:])})
+            return 1
+        os.makedirs(args.cache_dir, exist_ok=True)
+        with open(cache + ".tmp", "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(cache + ".tmp", cache)
+    emit({"type": "help", "ok": True, "cached": cached, "text": text})
+    return 0
+
