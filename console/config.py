@@ -208,6 +208,7 @@ class HostTable:
     port: Port | None = None
     jump: Str | None = None  # another pivot host name, or an OpenSSH ProxyJump string
     role: Annotated[Str, choice(*ROLES)] = "gpu"
+    gpus: Bool = True  # false: a host without GPUs (a CPU engine): no GPU checks, and the GPU pane says so once
     python: Str = "python3"
     workdir: Str = "~/.pivot"
     known_hosts: Str | None = None  # None: OpenSSH's own (~/.ssh/known_hosts and ssh config)

@@ -102,19 +102,22 @@ class FakeLifecycle:
     async def follow_log(self, lines: int = 200) -> FakeLogStream:
         return FakeLogStream(LOG[-lines:])
 
-    async def preflight(self, profile: Profile) -> list[Check]:
+    async def preflight(self, profile: Profile, *, skip: frozenset[str] = frozenset()) -> list[Check]:
         return []
 
-    async def start(self, profile: Profile, *, force: bool = False, via: str | None = None) -> list[Check]:
+    async def start(self, profile: Profile, *, force: bool = False, skip: frozenset[str] = frozenset(),
+                    via: str | None = None) -> list[Check]:
         raise LifecycleError("the fake server cannot be started")
 
     async def stop(self, *, during: str | None = None, via: str | None = None) -> StopReport:
         raise LifecycleError("the fake server cannot be stopped")
 
-    async def switch(self, profile: Profile, *, force: bool = False, via: str | None = None) -> list[Check]:
+    async def switch(self, profile: Profile, *, force: bool = False, skip: frozenset[str] = frozenset(),
+                    via: str | None = None) -> list[Check]:
         raise LifecycleError("the fake server cannot be switched")
 
-    async def restart(self, profiles: ProfileSet, *, force: bool = False, via: str | None = None) -> list[Check]:
+    async def restart(self, profiles: ProfileSet, *, force: bool = False, skip: frozenset[str] = frozenset(),
+                    via: str | None = None) -> list[Check]:
         raise LifecycleError("the fake server cannot be restarted")
 
 

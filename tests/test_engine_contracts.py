@@ -221,3 +221,21 @@ def test_a_profile_asking_for_what_its_engine_switches_off_is_warned_about() -> 
     assert adaptive_warning("vllm", ["vllm", "serve", "m", "-dp", "2", "--speculative-config", schedule]) == (
         "vLLM will drop num_speculative_tokens_per_batch_size: data_parallel_size=2 (dynamic drafting is off with data "
         "parallelism)")
+
+
+def test_the_engine_facts_pivot_acts_on_are_in_the_engines_own_code() -> None:
+    """console/server/engines.py, held to the wheels: the health routes pivot asks, the ready lines, the model
+    argument, the request fields (llama.cpp, TRT-LLM and TGI are not wheels these tests read: their facts carry
+    their source in `Engine.source`)."""
+    from console.server.engines import ENGINES
+
+    sglang_http = engines.source("sglang", "sglang/srt/entrypoints/http_server.py")
+    assert all(f'@app.get("{path}")' in sglang_http for path in ENGINES["sglang"].health)
+    assert f'logger.info("{ENGINES["sglang"].ready_line}")' in sglang_http
+    assert '"--model"' in engines.source("sglang", "sglang/srt/arg_groups/fields/model.py")  # --model-path's alias
+    sglang_protocol = engines.source("sglang", "sglang/srt/entrypoints/openai/protocol.py")
+    assert "ignore_eos: bool" in sglang_protocol and "include_usage" in sglang_protocol
+    vllm_entry = engines.source("vllm", "vllm/entrypoints/launchers/api_server/entry.py")
+    assert f'logger.info("{ENGINES["vllm"].ready_line} %s"' in vllm_entry
+    assert '"model_tag"' in engines.source("vllm", "vllm/entrypoints/common/cli_args.py")  # vllm serve MODEL
+    assert '"/health"' in engines.source("vllm", "vllm/entrypoints/serve/instrumentator/health.py")

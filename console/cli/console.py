@@ -27,9 +27,11 @@ def open_console(cfg: config.Config, host: str | None, theme: str | None, *, loc
 async def _console(session: Session, theme: str | None, readonly: bool, notes: list[str] | None) -> None:
     """The SSH link and the telemetry stream start while Textual is imported, in a thread (Textual only for the TUI,
     and a second or so of imports): the first sample is on its way before the screen exists."""
-    telemetry = EarlyStream(session.telemetry)
+    sampled = session.spec is None or session.spec.gpus  # a host without GPUs (gpus = false) is not sampled
+    telemetry = EarlyStream(session.telemetry) if sampled else None
     try:
         app = await asyncio.to_thread(importlib.import_module, "console.ui.app")
         await app.PivotApp(session, theme=theme, readonly=readonly, notes=notes, telemetry=telemetry).run_async()
     finally:
-        await telemetry.close()
+        if telemetry is not None:
+            await telemetry.close()

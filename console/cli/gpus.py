@@ -72,6 +72,8 @@ async def _gpus(args: argparse.Namespace) -> int:
     cfg = pivot_toml.load(args.config)
     out = Console()
     async with Session(cfg, args.host, local=args.local) as session:
+        if session.spec is not None and not session.spec.gpus:
+            raise ConfigError(cfg.path, f"hosts.{session.spec.name}", "this host has no GPUs (gpus = false)")
         if not args.watch:
             sample = await _first_sample(session)
             if args.json:

@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 
 from console import __version__
+from console.server.checks import CHECKS
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -62,6 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
     server.add_argument("action", choices=["status", "start", "stop", "restart", "switch", "logs"])
     server.add_argument("profile", nargs="?", help="profile to start or switch to")
     server.add_argument("--force", action="store_true", help="start even when a preflight check fails")
+    server.add_argument("--skip", action="append", choices=list(CHECKS), default=[], metavar="CHECK",
+                        help=f"start without this preflight check (one of {', '.join(CHECKS)}; repeatable)")
     server.add_argument("-f", "--follow", action="store_true", help="logs: keep following")
     server.add_argument("--no-wait", dest="wait", action="store_false", help="start/switch/restart: return once launched")
 

@@ -42,6 +42,10 @@ def cmd_profiles(args: argparse.Namespace) -> int:
             raise SystemExit("pivot: profiles show takes one profile name")
         p = profiles.get(names[0])
         print(f"# {visible(str(p.path))}")
+        ready = f"; its log says {visible(p.ready_line)!r}" if p.ready_line else ""
+        first, *rest = map(visible, p.health_paths)
+        fallback = f" (where there is no {first}: {', then '.join(rest)})" if rest else ""
+        print(f"# {p.engine.title} ({p.kind}): ready when {first} answers 200{fallback}{ready}")
         if p.left_out:  # `false` drops a flag; the engine's default then applies, which may not be "off"
             print(f"# left out (false): {' '.join(visible(f) for f in p.left_out)}; write \"False\" to pass the word")
         print(p.command_line())  # unwrapped: a command line to paste
@@ -107,18 +111,19 @@ async def _server_action(session: Session, lifecycle: Lifecycle, args: argparse.
         report = await lifecycle.stop()  # written in the event log by the lifecycle, as every action is
         out.print(report.describe())
         return 0 if not report.leftovers else 1
-    profiles = session.profiles()
+    profiles, skip = session.profiles(), frozenset(args.skip)
     try:
         if action == "restart":
-            checks = await lifecycle.restart(profiles, force=args.force)
+            checks = await lifecycle.restart(profiles, force=args.force, skip=skip)
         elif action == "start":
-            checks = await lifecycle.start(profiles.get(args.profile), force=args.force)
+            checks = await lifecycle.start(profiles.get(args.profile), force=args.force, skip=skip)
         else:
-            checks = await lifecycle.switch(profiles.get(args.profile), force=args.force)
+            checks = await lifecycle.switch(profiles.get(args.profile), force=args.force, skip=skip)
     except PreflightFailed as e:
         print_checks(out, e.checks)
         kept = f"; nothing was stopped: {e.still_running} still runs" if e.still_running else ""
-        out.print(Text(f"not started: {sum(not c.ok for c in e.checks)} check(s) failed{kept} (--force to start anyway)"))
+        failed = sum(not c.ok for c in e.checks)
+        out.print(Text(f"not started: {failed} check(s) failed{kept} (--skip CHECK leaves one out, --force starts anyway)"))
         return 1
     print_checks(out, checks)
     assert session.spec is not None

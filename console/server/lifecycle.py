@@ -27,14 +27,15 @@ import httpx
 from console.config import HostSpec
 from console.events import EventLog, Restart, Start, Stop, Switch
 from console.gpu.kill import KillOutcome
-from console.gpu.samples import GpuProcess, Sample
+from console.gpu.samples import AgentError, GpuProcess
 from console.gpu.telemetry import RemoteTelemetry
 from console.remote import Connection, PortForward
 from console.remote.errors import RemoteError
 from console.remote.loop import RemoteLoop
 from console.remote.streams import LineStream, RemoteStream
+from console.server.engines import ENGINES
 from console.server.preflight import Check, after_stop, preflight
-from console.server.profiles import KINDS, Profile, ProfileSet
+from console.server.profiles import Profile, ProfileSet
 from console.untrusted import visible
 
 RECORD, PIDFILE, LOG = "server.json", "server.pid", "server.log"
@@ -62,6 +63,10 @@ class ServerState(enum.StrEnum):
         return self in (ServerState.STARTING, ServerState.READY, ServerState.UNHEALTHY, ServerState.STOPPING)
 
 
+class NoHealthRoute(Exception):
+    """Every health path of the profile answered 404."""
+
+
 @dataclass(frozen=True)
 class ServerRecord:
     profile: str
@@ -73,6 +78,12 @@ class ServerRecord:
     port: int
     kind: str
     stopped: bool = False
+    health: tuple[str, ...] = ()  # the profile's health paths (empty in a record of an older pivot: the kind's)
+
+    @property
+    def health_paths(self) -> tuple[str, ...]:
+        engine = ENGINES.get(self.kind)
+        return self.health or (engine.health if engine else ("/v1/models",))
 
     @classmethod
     def parse(cls, text: str) -> ServerRecord | None:
@@ -82,6 +93,8 @@ class ServerRecord:
             record = cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
         except (ValueError, TypeError, KeyError, RecursionError):
             return None
+        record = replace(record, health=tuple(p for p in record.health if isinstance(p, str) and p.startswith("/"))
+                         if isinstance(record.health, list | tuple) else ())
         shaped = (isinstance(record.profile, str) and isinstance(record.kind, str) and isinstance(record.argv, list)
                   and all(isinstance(a, str) for a in record.argv) and isinstance(record.pid, int)
                   and isinstance(record.port, int) and 0 < record.port < 65536)
@@ -144,8 +157,13 @@ class PreflightFailed(LifecycleError):
 class StopReport:
     outcomes: tuple[KillOutcome, ...]
     leftovers: tuple[GpuProcess, ...]  # processes of the server's group still holding GPU memory
+    gpus: str = "read"  # "read"; "none" (gpus = false); or why they could not be read: then nothing is said of them
 
     def describe(self) -> str:
+        if self.gpus == "none":
+            return "stopped (this host has no GPUs)"
+        if self.gpus != "read":
+            return f"stopped; GPU memory not checked: {self.gpus}"
         if not self.leftovers:
             return "stopped; no process of its group holds GPU memory"
         pids = ", ".join(str(p.pid) for p in self.leftovers)
@@ -162,11 +180,14 @@ class Lifecycle(Protocol):
     async def poll(self) -> ServerStatus: ...
     async def log_tail(self, lines: int = CRASH_TAIL) -> list[str]: ...
     async def follow_log(self, lines: int = 200) -> LineStream: ...
-    async def preflight(self, profile: Profile) -> list[Check]: ...
-    async def start(self, profile: Profile, *, force: bool = False, via: str | None = None) -> list[Check]: ...
+    async def preflight(self, profile: Profile, *, skip: frozenset[str] = frozenset()) -> list[Check]: ...
+    async def start(self, profile: Profile, *, force: bool = False, skip: frozenset[str] = frozenset(),
+                    via: str | None = None) -> list[Check]: ...
     async def stop(self, *, during: str | None = None, via: str | None = None) -> StopReport: ...
-    async def switch(self, profile: Profile, *, force: bool = False, via: str | None = None) -> list[Check]: ...
-    async def restart(self, profiles: ProfileSet, *, force: bool = False, via: str | None = None) -> list[Check]: ...
+    async def switch(self, profile: Profile, *, force: bool = False, skip: frozenset[str] = frozenset(),
+                    via: str | None = None) -> list[Check]: ...
+    async def restart(self, profiles: ProfileSet, *, force: bool = False, skip: frozenset[str] = frozenset(),
+                    via: str | None = None) -> list[Check]: ...
     async def close(self) -> None: ...
 
 
@@ -226,7 +247,12 @@ class ServerLifecycle:
                                      detail=self.status.detail))
         if self._stopping:
             return self._set(replace(base, state=ServerState.STOPPING))
-        healthy, why = await self._health(record)
+        try:
+            healthy, why = await self._health(record)
+        except NoHealthRoute as e:  # it will not change by waiting: say so while it starts
+            healthy, why = False, str(e)
+            if self.status.state not in (ServerState.READY, ServerState.UNHEALTHY):
+                return self._set(replace(base, state=ServerState.STARTING, ready_at=None, detail=why))
         if healthy:
             self._health_failures = 0
             ready_at = self.status.ready_at if self.status.state in (ServerState.READY, ServerState.UNHEALTHY) else time.time()
@@ -240,10 +266,16 @@ class ServerLifecycle:
         return self._set(replace(base, state=ServerState.STARTING, ready_at=None))
 
     async def _health(self, record: ServerRecord) -> tuple[bool, str]:
+        """Each health path in turn: 200 is ready, 404 (no such route on this server) asks the next, anything else
+        is not ready yet (503 while the model loads)."""
         try:
             client = await self._client(record.port)
-            response = await client.get(KINDS[record.kind][0])
-            return response.status_code == 200, f"health answered {response.status_code}"
+            for path in record.health_paths:
+                response = await client.get(path)
+                if response.status_code != 404:
+                    return response.status_code == 200, f"{path} answered {response.status_code}"
+            raise NoHealthRoute(f"{', then '.join(record.health_paths)} answered 404: this server has no such route; "
+                                "set health_path in its profile")
         except (httpx.HTTPError, RemoteError, OSError) as e:
             return False, f"health check failed: {type(e).__name__}"
 
@@ -293,22 +325,23 @@ class ServerLifecycle:
         """The profile's argv with the remote home put in for a leading ~/ in the program and paths."""
         return [await self.conn.expand(a) if a.startswith("~/") else a for a in profile.argv()]
 
-    async def preflight(self, profile: Profile) -> list[Check]:
+    async def preflight(self, profile: Profile, *, skip: frozenset[str] = frozenset()) -> list[Check]:
         return await preflight(self.conn, self.agent, profile, await self.resolved_argv(profile),
-                               idle_threshold_mib=self.idle_threshold_mib)
+                               idle_threshold_mib=self.idle_threshold_mib, gpus=self.spec.gpus, skip=skip)
 
     # -- actions --------------------------------------------------------------
-    async def start(self, profile: Profile, *, force: bool = False, via: str | None = None) -> list[Check]:
-        checks = await self._start(profile, force=force)
+    async def start(self, profile: Profile, *, force: bool = False, skip: frozenset[str] = frozenset(),
+                    via: str | None = None) -> list[Check]:
+        checks = await self._start(profile, force=force, skip=skip)
         if self.events is not None:
             self.events.append(Start(via=via or self.via, host=self.spec.name, profile=profile.name, pid=self.status.pid))
         return checks
 
-    async def _start(self, profile: Profile, *, force: bool) -> list[Check]:
+    async def _start(self, profile: Profile, *, force: bool, skip: frozenset[str]) -> list[Check]:
         current = await self.poll()
         if current.state.running:
             raise LifecycleError(f"a server is already {current.state} ({current.profile}, pid {current.pid}): stop it or switch")
-        checks = await self.preflight(profile)
+        checks = await self.preflight(profile, skip=skip)
         if not force and not all(c.ok for c in checks):
             raise PreflightFailed(checks)
         argv = await self.resolved_argv(profile)
@@ -320,7 +353,8 @@ class ServerLifecycle:
         pid = int(result.stdout.strip())
         stat = (await self.conn.run(["cat", f"/proc/{pid}/stat"])).stdout
         ticks = int(stat.rsplit(")", 1)[1].split()[19]) if stat else None
-        record = ServerRecord(profile.name, argv, pid, ticks, time.time(), profile.host, profile.port, profile.kind)
+        record = ServerRecord(profile.name, argv, pid, ticks, time.time(), profile.host, profile.port, profile.kind,
+                              health=profile.health_paths)
         await self.conn.upload(json.dumps(asdict(record), indent=1).encode(), f"{self.spec.workdir.rstrip('/')}/{RECORD}")
         self._stopping, self._health_failures, self._crash_for = False, 0, None
         self.status = ServerStatus(ServerState.STOPPED)  # so that ready_at and model are learnt afresh
@@ -343,13 +377,17 @@ class ServerLifecycle:
                                    f"{self.spec.workdir.rstrip('/')}/{RECORD}")
             await self._forget_forward()
             leftovers: tuple[GpuProcess, ...] = ()
-            for _ in range(10):  # the driver frees memory shortly after the processes end
+            gpus = "read" if self.spec.gpus else "none"
+            for _ in range(10 if self.spec.gpus else 0):  # the driver frees memory shortly after the processes end
                 sample = await self.agent.sample_once()
-                leftovers = tuple(p for p in sample.procs if p.pgid == record.pid) if isinstance(sample, Sample) else ()
+                if isinstance(sample, AgentError):
+                    gpus = f"cannot read the GPUs ({sample.message})"
+                    break
+                leftovers = tuple(p for p in sample.procs if p.pgid == record.pid)
                 if not leftovers:
                     break
                 await asyncio.sleep(0.5)
-            report = StopReport(outcomes, leftovers)
+            report = StopReport(outcomes, leftovers, gpus)
             if self.events is not None:
                 self.events.append(Stop(via=via or self.via, host=self.spec.name, profile=visible(record.profile), pid=record.pid,
                                         outcome=report.describe(), during=during))
@@ -359,38 +397,41 @@ class ServerLifecycle:
         finally:
             self._stopping = False
 
-    async def switch(self, profile: Profile, *, force: bool = False, via: str | None = None) -> list[Check]:
+    async def switch(self, profile: Profile, *, force: bool = False, skip: frozenset[str] = frozenset(),
+                    via: str | None = None) -> list[Check]:
         """Check the profile, stop whatever runs, check that the GPUs are idle, start the profile: one action.
 
         A profile that cannot start stops nothing: every preflight check runs before the stop, but for those the stop
         itself makes true (the GPUs idle when only the server holds them, and the port when the server holds it).
         """
-        current = await self._replace(profile, force=force, during=f"switch to {profile.name}", via=via)
-        checks = await self._start(profile, force=force)
+        current = await self._replace(profile, force=force, skip=skip, during=f"switch to {profile.name}", via=via)
+        checks = await self._start(profile, force=force, skip=skip)
         if self.events is not None:
             self.events.append(Switch(via=via or self.via, host=self.spec.name, profile=profile.name,
                                       replaced=visible(current.profile) if current.profile else None))
         return checks
 
-    async def restart(self, profiles: ProfileSet, *, force: bool = False, via: str | None = None) -> list[Check]:
+    async def restart(self, profiles: ProfileSet, *, force: bool = False, skip: frozenset[str] = frozenset(),
+                    via: str | None = None) -> list[Check]:
         """The running server's profile, stopped and started again (its profile file as it is now)."""
         current = await self.poll()
         if current.profile is None:
             raise LifecycleError("no server to restart")
         profile = profiles.get(current.profile)
-        await self._replace(profile, force=force, during="restart", via=via)
-        checks = await self._start(profile, force=force)
+        await self._replace(profile, force=force, skip=skip, during="restart", via=via)
+        checks = await self._start(profile, force=force, skip=skip)
         if self.events is not None:
             self.events.append(Restart(via=via or self.via, host=self.spec.name, profile=profile.name, pid=self.status.pid))
         return checks
 
-    async def _replace(self, profile: Profile, *, force: bool, during: str, via: str | None) -> ServerStatus:
+    async def _replace(self, profile: Profile, *, force: bool, skip: frozenset[str], during: str,
+                       via: str | None) -> ServerStatus:
         """Stop the running server for `profile`, once its preflight passes; the status it had."""
         current = await self.poll()
         if current.state in (ServerState.STARTING, ServerState.READY, ServerState.UNHEALTHY):
             if not force:
                 record = self.record
-                checks = after_stop(await self.preflight(profile), profile, await self.agent.sample_once(),
+                checks = after_stop(await self.preflight(profile, skip=skip), profile, await self.agent.sample_once(),
                                     (record.host, record.port) if record is not None else None)
                 if not all(c.ok for c in checks):
                     raise PreflightFailed(checks, still_running=f"{current.profile} (pid {current.pid})")

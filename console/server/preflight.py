@@ -3,24 +3,18 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from console.gpu.format import idle_line
 from console.gpu.samples import AgentError, Sample
 from console.gpu.telemetry import RemoteTelemetry
 from console.remote import Connection
 from console.remote.errors import RemoteError
-from console.server.profiles import KINDS, Profile
+from console.server.checks import CHECKS, Check
+from console.server.engines import POSITIONAL
+from console.server.profiles import Profile
 from console.server.speculation import adaptive_warning
 from console.untrusted import visible
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    ok: bool
-    detail: str
-    warning: bool = False  # passed, but worth reading
 
 
 def known_flags(help_text: str) -> tuple[set[str], set[str]]:
@@ -33,48 +27,100 @@ def known_flags(help_text: str) -> tuple[set[str], set[str]]:
 
 
 async def preflight(conn: Connection, agent: RemoteTelemetry, profile: Profile, argv: list[str], *,
-                    idle_threshold_mib: float) -> list[Check]:
+                    idle_threshold_mib: float, gpus: bool = True, skip: frozenset[str] = frozenset()) -> list[Check]:
     """Every check before a start: the launcher and the model on the host, the GPUs idle, the port free, every flag
-    known to the launcher's own --help, and what the engine will make of the profile's speculation."""
+    known to the launcher's own --help, and what the engine will make of the profile's speculation. gpus: the host
+    has GPUs (pivot.toml's `gpus = false` says it has none); skip: checks not to run (CHECKS), each said so."""
     checks = []
-    which = await conn.run(["sh", "-c", 'command -v "$1"', "sh", argv[0]])
-    checks.append(Check("launcher", which.ok, visible(which.stdout.strip()) or f"{argv[0]} not found on the host"))
-    model = await conn.expand(profile.model_path)
-    exists = await conn.run(["test", "-e", model])
-    checks.append(Check("model path", exists.ok, model if exists.ok else f"{model} does not exist on the host"))
-    sample = await agent.sample_once()
-    if isinstance(sample, AgentError):
-        checks.append(Check("GPUs idle", False, f"cannot read the GPUs: {sample.message}"))
-    else:
-        idle = sample.idle(idle_threshold_mib)
-        checks.append(Check("GPUs idle", idle, idle_line(sample, idle_threshold_mib)))
-    status, lines = await agent.agent("port", profile.host, str(profile.port))
-    free = status == 0
-    checks.append(Check("port free", free, f"{profile.host}:{profile.port} " + ("is free" if free else
-                        f"is in use ({visible(str(lines[0].get('detail', ''))) if lines else ''})")))
-    checks.append(await check_flags(agent, profile, argv))
+    if "launcher" not in skip:
+        which = await conn.run(["sh", "-c", 'command -v "$1"', "sh", argv[0]])
+        checks.append(Check("launcher", which.ok, visible(which.stdout.strip()) or f"{argv[0]} not found on the host"))
+    if "model-path" not in skip:
+        model = await conn.expand(profile.model_path)
+        exists = await conn.run(["test", "-e", model])
+        checks.append(Check("model path", exists.ok, model if exists.ok else f"{model} does not exist on the host"))
+    if not gpus:
+        checks.append(Check("GPUs idle", True, "this host has no GPUs (gpus = false in pivot.toml)"))
+    elif "gpus-idle" not in skip:
+        sample = await agent.sample_once()
+        if isinstance(sample, AgentError):
+            checks.append(Check("GPUs idle", False, f"cannot read the GPUs: {sample.message}"))
+        else:
+            idle = sample.idle(idle_threshold_mib)
+            checks.append(Check("GPUs idle", idle, idle_line(sample, idle_threshold_mib)))
+    if "port-free" not in skip:
+        status, lines = await agent.agent("port", profile.host, str(profile.port))
+        free = status == 0
+        checks.append(Check("port free", free, f"{profile.host}:{profile.port} " + ("is free" if free else
+                            f"is in use ({visible(str(lines[0].get('detail', ''))) if lines else ''})")))
+    if "flags-known" not in skip:
+        flags, help_text = await check_flags(agent, profile, argv)
+        checks += [flags, *filter(None, [interrupts(profile, help_text)])]
+    checks += [Check(name, True, f"not checked (--skip {s})", warning=True) for s, name in CHECKS.items() if s in skip]
     if warning := adaptive_warning(profile.kind, argv):
         checks.append(Check("adaptive speculation", True, warning, warning=True))
     return checks
 
-async def check_flags(agent: RemoteTelemetry, profile: Profile, argv: list[str]) -> Check:
+async def check_flags(agent: RemoteTelemetry, profile: Profile, argv: list[str]) -> tuple[Check, str]:
+    """The check, and the --help it read ("" when it could not)."""
     launcher = argv[: len(profile.launcher)]
     try:
         status, lines = await agent.agent("help", "--cache-dir", "help-cache", "--", *launcher, timeout=240)
     except RemoteError as e:
-        return Check("flags known", False, str(e))
+        return Check("flags known", False, str(e)), ""
     if status != 0 or not lines or not lines[-1].get("ok"):
-        why = lines[-1].get("detail") if lines else status
-        return Check("flags known", False, f"cannot read the launcher's --help: {visible(str(why))}")
-    known, deprecated = known_flags(lines[-1]["text"])
-    wanted = [*profile.flags, "host", "port"] + (["model-path"] if KINDS[profile.kind][2] else [])
+        why = visible(str(lines[-1].get("detail") if lines else status))
+        return Check("flags known", False, f"cannot read the launcher's --help: {why}{_advice(profile, why)}"), ""
+    text = str(lines[-1]["text"])
+    known, deprecated = known_flags(text)
+    model_flag = [] if profile.model_arg == POSITIONAL else [profile.model_arg]
+    wanted = [*profile.flags, "host", "port"] + [f.lstrip("-") for f in model_flag if f.startswith("--")]
+    if profile.model_arg == POSITIONAL and not takes_positional(text):
+        return Check("flags known", False, "the launcher's --help names no positional argument for the model: set "
+                                           "model_arg to its flag (for example model_arg = \"--model\")"), text
     unknown = [f for f in wanted if f not in known]
     old = [f for f in wanted if f in deprecated]
     if unknown:
-        return Check("flags known", False, "unknown to this launcher: " + ", ".join(f"--{f}" for f in unknown))
+        return Check("flags known", False, "unknown to this launcher: " + ", ".join(f"--{f}" for f in unknown)), text
     if old:
-        return Check("flags known", True, "deprecated: " + ", ".join(f"--{f}" for f in old), warning=True)
-    return Check("flags known", True, f"all {len(wanted)} flags known to the launcher")
+        return Check("flags known", True, "deprecated: " + ", ".join(f"--{f}" for f in old), warning=True), text
+    return Check("flags known", True, f"all {len(wanted)} flags known to the launcher"), text
+
+
+def interrupts(profile: Profile, help_text: str) -> Check | None:
+    """llama-cpp-python ends a stream as soon as another request waits (interrupt_requests, True by default:
+    llama_cpp/server/settings.py, app.py get_event_publisher): at C >= 2 most requests would end early."""
+    if profile.kind != "llamacpp" or "--interrupt_requests" not in help_text:
+        return None
+    value = profile.flags.get("interrupt_requests")
+    if isinstance(value, str) and value.strip().lower() in ("0", "off", "f", "false", "n", "no"):
+        return None
+    return Check("interrupts", True, 'this server ends each stream when the next request arrives unless told not to: '
+                 'set interrupt_requests = "False" in the profile\'s [flags] to measure concurrency', warning=True)
+
+
+def takes_positional(help_text: str) -> bool:
+    """Whether a --help names a positional argument: argparse's own section, or in the usage line a bracketed name
+    (`vllm serve [model_tag]`) or an upper-case one (click's `trtllm-serve [OPTIONS] MODEL`), options aside."""
+    if re.search(r"^positional arguments:", help_text, re.M | re.I):
+        return True
+    usage = re.search(r"usage:\s*(.*)", help_text, re.I)
+    words = usage.group(1).split() if usage else []
+    for before, word in zip(["", *words], words, strict=False):
+        name = word.strip("[].")
+        metavar = before.lstrip("[").startswith("-")  # --model-path MODEL_PATH: the flag's value, not an argument
+        if name.isidentifier() and name.upper() != "OPTIONS" and not metavar and (word.startswith("[") or name.isupper()):
+            return True
+    return False
+
+
+def _advice(profile: Profile, why: str) -> str:
+    """What to change when --help itself fails: argparse's 'expected one argument' for the launcher's last word
+    means the launcher ends in the model's flag, which belongs in model_arg."""
+    last = profile.launcher[-1]
+    if last.startswith("-") and "expected one argument" in why:
+        return f"; the launcher ends in {last}, which takes the model: write model_arg = \"{last}\" and leave it out of the launcher"
+    return ""
 
 
 def after_stop(checks: list[Check], profile: Profile, sample: Sample | AgentError, held: tuple[str, int] | None) -> list[Check]:

@@ -1,6 +1,7 @@
 """Launch profiles: TOML data (never code) that says how to start an inference server.
 
-    kind = "sglang"                 # or "vllm": which health endpoint and ready line to expect
+    kind = "sglang"                 # sglang, vllm, llamacpp, trtllm, tgi or openai (console/server/engines.py)
+    health_path = "/health"         # optional: the kind's own unless given (so are model_arg and ready_line)
     launcher = "~/ml-env/bin/python3 -m sglang.launch_server"   # a string (split like a shell) or a list
     model_path = "/shared/kimi-k2.5-int4"
     host = "127.0.0.1"
@@ -32,12 +33,8 @@ from pydantic_core import PydanticCustomError
 
 from console.config import Bool, Int, Invalid, Number, Port, Str, Table, choice, expect, must, validate
 from console.remote.command import shell_line
+from console.server.engines import ENGINES, KINDS, POSITIONAL, Engine
 
-KINDS = {
-    # kind: (health path, ready line in the log, how the model is passed)
-    "sglang": ("/health", "The server is fired up and ready to roll!", "--model-path"),
-    "vllm": ("/health", "Starting vLLM server on", None),  # `vllm serve MODEL`: the model is positional
-}
 FlagValue = bool | int | float | str | list[str | int | float]
 
 
@@ -63,6 +60,10 @@ class ProfileFile(Table):
     the merge)."""
 
     kind: Annotated[Str, choice(*KINDS)] = "sglang"
+    health_path: Annotated[Str, must(lambda p: p.startswith("/"), "expected a path starting with /, got {value}")] | None = None
+    model_arg: Annotated[Str, must(lambda a: a == POSITIONAL or (a.startswith("-") and len(a) > 1),
+                                   f"expected a flag such as --model, or {POSITIONAL!r}, got {{value}}")] | None = None
+    ready_line: Str | None = None
     launcher: Launcher = Field(description="the command that starts the server")
     model_path: Annotated[Str, must(bool, f"missing: {_MODEL_PATH}")] = Field(description=_MODEL_PATH)
     host: Str = "127.0.0.1"
@@ -93,14 +94,23 @@ class Profile:
     env: Mapping[str, str] = field(default_factory=dict)
     flags: Mapping[str, FlagValue] = field(default_factory=dict)
     extends: str | None = None
+    overrides: Mapping[str, str] = field(default_factory=dict)  # health_path, model_arg, ready_line as written
 
     @property
-    def health_path(self) -> str:
-        return KINDS[self.kind][0]
+    def engine(self) -> Engine:
+        return ENGINES[self.kind]
 
     @property
-    def ready_line(self) -> str:
-        return KINDS[self.kind][1]
+    def health_paths(self) -> tuple[str, ...]:
+        return (self.overrides["health_path"],) if "health_path" in self.overrides else self.engine.health
+
+    @property
+    def model_arg(self) -> str:
+        return self.overrides.get("model_arg", self.engine.model_arg)
+
+    @property
+    def ready_line(self) -> str | None:
+        return self.overrides.get("ready_line", self.engine.ready_line)
 
     @property
     def left_out(self) -> list[str]:
@@ -127,8 +137,7 @@ class Profile:
 
     def argv(self) -> list[str]:
         """The server's command line: launcher, model, host and port, then the flags."""
-        model_flag = KINDS[self.kind][2]
-        model = [model_flag, self.model_path] if model_flag else [self.model_path]
+        model = [self.model_path] if self.model_arg == POSITIONAL else [self.model_arg, self.model_path]
         return [*self.launcher, *model, "--host", self.host, "--port", str(self.port), *self.flag_args()]
 
     def command_line(self) -> str:
@@ -140,10 +149,10 @@ class Profile:
 def diff(a: Profile, b: Profile) -> list[tuple[str, str | None, str | None]]:
     """(setting, value in a, value in b) for every setting that differs; None where absent."""
     rows: list[tuple[str, str | None, str | None]] = []
-    for key in ("kind", "launcher", "model_path", "host", "port"):
+    for key in ("kind", "launcher", "model_path", "model_arg", "host", "port", "health_paths", "ready_line"):
         va, vb = getattr(a, key), getattr(b, key)
         if va != vb:
-            rows.append((key, shlex.join(va) if key == "launcher" else str(va), shlex.join(vb) if key == "launcher" else str(vb)))
+            rows.append((key, _setting(key, va), _setting(key, vb)))
     for key in sorted(set(a.env) | set(b.env)):
         if a.env.get(key) != b.env.get(key):
             rows.append((f"env.{key}", a.env.get(key), b.env.get(key)))
@@ -152,6 +161,14 @@ def diff(a: Profile, b: Profile) -> list[tuple[str, str | None, str | None]]:
         if va != vb:
             rows.append((f"--{key}", None if va is None else _show(va), None if vb is None else _show(vb)))
     return rows
+
+
+def _setting(key: str, value: Any) -> str:
+    if key == "launcher":
+        return shlex.join(value)
+    if key == "health_paths":
+        return ", then ".join(value)
+    return "(none)" if value is None else str(value)
 
 
 def _show(value: FlagValue) -> str:
@@ -207,6 +224,7 @@ def _build(name: str, path: Path, data: dict[str, Any], extends: str | None) -> 
     return Profile(
         name=name, path=path, kind=spec.kind, launcher=cast("tuple[str, ...]", spec.launcher), model_path=spec.model_path, host=spec.host,
         port=spec.port, description=spec.description, env=dict(spec.env), flags=dict(spec.flags), extends=extends,
+        overrides={k: v for k in ("health_path", "model_arg", "ready_line") if (v := getattr(spec, k)) is not None},
     )
 
 

@@ -201,7 +201,7 @@ class SimHost:
                                     cwd=self.home, start_new_session=True)
         (workdir / PIDFILE).write_text(f"{proc.pid}\n")
         record = ServerRecord(profile.name, argv, proc.pid, state.proc_start_ticks(proc.pid), time.time(), profile.host,
-                              port, profile.kind)
+                              port, profile.kind, health=profile.health_paths)
         (workdir / RECORD).write_text(json.dumps(dataclasses.asdict(record), indent=1))
         return proc.pid
 

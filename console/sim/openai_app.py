@@ -121,6 +121,7 @@ class SimServer:
         self.enable_metrics = enable_metrics
         self.ready = False
         self.app = Starlette(routes=[
+            Route("/ready", self.health),  # SGLang's: 503 until warmed up, then 200, without a generation
             Route("/health", self.health),
             Route("/health_generate", self.health),
             Route("/v1/models", self.models),

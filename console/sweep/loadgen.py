@@ -39,6 +39,7 @@ from typing import Any
 import aiohttp
 
 from console.remote import Connection, RemoteError
+from console.server.engines import ENGINES, Engine
 from console.sweep.metrics import FAILED_ERROR_RATE, RequestRecord, level_metrics, percentile
 from console.sweep.requests import TokensPerChunk, one_request, prompts, request_body
 from console.sweep.runfiles import EventLogFile
@@ -101,7 +102,7 @@ def client_session(url: str, headers: dict[str, str], most: int, idle_timeout_s:
 
 async def run_level(client: aiohttp.ClientSession, settings: SweepSettings, model: str, c: int, sink: EventSink,
                     scrape_metrics: bool, per_chunk: TokensPerChunk, host_load: HostLoad | None,
-                    repeat: bool = False) -> dict[str, Any]:
+                    repeat: bool = False, ignore_eos: bool = True) -> dict[str, Any]:
     total = settings.requests_for(c)
     pool = prompts(settings)
     sink.emit({"type": "level_started", "c": c, "requests": total, "warmup": settings.warmup, "repeat": repeat})
@@ -125,7 +126,7 @@ async def run_level(client: aiohttp.ClientSession, settings: SweepSettings, mode
                 return
             index = next_index
             next_index += 1
-            path, body = request_body(settings, model, pool[index % len(pool)])
+            path, body = request_body(settings, model, pool[index % len(pool)], ignore_eos=ignore_eos)
             in_flight += 1
             peak = max(peak, in_flight)
             try:
@@ -173,7 +174,8 @@ def client_placement(forwarded_from: str | None) -> dict[str, Any]:
 
 
 async def sweep(url: str, run_dir: Path, settings: SweepSettings, *, resume: bool, repeat: list[int] | None = None,
-                host_load: HostLoad | None = None, forwarded_from: str | None = None) -> int:
+                host_load: HostLoad | None = None, forwarded_from: str | None = None, kind: str | None = None) -> int:
+    """kind: the managed server's engine kind, when pivot started it (what its requests may carry)."""
     sink = EventSink(run_dir)
     done = completed_levels(run_dir) if resume else set()
     stop_after_level = asyncio.Event()
@@ -183,12 +185,14 @@ async def sweep(url: str, run_dir: Path, settings: SweepSettings, *, resume: boo
         headers["Authorization"] = f"Bearer {os.environ[settings.api_key_env]}"
     levels = repeat or list(settings.levels)
     per_chunk = TokensPerChunk()
+    engine = ENGINES.get(kind or "")
+    ignore_eos = engine is None or engine.ignore_eos
     failed: str | None = None
     async with client_session(url, headers, max(levels), settings.idle_timeout_s) as client:
         facts = await server_facts(client)
         model = settings.model or facts.get("model") or "default"
         sink.emit({"type": "sweep_started", "url": url, "model": model, "server": facts, "resumed": sorted(done),
-                   "repeat": repeat or [], "warnings": warnings_for(levels, facts), "pid": os.getpid(),
+                   "repeat": repeat or [], "warnings": warnings_for(levels, facts) + engine_warnings(engine), "pid": os.getpid(),
                    "client": client_placement(forwarded_from)})
         stopped = False
         for c in levels:
@@ -198,13 +202,13 @@ async def sweep(url: str, run_dir: Path, settings: SweepSettings, *, resume: boo
                 stopped = True
                 break
             result = await run_level(client, settings, model, c, sink, bool(facts.get("metrics")), per_chunk, host_load,
-                                     repeat=bool(repeat))
+                                     repeat=bool(repeat), ignore_eos=ignore_eos)
             if result["failed"]:
                 answering = await server_answers(client, settings.server_wait_s)
                 if answering:
                     sink.emit({"type": "level_retry", "c": c, "reason": result["failed"]})
                     result = await run_level(client, settings, model, c, sink, bool(facts.get("metrics")), per_chunk,
-                                             host_load, repeat=bool(repeat))
+                                             host_load, repeat=bool(repeat), ignore_eos=ignore_eos)
                 if result["failed"]:
                     why = "" if answering else f"; the server did not answer for {settings.server_wait_s:g} s"
                     failed = f"C={c}: {result['failed']}" + (f" ({result['first_error']})" if result["first_error"] else "") + why
@@ -212,6 +216,13 @@ async def sweep(url: str, run_dir: Path, settings: SweepSettings, *, resume: boo
         sink.emit({"type": "sweep_done", "aborted": False, "stopped": stopped, "failed": failed})
     sink.sync()
     return 3 if failed else 0
+
+
+def engine_warnings(engine: Engine | None) -> list[str]:
+    if engine is not None and not engine.ignore_eos:
+        return [f"{engine.title} has no ignore_eos: a request may end before max_tokens; such requests are counted "
+                "as short, and their tokens as they came"]
+    return []
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -249,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
                 url = (await conn.forward("127.0.0.1", args.port)).url
                 host_load = _host_load(conn)
             return await sweep(url, args.run_dir, settings, resume=args.resume, repeat=args.repeat, host_load=host_load,
-                               forwarded_from=args.host)
+                               forwarded_from=args.host, kind=meta.get("kind"))
         except asyncio.CancelledError:
             EventSink(args.run_dir).emit({"type": "sweep_done", "aborted": True, "stopped": False})
             return 130

@@ -51,9 +51,11 @@ def prompts(settings: SweepSettings) -> list[Any]:
     return [" ".join(rng.choice(WORDS) for _ in range(settings.input_tokens * 4 // 5)) for _ in range(64)]
 
 
-def request_body(settings: SweepSettings, model: str, prompt: Any) -> tuple[str, dict[str, Any]]:
-    common = {"model": model, "max_tokens": settings.max_tokens, "stream": True, "ignore_eos": True, "temperature": 0,
-              "stream_options": {"include_usage": True, "continuous_usage_stats": True}, **settings.extra_body}
+def request_body(settings: SweepSettings, model: str, prompt: Any, *, ignore_eos: bool = True) -> tuple[str, dict[str, Any]]:
+    """ignore_eos: the server honours the field (console/server/engines.py); one that does not may refuse it."""
+    common = {"model": model, "max_tokens": settings.max_tokens, "stream": True, "temperature": 0,
+              "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+              **({"ignore_eos": True} if ignore_eos else {}), **settings.extra_body}
     if settings.api == "chat":
         messages = prompt if isinstance(prompt, list) else [{"role": "user", "content": str(prompt)}]
         return "/v1/chat/completions", {**common, "messages": messages}

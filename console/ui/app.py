@@ -22,6 +22,7 @@ from console.ui.commands import PivotCommands
 from console.ui.messages import ConnectionChanged, ShowComparison, StatusChanged, TelemetryUpdate
 from console.ui.screens.help import HelpScreen
 from console.ui.themes import DEFAULT_THEME, load_themes, variable_defaults
+from console.ui.widgets.gpu.bars import GpuBars
 from console.ui.widgets.gpu.pane import GpuPane
 from console.ui.widgets.gpu.processes import ProcessTable
 from console.ui.widgets.host_status import HostStatus
@@ -132,7 +133,10 @@ class PivotApp(App[None]):
             self.notify(problem, title="Theme", severity="warning", timeout=8)
         if self.session.spec is not None:
             self.session.conn.add_listener(self._connection_changed)
-        self.stream_telemetry()
+        if self.session.spec is not None and not self.session.spec.gpus:  # said once; nothing to sample
+            self.query_one(GpuBars).no_gpus(f"{self.session.spec.name} has no GPUs (gpus = false in pivot.toml)")
+        else:
+            self.stream_telemetry()
         self.query_one(ProcessTable).focus()
 
     @work(exclusive=True, group="telemetry", exit_on_error=False)

@@ -30,9 +30,17 @@ class GpuBars(Widget):
         super().__init__(**kw)  # type: ignore[arg-type]
         self.sample: Sample | None = None
         self.history: dict[int, deque[float]] = {}
+        self.absent: str | None = None  # why there are no GPUs to show (no driver, or a host declared without)
+
+    def no_gpus(self, why: str) -> None:
+        """Said once, in place of the bars, wrapped to the pane's width."""
+        if why != self.absent:
+            self.absent, self.sample = why, None
+            self.styles.height = "auto"
+            self.refresh(layout=True)
 
     def update_sample(self, sample: Sample) -> None:
-        self.sample = sample
+        self.sample, self.absent = sample, None
         for gpu in sample.gpus:
             self.history.setdefault(gpu.index, deque(maxlen=HISTORY)).append(gpu.util_pct or 0.0)
         height = len(sample.gpus) or 1
@@ -81,6 +89,8 @@ class GpuBars(Widget):
         return text
 
     def render(self) -> Text:
+        if self.absent is not None:
+            return Text(self.absent, style="bold")
         if self.sample is None:
             return Text("waiting for the first sample…", style="dim")
         if not self.sample.gpus:

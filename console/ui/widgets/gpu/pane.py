@@ -67,7 +67,7 @@ class GpuPane(Vertical):
             self._show_sample(event)
         elif isinstance(event, AgentError):
             if event.kind == "no-driver":
-                self.query_one("#gpu-idle", QuietStatic).update(Text(f"No NVIDIA driver on this host: {event.message}", style="bold"))
+                self.query_one(GpuBars).no_gpus(f"No NVIDIA driver on this host: {event.message}")
             else:
                 self.say(f"telemetry: {event.message}", "warning")
         elif isinstance(event, LinkDown):

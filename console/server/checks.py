@@ -1,0 +1,18 @@
+"""A preflight check's result, and the names `--skip` takes (light: the argument parser reads them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    warning: bool = False  # passed, but worth reading
+
+
+# what --skip calls each check, and the name it is shown under, in the order they run
+CHECKS = {"launcher": "launcher", "model-path": "model path", "gpus-idle": "GPUs idle", "port-free": "port free",
+          "flags-known": "flags known"}

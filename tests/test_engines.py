@@ -1,0 +1,87 @@
+"""Engine kinds other than SGLang's and vLLM's, end to end over SSH: a llama.cpp-like server (llama-cpp-python's
+behaviour, console/sim/llamacpp_server.py) on a host declared without GPUs is started from a `llamacpp` profile,
+seen ready, swept and stopped, with no shim and no --force."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from console.server.profiles import ProfileError, load_profiles
+from console.sweep.runfiles import EVENTS
+from tests.conftest import HostProcess, free_port
+from tests.faults.conftest import run_pivot
+
+
+def _llama_host(host: HostProcess, flags: str) -> Path:
+    cfg = host.config_path
+    cfg.write_text(cfg.read_text().replace('role = "gpu"\n', 'role = "gpu"\ngpus = false\n'))
+    (host.root / "home" / "models" / "tiny.gguf").write_bytes(b"GGUF")
+    profiles = cfg.parent / "profiles"
+    profiles.mkdir(exist_ok=True)
+    (profiles / "llama.toml").write_text(
+        f'kind = "llamacpp"\nlauncher = ["{sys.executable}", "-m", "console.sim.llamacpp_server"]\n'
+        f'model_path = "~/models/tiny.gguf"\nport = {free_port()}\n[flags]\n{flags}')
+    return cfg
+
+
+def test_a_llamacpp_server_on_a_host_without_gpus_starts_is_swept_and_stops(sim_host_process: HostProcess) -> None:
+    cfg = _llama_host(sim_host_process, 'n_ctx = 2048\ninterrupt_requests = "False"\n')
+    started = run_pivot(cfg, "server", "start", "llama")
+    assert started.returncode == 0, started.stdout + started.stderr
+    assert "this host has no GPUs" in started.stdout and "--force" not in started.stdout
+    assert "ready" in run_pivot(cfg, "server", "status").stdout
+    swept = run_pivot(cfg, "sweep", "--levels", "1,2", "--requests", "6", "--max-tokens", "12", "--json")
+    assert swept.returncode == 0, swept.stdout + swept.stderr
+    run_dir = next((sim_host_process.config.campaign_dir / "runs").iterdir())
+    events = [json.loads(line) for line in (run_dir / EVENTS).read_text().splitlines()]
+    requests = [e for e in events if e["type"] == "request"]
+    assert len(requests) == 12 and all(r["tokens"] == 12 and not r["error"] for r in requests)  # none cut short
+    assert [e["c"] for e in events if e["type"] == "level_done" and not e.get("failed")] == [1, 2]
+    stopped = run_pivot(cfg, "server", "stop")
+    assert stopped.returncode == 0 and "stopped (this host has no GPUs)" in stopped.stdout
+    assert "GPU memory" not in stopped.stdout
+
+
+def test_interrupt_requests_left_to_its_default_is_warned_of_at_start(sim_host_process: HostProcess) -> None:
+    cfg = _llama_host(sim_host_process, "n_ctx = 2048\n")
+    started = run_pivot(cfg, "server", "start", "llama")
+    assert started.returncode == 0, started.stdout + started.stderr
+    assert 'interrupt_requests = "False"' in started.stdout
+    assert run_pivot(cfg, "server", "stop").returncode == 0
+
+
+def test_a_check_skipped_is_said_and_a_launcher_ending_in_the_model_flag_is_advised(sim_host_process: HostProcess) -> None:
+    cfg = _llama_host(sim_host_process, 'interrupt_requests = "False"\n')
+    profiles = cfg.parent / "profiles"
+    (profiles / "shim.toml").write_text(f'extends = "llama"\nlauncher = ["{sys.executable}", "-m", '
+                                        f'"console.sim.llamacpp_server", "--model"]\nmodel_arg = "positional"\n')
+    refused = run_pivot(cfg, "server", "start", "shim", "--skip", "port-free")
+    assert refused.returncode == 1
+    assert "port free" in refused.stdout and "not checked (--skip port-free)" in refused.stdout
+    assert 'write model_arg = "--model" and leave it out of the launcher' in refused.stdout, refused.stdout
+
+
+@pytest.mark.parametrize(("text", "problem"), [
+    ('kind = "llama"\n', "kind: must be one of sglang, vllm, llamacpp, trtllm, tgi, openai, got 'llama'"),
+    ('health_path = "health"\n', "health_path: expected a path starting with /, got 'health'"),
+    ('model_arg = "model"\n', "model_arg: expected a flag such as --model, or 'positional', got 'model'"),
+])
+def test_an_engine_key_that_is_wrong_is_one_line_naming_it(tmp_path: Path, text: str, problem: str) -> None:
+    (tmp_path / "p.toml").write_text(f'launcher = "x"\nmodel_path = "/m"\n{text}')
+    broken = load_profiles(tmp_path).broken["p"]
+    assert isinstance(broken, ProfileError) and str(broken) == f"{tmp_path / 'p.toml'}: {problem}"
+
+
+def test_each_kind_passes_the_model_its_own_way_and_a_profile_overrides_it(tmp_path: Path) -> None:
+    (tmp_path / "a.toml").write_text('kind = "llamacpp"\nlauncher = "llama-server"\nmodel_path = "/m.gguf"\n')
+    (tmp_path / "b.toml").write_text('extends = "a"\nmodel_arg = "-m"\nhealth_path = "/v1/health"\n')
+    (tmp_path / "c.toml").write_text('kind = "trtllm"\nlauncher = "trtllm-serve"\nmodel_path = "/m"\n')
+    found = load_profiles(tmp_path)
+    a, b, c = (found.get(n) for n in "abc")
+    assert a.argv()[:3] == ["llama-server", "--model", "/m.gguf"] and a.health_paths == ("/health", "/openapi.json")
+    assert b.argv()[:3] == ["llama-server", "-m", "/m.gguf"] and b.health_paths == ("/v1/health",)
+    assert c.argv()[:2] == ["trtllm-serve", "/m"]
