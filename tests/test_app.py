@@ -589,3 +589,49 @@ async def test_every_panes_footer_fits_80_columns_quit_included(tmp_path: Path) 
             assert keys[-1].description == "Quit", pane
             assert all(k.region.right <= 80 and k.region.width >= len(k.key_display) + len(k.description) for k in keys), \
                 [(k.description, k.region) for k in keys]
+
+
+async def test_no_driver_is_said_once_in_place_of_the_bars_and_wraps_at_the_panes_width(tmp_path: Path) -> None:
+    from console.gpu.samples import AgentError
+    from console.ui.widgets.gpu.bars import GpuBars
+
+    class NoDriver(FakeTelemetry):
+        async def sample_once(self) -> AgentError:  # type: ignore[override]
+            return AgentError("no-driver", "nvidia-smi not found on PATH: no NVIDIA driver on this host (a CPU box?)")
+
+    cfg = config.Config(path=None, hosts={}, campaign_dir=tmp_path / "campaign")
+    app = PivotApp(Session(cfg, None, local=True, via="console", telemetry=NoDriver()))
+    async with app.run_test(size=(120, 36)) as pilot:
+        bars = app.query_one(GpuBars)
+        await wait_for(lambda: bars.absent is not None)
+        await pilot.pause()
+        shown = bars.render()
+        assert "waiting for the first sample" not in str(shown) and "(a CPU box?)" in str(shown)
+        assert bars.size.height >= 2  # wrapped to the pane's width (some 58 columns), not cut at its edge
+
+
+async def test_a_long_command_is_cut_in_its_middle_and_the_table_never_scrolls_sideways(tmp_path: Path) -> None:
+    from console.gpu.samples import Sample, parse_line
+    from console.ui.widgets.gpu.processes import elide
+    from tests.fake_telemetry import canned_sample_line
+
+    assert elide("sglang::scheduler_TP3_ipc_helper", 20) == "sglang::s…ipc_helper"
+    assert elide("short", 20) == "short" and elide("x" * 40, None) == "x" * 40
+    long = "/home/ml/venvs/sglang-0.5.23/bin/python3 -m sglang.launch_server --model-path /shared/kimi --tp 8 rank7"
+
+    class LongCommand(FakeTelemetry):
+        async def sample_once(self) -> Sample:  # type: ignore[override]
+            sample = parse_line(canned_sample_line().replace("sglang::scheduler_TP7", long), "nvidia-smi")
+            assert isinstance(sample, Sample)
+            return sample
+
+    cfg = config.Config(path=None, hosts={}, campaign_dir=tmp_path / "campaign")
+    app = PivotApp(Session(cfg, None, local=True, via="console", telemetry=LongCommand()))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("z")
+        table = app.query_one(ProcessTable)
+        await wait_for(lambda: table.row_count == 3 and table.size.width)
+        await pilot.pause()
+        shown = next(str(table.get_row_at(i)[-1]) for i in range(3) if str(table.get_row_at(i)[-1]).endswith("rank7"))
+        assert "…" in shown and shown.startswith("/home/ml") and len(shown) < 40
+        assert table.max_scroll_x == 0  # nothing to scroll to: no sideways scrollbar

@@ -29,7 +29,7 @@ class GpuPane(Vertical):
     GpuPane { padding: 0 1; }
     GpuPane > #gpu-idle { height: 1; margin-top: 1; }
     GpuPane > #gpu-status { height: auto; max-height: 4; color: $text-muted; }
-    GpuPane > ProcessTable { height: 1fr; min-height: 3; }
+    GpuPane > ProcessTable { height: 1fr; min-height: 3; overflow-x: hidden; }  /* a long command is cut with … */
     """
     BINDINGS = [
         Binding("k", "kill", "Kill", id="gpu.kill",

@@ -27,6 +27,15 @@ SORTS: list[tuple[str, Callable[[GpuProcess], Any], bool]] = [
 ]
 
 
+def elide(text: str, room: int | None) -> str:
+    """The text in `room` columns, its middle replaced by …: a command's end (its rank, its helper) tells processes
+    apart as much as its start."""
+    if room is None or len(text) <= room:
+        return text
+    head = (room - 1) // 2
+    return f"{text[:head]}…{text[len(text) - (room - 1 - head):]}"
+
+
 class ProcessTable(DataTable[Text | str]):
     BINDINGS = [
         Binding("space", "toggle_tag", "Tag", id="gpu.tag", tooltip="Tag or untag the process under the cursor"),
@@ -91,9 +100,21 @@ class ProcessTable(DataTable[Text | str]):
         return Text("●", style=self._colour("accent")) if p.key in self.tagged else Text(" ")
 
     def _cells(self, p: GpuProcess, now: float) -> tuple[Text | str, ...]:
+        command = elide(p.cmd or "(no command line)", self._command_room())
         return (self._tag(p), str(p.gpu if p.gpu is not None else "?"), str(p.pid), Text(p.user), f"{gib(p.mem_mib)}G",
-                Text(p.state), age(p.age_s(now)), self._flags(p),
-                Text(p.cmd or "(no command line)", style="dim" if p.zombie else ""))
+                Text(p.state), age(p.age_s(now)), self._flags(p), Text(command, style="dim" if p.zombie else ""))
+
+    def _command_room(self) -> int | None:
+        """Columns left for COMMAND beside the others (None before the table has a size: nothing is cut)."""
+        if not self.size.width or "cmd" not in {k.value for k in self.columns}:
+            return None
+        others = sum(c.get_render_width(self) for k, c in self.columns.items() if k.value != "cmd")
+        return max(12, self.size.width - others - 2 * self.cell_padding - self.scrollbar_size_vertical)
+
+    def on_resize(self) -> None:
+        if self.last_sample is not None:  # the commands cut to the new width
+            self.procs = {}
+            self.update_sample(self.last_sample)
 
     def _cursor_key(self) -> str | None:
         if not self.row_count:
