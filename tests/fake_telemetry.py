@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING
 
 from console.gpu.samples import AgentError, Hello, Sample, parse_line
 from console.gpu.telemetry import Telemetry, TelemetryEvent
-from console.server.lifecycle import Check, Lifecycle, LifecycleError, ServerState, ServerStatus, StopReport
+from console.server.lifecycle import Check, Lifecycle
 from console.server.profiles import Profile, ProfileSet
+from console.server.state import LifecycleError, ServerState, ServerStatus, StopReport
 
 MIB = 143771
 

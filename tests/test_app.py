@@ -254,7 +254,7 @@ async def test_server_pane_start_switch_and_crash_over_ssh(sim_host_process: Hos
     """Start the demo baseline, watch its log until ready, switch to EAGLE-3, see a crash with its last lines."""
     from textual.widgets import OptionList
 
-    from console.server.lifecycle import ServerState
+    from console.server.state import ServerState
     from console.ui.widgets.server.log_view import LogView
     from console.ui.widgets.server.pane import ServerPane
 
@@ -344,8 +344,8 @@ async def test_a_sweep_from_the_pane_over_ssh(sim_host_measured: HostProcess, tm
     comparison with an earlier run of another profile appears by itself."""
     from textual.widgets import DataTable, Input
 
-    from console.server.lifecycle import ServerState
     from console.server.profiles import load_profiles
+    from console.server.state import ServerState
     from console.sweep.store import list_runs
     from console.ui.widgets.sweep.form import SweepForm
     from console.ui.widgets.sweep.pane import SweepPane
@@ -431,7 +431,7 @@ async def test_tasks_pane_edits_live_and_saves_every_change(tmp_path: Path) -> N
 async def test_a_runbook_run_from_the_tasks_pane_drives_the_other_panes(sim_host_process: HostProcess, tmp_path: Path) -> None:
     from textual.widgets import Input
 
-    from console.server.lifecycle import ServerState
+    from console.server.state import ServerState
     from console.ui.widgets.server.pane import ServerPane
     from console.ui.widgets.sweep.pane import SweepPane
     from console.ui.widgets.tasks.pane import TasksPane

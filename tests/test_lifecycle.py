@@ -12,8 +12,9 @@ import pytest
 
 from console.gpu.telemetry import RemoteTelemetry
 from console.remote import Connection
-from console.server.lifecycle import LifecycleError, PreflightFailed, ServerLifecycle, ServerState
+from console.server.lifecycle import ServerLifecycle
 from console.server.profiles import ProfileSet, load_profiles
+from console.server.state import LifecycleError, PreflightFailed, ServerState
 from tests.conftest import HostProcess, free_port, wait_for
 
 SHIPPED = Path(__file__).parent.parent / "profiles"

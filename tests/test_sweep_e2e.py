@@ -11,8 +11,9 @@ import pytest
 
 from console.gpu.telemetry import RemoteTelemetry
 from console.remote import Connection
-from console.server.lifecycle import ServerLifecycle, ServerState
+from console.server.lifecycle import ServerLifecycle
 from console.server.profiles import load_profiles
+from console.server.state import ServerState
 from console.sweep.compare import compare
 from console.sweep.runner import SweepProcess, describe_server
 from console.sweep.settings import SweepSettings

@@ -12,8 +12,9 @@ from rich.table import Table
 from rich.text import Text
 
 from console import pivot_toml
-from console.server.lifecycle import Check, Lifecycle, LifecycleError, PreflightFailed, ServerState
+from console.server.lifecycle import Check, Lifecycle
 from console.server.profiles import diff, load_profiles
+from console.server.state import LifecycleError, PreflightFailed, ServerState
 from console.session import Session
 from console.untrusted import visible
 

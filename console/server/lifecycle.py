@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
 import json
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from typing import Protocol
 
 import httpx
@@ -33,9 +32,17 @@ from console.remote import Connection, PortForward
 from console.remote.errors import RemoteError
 from console.remote.loop import RemoteLoop
 from console.remote.streams import LineStream, RemoteStream
-from console.server.engines import ENGINES
 from console.server.preflight import Check, after_stop, preflight
 from console.server.profiles import Profile, ProfileSet
+from console.server.state import (
+    LifecycleError,
+    NoHealthRoute,
+    PreflightFailed,
+    ServerRecord,
+    ServerState,
+    ServerStatus,
+    StopReport,
+)
 from console.untrusted import visible
 
 RECORD, PIDFILE, LOG = "server.json", "server.pid", "server.log"
@@ -47,127 +54,6 @@ PROBE = f'cat {RECORD} 2>/dev/null; echo; echo {MARK}; p=$(cat {PIDFILE} 2>/dev/
         f'[ -n "$p" ] && cat /proc/$p/stat 2>/dev/null; echo; echo {MARK}; tail -n 1 {LOG} 2>/dev/null'
 # Detached start: its own session, no inherited descriptors (a process holding the channel's makes SSH hang).
 START = f'[ -f {LOG} ] && mv -f {LOG} {LOG}.1; setsid "$@" </dev/null >{LOG} 2>&1 & p=$!; echo $p > {PIDFILE}; echo $p'
-
-
-class ServerState(enum.StrEnum):
-    STOPPED = "stopped"
-    STARTING = "starting"
-    READY = "ready"
-    UNHEALTHY = "unhealthy"
-    CRASHED = "crashed"
-    STOPPING = "stopping"
-
-    @property
-    def running(self) -> bool:
-        """A server process of ours is up (or on its way up or down)."""
-        return self in (ServerState.STARTING, ServerState.READY, ServerState.UNHEALTHY, ServerState.STOPPING)
-
-
-class NoHealthRoute(Exception):
-    """Every health path of the profile answered 404."""
-
-
-@dataclass(frozen=True)
-class ServerRecord:
-    profile: str
-    argv: list[str]
-    pid: int
-    start_ticks: int | None
-    started: float
-    host: str
-    port: int
-    kind: str
-    stopped: bool = False
-    health: tuple[str, ...] = ()  # the profile's health paths (empty in a record of an older pivot: the kind's)
-
-    @property
-    def health_paths(self) -> tuple[str, ...]:
-        engine = ENGINES.get(self.kind)
-        return self.health or (engine.health if engine else ("/v1/models",))
-
-    @classmethod
-    def parse(cls, text: str) -> ServerRecord | None:
-        """The record a host holds, or None when it is missing or not of the shape pivot wrote (it is the host's file)."""
-        try:
-            data = json.loads(text)
-            record = cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
-        except (ValueError, TypeError, KeyError, RecursionError):
-            return None
-        record = replace(record, health=tuple(p for p in record.health if isinstance(p, str) and p.startswith("/"))
-                         if isinstance(record.health, list | tuple) else ())
-        shaped = (isinstance(record.profile, str) and isinstance(record.kind, str) and isinstance(record.argv, list)
-                  and all(isinstance(a, str) for a in record.argv) and isinstance(record.pid, int)
-                  and isinstance(record.port, int) and 0 < record.port < 65536)
-        return record if shaped else None
-
-
-@dataclass(frozen=True)
-class ServerStatus:
-    state: ServerState
-    profile: str | None = None
-    pid: int | None = None
-    started: float | None = None
-    ready_at: float | None = None
-    last_line: str = ""
-    detail: str = ""
-    log_tail: tuple[str, ...] = ()
-    model: str | None = None
-    at: float = field(default_factory=time.time)
-
-    def describe(self) -> str:
-        """One line: "ready demo-eagle3 (pid 4100), up 1h00m: detail"."""
-        what = self.headline()
-        if self.pid:
-            what += f" (pid {self.pid})"
-        if when := self.elapsed():
-            what += f", {when}"
-        return what + (f": {self.detail}" if self.detail else "")
-
-    def headline(self) -> str:
-        return f"{self.state} {self.profile}" if self.profile else str(self.state)
-
-    def elapsed(self) -> str | None:
-        """How long it has been starting, or up."""
-        if self.state == ServerState.STARTING and self.started:
-            return f"{time.time() - self.started:.0f} s"
-        if self.state in (ServerState.READY, ServerState.UNHEALTHY) and self.started:
-            return f"up {_duration(time.time() - self.started)}"
-        return None
-
-
-def _duration(seconds: float) -> str:
-    s = int(seconds)
-    return f"{s}s" if s < 60 else f"{s // 60}m{s % 60:02d}s" if s < 3600 else f"{s // 3600}h{s % 3600 // 60:02d}m"
-
-
-class LifecycleError(Exception):
-    """A refused action, with one line the operator can read."""
-
-
-class PreflightFailed(LifecycleError):
-    def __init__(self, checks: list[Check], *, still_running: str | None = None):
-        """still_running: the server a refused switch left as it was (it is checked before anything is stopped)."""
-        self.checks, self.still_running = checks, still_running
-        failed = [c for c in checks if not c.ok]
-        kept = f"; nothing was stopped: {still_running} still runs" if still_running else ""
-        super().__init__("; ".join(f"{c.name}: {c.detail}" for c in failed) + kept + " (start with force to override)")
-
-
-@dataclass(frozen=True)
-class StopReport:
-    outcomes: tuple[KillOutcome, ...]
-    leftovers: tuple[GpuProcess, ...]  # processes of the server's group still holding GPU memory
-    gpus: str = "read"  # "read"; "none" (gpus = false); or why they could not be read: then nothing is said of them
-
-    def describe(self) -> str:
-        if self.gpus == "none":
-            return "stopped (this host has no GPUs)"
-        if self.gpus != "read":
-            return f"stopped; GPU memory not checked: {self.gpus}"
-        if not self.leftovers:
-            return "stopped; no process of its group holds GPU memory"
-        pids = ", ".join(str(p.pid) for p in self.leftovers)
-        return f"stopped, but {len(self.leftovers)} process(es) of its group still hold GPU memory ({pids}): kill them from the GPU pane"
 
 
 class Lifecycle(Protocol):

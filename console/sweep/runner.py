@@ -16,7 +16,8 @@ from console.gpu.samples import Sample
 from console.gpu.telemetry import RemoteTelemetry
 from console.remote import Connection
 from console.remote.command import shell_line
-from console.server.lifecycle import ServerLifecycle, ServerRecord, ServerState
+from console.server.lifecycle import ServerLifecycle
+from console.server.state import ServerRecord, ServerState
 from console.sweep.store import Run, RunError
 from console.untrusted import visible
 

@@ -30,7 +30,7 @@ from console.config import Config, user_config_dir
 from console.gpu.format import idle_line
 from console.gpu.samples import AgentError, Sample
 from console.remote.errors import RemoteError
-from console.server.lifecycle import ServerState
+from console.server.state import ServerState
 from console.session import Session
 from console.sweep.compare import compare
 from console.sweep.refine import refine

@@ -4,7 +4,7 @@ from textual.message import Message
 
 from console.gpu.telemetry import TelemetryEvent
 from console.remote import ConnectionEvent
-from console.server.lifecycle import ServerStatus
+from console.server.state import ServerStatus
 from console.sweep.store import Run
 
 

@@ -41,7 +41,7 @@ async def test_server_logs_and_the_crash_tail_write_escapes_out(host: Host, mana
 
 @pytest.mark.parametrize("host", ["sim"], indirect=True)
 async def test_the_log_pane_and_the_server_state_write_escapes_out(host: Host, managed_server: FakeServer) -> None:
-    from console.server.lifecycle import ServerState
+    from console.server.state import ServerState
     from console.ui.widgets.server.log_view import LogView
     from console.ui.widgets.server.pane import ServerPane
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from console.gpu.telemetry import RemoteTelemetry
 from console.remote import Connection, ConnState
-from console.server.lifecycle import ServerLifecycle, ServerState
+from console.server.lifecycle import ServerLifecycle
+from console.server.state import ServerState
 from tests.conftest import wait_for
 from tests.faults.conftest import FakeServer, Host, pivot
 

@@ -12,7 +12,7 @@ import pytest
 
 from console import config
 from console.events import EventLog
-from console.server.lifecycle import ServerState
+from console.server.state import ServerState
 from tests.conftest import HostProcess, free_port, wait_for
 
 

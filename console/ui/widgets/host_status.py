@@ -11,7 +11,7 @@ from textual.widgets import Static
 
 from console.gpu.samples import Sample, ServerRef
 from console.remote import ConnectionEvent, ConnState
-from console.server.lifecycle import ServerState, ServerStatus
+from console.server.state import ServerState, ServerStatus
 from console.ui.colours import theme_style
 
 _LOOK = {  # state -> (glyph, theme colour)

@@ -13,14 +13,9 @@ from textual.widgets import Input, OptionList
 from textual.widgets.option_list import Option
 
 from console.remote.errors import RemoteError
-from console.server.lifecycle import (
-    Check,
-    LifecycleError,
-    PreflightFailed,
-    ServerState,
-    ServerStatus,
-)
+from console.server.lifecycle import Check
 from console.server.profiles import Profile, diff
+from console.server.state import LifecycleError, PreflightFailed, ServerState, ServerStatus
 from console.session import Session
 from console.ui.colours import theme_style
 from console.ui.messages import StatusChanged
