@@ -57,3 +57,19 @@ def test_validate_checks_settings_made_directly() -> None:
     SweepSettings(levels=(1, 2), max_tokens=16).validate()
     with pytest.raises(ValueError, match=r"^max_tokens: expected a positive integer, got -1$"):
         SweepSettings(max_tokens=-1).validate()
+
+
+def test_the_progress_line_moves_with_the_tokens_streamed_before_any_request_ends() -> None:
+    import time
+    from types import SimpleNamespace
+
+    from console.ui.widgets.sweep.progress import progress_line
+
+    settings = SweepSettings(levels=(250, 500), requests=250, max_tokens=100)
+    handle = SimpleNamespace(settings=settings, process=SimpleNamespace(repeat=None))
+    live = {"c": 250, "requests": 250, "done": 0, "tokens": 0, "in_flight": 250, "streamed": 5000,
+            "started": time.monotonic() - 10}
+    line = progress_line(handle, live, [], 10.0)  # type: ignore[arg-type]
+    # 5,000 tokens in 10 s: the 20,000 left of this level and the 25,000 of the next at 500 tok/s
+    assert line.startswith("level 1 of 2 (C=250): 0/250 requests, 250 in flight, 5000 tokens, 10 s, about ")
+    assert int(line.rsplit("about ", 1)[1].split()[0]) in range(89, 92)

@@ -169,7 +169,7 @@ async def print_sweep(handle: SweepHandle, out: Console, as_json: bool) -> int:
         task = None
         async for event in handle.events():
             kind = event.get("type")
-            if as_json and kind != "request":
+            if as_json and kind not in ("request", "progress"):  # a run's events, as its events.jsonl holds them
                 print(json.dumps(event), flush=True)
             if kind == "sweep_started":
                 for warning in event.get("warnings", []):

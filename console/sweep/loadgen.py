@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import orjson
 
 from console.remote import Connection, RemoteError
 from console.server.engines import ENGINES, Engine
@@ -49,6 +50,7 @@ from console.sweep.settings import SweepSettings
 from console.sweep.store import RunError, completed_levels, open_run_dir
 
 LAG_TICK_S = 0.01
+PROGRESS_S = 1.0  # how often a level in progress says how far it is
 
 
 class EventSink(EventLogFile):
@@ -57,6 +59,11 @@ class EventSink(EventLogFile):
     def emit(self, event: dict[str, Any]) -> None:
         line = self.append({"t": round(time.time(), 4), **event})
         sys.stdout.buffer.write(line)
+        sys.stdout.buffer.flush()
+
+    def show(self, event: dict[str, Any]) -> None:
+        """Printed only, not kept with the run: news of a level in progress."""
+        sys.stdout.buffer.write(orjson.dumps(event) + b"\n")
         sys.stdout.buffer.flush()
 
 
@@ -138,7 +145,16 @@ async def run_level(client: aiohttp.ClientSession, settings: SweepSettings, mode
             records.append(record)
             sink.emit({"type": "request", **record.to_dict()})
 
-    helpers = [asyncio.create_task(watch_lag(lags))]
+    async def progress() -> None:
+        """Once a second while the level runs: requests in flight and tokens streamed so far, so that a long first
+        wave (no request finished yet) visibly moves."""
+        seen0 = per_chunk.seen
+        while True:
+            await asyncio.sleep(PROGRESS_S)
+            sink.show({"type": "progress", "c": c, "in_flight": in_flight,
+                       "streamed": round((per_chunk.seen - seen0) * per_chunk.ratio)})
+
+    helpers = [asyncio.create_task(watch_lag(lags)), asyncio.create_task(progress())]
     if scrape_metrics:
         helpers.append(asyncio.create_task(scrape(client, c, sink.emit, server_samples)))
     try:

@@ -114,6 +114,7 @@ class TokensPerChunk:
     def __init__(self) -> None:
         self.tokens = 0
         self.chunks = 0
+        self.seen = 0  # every content chunk received so far, finished requests or not: the level's visible progress
 
     def learn(self, tokens: int, chunks: int) -> None:
         self.tokens += tokens
@@ -179,11 +180,13 @@ async def one_request(client: aiohttp.ClientSession, path: str, body: dict[str, 
                         if content:
                             counts.append(max(new, 1))
                             times.append(now)
+                            per_chunk.seen += 1
                         elif new > 0 and counts and counts[-1] is not None:  # a usage-only chunk after the text
                             counts[-1] = counts[-1] + new
                     elif content:
                         counts.append(None)
                         times.append(now)
+                        per_chunk.seen += 1
                     if len(times) > max_chunks:
                         raise BadStream(f"the stream went on past {max_chunks} chunks for max_tokens {max_tokens}")
         if not times and not usage_tokens:

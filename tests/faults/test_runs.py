@@ -264,3 +264,26 @@ def test_resume_on_another_server_is_refused(sim_host_process, tmp_path: Path) -
     run = list_runs(host.config.campaign_dir)[-1].name
     refused = pivot(host.config_path, "sweep", "--resume", run)
     assert refused.returncode == 2 and "was measured on another server (profile t-baseline, now t-eagle3)" in refused.stderr
+
+
+def test_a_long_first_wave_says_how_far_it_is_while_no_request_has_finished(start_server, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+    """Progress once a second on the load generator's output (requests in flight, tokens streamed), never kept with
+    the run: the Sweep pane's line moves before the first request ends."""
+    server = start_server("--time-scale", "1")  # real time: a 2,000-token request takes some 20 s
+    settings = SweepSettings(levels=(2,), requests=2, max_tokens=2000, input_tokens=16)
+    run = create_run(tmp_path / "campaign", {"profile": "p", "settings": settings.to_dict()})
+    loadgen = subprocess.Popen([sys.executable, "-m", "console.sweep.loadgen", "--url", server.url, "--run-dir",
+                                str(run.dir)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert loadgen.stdout is not None
+        seen: list[dict] = []
+        for line in loadgen.stdout:
+            seen.append(json.loads(line))
+            if seen[-1]["type"] == "request" or (seen[-1]["type"] == "progress" and seen[-1]["streamed"] > 0):
+                break
+        assert seen[-1] == {"type": "progress", "c": 2, "in_flight": 2, "streamed": seen[-1]["streamed"]}
+        assert not any(e["type"] == "request" for e in seen)
+    finally:
+        loadgen.send_signal(signal.SIGTERM)
+        loadgen.wait(timeout=60)
+    assert "progress" not in (run.dir / EVENTS).read_text()

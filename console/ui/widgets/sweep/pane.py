@@ -170,10 +170,12 @@ class SweepPane(Vertical):
             self.warnings = [visible(str(w)) for w in event.get("warnings", [])]
         elif kind == "level_started":
             live.update(c=event["c"], requests=event["requests"] + event.get("warmup", 0), done=0, tokens=0,
-                        started=time.monotonic())
+                        streamed=0, in_flight=None, started=time.monotonic())
         elif kind == "request":
             live["done"] = live.get("done", 0) + 1
             live["tokens"] = live.get("tokens", 0) + (event.get("tokens") or 0)
+        elif kind == "progress" and event.get("c") == live.get("c"):
+            live.update(in_flight=event.get("in_flight"), streamed=event.get("streamed"))
         elif kind == "level_done":
             self.data.levels.append(event)
             self.query_one(LevelTable).add(event)

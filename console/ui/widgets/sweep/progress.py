@@ -15,16 +15,17 @@ def progress_line(handle: SweepHandle, live: dict[str, Any], done: list[dict[str
     levels = list(handle.process.repeat or settings.levels)
     c = live["c"]
     k = levels.index(c) + 1 if c in levels else len(done)
-    rate = live["tokens"] / max(1e-6, time.monotonic() - live["started"]) if live.get("tokens") else None
+    streamed = max(live.get("tokens") or 0, live.get("streamed") or 0)  # finished requests', or all streamed so far
+    rate = streamed / max(1e-6, time.monotonic() - live["started"]) if streamed else None
     rate = rate or next((e["total_tok_s"] for e in reversed(done) if e.get("total_tok_s")), None)
     line = f"level {k} of {len(levels)} (C={c}): {live['done']}/{live['requests']} requests"
     if live.get("in_flight") is not None:
         line += f", {live['in_flight']} in flight"
-    if live.get("tokens"):
-        line += f", {live['tokens']} tokens"
+    if streamed:
+        line += f", {streamed} tokens"
     line += f", {elapsed:.0f} s"
     if rate:
-        remaining_now = max(0, live["requests"] - live["done"]) * settings.max_tokens
+        remaining_now = max(0, live["requests"] * settings.max_tokens - streamed)  # this level's tokens still to come
         later = sum(settings.requests_for(level) * settings.max_tokens for level in levels[k:])
         line += f", about {max(0.0, (remaining_now + later) / rate):.0f} s left"
     return line
