@@ -175,9 +175,10 @@ async def test_local_mode_without_a_driver_says_so_once(tmp_path: Path) -> None:
     cfg = config.Config(path=None, hosts={}, campaign_dir=tmp_path)
     app = PivotApp(Session(cfg, None, local=True, via="console"))
     async with app.run_test(size=(100, 30)) as pilot:
-        await wait_for(lambda: "No NVIDIA driver" in str(app.query_one("#gpu-idle").render()), timeout=10)
+        await wait_for(lambda: "No NVIDIA driver" in str(app.query_one("#gpu-bars").render()), timeout=10)
         await pilot.pause()
         assert "NVML" in str(app.query_one(HostStatus).render())
+        assert "waiting for the first sample" not in str(app.query_one("#gpu-bars").render())
 
 
 async def test_operator_kills_the_zombies_a_killed_server_left(sim_host_process: HostProcess) -> None:

@@ -30,7 +30,7 @@ def test_profiles_show_prints_a_line_a_shell_runs_as_is(tmp_path: Path) -> None:
     config.write_text(f'campaign_dir = "campaign"\nprofiles_dir = {json.dumps(str(profiles))}\n')
     shown = run_pivot(config, "profiles", "show", "p")
     assert shown.returncode == 0, shown.stderr
-    line = shown.stdout.splitlines()[1]
+    line = shown.stdout.splitlines()[-1]  # after the comment lines: the file, the engine
     assert line.startswith("env $'EVILENV=") and "\x1b" not in shown.stdout
     # pasted into a shell on the host: the launcher runs, with exactly the profile's environment and arguments
     ran = subprocess.run(["bash", "-c", line], capture_output=True, text=True, cwd=tmp_path,
