@@ -107,11 +107,11 @@ async def until(check: Callable[[], bool], timeout: float, what: str, step: floa
 
 
 async def keypress(pilot: Pilot[None]) -> float:
-    """`z` pressed as the operator does; seconds until the panes' zoom class flipped (the screen's state changed)."""
-    panes = pilot.app.query_one("#panes")
-    before = panes.has_class("-zoomed")
+    """`z` pressed as the operator does; seconds until the app's zoom flipped (the screen's state changed)."""
+    app = pilot.app
+    before = app.zoomed  # type: ignore[attr-defined]  # PivotApp's
     press = asyncio.create_task(pilot.press("z"))  # watched beside it: press() returns only once the screen is idle
-    took = await until(lambda: panes.has_class("-zoomed") != before, 60, "the zoom after z")
+    took = await until(lambda: app.zoomed is not before, 60, "the zoom after z")  # type: ignore[attr-defined]
     await press
     return took
 

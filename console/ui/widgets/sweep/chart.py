@@ -18,6 +18,7 @@ from typing import Any
 from plotext._dict import themes as plotext_themes  # type: ignore[import-untyped]  # the dict textual-plotext reads too
 from rich.text import Text
 from textual.color import Color, ColorParseError
+from textual.message import Message
 from textual.theme import Theme
 from textual_plotext import PlotextPlot
 
@@ -75,11 +76,19 @@ class ChartData:
 class SweepChart(PlotextPlot):
     DEFAULT_CSS = "SweepChart { height: 2fr; min-height: 8; }"
 
+    class LegendMoved(Message):
+        """The chart's new height puts its legend elsewhere (inside, or under it): it must be drawn again."""
+
     def __init__(self, **kw: Any):
         super().__init__(**kw)
         self.legend: list[tuple[str, str, str]] = []  # (marker, label, theme variable) of what the chart shows
         self.data = ChartData()
         self.drawn_inside: bool | None = None  # where the legend went at the last draw (None: not drawn)
+
+    def on_resize(self) -> None:
+        # the pane's own size may not change (the comparison opened under the chart): the chart says so itself
+        if self.drawn_inside is not None and self.legend_inside != self.drawn_inside:
+            self.post_message(self.LegendMoved())
 
     def on_mount(self) -> None:  # PlotextPlot's own on_mount runs too
         self._use_theme()  # the frame is the theme's before the first draw too

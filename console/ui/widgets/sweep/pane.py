@@ -120,6 +120,9 @@ class SweepPane(Vertical):
                 self.call_after_refresh(setattr, self, "dirty", True)  # drawn again once it has a height for the legend
             self._show_progress()
 
+    def on_sweep_chart_legend_moved(self, _message: SweepChart.LegendMoved) -> None:
+        self.dirty = True
+
     def on_resize(self) -> None:
         self.dirty = True  # the legend's place depends on the chart's height
         short = self.size.height < SHORT_ROWS
