@@ -47,9 +47,23 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from console.sim.host import SimHost, serve_forever
     from console.sim.state import GpuSpec
 
+    if args.hosts > 1 and not args.serve:
+        print("pivot: demo --hosts N serves the hosts (--serve); look at them with pivot --config PATH gpus --all",
+              file=sys.stderr)
+        return 2
     root = args.dir or Path(tempfile.mkdtemp(prefix="pivot-demo-"))
     root.mkdir(parents=True, exist_ok=True, mode=0o700)  # --dir may name one that does not exist yet
     campaign = campaign_of(args, root)
+    if args.serve and args.hosts > 1:
+        from console.sim.fleet import serve_fleet
+
+        try:
+            asyncio.run(serve_fleet(root, args.hosts, gpus=GpuSpec(count=args.gpus), time_scale=args.time_scale,
+                                    campaign_dir=campaign, initial_server=args.server))
+        finally:
+            if args.dir is None:
+                shutil.rmtree(root, ignore_errors=True)
+        return 0
     if args.serve:
         host = SimHost(root, gpus=GpuSpec(count=args.gpus), time_scale=args.time_scale, subreaper=True,
                        campaign_dir=campaign)

@@ -16,7 +16,7 @@ from rich.text import Text
 from console import pivot_toml
 from console.actions import kill
 from console.cli.prompt import ask
-from console.config import ConfigError
+from console.config import Config, ConfigError
 from console.gpu.format import age, flags, gib, idle_line
 from console.gpu.samples import AgentError, Sample
 from console.gpu.telemetry import LinkDown
@@ -38,6 +38,31 @@ def _table(sample: Sample, threshold: float) -> list[Table | str]:
         procs.add_row(str(p.gpu), str(p.pid), Text(p.user), f"{gib(p.mem_mib)} GiB", Text(p.state), age(p.age_s(now)),
                       ",".join(flags(p)), Text(p.cmd))
     return [gpus, "", procs if sample.procs else "no GPU processes", "", idle_line(sample, threshold)]
+
+
+async def _fleet(cfg: Config, out: Console, as_json: bool) -> int:
+    """One line per GPU host; exit 1 when one of them could not be looked at."""
+    from console.fleet import gpu_hosts, look_all
+
+    if not gpu_hosts(cfg):
+        raise ConfigError(cfg.path, "hosts", "no GPU host configured")
+    views = await look_all(cfg)
+    if as_json:
+        for view in views:
+            print(json.dumps(view.to_dict()), flush=True)
+        return 0 if all(v.state == "up" for v in views) else 1
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for col in ("HOST", "LINK", "RTT", "GPUS BUSY", "MEM GiB", "STRAY", "SERVER", "NOTE"):
+        table.add_column(col, justify="right" if col in ("RTT", "GPUS BUSY", "MEM GiB", "STRAY") else "left")
+    for v in views:
+        busy = f"{v.busy}/{v.gpus}" if v.gpus is not None else "—"
+        mem = f"{v.mem_used_gib:.0f}/{v.mem_total_gib:.0f}" if v.mem_total_gib else "—"
+        table.add_row(Text(v.host), Text(v.state, style="green" if v.state == "up" else "bold red"),
+                      f"{v.rtt_ms:.0f} ms" if v.rtt_ms is not None else "—", busy, mem,
+                      Text(str(v.stray), style="yellow" if v.stray else "") if v.stray is not None else "—",
+                      Text(v.server or "—"), Text(v.problem or "", style="dim"))
+    out.print(table)
+    return 0 if all(v.state == "up" for v in views) else 1
 
 
 def _process_table(*columns: str) -> Table:
@@ -71,6 +96,8 @@ async def cmd_gpus(args: argparse.Namespace) -> int:
 async def _gpus(args: argparse.Namespace) -> int:
     cfg = pivot_toml.load(args.config)
     out = Console()
+    if args.all:
+        return await _fleet(cfg, out, args.json)
     async with Session(cfg, args.host, local=args.local) as session:
         if session.spec is not None and not session.spec.gpus:
             raise ConfigError(cfg.path, f"hosts.{session.spec.name}", "this host has no GPUs (gpus = false)")

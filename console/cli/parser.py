@@ -32,6 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
                            "kept between demos; with --dir: inside it)")
     demo.add_argument("--ephemeral", action="store_true", help="keep nothing: the campaign goes with the host's files")
     demo.add_argument("--gpus", type=int, default=8)
+    demo.add_argument("--hosts", type=int, default=1, metavar="N",
+                      help="with --serve: N simulated hosts (gpu01 … gpuNN) on N ports, one pivot.toml for them all")
     demo.add_argument("--time-scale", type=float, default=1.0, help="run the simulated server this many times faster")
     demo.add_argument("--server", choices=["eagle3", "baseline", "none"], default="eagle3",
                       help="simulated server already running on the host when the demo starts")
@@ -49,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     gpus.set_defaults(run="console.cli.gpus:cmd_gpus")
     gpus.add_argument("--watch", action="store_true", help="keep printing, one sample per interval")
     gpus.add_argument("--json", action="store_true", help="one JSON object per sample")
+    gpus.add_argument("--all", action="store_true", help="every GPU host of the config, one line each")
 
     kill = sub.add_parser("kill", help="kill GPU processes: SIGTERM, SIGKILL after a grace period, then watch the memory")
     kill.set_defaults(run="console.cli.gpus:cmd_kill")

@@ -66,6 +66,7 @@ class SimHost:
         self.sessions = Sessions(self.env, self.home)
         self._reaper: asyncio.Task[None] | None = None
         self._clients: set[asyncssh.SSHServerConnection] = set()
+        self.siblings: list[SimHost] = []  # other hosts served by this process (pivot demo --hosts): one reaper for all
         self.host_key = asyncssh.generate_private_key("ssh-ed25519")
         self.client_key = asyncssh.generate_private_key("ssh-ed25519")
 
@@ -211,10 +212,12 @@ class SimHost:
         me = os.getpid()
         while True:
             await asyncio.sleep(0.25)
-            if self.sessions.spawning:
+            hosts = [self, *self.siblings]
+            if any(h.sessions.spawning for h in hosts):
                 continue  # a session's process may have ended before it was registered: look next time
+            running = {pid for h in hosts for pid in h.sessions.running}  # each session waits for its own
             for entry in Path("/proc").iterdir():
-                if not entry.name.isdigit() or int(entry.name) in self.sessions.running:
+                if not entry.name.isdigit() or int(entry.name) in running:
                     continue
                 try:
                     stat = (entry / "stat").read_text()

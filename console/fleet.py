@@ -1,0 +1,75 @@
+"""Every GPU host of the config at a glance: one look per host (link, GPUs, stray processes, the managed server),
+all hosts at once on one event loop, a host that does not answer in time said so without holding up the others."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from console.config import Config
+from console.gpu.samples import AgentError
+from console.remote.errors import RemoteError
+from console.session import Session
+from console.untrusted import visible
+
+LOOK_TIMEOUT_S = 20.0  # per host: connect, one sample, one look at its server
+
+
+@dataclass(frozen=True)
+class HostView:
+    host: str
+    state: str  # "up" or "unreachable"
+    rtt_ms: float | None = None
+    gpus: int | None = None  # None: not read (no GPUs, or the GPUs could not be read: see problem)
+    busy: int | None = None  # GPUs holding more than the idle threshold
+    mem_used_gib: float | None = None
+    mem_total_gib: float | None = None
+    stray: int | None = None  # processes holding GPU memory outside the managed server
+    server: str | None = None  # the managed server's state and profile ("ready demo-eagle3")
+    problem: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": "host", **dataclasses.asdict(self)}
+
+
+async def look(config: Config, name: str, timeout: float = LOOK_TIMEOUT_S) -> HostView:
+    """One host as it is now; never raises for the host's sake (unreachable, no driver: said in the view)."""
+    async with Session(config, name) as session:
+        try:
+            return await asyncio.wait_for(_look(session, config.idle_threshold_mib), timeout)
+        except (RemoteError, TimeoutError, OSError) as e:
+            return HostView(name, "unreachable", problem=visible(str(e)) or f"no answer within {timeout:g} s")
+
+
+async def _look(session: Session, threshold_mib: float) -> HostView:
+    await session.connect()
+    assert session.spec is not None
+    name = session.spec.name
+    event = session.conn.last_event
+    rtt = round(event.rtt_s * 1000, 1) if event is not None and event.rtt_s is not None else None
+    server = None
+    if session.lifecycle is not None:
+        status = await session.lifecycle.poll()
+        server = visible(status.headline())
+    view = HostView(name, "up", rtt_ms=rtt, server=server)
+    if not session.spec.gpus:
+        return dataclasses.replace(view, problem="no GPUs (gpus = false)")
+    sample = await session.telemetry.sample_once()
+    if isinstance(sample, AgentError):
+        return dataclasses.replace(view, problem=visible(sample.message))
+    used = sum(g.mem_used_mib or 0 for g in sample.gpus)
+    total = sum(g.mem_total_mib or 0 for g in sample.gpus)
+    return dataclasses.replace(view, gpus=len(sample.gpus), busy=len(sample.busy_gpus(threshold_mib)),
+                               mem_used_gib=round(used / 1024, 1), mem_total_gib=round(total / 1024, 1),
+                               stray=len({p.pid for p in sample.stray}))
+
+
+def gpu_hosts(config: Config) -> list[str]:
+    return [name for name, spec in config.hosts.items() if spec.role == "gpu"]
+
+
+async def look_all(config: Config, names: list[str] | None = None) -> list[HostView]:
+    """Every GPU host (or those named), looked at together, in the config's order."""
+    return list(await asyncio.gather(*(look(config, name) for name in names or gpu_hosts(config))))

@@ -1,0 +1,61 @@
+"""`pivot demo --serve --hosts N`: N simulated GPU hosts served by one process, each on its own SSH port with its
+own GPUs (8, then 4, in turn), processes and server files, and one pivot.toml naming them all, gpu01 … gpuNN.
+
+One process adopts the simulated servers' orphans for every host (the first host's reaper, told of the others'
+sessions). The hosts share this machine's loopback: a server started on two of them at once needs two ports."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+from pathlib import Path
+
+from console.sim.host import SimHost
+from console.sim.state import GpuSpec
+
+
+def fleet_hosts(root: Path, count: int, gpus: GpuSpec, time_scale: float, campaign_dir: Path) -> list[SimHost]:
+    hosts = [SimHost(root / f"gpu{i:02d}", gpus=GpuSpec(count=gpus.count if i % 2 else max(1, gpus.count // 2),
+                                                         memory_mib=gpus.memory_mib),
+                     time_scale=time_scale, subreaper=i == 1, campaign_dir=campaign_dir) for i in range(1, count + 1)]
+    hosts[0].siblings = hosts[1:]
+    return hosts
+
+
+def write_fleet_config(root: Path, hosts: list[SimHost], campaign_dir: Path) -> Path:
+    lines = ["# written by pivot demo --hosts: the simulated GPU hosts", f'default_host = "{hosts[0].root.name}"',
+             f"campaign_dir = {json.dumps(str(campaign_dir))}",
+             f"profiles_dir = {json.dumps(str(hosts[0].root / 'profiles'))}", ""]
+    for host in hosts:
+        lines += [f"[hosts.{host.root.name}]", 'hostname = "127.0.0.1"', f"port = {host.port}",
+                  f"user = {json.dumps(host.user)}", f"identity = {json.dumps(str(host.root / 'client_key'))}",
+                  f"known_hosts = {json.dumps(str(host.root / 'known_hosts'))}", f"python = {json.dumps(sys.executable)}",
+                  'workdir = "~/.pivot"', 'role = "gpu"', ""]
+    lines += ["[sweep]", "max_tokens = 64", 'requests = "c"', "min_requests = 16", ""]
+    path = root / "pivot.toml"
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return path
+
+
+async def serve_fleet(root: Path, count: int, *, gpus: GpuSpec, time_scale: float, campaign_dir: Path,
+                      initial_server: str) -> None:
+    hosts = fleet_hosts(root, count, gpus, time_scale, campaign_dir)
+    try:
+        for host in hosts:
+            await host.start()
+        if initial_server != "none":
+            hosts[0].start_server(f"demo-{initial_server}")
+        config = write_fleet_config(root, hosts, campaign_dir)
+        print(hosts[0].ssh_command, flush=True)
+        print(f"config: {config}", flush=True)
+        print(f"{count} simulated GPU hosts: `pivot --config {config} gpus --all` looks at them all", flush=True)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+    finally:
+        for host in reversed(hosts):
+            await host.close()

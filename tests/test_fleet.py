@@ -1,0 +1,47 @@
+"""Several hosts at once: `pivot demo --serve --hosts N` serves N simulated hosts, each with its own GPUs, and
+`pivot gpus --all` looks at every one of them together, a host that does not answer said so beside the others."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.faults.conftest import run_pivot
+
+
+@pytest.fixture
+def fleet(tmp_path: Path) -> Iterator[Path]:
+    proc = subprocess.Popen([sys.executable, "-m", "console", "demo", "--serve", "--hosts", "3", "--gpus", "8", "--dir",
+                             str(tmp_path / "fleet"), "--server", "baseline", "--time-scale", "20"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    assert proc.stdout is not None
+    lines = [proc.stdout.readline(), proc.stdout.readline()]
+    assert lines[1].startswith("config: "), lines + [proc.stderr.read() if proc.stderr else ""]
+    try:
+        yield Path(lines[1].removeprefix("config: ").strip())
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+
+
+def test_gpus_all_looks_at_every_host_and_says_which_does_not_answer(fleet: Path) -> None:
+    text = fleet.read_text()
+    fleet.write_text(text.replace('[sweep]', '[hosts.gone]\nhostname = "127.0.0.1"\nport = 1\nrole = "gpu"\n'
+                                  'connect_timeout_s = 2\n\n[sweep]'))
+    looked = run_pivot(fleet, "gpus", "--all", "--json")
+    assert looked.returncode == 1, looked.stderr  # one host could not be looked at
+    views = {v["host"]: v for v in map(json.loads, looked.stdout.splitlines())}
+    assert list(views) == ["gpu01", "gpu02", "gpu03", "gone"]
+    assert [views[h]["gpus"] for h in ("gpu01", "gpu02", "gpu03")] == [8, 4, 8]  # each host its own GPUs
+    assert views["gone"]["state"] == "unreachable" and views["gone"]["problem"]
+    assert all(views[h]["state"] == "up" and views[h]["rtt_ms"] is not None for h in ("gpu01", "gpu02", "gpu03"))
+    assert views["gpu01"]["server"].startswith(("starting demo-baseline", "ready demo-baseline"))
+    assert views["gpu02"]["server"] == "stopped" and views["gpu02"]["busy"] == 0
+    table = run_pivot(fleet, "gpus", "--all")
+    assert table.returncode == 1 and "gpu02" in table.stdout and "unreachable" in table.stdout
