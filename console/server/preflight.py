@@ -56,7 +56,8 @@ async def preflight(conn: Connection, agent: RemoteTelemetry, profile: Profile, 
     if "flags-known" not in skip:
         flags, help_text = await check_flags(agent, profile, argv)
         checks += [flags, *filter(None, [interrupts(profile, help_text)])]
-    checks += [Check(name, True, f"not checked (--skip {s})", warning=True) for s, name in CHECKS.items() if s in skip]
+    skipped = skip - ({"gpus-idle"} if not gpus else set())  # a host without GPUs said so already
+    checks += [Check(name, True, f"not checked (--skip {s})", warning=True) for s, name in CHECKS.items() if s in skipped]
     if warning := adaptive_warning(profile.kind, argv):
         checks.append(Check("adaptive speculation", True, warning, warning=True))
     return checks
