@@ -15,19 +15,11 @@ from rich.text import Text
 
 from console import config, pivot_toml
 from console.actions.adaptive import write_adaptive_profile
-from console.cli.sweep import resolve_runs, terminal
+from console.cli.sweep import fmt_value, resolve_runs, terminal
 from console.sweep.adaptive import NoAdaptiveProfile, plan, spec_host
 from console.sweep.compare import Comparison, compare
 from console.sweep.intervals import Verdict
 from console.sweep.store import RunError
-
-
-def _fmt(value: Any, digits: int = 1) -> str:
-    if value is None:
-        return "—"
-    if isinstance(value, float):
-        return f"{value:.{digits}f}"
-    return str(value)
 
 
 def _ratio(v: Verdict | None) -> str:
@@ -43,8 +35,8 @@ def comparison_table(cmp: Comparison) -> Table:
     for col in ("C", "A tok/s", "B tok/s", "B/A", "A per-req", "B per-req", "B/A ", "ITL B/A", "TTFT B/A", "errors A", "errors B"):
         table.add_column(col, justify="right")
     for lv in cmp.levels:
-        table.add_row(str(lv.c), _fmt(lv.total.a.value), _fmt(lv.total.b.value), _ratio(lv.total),
-                      _fmt(lv.per_request.a.value), _fmt(lv.per_request.b.value), _ratio(lv.per_request),
+        table.add_row(str(lv.c), fmt_value(lv.total.a.value), fmt_value(lv.total.b.value), _ratio(lv.total),
+                      fmt_value(lv.per_request.a.value), fmt_value(lv.per_request.b.value), _ratio(lv.per_request),
                       _ratio(lv.itl), _ratio(lv.ttft), f"{lv.a.get('errors', 0)}/{lv.a.get('requests', 0)}",
                       f"{lv.b.get('errors', 0)}/{lv.b.get('requests', 0)}")
     return table
@@ -55,8 +47,8 @@ def markdown(cmp: Comparison) -> str:
     rows = ["| C | A tok/s | B tok/s | B/A | A per-request | B per-request | B/A | ITL B/A | TTFT B/A |",
             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for lv in cmp.levels:
-        rows.append(f"| {lv.c} | {_fmt(lv.total.a.value)} | {_fmt(lv.total.b.value)} | {_ratio(lv.total)} | "
-                    f"{_fmt(lv.per_request.a.value)} | {_fmt(lv.per_request.b.value)} | {_ratio(lv.per_request)} | "
+        rows.append(f"| {lv.c} | {fmt_value(lv.total.a.value)} | {fmt_value(lv.total.b.value)} | {_ratio(lv.total)} | "
+                    f"{fmt_value(lv.per_request.a.value)} | {fmt_value(lv.per_request.b.value)} | {_ratio(lv.per_request)} | "
                     f"{_ratio(lv.itl)} | {_ratio(lv.ttft)} |")
     return head + "\n".join(rows) + "\n\n" + "\n".join(f"- {line}" for line in cmp.report()) + "\n"
 

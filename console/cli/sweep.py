@@ -25,7 +25,7 @@ from console.untrusted import visible
 if TYPE_CHECKING:  # the session (SSH, telemetry) only for the commands that sweep: `runs` and `compare` read files
     from console.actions.sweep import SweepHandle
 
-def _fmt(value: Any, digits: int = 1) -> str:
+def fmt_value(value: Any, digits: int = 1) -> str:
     if value is None:
         return "—"
     if isinstance(value, float):
@@ -64,7 +64,7 @@ def level_row(e: dict[str, Any]) -> list[str]:
     ms = lambda v: None if v is None else v * 1000
     return [str(e["c"]), _pm(e["total_tok_s"], e.get("total_tok_s_lo"), e.get("total_tok_s_hi")),
             _pm(e.get("req_tok_s_mean"), e.get("req_tok_s_lo"), e.get("req_tok_s_hi")),
-            _fmt(ms(e.get("ttft_p50")), 0), _fmt(ms(e.get("itl_p50"))), _fmt(ms(e.get("e2e_p90")), 0),
+            fmt_value(ms(e.get("ttft_p50")), 0), fmt_value(ms(e.get("itl_p50"))), fmt_value(ms(e.get("e2e_p90")), 0),
             f"{e['errors']}/{e['requests']}", level_notes(e)]
 
 
