@@ -41,6 +41,8 @@ async def look(config: Config, name: str, timeout: float = LOOK_TIMEOUT_S) -> Ho
             return await asyncio.wait_for(_look(session, config.idle_threshold_mib), timeout)
         except (RemoteError, TimeoutError, OSError) as e:
             return HostView(name, "unreachable", problem=visible(str(e)) or f"no answer within {timeout:g} s")
+        except Exception as e:  # noqa: BLE001 - one host's fault is its own line, never the others' loss
+            return HostView(name, "error", problem=visible(f"{type(e).__name__}: {e}"))
 
 
 async def _look(session: Session, threshold_mib: float) -> HostView:

@@ -42,3 +42,13 @@ def test_the_help_cache_is_asked_again_when_the_engine_is_upgraded(tmp_path: Pat
     os.utime(engine / "__init__.py", (1, 1))  # what an upgrade does: the package's files written anew
     upgraded = ask()
     assert upgraded["cached"] is False and "version 2" in upgraded["text"]
+
+
+def test_the_agent_is_python_3_8() -> None:
+    """It runs on the host's own python: every module parses as 3.8 (the zipapp test runs on this one)."""
+    import ast
+
+    from console.gpu import agent
+
+    for path in sorted(Path(agent.__file__).parent.glob("*.py")):
+        ast.parse(path.read_text(), filename=str(path), feature_version=(3, 8))

@@ -72,7 +72,7 @@ async def views(pilot) -> AsyncIterator[tuple[str, list[Cells]]]:  # type: ignor
 async def switch(pilot, theme: str) -> None:  # type: ignore[no-untyped-def]
     pilot.app.theme = theme
     await pilot.pause()  # the CSS refreshed, then the theme_changed_signal: the chart draws in the new colours
-    await pilot.pause()
+    await settled(pilot)
 
 
 def braille(run: Cells) -> bool:

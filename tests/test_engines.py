@@ -67,7 +67,7 @@ def test_a_check_skipped_is_said_and_a_launcher_ending_in_the_model_flag_is_advi
 
 @pytest.mark.parametrize(("text", "problem"), [
     ('kind = "llama"\n', "kind: must be one of sglang, vllm, llamacpp, trtllm, tgi, openai, got 'llama'"),
-    ('health_path = "health"\n', "health_path: expected a path starting with /, got 'health'"),
+    ('health_path = "health"\n', "health_path: expected a path starting with / (printable ASCII, no space), got 'health'"),
     ('model_arg = "model"\n', "model_arg: expected a flag such as --model, or 'positional', got 'model'"),
 ])
 def test_an_engine_key_that_is_wrong_is_one_line_naming_it(tmp_path: Path, text: str, problem: str) -> None:
@@ -85,3 +85,33 @@ def test_each_kind_passes_the_model_its_own_way_and_a_profile_overrides_it(tmp_p
     assert a.argv()[:3] == ["llama-server", "--model", "/m.gguf"] and a.health_paths == ("/health", "/openapi.json")
     assert b.argv()[:3] == ["llama-server", "-m", "/m.gguf"] and b.health_paths == ("/v1/health",)
     assert c.argv()[:2] == ["trtllm-serve", "/m"]
+
+
+@pytest.mark.parametrize(("usage", "positional"), [
+    ("usage: vllm serve [model_tag] [options]\n", True),
+    ("Usage: trtllm-serve [OPTIONS] MODEL\n", True),
+    ("usage: launch_server [-h] --model-path MODEL_PATH [--tp-size TP_SIZE]\n", False),
+    ("usage: llama-serve [-h] [--model MODEL] [--bs BS [BS ...]]\n", False),
+    ("usage: vllm serve [-h] [--host HOST]\n                  [model_tag]\n\noptions:\n  -h\n", True),  # usage over lines
+    ("usage: serve [-h]\n\npositional arguments:\n  model\n", True),
+    ("usage: llama-server [options]\n", False),
+])
+def test_a_positional_model_is_found_in_the_usage_and_an_option_value_is_not(usage: str, positional: bool) -> None:
+    from console.server.preflight import takes_positional
+
+    assert takes_positional(usage) is positional
+
+
+def test_a_health_path_that_answers_404_is_said_while_the_server_starts(sim_host_process: HostProcess) -> None:
+    cfg = _llama_host(sim_host_process, 'interrupt_requests = "False"\n')
+    profiles = cfg.parent / "profiles"
+    (profiles / "nope.toml").write_text('extends = "llama"\nhealth_path = "/nope"\n')
+    started = run_pivot(cfg, "server", "start", "nope", "--no-wait")
+    assert started.returncode == 0, started.stdout + started.stderr
+    said = "/nope answered 404: this server has no such route; set health_path in its profile"
+    for _ in range(100):  # each status is one poll: the server is up once one of them says so
+        status = run_pivot(cfg, "server", "status")
+        if said in status.stdout:
+            break
+    assert said in status.stdout and status.stdout.startswith("starting nope")
+    assert run_pivot(cfg, "server", "stop").returncode == 0

@@ -47,6 +47,12 @@ def cmd_profiles(args: argparse.Namespace) -> int:
         first, *rest = map(visible, p.health_paths)
         fallback = f" (where there is no {first}: {', then '.join(rest)})" if rest else ""
         print(f"# {p.engine.title} ({p.kind}): ready when {first} answers 200{fallback}{ready}")
+        engine = p.engine
+        metrics = f"metrics at {engine.metrics}" if engine.metrics else "no metrics"
+        usage = "usage in the stream" if engine.include_usage else "no usage in the stream (tokens counted as they come)"
+        eos = "ignore_eos sent" if engine.ignore_eos else "ignore_eos not sent"
+        early = ", requests may end early" if engine.ends_early else ""
+        print(f"# {metrics}; {usage}; {eos}{early}")
         if p.left_out:  # `false` drops a flag; the engine's default then applies, which may not be "off"
             print(f"# left out (false): {' '.join(visible(f) for f in p.left_out)}; write \"False\" to pass the word")
         print(p.command_line())  # unwrapped: a command line to paste

@@ -11,15 +11,7 @@ from functools import cache
 from importlib import resources
 
 INSIDE = "pivot_agent"  # the package's name in the zipapp
-MAIN = b"""import sys
-
-from pivot_agent.cli import main
-
-try:
-    sys.exit(main())
-except KeyboardInterrupt:
-    sys.exit(130)
-"""
+MAIN = b"import runpy\nrunpy.run_module(\"pivot_agent\", run_name=\"__main__\", alter_sys=True)\n"  # agent/__main__.py
 EPOCH = (1980, 1, 1, 0, 0, 0)  # the earliest a zip can say: no build time in the bytes
 
 

@@ -49,7 +49,7 @@ class RemoteLoop:
             except TimeoutError:
                 await self._drop()
                 raise CommandTimeout(self.conn.host, f"{self.script.split()[0]} did not answer within {timeout:g} s") from None
-            except Disconnected:
+            except (Disconnected, asyncio.CancelledError):  # a cancelled ask's answer would be read as the next one's
                 await self._drop()
                 raise
             await self._drop()

@@ -1,6 +1,6 @@
 """What pivot knows of each kind of inference server, as data: how the model is passed, how to tell it is ready,
 where its metrics are, which request fields it honours. Each fact was read in the engine's own source or docs, at
-the place given in `source` (ENGINES.md holds the longer notes); a profile may override the first three.
+the place given in `source`; a profile may override the first three.
 
 Health: the paths are asked in order; 200 is ready, 404 (no such route) passes to the next path, anything else
 (503 while a model loads) is "starting". An engine with no health route of its own is asked `GET /v1/models`,
@@ -8,8 +8,10 @@ unless that would disturb it (see llamacpp)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
+HEALTH_PATH = re.compile(r"/[!-~]*")  # a health path as it goes on the wire: printable ASCII, no space
 POSITIONAL = "positional"  # model_arg: the model is the first argument after the launcher
 
 
@@ -21,31 +23,28 @@ class Engine:
     health: tuple[str, ...]  # paths asked in order (see the module's docstring)
     ready_line: str | None  # what its log says once it serves, if it says anything of its own
     metrics: str | None  # Prometheus text, when the server has it (some only with a flag)
-    ignore_eos: bool  # honours "ignore_eos": every request runs to max_tokens
+    ignore_eos: bool  # takes "ignore_eos" (a server that does not may refuse it: TRT-LLM's requests forbid unknown fields)
+    ends_early: bool  # a request may still end before max_tokens (the field is ignored by it, or by one of its servers)
     include_usage: bool  # honours stream_options.include_usage: the last chunk counts the tokens
     source: str  # where these facts were read
-
-    @property
-    def positional(self) -> bool:
-        return self.model_arg == POSITIONAL
 
 
 ENGINES = {e.kind: e for e in (
     # /ready is 200 once warmed up and not paused; /health makes the server generate a token at each poll (a request
     # in the batch every second of a sweep), so it is asked only of an SGLang without /ready
     Engine("sglang", "SGLang", "--model-path", ("/ready", "/health"), "The server is fired up and ready to roll!", "/metrics",
-           ignore_eos=True, include_usage=True,
+           ignore_eos=True, ends_early=False, include_usage=True,
            source="sglang 0.5.23: srt/server_args.py (--model-path), srt/entrypoints/http_server.py (/health, "
                   "/ready, /metrics with --enable-metrics, the ready line), managers/tokenizer_manager.py (is_ready)"),
     Engine("vllm", "vLLM", POSITIONAL, ("/health",), "Starting vLLM server on", "/metrics",
-           ignore_eos=True, include_usage=True,
+           ignore_eos=True, ends_early=False, include_usage=True,
            source="vllm 0.33.0: entrypoints/cli/serve.py (model_tag), entrypoints/launchers/api_server/entry.py "
                   "(the ready line), entrypoints/openai (/health, /metrics)"),
     # llama.cpp's llama-server answers /health (503 while the model loads); llama-cpp-python has no health route,
     # and its /v1/models waits for the model's lock (and, with interrupt_requests, cuts the stream holding it), so
     # FastAPI's /openapi.json, served only once the model is loaded, stands in for it
     Engine("llamacpp", "llama.cpp", "--model", ("/health", "/openapi.json"), "model loaded", "/metrics",
-           ignore_eos=True, include_usage=False,
+           ignore_eos=True, ends_early=True, include_usage=False,  # llama-server honours it; llama-cpp-python drops it
            source="llama.cpp (vendored in llama-cpp-python 0.3.36): common/arg.cpp (-m, --model; --metrics), "
                   "tools/server/server.cpp (/health, /metrics, 'model loaded'), server-schema.cpp (ignore_eos); "
                   "llama-cpp-python: llama_cpp/server/settings.py (--model, interrupt_requests), app.py (routes, "
@@ -53,17 +52,17 @@ ENGINES = {e.kind: e for e in (
     # trtllm-serve's /metrics is JSON iteration stats; Prometheus text is /prometheus/metrics, with return_perf_metrics.
     # Its requests forbid unknown fields (HTTP 400): pivot sends only fields its schema has
     Engine("trtllm", "TensorRT-LLM", POSITIONAL, ("/health",), "Application startup complete.", "/prometheus/metrics",
-           ignore_eos=True, include_usage=True,
+           ignore_eos=True, ends_early=False, include_usage=True,
            source="NVIDIA/TensorRT-LLM: tensorrt_llm/commands/serve.py (click argument MODEL), serve/openai_server.py "
                   "(/health, /metrics, /prometheus/metrics), serve/openai_protocol.py (extra='forbid', ignore_eos, "
                   "StreamOptions include_usage and continuous_usage_stats); uvicorn's own ready line"),
     # TGI has no ignore_eos over HTTP (the router sets ignore_eos_token false): requests may end early
     Engine("tgi", "Hugging Face TGI", "--model-id", ("/health",), "Connected", "/metrics",
-           ignore_eos=False, include_usage=True,
+           ignore_eos=False, ends_early=True, include_usage=True,
            source="huggingface/text-generation-inference: launcher/src/main.rs (--model-id), router/src/server.rs "
                   "(/health, /metrics, 'Connected'), router/src/validation.rs (ignore_eos_token: false)"),
     Engine("openai", "any OpenAI-compatible server", "--model", ("/v1/models",), None, None,
-           ignore_eos=False, include_usage=True,
+           ignore_eos=False, ends_early=True, include_usage=True,
            source="the OpenAI API: GET /v1/models, stream_options.include_usage; nothing else assumed"),
 )}
 KINDS = tuple(ENGINES)

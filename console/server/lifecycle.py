@@ -91,6 +91,7 @@ class ServerLifecycle:
         self._probe = RemoteLoop(conn, PROBE, cwd=spec.workdir)
         self._forward: PortForward | None = None
         self._http: httpx.AsyncClient | None = None  # one per forward, kept alive across polls
+        self._http_lock = asyncio.Lock()  # a poll and a stop (in another worker) never share a client being closed
         self._health_failures = 0
         self._stopping = False
         self._crash_for: int | None = None  # pid whose crash tail was already read
@@ -155,35 +156,44 @@ class ServerLifecycle:
         """Each health path in turn: 200 is ready, 404 (no such route on this server) asks the next, anything else
         is not ready yet (503 while the model loads)."""
         try:
-            client = await self._client(record.port)
-            for path in record.health_paths:
-                response = await client.get(path)
-                if response.status_code != 404:
-                    return response.status_code == 200, f"{path} answered {response.status_code}"
-            raise NoHealthRoute(f"{', then '.join(record.health_paths)} answered 404: this server has no such route; "
-                                "set health_path in its profile")
-        except (httpx.HTTPError, RemoteError, OSError) as e:
+            async with self._http_lock:
+                client = await self._client(record.port)
+                for path in record.health_paths:
+                    response = await client.get(path)
+                    if response.status_code != 404:
+                        return response.status_code == 200, f"{visible(path)} answered {response.status_code}"
+            raise NoHealthRoute(f"{visible(', then '.join(record.health_paths))} answered 404: this server has no such "
+                                "route; set health_path in its profile")
+        except (httpx.HTTPError, httpx.InvalidURL, RemoteError, OSError) as e:
             return False, f"health check failed: {type(e).__name__}"
 
     async def _client(self, port: int) -> httpx.AsyncClient:
         """The HTTP client of the forward to `port`: made once (a client costs an SSL context, ~25 ms of CPU, even
         for plain http), its connection kept alive, so that a poll is one request on one forwarded channel."""
         if self._forward is None or self._http is None or self._forward.remote_port != port:
-            await self._forget_forward()
+            await self._drop_forward()
             self._forward = await self.conn.forward("127.0.0.1", port)
             self._http = httpx.AsyncClient(base_url=self._forward.url, timeout=5.0)
         return self._http
 
     async def _model_name(self, record: ServerRecord) -> str | None:
-        if self._http is None:
-            return None
-        with contextlib.suppress(httpx.HTTPError, ValueError, KeyError, IndexError):
-            if record.kind == "sglang":
-                return visible(str((await self._http.get("/model_info")).json()["model_path"]))
-            return visible(str((await self._http.get("/v1/models")).json()["data"][0]["id"]))
+        if record.kind == "llamacpp":  # its /v1/models waits for the model and may cut the stream in flight
+            flag = next((a for a in ("--model", "-m") if a in record.argv[:-1]), None)
+            return visible(record.argv[record.argv.index(flag) + 1]) if flag else None
+        async with self._http_lock:
+            if self._http is None:
+                return None
+            with contextlib.suppress(httpx.HTTPError, ValueError, KeyError, IndexError):
+                if record.kind == "sglang":
+                    return visible(str((await self._http.get("/model_info")).json()["model_path"]))
+                return visible(str((await self._http.get("/v1/models")).json()["data"][0]["id"]))
         return None
 
     async def _forget_forward(self) -> None:
+        async with self._http_lock:
+            await self._drop_forward()
+
+    async def _drop_forward(self) -> None:
         http, self._http = self._http, None
         if http is not None:
             await http.aclose()

@@ -101,15 +101,19 @@ def interrupts(profile: Profile, help_text: str) -> Check | None:
 
 
 def takes_positional(help_text: str) -> bool:
-    """Whether a --help names a positional argument: argparse's own section, or in the usage line a bracketed name
-    (`vllm serve [model_tag]`) or an upper-case one (click's `trtllm-serve [OPTIONS] MODEL`), options aside."""
+    """Whether a --help names a positional argument: argparse's own section, or in its usage (to the first blank
+    line) a bracketed name (`vllm serve [model_tag]`) or an upper-case one (click's `trtllm-serve [OPTIONS] MODEL`),
+    once the options and their values are taken out (`[--bs BS [BS ...]]`, `--model-path MODEL_PATH`)."""
     if re.search(r"^positional arguments:", help_text, re.M | re.I):
         return True
-    usage = re.search(r"usage:\s*(.*)", help_text, re.I)
-    words = usage.group(1).split() if usage else []
+    usage = re.search(r"usage:(.*?)(?:\n\s*\n|\Z)", help_text, re.S | re.I)
+    text = usage.group(1) if usage else ""
+    while (bare := re.sub(r"\[[^\[\]]*\.\.\.\]|\[-[^\[\]]*\]", "", text)) != text:  # repeats, then [-options]
+        text = bare
+    words = text.split()
     for before, word in zip(["", *words], words, strict=False):
-        name = word.strip("[].")
-        metavar = before.lstrip("[").startswith("-")  # --model-path MODEL_PATH: the flag's value, not an argument
+        name = word.strip("[]")
+        metavar = before.startswith("-")  # --model-path MODEL_PATH: the flag's value, not an argument
         if name.isidentifier() and name.upper() != "OPTIONS" and not metavar and (word.startswith("[") or name.isupper()):
             return True
     return False

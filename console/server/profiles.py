@@ -33,7 +33,7 @@ from pydantic_core import PydanticCustomError
 
 from console.config import Bool, Int, Invalid, Number, Port, Str, Table, choice, expect, must, validate
 from console.remote.command import shell_line
-from console.server.engines import ENGINES, KINDS, POSITIONAL, Engine
+from console.server.engines import ENGINES, HEALTH_PATH, KINDS, POSITIONAL, Engine
 
 FlagValue = bool | int | float | str | list[str | int | float]
 
@@ -60,7 +60,8 @@ class ProfileFile(Table):
     the merge)."""
 
     kind: Annotated[Str, choice(*KINDS)] = "sglang"
-    health_path: Annotated[Str, must(lambda p: p.startswith("/"), "expected a path starting with /, got {value}")] | None = None
+    health_path: Annotated[Str, must(lambda p: HEALTH_PATH.fullmatch(p) is not None,
+                                     "expected a path starting with / (printable ASCII, no space), got {value}")] | None = None
     model_arg: Annotated[Str, must(lambda a: a == POSITIONAL or (a.startswith("-") and len(a) > 1),
                                    f"expected a flag such as --model, or {POSITIONAL!r}, got {{value}}")] | None = None
     ready_line: Str | None = None

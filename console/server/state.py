@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from console.gpu.kill import KillOutcome
 from console.gpu.samples import GpuProcess
 from console.server.checks import Check
-from console.server.engines import ENGINES
+from console.server.engines import ENGINES, HEALTH_PATH
 
 
 class ServerState(enum.StrEnum):
@@ -58,7 +58,7 @@ class ServerRecord:
             record = cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
         except (ValueError, TypeError, KeyError, RecursionError):
             return None
-        record = replace(record, health=tuple(p for p in record.health if isinstance(p, str) and p.startswith("/"))
+        record = replace(record, health=tuple(p for p in record.health if isinstance(p, str) and HEALTH_PATH.fullmatch(p))
                          if isinstance(record.health, list | tuple) else ())
         shaped = (isinstance(record.profile, str) and isinstance(record.kind, str) and isinstance(record.argv, list)
                   and all(isinstance(a, str) for a in record.argv) and isinstance(record.pid, int)

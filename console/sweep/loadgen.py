@@ -235,9 +235,9 @@ async def sweep(url: str, run_dir: Path, settings: SweepSettings, *, resume: boo
 
 
 def engine_warnings(engine: Engine | None) -> list[str]:
-    if engine is not None and not engine.ignore_eos:
-        return [f"{engine.title} has no ignore_eos: a request may end before max_tokens; such requests are counted "
-                "as short, and their tokens as they came"]
+    if engine is not None and engine.ends_early:
+        return [f"a {engine.title} server may not honour ignore_eos: a request may end before max_tokens; such requests "
+                "are counted as short, and their tokens as they came"]
     return []
 
 

@@ -1,4 +1,4 @@
-"""python -m console.gpu.agent, and the zipapp's entry (console/gpu/agent_zip.py)."""
+"""The agent's entry: `python -m console.gpu.agent`, and the zipapp's (its own __main__ runs this module)."""
 
 from .cli import main
 
