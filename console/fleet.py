@@ -75,3 +75,72 @@ def gpu_hosts(config: Config) -> list[str]:
 async def look_all(config: Config, names: list[str] | None = None) -> list[HostView]:
     """Every GPU host (or those named), looked at together, in the config's order."""
     return list(await asyncio.gather(*(look(config, name) for name in names or gpu_hosts(config))))
+
+
+class FleetWatch:
+    """Every GPU host followed at once on this event loop: each host's telemetry stream (one agent channel per host)
+    and its server's state every few seconds. `views()` is the fleet as last heard, without waiting for anyone."""
+
+    SERVER_POLL_S = 3.0
+
+    def __init__(self, config: Config, names: list[str] | None = None):
+        self.config = config
+        self.sessions = {name: Session(config, name) for name in names or gpu_hosts(config)}
+        self._latest: dict[str, Any] = {}  # host -> its last Sample, AgentError or LinkDown
+        self._server: dict[str, str] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def start(self) -> None:
+        for name, session in self.sessions.items():
+            self._tasks.append(asyncio.create_task(self._follow(name, session), name=f"fleet-{name}"))
+            if session.lifecycle is not None:
+                self._tasks.append(asyncio.create_task(self._poll(name, session), name=f"fleet-server-{name}"))
+
+    async def _follow(self, name: str, session: Session) -> None:
+        if session.spec is not None and not session.spec.gpus:
+            self._latest[name] = AgentError("no-gpus", "no GPUs (gpus = false)")
+            return
+        async for event in session.telemetry.events():
+            self._latest[name] = event
+
+    async def _poll(self, name: str, session: Session) -> None:
+        assert session.lifecycle is not None
+        while True:
+            try:
+                self._server[name] = visible((await session.lifecycle.poll()).headline())
+            except Exception as e:  # noqa: BLE001 - said on the host's line; the next poll tries again
+                self._server[name] = visible(f"? ({type(e).__name__})")
+            await asyncio.sleep(self.SERVER_POLL_S)
+
+    def views(self) -> list[HostView]:
+        from console.gpu.samples import Sample
+        from console.gpu.telemetry import LinkDown
+        from console.remote.state import ConnState
+
+        threshold = self.config.idle_threshold_mib
+        out = []
+        for name, session in self.sessions.items():
+            event, server = self._latest.get(name), self._server.get(name)
+            last = session.conn.last_event
+            up = last is not None and last.state == ConnState.UP
+            rtt = round(last.rtt_s * 1000, 1) if up and last is not None and last.rtt_s is not None else None
+            state = "up" if up else "connecting" if last is None else str(last.state.value)
+            view = HostView(name, state, rtt_ms=rtt, server=server,
+                            problem=visible(last.reason) if last is not None and not up and last.reason else None)
+            if isinstance(event, Sample):
+                used = sum(g.mem_used_mib or 0 for g in event.gpus)
+                total = sum(g.mem_total_mib or 0 for g in event.gpus)
+                view = dataclasses.replace(view, gpus=len(event.gpus), busy=len(event.busy_gpus(threshold)),
+                                           mem_used_gib=round(used / 1024, 1), mem_total_gib=round(total / 1024, 1),
+                                           stray=len({p.pid for p in event.stray}))
+            elif isinstance(event, AgentError | LinkDown):
+                said = event.message if isinstance(event, AgentError) else event.reason
+                view = dataclasses.replace(view, problem=view.problem or visible(said))
+            out.append(view)
+        return out
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*(s.close() for s in self.sessions.values()), return_exceptions=True)

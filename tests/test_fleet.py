@@ -49,3 +49,25 @@ def test_gpus_all_looks_at_every_host_and_says_which_does_not_answer(fleet: Path
     assert views["gpu02"]["server"] == "stopped" and views["gpu02"]["busy"] == 0
     table = run_pivot(fleet, "gpus", "--all")
     assert table.returncode == 1 and "gpu02" in table.stdout and "unreachable" in table.stdout
+
+
+async def test_the_fleet_screen_follows_every_host_and_enter_opens_one(fleet: Path) -> None:
+    from textual.widgets import DataTable
+
+    from console import pivot_toml
+    from console.ui.fleet_app import FleetApp
+    from tests.conftest import wait_for
+
+    app = FleetApp(pivot_toml.load(fleet))
+    async with app.run_test(size=(120, 30)) as pilot:
+        table = app.query_one(DataTable)
+
+        def cell(host: str, column: str) -> str:
+            return str(table.get_cell(host, column))
+
+        await wait_for(lambda: all(cell(h, "GPUS BUSY") != "—" for h in ("gpu01", "gpu02", "gpu03")), timeout=60)
+        await wait_for(lambda: cell("gpu02", "SERVER") == "stopped" and cell("gpu02", "LINK") == "up", timeout=60)
+        assert cell("gpu02", "GPUS BUSY") == "0/4" and cell("gpu03", "GPUS BUSY") == "0/8"
+        assert cell("gpu01", "SERVER").endswith("demo-baseline")
+        await pilot.press("down", "enter")
+    assert app.return_value == "gpu02"

@@ -12,8 +12,22 @@ from console.session import Session
 
 
 def cmd_console(args: argparse.Namespace) -> int:
+    if args.fleet:
+        return open_fleet(pivot_toml.load(args.config), args.theme, readonly=args.readonly)
     return open_console(pivot_toml.load(args.config), None if args.local else args.host, args.theme, local=args.local,
                         readonly=args.readonly)
+
+
+def open_fleet(cfg: config.Config, theme: str | None, *, readonly: bool) -> int:
+    """The fleet; Enter opens the console on a host, and quitting it comes back to the fleet."""
+    from console.fleet import gpu_hosts
+    from console.ui.fleet_app import FleetApp
+
+    if not gpu_hosts(cfg):
+        raise config.ConfigError(cfg.path, "hosts", "no GPU host configured: the fleet has nothing to show")
+    while (host := FleetApp(cfg, theme=theme or cfg.theme).run()) is not None:
+        open_console(cfg, host, theme, readonly=readonly)
+    return 0
 
 
 def open_console(cfg: config.Config, host: str | None, theme: str | None, *, local: bool = False,

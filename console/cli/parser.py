@@ -18,6 +18,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--theme", metavar="NAME", help="theme for the console")
     parser.add_argument("--local", action="store_true", help="this machine's GPUs through nvitop, no SSH")
     parser.add_argument("--readonly", action="store_true", help="a console without any destructive action")
+    parser.add_argument("--fleet", action="store_true", help="every GPU host of the config, one line each; Enter opens one")
     parser.add_argument("-v", "--verbose", action="store_true", help="log to stderr (headless commands)")
     parser.set_defaults(run="console.cli.console:cmd_console")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
