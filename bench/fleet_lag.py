@@ -1,0 +1,72 @@
+"""The fleet screen's event loop with N hosts followed at once (issue 12): `pivot demo --serve --hosts N` (no server,
+so that only telemetry and the server probes run), `pivot --fleet`'s app under Textual's Pilot, and a 50 ms sleep
+on its loop timed for how late it wakes, once every host sends samples at 1 s.
+
+    python -m bench.fleet_lag [--hosts 1,4,16] [--seconds 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.common import percentile
+
+TICK_S = 0.05
+
+
+async def measure(config: str, seconds: float) -> dict[str, float | None]:
+    from console import pivot_toml
+    from console.ui.fleet_app import FleetApp
+
+    app = FleetApp(pivot_toml.load(config))
+    async with app.run_test(size=(160, 48)):
+        deadline = time.monotonic() + 120
+        while not all(v.gpus is not None for v in app.fleet.views()):
+            assert time.monotonic() < deadline, "not every host sent a sample"
+            await asyncio.sleep(0.2)
+        loop, lags, cpu0 = asyncio.get_running_loop(), [], time.process_time()
+        end = loop.time() + seconds
+        while loop.time() < end:
+            before = loop.time()
+            await asyncio.sleep(TICK_S)
+            lags.append((loop.time() - before - TICK_S) * 1000)
+        cpu = 100 * (time.process_time() - cpu0) / seconds
+    return {"lag_p50_ms": percentile(lags, 50), "lag_p99_ms": percentile(lags, 99), "lag_max_ms": max(lags),
+            "cpu_pct": round(cpu, 1), "load": round(os.getloadavg()[0], 2)}
+
+
+def one(hosts: int, seconds: float) -> dict[str, float | int | None]:
+    """`pivot demo --serve --hosts N` in its own process, the fleet app on it here."""
+    with tempfile.TemporaryDirectory() as tmp:
+        proc = subprocess.Popen([sys.executable, "-m", "console", "demo", "--serve", "--hosts", str(hosts), "--dir",
+                                 str(Path(tmp) / "fleet"), "--server", "none"], stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, text=True)
+        try:
+            assert proc.stdout is not None
+            config = next(line for line in (proc.stdout.readline() for _ in range(2)) if line.startswith("config: "))
+            return {"hosts": hosts, **asyncio.run(measure(config.removeprefix("config: ").strip(), seconds))}
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=60)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="bench.fleet_lag")
+    parser.add_argument("--hosts", default="1,4,16")
+    parser.add_argument("--seconds", type=float, default=20.0)
+    args = parser.parse_args()
+    for n in (int(h) for h in args.hosts.split(",")):
+        print(json.dumps(one(n, args.seconds)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
