@@ -8,12 +8,15 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from rich.text import Text
+
 from console.config import Config
-from console.gpu.samples import AgentError
+from console.gpu.samples import AgentError, Sample
 from console.remote.errors import RemoteError
 from console.session import Session
 from console.untrusted import visible
 
+COLUMNS = ("HOST", "LINK", "RTT", "GPUS BUSY", "MEM GiB", "STRAY", "SERVER", "NOTE")
 LOOK_TIMEOUT_S = 20.0  # per host: connect, one sample, one look at its server
 
 
@@ -32,6 +35,23 @@ class HostView:
 
     def to_dict(self) -> dict[str, Any]:
         return {"type": "host", **dataclasses.asdict(self)}
+
+    def sampled(self, sample: Sample, threshold_mib: float) -> HostView:
+        """This view with a sample's figures."""
+        used = sum(g.mem_used_mib or 0 for g in sample.gpus)
+        total = sum(g.mem_total_mib or 0 for g in sample.gpus)
+        return dataclasses.replace(self, gpus=len(sample.gpus), busy=len(sample.busy_gpus(threshold_mib)),
+                                   mem_used_gib=round(used / 1024, 1), mem_total_gib=round(total / 1024, 1),
+                                   stray=len({p.pid for p in sample.stray}))
+
+    def cells(self) -> tuple[Text | str, ...]:
+        """One line of COLUMNS, for `pivot gpus --all` and the fleet screen."""
+        return (Text(self.host), Text(self.state, style="green" if self.state == "up" else "bold red"),
+                f"{self.rtt_ms:.0f} ms" if self.rtt_ms is not None else "—",
+                f"{self.busy}/{self.gpus}" if self.gpus is not None else "—",
+                f"{self.mem_used_gib:.0f}/{self.mem_total_gib:.0f}" if self.mem_total_gib else "—",
+                Text(str(self.stray), style="yellow" if self.stray else "") if self.stray is not None else "—",
+                Text(self.server or "—"), Text(self.problem or "", style="dim"))
 
 
 async def look(config: Config, name: str, timeout: float = LOOK_TIMEOUT_S) -> HostView:
@@ -61,11 +81,7 @@ async def _look(session: Session, threshold_mib: float) -> HostView:
     sample = await session.telemetry.sample_once()
     if isinstance(sample, AgentError):
         return dataclasses.replace(view, problem=visible(sample.message))
-    used = sum(g.mem_used_mib or 0 for g in sample.gpus)
-    total = sum(g.mem_total_mib or 0 for g in sample.gpus)
-    return dataclasses.replace(view, gpus=len(sample.gpus), busy=len(sample.busy_gpus(threshold_mib)),
-                               mem_used_gib=round(used / 1024, 1), mem_total_gib=round(total / 1024, 1),
-                               stray=len({p.pid for p in sample.stray}))
+    return view.sampled(sample, threshold_mib)
 
 
 def gpu_hosts(config: Config) -> list[str]:
@@ -113,7 +129,6 @@ class FleetWatch:
             await asyncio.sleep(self.SERVER_POLL_S)
 
     def views(self) -> list[HostView]:
-        from console.gpu.samples import Sample
         from console.gpu.telemetry import LinkDown
         from console.remote.state import ConnState
 
@@ -128,11 +143,7 @@ class FleetWatch:
             view = HostView(name, state, rtt_ms=rtt, server=server,
                             problem=visible(last.reason) if last is not None and not up and last.reason else None)
             if isinstance(event, Sample):
-                used = sum(g.mem_used_mib or 0 for g in event.gpus)
-                total = sum(g.mem_total_mib or 0 for g in event.gpus)
-                view = dataclasses.replace(view, gpus=len(event.gpus), busy=len(event.busy_gpus(threshold)),
-                                           mem_used_gib=round(used / 1024, 1), mem_total_gib=round(total / 1024, 1),
-                                           stray=len({p.pid for p in event.stray}))
+                view = view.sampled(event, threshold)
             elif isinstance(event, AgentError | LinkDown):
                 said = event.message if isinstance(event, AgentError) else event.reason
                 view = dataclasses.replace(view, problem=view.problem or visible(said))

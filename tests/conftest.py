@@ -44,19 +44,21 @@ class HostProcess:
 @pytest.fixture
 def sim_host_process(tmp_path: Path) -> Iterator[HostProcess]:
     """`pivot demo --serve` in its own process: the host adopts and reaps orphans, as a real host's init does."""
-    yield from _host_process(tmp_path, 20)
+    yield from host_process(tmp_path, 20)
 
 
 @pytest.fixture
 def sim_host_measured(tmp_path: Path) -> Iterator[HostProcess]:
     """The same in real time, for measurements: a faster clock makes scheduling jitter part of the result."""
-    yield from _host_process(tmp_path, 1)
+    yield from host_process(tmp_path, 1)
 
 
-def _host_process(tmp_path: Path, time_scale: float) -> Iterator[HostProcess]:
+def host_process(tmp_path: Path, time_scale: float, *, server: str = "none", hosts: int = 1) -> Iterator[HostProcess]:
+    """`pivot demo --serve` (of `hosts` hosts, each with `server` started) until the test ends."""
     root = tmp_path / "demo"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "console", "demo", "--serve", "--dir", str(root), "--server", "none", "--time-scale", str(time_scale)],
+        [sys.executable, "-m", "console", "demo", "--serve", "--dir", str(root), "--server", server, "--time-scale",
+         str(time_scale), "--hosts", str(hosts)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
     )
     assert proc.stdout
@@ -68,7 +70,7 @@ def _host_process(tmp_path: Path, time_scale: float) -> Iterator[HostProcess]:
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
-            proc.wait(timeout=10)
+            proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()

@@ -4,34 +4,23 @@
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import host_process
 from tests.faults.conftest import run_pivot
 
 
 @pytest.fixture
 def fleet(tmp_path: Path) -> Iterator[Path]:
-    proc = subprocess.Popen([sys.executable, "-m", "console", "demo", "--serve", "--hosts", "3", "--gpus", "8", "--dir",
-                             str(tmp_path / "fleet"), "--server", "baseline", "--time-scale", "20"],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, text=True)
-    assert proc.stdout is not None
-    lines = [proc.stdout.readline(), proc.stdout.readline()]
-    assert lines[1].startswith("config: "), lines
+    """Three simulated hosts (8, 4 and 8 GPUs), the first serving demo-baseline: their one config."""
+    served = host_process(tmp_path, 20, server="baseline", hosts=3)
     try:
-        yield Path(lines[1].removeprefix("config: ").strip())
+        yield next(served).config_path
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        served.close()  # the hosts end with it
 
 
 def test_gpus_all_looks_at_every_host_and_says_which_does_not_answer(fleet: Path) -> None:

@@ -42,7 +42,7 @@ def _table(sample: Sample, threshold: float) -> list[Table | str]:
 
 async def _fleet(cfg: Config, out: Console, as_json: bool) -> int:
     """One line per GPU host; exit 1 when one of them could not be looked at."""
-    from console.fleet import gpu_hosts, look_all
+    from console.fleet import COLUMNS, gpu_hosts, look_all
 
     if not gpu_hosts(cfg):
         raise ConfigError(cfg.path, "hosts", "no GPU host configured")
@@ -52,15 +52,10 @@ async def _fleet(cfg: Config, out: Console, as_json: bool) -> int:
             print(json.dumps(view.to_dict()), flush=True)
         return 0 if all(v.state == "up" for v in views) else 1
     table = Table(box=None, header_style="bold", pad_edge=False)
-    for col in ("HOST", "LINK", "RTT", "GPUS BUSY", "MEM GiB", "STRAY", "SERVER", "NOTE"):
+    for col in COLUMNS:
         table.add_column(col, justify="right" if col in ("RTT", "GPUS BUSY", "MEM GiB", "STRAY") else "left")
     for v in views:
-        busy = f"{v.busy}/{v.gpus}" if v.gpus is not None else "—"
-        mem = f"{v.mem_used_gib:.0f}/{v.mem_total_gib:.0f}" if v.mem_total_gib else "—"
-        table.add_row(Text(v.host), Text(v.state, style="green" if v.state == "up" else "bold red"),
-                      f"{v.rtt_ms:.0f} ms" if v.rtt_ms is not None else "—", busy, mem,
-                      Text(str(v.stray), style="yellow" if v.stray else "") if v.stray is not None else "—",
-                      Text(v.server or "—"), Text(v.problem or "", style="dim"))
+        table.add_row(*v.cells())
     out.print(table)
     return 0 if all(v.state == "up" for v in views) else 1
 

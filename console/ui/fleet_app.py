@@ -4,26 +4,15 @@ quitting that console comes back here."""
 
 from __future__ import annotations
 
-from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Static
 
 from console.config import Config
-from console.fleet import FleetWatch, HostView
+from console.fleet import COLUMNS, FleetWatch
 from console.ui.themes import DEFAULT_THEME, load_themes
 
-COLUMNS = ("HOST", "LINK", "RTT", "GPUS BUSY", "MEM GiB", "STRAY", "SERVER", "NOTE")
 REFRESH_S = 1.0
-
-
-def cells(v: HostView) -> tuple[Text | str, ...]:
-    return (Text(v.host), Text(v.state, style="green" if v.state == "up" else "bold red"),
-            f"{v.rtt_ms:.0f} ms" if v.rtt_ms is not None else "—",
-            f"{v.busy}/{v.gpus}" if v.gpus is not None else "—",
-            f"{v.mem_used_gib:.0f}/{v.mem_total_gib:.0f}" if v.mem_total_gib else "—",
-            Text(str(v.stray), style="yellow" if v.stray else "") if v.stray is not None else "—",
-            Text(v.server or "—"), Text(v.problem or "", style="dim"))
 
 
 class FleetApp(App[str | None]):
@@ -52,14 +41,14 @@ class FleetApp(App[str | None]):
         for col in COLUMNS:
             table.add_column(col, key=col)
         for view in self.fleet.views():
-            table.add_row(*cells(view), key=view.host)
+            table.add_row(*view.cells(), key=view.host)
         self.fleet.start()
         self.set_interval(REFRESH_S, self.refresh_rows)
 
     def refresh_rows(self) -> None:
         table = self.query_one(DataTable)
         for view in self.fleet.views():
-            for col, cell in zip(COLUMNS, cells(view), strict=True):
+            for col, cell in zip(COLUMNS, view.cells(), strict=True):
                 if str(table.get_cell(view.host, col)) != str(cell):
                     table.update_cell(view.host, col, cell, update_width=True)
 
