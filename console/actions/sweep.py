@@ -143,7 +143,7 @@ class Sweeps:
                 forward.close()
         if now.get("running") or now.get("queued"):
             raise ServerBusy(f"the server is already serving {now.get('running', 0)} request(s) ({now.get('queued', 0)} "
-                             "queued): another client's load would be in the numbers; sweep anyway with --allow-busy")
+                             "queued): another client's load would be in the numbers")
 
     def _ended(self, handle: SweepHandle) -> None:
         if self.current is handle:

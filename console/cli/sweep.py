@@ -147,14 +147,18 @@ def repeat_plan(cfg: config.Config, run: Run, against: str | None, settings: Swe
 
 async def sweep(cfg: config.Config, host: str | None, settings: SweepSettings, *, run: Run | None, how: str,
                 levels: list[int] | None, url: str | None, as_json: bool, other_server: bool, allow_busy: bool) -> int:
+    from console.actions.sweep import ServerBusy
     from console.session import Session
 
     out = terminal(stderr=as_json)
     async with Session(cfg, None if url else host, local=url is not None) as session:
         if url is None:
             await session.connect()
-        handle = await session.sweeps.start(settings, run=run, how=how, levels=levels, url=url, other_server=other_server,
-                                            allow_busy=allow_busy)
+        try:
+            handle = await session.sweeps.start(settings, run=run, how=how, levels=levels, url=url,
+                                                other_server=other_server, allow_busy=allow_busy)
+        except ServerBusy as e:  # the console asks instead; a command is told how to go on
+            raise RunError(f"{e}; sweep anyway with --allow-busy") from None
         return await print_sweep(handle, out, as_json)
 
 

@@ -247,7 +247,7 @@ class SweepPane(Vertical):
                 if ok:
                     self.start_sweep(settings, run=run, how=how, levels=levels, allow_busy=True)
 
-            self.app.push_screen(Confirm("Sweep a busy server?", [Text(str(e).split(": sweep anyway")[0])],
+            self.app.push_screen(Confirm("Sweep a busy server?", [Text(str(e))],
                                          action_label="Sweep anyway"), decided)
             return
         except (RunError, RemoteError) as e:
