@@ -15,16 +15,21 @@ TICK_S = 0.05
 
 def main() -> int:
     out_path, argv = sys.argv[1], sys.argv[2:]
+    import console.cli.console as console_command
     from console.cli import main as pivot
-    from console.ui.app import PivotApp
 
-    mounted = PivotApp.on_mount
+    # around the console's own coroutine, not the app's on_mount: importing the app here first would undo what the
+    # console does at start (Textual imported in a thread while the link comes up) and measure a slower console
+    console = console_command._console
 
-    def on_mount(self: PivotApp) -> None:
-        mounted(self)
-        self._bench_probe = asyncio.get_running_loop().create_task(_probe(out_path))  # type: ignore[attr-defined]
+    async def probed(*args: object, **kwargs: object) -> None:
+        probe = asyncio.get_running_loop().create_task(_probe(out_path))
+        try:
+            await console(*args, **kwargs)  # type: ignore[arg-type]
+        finally:
+            probe.cancel()
 
-    PivotApp.on_mount = on_mount  # type: ignore[method-assign]
+    console_command._console = probed  # type: ignore[assignment]
     return pivot(argv)
 
 

@@ -106,8 +106,8 @@ def pid_alive(pid: int) -> bool:
 
 
 async def settled(pilot) -> None:  # type: ignore[no-untyped-def]
-    """The screen as it stays until something changes: the first sample shown, and the Sweep pane's chart drawn at
-    the size it has, its legend where that size puts it, nothing left to redraw."""
+    """The screen as it stays until something changes: the first sample shown, the campaign's last run read, and the
+    Sweep pane's chart drawn at the size it has, its legend where that size puts it, nothing left to redraw."""
     from console.ui.widgets.gpu.processes import ProcessTable
     from console.ui.widgets.sweep.chart import SweepChart
     from console.ui.widgets.sweep.pane import SweepPane
@@ -116,6 +116,8 @@ async def settled(pilot) -> None:  # type: ignore[no-untyped-def]
     pane, chart = app.query_one(SweepPane), app.query_one(SweepChart)
 
     def done() -> bool:
+        if any(w.group == "sweep-load" and not w.is_finished for w in app.workers):
+            return False  # the campaign's last run is still being read
         if app.query_one(ProcessTable).last_sample is None or pane.dirty:
             return False
         if not chart.display or not pane.display:

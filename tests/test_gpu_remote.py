@@ -68,6 +68,26 @@ async def _no_agents(conn: Connection, host_pid: int) -> bool:
     return not await agents(conn, host_pid)
 
 
+async def test_the_agent_is_uploaded_only_where_the_host_lacks_it(telemetry: RemoteTelemetry) -> None:
+    """Run as it is, uploaded when the host's python cannot open it: no check first (a round trip on every call)."""
+    uploads: list[str] = []
+    upload = telemetry.conn.upload
+
+    async def counted(data: bytes, path: str, **kw: int) -> None:
+        uploads.append(path)
+        await upload(data, path, **kw)
+
+    telemetry.conn.upload = counted  # type: ignore[method-assign]
+    assert isinstance(await telemetry.sample_once(), Sample) and len(uploads) == 1  # a host new to this version
+    assert isinstance(await telemetry.sample_once(), Sample) and len(uploads) == 1
+    name = uploads[0].rsplit("/", 1)[1]
+    await telemetry.conn.run(["rm", f"agent/{name}"], cwd=telemetry.spec.workdir)  # gone behind pivot's back
+    events = telemetry.events()
+    assert isinstance(await anext(events), Hello) and len(uploads) == 2
+    assert isinstance(await next_sample(events), Sample)
+    await events.aclose()
+
+
 async def test_killing_the_zombies_a_server_left_frees_the_memory(telemetry: RemoteTelemetry) -> None:
     events = telemetry.events()
     main_pid = await start_server(telemetry.conn)

@@ -12,13 +12,10 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import aiohttp
-
 from console.events import Sweep, Swept
 from console.remote.errors import RemoteError
 from console.session import Session
 from console.sweep.runner import SweepProcess, describe_server, identity_mismatch
-from console.sweep.server_view import server_facts
 from console.sweep.settings import SweepSettings
 from console.sweep.store import Run, RunError, create_run
 from console.untrusted import visible
@@ -81,9 +78,17 @@ class ServerBusy(RunError):
 
 
 async def busy(url: str) -> dict[str, int]:
-    """What the server says it is serving now (running, queued), from its /metrics; empty when it does not say."""
-    async with aiohttp.ClientSession(url) as client:
-        return (await server_facts(client)).get("busy") or {}
+    """What the server says it is serving now (running, queued), from its /metrics; empty when it does not say or
+    cannot be reached (the load generator will say what it cannot reach)."""
+    import aiohttp  # here, not at the top: the console's first screen does not wait for it
+
+    from console.sweep.server_view import HTTP_ERRORS, server_facts
+
+    try:
+        async with aiohttp.ClientSession(url) as client:
+            return (await server_facts(client)).get("busy") or {}
+    except HTTP_ERRORS:
+        return {}
 
 
 class Sweeps:
@@ -136,7 +141,7 @@ class Sweeps:
                 forward = await self.session.conn.forward("127.0.0.1", port or 0)
                 url = forward.url
             now = await busy(url)
-        except (aiohttp.ClientError, TimeoutError, RemoteError, OSError):
+        except (TimeoutError, RemoteError, OSError):
             return  # the load generator will say what it cannot reach
         finally:
             if forward is not None:

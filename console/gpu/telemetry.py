@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -17,6 +17,7 @@ from console.gpu import agent
 from console.gpu.agent_zip import agent_zip
 from console.gpu.samples import AgentError, Hello, Sample, SampleParseError, parse_line
 from console.remote import Connection
+from console.remote.streams import RunResult
 from console.remote.errors import RemoteError
 from console.untrusted import visible
 
@@ -54,11 +55,18 @@ class RemoteTelemetry:
         self.hello: Hello | None = None
 
     async def install(self) -> None:
-        """Upload the agent unless this exact version is already there (its name carries a hash)."""
+        """Upload the agent (its name carries a hash: a host keeps one copy of each version)."""
         name, data = agent_zip()
-        present = await self.conn.run(["test", "-f", f"agent/{name}"], cwd=self.spec.workdir)
-        if not present.ok:  # (also when the workdir does not exist yet: the upload creates it)
-            await self.conn.upload(data, f"{self.spec.workdir.rstrip('/')}/agent/{name}", mode=0o644)
+        await self.conn.upload(data, f"{self.spec.workdir.rstrip('/')}/agent/{name}", mode=0o644)
+
+    async def _run(self, args: tuple[str, ...], timeout: float) -> RunResult:
+        """An agent command, run as it is: the agent is uploaded only when the host's python cannot open it, rather
+        than asked for first (a round trip, an SSH session on every call and the console's first sample later)."""
+        result = await self.conn.run(self._argv(*args), cwd=self.spec.workdir, timeout=timeout)
+        if _not_there(result.exit_status, result.stderr.splitlines()):
+            await self.install()
+            result = await self.conn.run(self._argv(*args), cwd=self.spec.workdir, timeout=timeout)
+        return result
 
     def _argv(self, *args: str) -> list[str]:
         return [self.spec.python, f"agent/{agent_zip()[0]}", *args]
@@ -68,7 +76,6 @@ class RemoteTelemetry:
         while True:
             try:
                 await self.conn.connected(timeout=3600)
-                await self.install()
                 stream = await self.conn.stream(
                     self._argv("sample", "--interval", str(self.interval), "--server-pidfile", SERVER_PIDFILE),
                     cwd=self.spec.workdir,
@@ -77,8 +84,10 @@ class RemoteTelemetry:
                 yield LinkDown(str(e))
                 await asyncio.sleep(RETRY_S)
                 continue
+            lines = 0
             try:
                 async for line in stream:
+                    lines += 1
                     try:
                         event = parse_line(line, self.hello.source if self.hello else "?")
                     except SampleParseError as e:
@@ -87,7 +96,11 @@ class RemoteTelemetry:
                     if isinstance(event, Hello):
                         self.hello = event
                     yield event
-                why = "; ".join(stream.stderr_tail) or f"agent exited with status {stream.exit_status}"
+                status = await stream.finished()
+                if not lines and _not_there(status, stream.stderr_tail):
+                    await self.install()
+                    continue  # at once: this is the console's first sample on a host new to this version
+                why = "; ".join(stream.stderr_tail) or f"agent exited with status {status}"
                 yield AgentError("agent-exited", why)
             except RemoteError as e:
                 yield LinkDown(str(e))
@@ -96,10 +109,7 @@ class RemoteTelemetry:
             await asyncio.sleep(RETRY_S)
 
     async def sample_once(self) -> Sample | AgentError:
-        await self.install()
-        result = await self.conn.run(
-            self._argv("sample", "--once", "--server-pidfile", SERVER_PIDFILE), cwd=self.spec.workdir, timeout=60
-        )
+        result = await self._run(("sample", "--once", "--server-pidfile", SERVER_PIDFILE), timeout=60)
         events = []
         for line in result.stdout.splitlines():
             event = parse_line(line)
@@ -116,8 +126,7 @@ class RemoteTelemetry:
 
     async def agent(self, *args: str, timeout: float = 60.0) -> tuple[int | None, list[dict]]:
         """Run one of the agent's other subcommands (port, help); its exit status and JSON lines."""
-        await self.install()
-        result = await self.conn.run(self._argv(*args), cwd=self.spec.workdir, timeout=timeout)
+        result = await self._run(args, timeout)
         lines = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
         if not lines and result.stderr.strip():
             raise RemoteError(self.conn.host, f"agent {args[0]}: {visible(result.stderr.strip().splitlines()[-1])}")
@@ -125,13 +134,17 @@ class RemoteTelemetry:
 
     async def kill(self, targets: list[str], grace_s: float) -> list[dict]:
         """Run the agent's kill on the host; one result per target."""
-        await self.install()
-        result = await self.conn.run(self._argv("kill", "--grace", str(grace_s), *targets), cwd=self.spec.workdir,
-                                     timeout=grace_s * len(targets) + 30)
+        result = await self._run(("kill", "--grace", str(grace_s), *targets), timeout=grace_s * len(targets) + 30)
         outcomes = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
         if not outcomes and not result.ok:
             raise RemoteError(self.conn.host, f"kill failed: {visible(result.stderr.strip()) or result.exit_status}")
         return outcomes
+
+
+def _not_there(status: int | None, stderr: Iterable[str]) -> bool:
+    """The host's python could not open the agent's file (CPython: "python: can't open file '…': [Errno 2] …", exit
+    status 2): this version of the agent is not on the host yet."""
+    return status == 2 and any("can't open file" in line for line in stderr)
 
 
 class EarlyStream:

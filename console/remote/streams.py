@@ -96,6 +96,14 @@ class RemoteStream:
     def exit_status(self) -> int | None:
         return self._process.exit_status
 
+    async def finished(self, within_s: float = 5.0) -> int | None:
+        """After the last line: the command's exit status once its channel closes, and its stderr read to the end
+        (None if it does not close within within_s)."""
+        with contextlib.suppress(asyncio.TimeoutError, asyncssh.Error, OSError):
+            await asyncio.wait_for(self._process.wait_closed(), within_s)
+            await asyncio.wait_for(asyncio.shield(self._stderr_task), within_s)
+        return self._process.exit_status
+
     async def stop(self, grace_s: float = 2.0) -> None:
         """SIGTERM the remote command, close its stdin, and close the channel after a grace period."""
         process = self._process

@@ -13,13 +13,14 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass, field
-from typing import Any
-
-import polars as pl
+from typing import TYPE_CHECKING, Any
 
 from console.sweep.intervals import Verdict, estimate, judge, more_requests
 from console.sweep.store import Run
 from console.untrusted import visible
+
+if TYPE_CHECKING:
+    import polars as pl
 
 REFINE_TOLERANCE = 0.15  # a change of decision is located once it lies within ±15 % of the middle of its bracket
 SATURATION_GAIN = 0.10  # past this level, throughput grows by less than 10 % to the next
@@ -79,6 +80,8 @@ class Comparison:
     @property
     def table(self) -> pl.DataFrame:
         """One row per compared level: both runs' figures, B/A ratios with their spread, and who leads."""
+        import polars as pl  # here: the console's first screen imports this module and does not wait for polars
+
         rows = []
         for lv in self.levels:
             row: dict[str, Any] = {"c": lv.c}

@@ -16,13 +16,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-import polars as pl
 
 from console.sweep.metrics import RequestRecord
 from console.sweep.runfiles import EVENTS, SHAPES, EventsCorrupt, RunError, request_fields
+
+if TYPE_CHECKING:
+    import polars as pl
 
 CHUNKS = "chunks"
 _SKIP = ("type", "t", CHUNKS)
@@ -64,6 +66,8 @@ class RequestColumns:
     def frame(self, rows: list[int]) -> pl.DataFrame:
         """These requests as a table, in this order: one column per field, `chunks` as [[t, n], …] per request.
         Once only: the flat chunks are handed to the table (a long sweep's are tens of MB)."""
+        import polars as pl  # here: the console's first screen reads no table
+
         if not rows:
             return pl.DataFrame()
         pairs, self.pairs = self.pairs, array("d")

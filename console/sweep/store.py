@@ -21,9 +21,8 @@ import tomllib
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import polars as pl
 import tomli_w
 
 from console import __version__
@@ -32,6 +31,9 @@ from console.sweep.metrics import level_metrics
 from console.sweep.runevents import Attempt, RequestColumns, RunEvents, read_run_events
 from console.sweep.runfiles import EVENTS, LEVELS, META, REQUESTS, EventLogFile, EventsCorrupt, RunError, check_run_name, name_part
 from console.untrusted import visible
+
+if TYPE_CHECKING:  # polars is imported where a table is read or written: not by the console's first screen
+    import polars as pl
 
 __all__ = ["EVENTS", "META", "EventLogFile", "Run", "RunError", "completed_levels", "create_run", "delete_run",
            "list_runs", "open_run", "open_run_dir", "runs_dir"]
@@ -78,6 +80,8 @@ def _level_rows(scan: RunEvents) -> list[dict[str, Any]]:
 
 
 def _frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
+    import polars as pl
+
     if not rows:
         return pl.DataFrame({"c": pl.Series([], dtype=pl.Int64), "total_tok_s": pl.Series([], dtype=pl.Float64)})
     return pl.DataFrame(rows, infer_schema_length=None)
@@ -126,6 +130,8 @@ def completed_levels(run_dir: Path) -> set[int]:
 
 def _atomic_parquet(frame: pl.DataFrame, path: Path, row_group_size: int | None = None) -> None:
     """row_group_size: rows written at a time (the writer's memory grows with it)."""
+    import polars as pl
+
     tmp = path.with_suffix(".parquet.tmp")
     try:
         frame.write_parquet(tmp, row_group_size=row_group_size)
@@ -221,6 +227,8 @@ class Run:
         return summary.stopped_because if summary is not None else None
 
     def _stored_levels(self) -> pl.DataFrame:
+        import polars as pl
+
         with contextlib.suppress(OSError, pl.exceptions.PolarsError):
             return pl.read_parquet(self.dir / LEVELS)
         return _frame([])
@@ -239,6 +247,8 @@ class Run:
 
     def measured(self) -> pl.DataFrame:
         """The levels that are measurements: not failed (client-bound ones are kept, and flagged)."""
+        import polars as pl
+
         frame = self.levels()
         return frame.filter(pl.col("failed").is_null()) if "failed" in frame.columns else frame
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Sequence
 
 from textual import events, work
@@ -31,6 +32,13 @@ from console.ui.widgets.server.pane import ServerPane
 from console.ui.widgets.sweep.pane import SweepPane
 from console.ui.widgets.tasks.pane import TasksPane
 from console.untrusted import visible
+
+IMPORT_LATER = ("polars", "aiohttp", "console.sweep.server_view")  # not before the first screen; not on the loop either
+
+
+def _import_later() -> None:
+    for name in IMPORT_LATER:
+        importlib.import_module(name)
 
 PANES = ("gpus", "server", "tasks", "sweep")
 # what --readonly removes: every action that changes the host, the servers, the runs or the campaign's tasks
@@ -145,6 +153,8 @@ class PivotApp(App[None]):
         async for event in stream.events():
             self.post_message(TelemetryUpdate(event))
 
+    _warmed = False
+
     @property
     def host_status(self) -> HostStatus | None:
         """None while the app is shutting down: late events from the host must not fail the exit."""
@@ -172,6 +182,9 @@ class PivotApp(App[None]):
             return
         if isinstance(message.event, Sample):
             status.sampled(message.event)
+            if not self._warmed:  # the screen is up: now what a sweep needs, in a thread, not at its start or end
+                self._warmed = True
+                self.run_worker(_import_later, thread=True, group="import-later", exit_on_error=False)
         elif isinstance(message.event, AgentError):
             status.problem = message.event.message if message.event.kind == "no-driver" else None
         pane.show(message.event)

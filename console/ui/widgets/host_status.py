@@ -30,20 +30,29 @@ class HostStatus(Static):
     HostStatus { height: 1; background: $panel; padding: 0 1; }
     """
 
-    event: reactive[ConnectionEvent | None] = reactive(None)
-    source: reactive[str | None] = reactive(None)
-    last_sample: reactive[float | None] = reactive(None)
-    server: reactive[ServerRef | None] = reactive(None)
-    problem: reactive[str | None] = reactive(None)
-    server_status: reactive[ServerStatus | None] = reactive(None)
+    event: reactive[ConnectionEvent | None] = reactive(None, repaint=False)
+    source: reactive[str | None] = reactive(None, repaint=False)
+    last_sample: reactive[float | None] = reactive(None, repaint=False)
+    server: reactive[ServerRef | None] = reactive(None, repaint=False)
+    problem: reactive[str | None] = reactive(None, repaint=False)
+    server_status: reactive[ServerStatus | None] = reactive(None, repaint=False)
 
     def __init__(self, host: str, *, local: bool = False, readonly: bool = False, **kw: object):
         super().__init__(**kw)  # type: ignore[arg-type]
         self.host = host
+        self._drawn: Text | None = None
         self.local, self.readonly = local, readonly
 
     def on_mount(self) -> None:
-        self.set_interval(1.0, self.refresh)  # the sample's age and "reconnecting in N s" count
+        self.set_interval(1.0, self._changed)  # the sample's age and "reconnecting in N s" count
+
+    def _changed(self) -> None:
+        """Drawn again only when the line reads differently: most samples (and ticks) change nothing ("0 s ago"),
+        and a frame of the screen for nothing is most of what an idle console costs."""
+        if self._line() != self._drawn:
+            self.refresh()
+
+    watch_event = watch_source = watch_last_sample = watch_server = watch_problem = watch_server_status = _changed
 
     def sampled(self, sample: Sample) -> None:
         self.source, self.last_sample, self.server, self.problem = sample.source, sample.received, sample.server, None
@@ -52,6 +61,10 @@ class HostStatus(Static):
         return theme_style(self.app, name, bold=bold)
 
     def render(self) -> Text:
+        self._drawn = self._line()
+        return self._drawn
+
+    def _line(self) -> Text:
         text = Text.assemble(("pivot ", "bold"), (self.host, "bold"), " ")
         if self.readonly:
             text.append("read-only", self._colour("warning", bold=True)).append(" ")

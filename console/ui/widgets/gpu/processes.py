@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from rich.cells import cell_len
 from rich.style import Style
 from rich.text import Text
 from textual.binding import Binding
@@ -34,6 +35,10 @@ def elide(text: str, room: int | None) -> str:
         return text
     head = (room - 1) // 2
     return f"{text[:head]}…{text[len(text) - (room - 1 - head):]}"
+
+
+def _width(cell: Text | str) -> int:
+    return cell.cell_len if isinstance(cell, Text) else cell_len(cell)
 
 
 class ProcessTable(DataTable[Text | str]):
@@ -80,8 +85,8 @@ class ProcessTable(DataTable[Text | str]):
         if list(rows) == list(self.procs) and len(rows) == self.row_count:
             for row_key, (p, cells) in rows.items():
                 for column, old, new in zip(COLUMN_KEYS, self._shown[row_key], cells, strict=True):
-                    if old != new:
-                        self.update_cell(row_key, column, new, update_width=True)
+                    if old != new:  # the width is measured again only when the cell may not fit (a second layout)
+                        self.update_cell(row_key, column, new, update_width=_width(new) > _width(old))
                 self.procs[row_key], self._shown[row_key] = p, cells
             return
         cursor_key = self._cursor_key()

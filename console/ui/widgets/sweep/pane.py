@@ -100,10 +100,26 @@ class SweepPane(Vertical):
     def on_mount(self) -> None:
         self.set_interval(REDRAW_S, self._redraw_if_dirty)
         self.session.sweeps.add_listener(self._follow)
-        runs = [r for r in list_runs(self.session.config.campaign_dir) if r.state != "corrupt"]
-        if runs:
-            self._show_run(runs[-1])
         self._show_progress()
+        self._load_last_run()
+
+    @work(thread=True, group="sweep-load", exit_on_error=False)
+    def _load_last_run(self) -> None:
+        """The campaign's last run with its earlier ones, read in a thread: a campaign is many files, and the screen
+        (the GPUs first) does not wait for them."""
+        campaign = self.session.config.campaign_dir
+        runs = [r for r in list_runs(campaign) if r.state != "corrupt"]
+        if runs:
+            run = runs[-1]
+            levels = list(run.levels().iter_rows(named=True))
+            overlays = earlier_runs(campaign, run, self.overlay_count)
+            self.app.call_from_thread(self._show_loaded, run, levels, overlays)
+
+    def _show_loaded(self, run: Run, levels: list[dict[str, Any]], overlays: list[tuple[Run, Any]]) -> None:
+        if self.data.run is None:  # unless a sweep (or the operator) put another run on screen meanwhile
+            self.data.run, self.data.levels, self.data.overlays = run, levels, overlays
+            self.query_one(LevelTable).show(levels)
+            self.dirty = True
 
     # -- drawing --------------------------------------------------------------
     def _refresh_overlays(self) -> None:

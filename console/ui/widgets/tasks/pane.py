@@ -19,6 +19,7 @@ from console.tasks.tasklist import PRIORITIES, Task, TaskError, TaskList, clippe
 from console.ui.colours import theme_style
 from console.ui.messages import ShowComparison
 from console.ui.screens.confirm import Confirm
+from console.ui.widgets.quiet import QuietStatic
 from console.untrusted import visible
 
 GLYPHS = {"pending": ("○", "foreground"), "in_progress": ("◐", "warning"), "completed": ("●", "success"),
@@ -92,10 +93,11 @@ class TasksPane(Vertical):
         self.running = False  # a runbook is running from this pane
         self.said = ""  # the runbook's last line, shown under the running task
         self._mtime = 0.0
+        self._rows: list[tuple[str, tuple[str | Text, ...]]] = []  # what the table shows now
 
     def compose(self) -> ComposeResult:
         yield DataTable(id="tasks-table", cursor_type="row", zebra_stripes=False)
-        yield Static("", id="tasks-detail")
+        yield QuietStatic("", id="tasks-detail")
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
@@ -140,9 +142,9 @@ class TasksPane(Vertical):
             self._mtime = 0.0
         table = self.query_one(DataTable)
         row = table.cursor_row
-        table.clear()
         listed = self._visible()
         room = self._task_room(table)
+        rows: list[tuple[str, tuple[str | Text, ...]]] = []
         for number, task in listed:
             glyph, colour = GLYPHS[task.status]
             style = "dim" if task.status in ("completed", "cancelled") else ""
@@ -152,9 +154,14 @@ class TasksPane(Vertical):
             if task.result:
                 content.append(f"  → {visible(clipped(task.result))}", "dim")
             content.truncate(room, overflow="ellipsis")  # cut with a mark, never scrolled sideways: the detail has it all
-            table.add_row(str(number), Text(glyph, style=theme_style(self.app, colour, bold=True)),
-                          Text(task.priority[0].upper(), style=theme_style(self.app, PRIORITY_COLOURS[task.priority])),
-                          clock, content, key=task.id)
+            rows.append((task.id, (str(number), Text(glyph, style=theme_style(self.app, colour, bold=True)),
+                                   Text(task.priority[0].upper(), style=theme_style(self.app, PRIORITY_COLOURS[task.priority])),
+                                   clock, content)))
+        if rows != self._rows:  # every 2 s, and mostly nothing has changed: the table is not built again for nothing
+            self._rows = rows
+            table.clear()
+            for key, cells in rows:
+                table.add_row(*cells, key=key)
         numbers = [number for number, _ in listed]
         if follow in numbers:
             row = numbers.index(follow)
@@ -174,7 +181,7 @@ class TasksPane(Vertical):
 
     def _detail(self) -> None:
         task = self.current
-        detail = self.query_one("#tasks-detail", Static)
+        detail = self.query_one("#tasks-detail", QuietStatic)
         if task is None:
             detail.update("no tasks" if self.readonly else
                           "no tasks: a adds one, L adds a runbook's tasks (demo-campaign on the demo host)")
