@@ -1,7 +1,9 @@
 """The load generator's ceiling: levels C=250 and C=1000 (64-token answers) against the simulated server run 30x
-faster than its calibration, directly (as a load generator on the GPU host would reach it) and through an SSH
-forward to OpenSSH's sshd (as a console's on the jump host does). Per path: the throughput reached, the load
-generator's CPU, and the tokens it handles per second of its CPU (its ceiling on one core). Figures only.
+faster than its calibration, by three paths: direct (--url), through an SSH forward to OpenSSH's sshd (`client =
+"console"`: generated on the console's machine), and on the host (`client = "host"`: uploaded and run by sshd's
+session next to the server, its events relayed back over SSH). Per path: the throughput reached, the load generator's
+CPU, the tokens it handles per second of its CPU (its ceiling on one core), and the CPU the console's machine spends
+(the whole local process: the generator itself, or only the relay of what the host's generator sends). Figures only.
 
     python -m bench.loadgen_figures [--tree PATH] [--runs 3]
 """
@@ -10,9 +12,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +26,20 @@ from console.sweep.store import create_run
 LEVELS = (250, 1000)
 
 
-def one_sweep(tree: Path, target: list[str], campaign: Path) -> list[dict[str, Any]]:
-    run = create_run(campaign, {"profile": "bench", "settings": {"levels": list(LEVELS), "requests": "c",
-                                                                  "min_requests": 2 * max(LEVELS), "max_tokens": 64}})
+def has_on_host(tree: Path) -> bool:
+    return (tree / "console" / "sweep" / "on_host.py").exists()
+
+
+def one_sweep(tree: Path, target: list[str], campaign: Path, client: str) -> list[dict[str, Any]]:
+    settings = {"levels": list(LEVELS), "requests": "c", "min_requests": 2 * max(LEVELS), "max_tokens": 64}
+    if has_on_host(tree):  # (an older tree knows no `client`, and generates every load itself)
+        settings["client"] = client
+    run = create_run(campaign, {"profile": "bench", "settings": settings})
+    before, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic()
     done = subprocess.run([sys.executable, "-m", "console.sweep.loadgen", *target, "--run-dir", str(run.dir)],
                           capture_output=True, text=True, env=tree_env(tree), cwd=tree, timeout=300)
+    after, wall = resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic() - t0
+    local_cpu = (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) / wall
     levels = []
     for line in done.stdout.splitlines():
         event = json.loads(line)
@@ -35,7 +48,8 @@ def one_sweep(tree: Path, target: list[str], campaign: Path) -> list[dict[str, A
             levels.append({"c": event["c"], "tok_s": round(event["total_tok_s"]), "client_cpu": cpu,
                            "tok_per_cpu_s": round(event["total_tok_s"] / cpu) if cpu else None,
                            "client_bound": bool(event.get("client_bound")), "lagging": bool(event.get("lagging")),
-                           "errors": event["errors"], "load": round(event.get("load_avg") or 0, 2)})
+                           "errors": event["errors"], "load": round(event.get("load_avg") or 0, 2),
+                           "console_machine_cpu": round(local_cpu, 3)})
     return levels
 
 
@@ -45,11 +59,12 @@ def measure(tree: Path, runs: int) -> dict[str, Any]:
         sim = SimHost(work / "sim", time_scale=30, traffic=False)
         host = OpenSshHost(work / "sshd", sim)
         config = host.config(work / "pivot.toml", work / "campaign")
-        paths = {"direct": ["--url", f"http://127.0.0.1:{sim.server_port}"],
-                 "ssh": ["--config", str(config), "--host", "gpu", "--port", str(sim.server_port)]}
+        via_ssh = ["--config", str(config), "--host", "gpu", "--port", str(sim.server_port)]
+        paths = {"direct": (["--url", f"http://127.0.0.1:{sim.server_port}"], "console"), "ssh": (via_ssh, "console"),
+                 **({"host": (via_ssh, "host")} if has_on_host(tree) else {})}
         try:
-            results = {name: [one_sweep(tree, target, work / "campaign") for _ in range(runs)]
-                       for name, target in paths.items()}
+            results = {name: [one_sweep(tree, target, work / "campaign", client) for _ in range(runs)]
+                       for name, (target, client) in paths.items()}
         finally:
             host.close()
             sim.close()
@@ -60,6 +75,7 @@ def measure(tree: Path, runs: int) -> dict[str, Any]:
         out[f"{name}_client_cpu"] = median(b["client_cpu"] for b in best)
         out[f"{name}_tok_per_cpu_s"] = median(lv["tok_per_cpu_s"] for levels in sweeps for lv in levels)
         out[f"{name}_client_bound_levels"] = sum(lv["client_bound"] for levels in sweeps for lv in levels)
+        out[f"{name}_console_machine_cpu"] = median(levels[0]["console_machine_cpu"] for levels in sweeps if levels)
     return out
 
 

@@ -44,6 +44,12 @@ FIGURES = [
     ("direct_tok_s", "load generator, direct: tok/s reached (C=250/1000, 64 tokens)", "", "tok/s", "loadgen"),
     ("ssh_tok_per_cpu_s", "load generator, SSH forward: tokens per second of its CPU", "2x", "tok/s", "loadgen"),
     ("ssh_tok_s", "load generator, SSH forward: tok/s reached", "", "tok/s", "loadgen"),
+    ("ssh_console_machine_cpu", "load generator, SSH forward: CPU on the console's machine", "", "cores", "loadgen"),
+    ("host_tok_per_cpu_s", "load generator on the host (the default): tokens per second of its CPU", "", "tok/s",
+     "loadgen"),
+    ("host_tok_s", "load generator on the host: tok/s reached", "", "tok/s", "loadgen"),
+    ("host_console_machine_cpu", "load generator on the host: CPU on the console's machine (the relay)", "", "cores",
+     "loadgen"),
 ]
 
 

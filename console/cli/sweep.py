@@ -229,6 +229,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
         for row in run.levels().iter_rows(named=True):
             table.add_row(*level_row(row))
         out.print(table)
+        if run.client_placement:
+            out.print(f"the load generator ran {run.client_placement}", markup=False, highlight=False)
         return 0
     rows = [("RUN", "PROFILE", "STATE", "LEVELS", "STARTED")]
     for run in list_runs(cfg.campaign_dir):

@@ -8,18 +8,18 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import Protocol
 
 from console.config import HostSpec
 from console.gpu import agent
-from console.gpu.agent_zip import agent_zip
 from console.gpu.samples import AgentError, Hello, Sample, SampleParseError, parse_line
 from console.remote import Connection
-from console.remote.streams import RunResult
 from console.remote.errors import RemoteError
+from console.remote.streams import RunResult
 from console.untrusted import visible
+from console.zipapp import agent_zip, not_there
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ class RemoteTelemetry:
         """An agent command, run as it is: the agent is uploaded only when the host's python cannot open it, rather
         than asked for first (a round trip, an SSH session on every call and the console's first sample later)."""
         result = await self.conn.run(self._argv(*args), cwd=self.spec.workdir, timeout=timeout)
-        if _not_there(result.exit_status, result.stderr.splitlines()):
+        if not_there(result.exit_status, result.stderr.splitlines()):
             await self.install()
             result = await self.conn.run(self._argv(*args), cwd=self.spec.workdir, timeout=timeout)
         return result
@@ -97,7 +97,7 @@ class RemoteTelemetry:
                         self.hello = event
                     yield event
                 status = await stream.finished()
-                if not lines and _not_there(status, stream.stderr_tail):
+                if not lines and not_there(status, stream.stderr_tail):
                     await self.install()
                     continue  # at once: this is the console's first sample on a host new to this version
                 why = "; ".join(stream.stderr_tail) or f"agent exited with status {status}"
@@ -139,12 +139,6 @@ class RemoteTelemetry:
         if not outcomes and not result.ok:
             raise RemoteError(self.conn.host, f"kill failed: {visible(result.stderr.strip()) or result.exit_status}")
         return outcomes
-
-
-def _not_there(status: int | None, stderr: Iterable[str]) -> bool:
-    """The host's python could not open the agent's file (CPython: "python: can't open file '…': [Errno 2] …", exit
-    status 2): this version of the agent is not on the host yet."""
-    return status == 2 and any("can't open file" in line for line in stderr)
 
 
 class EarlyStream:

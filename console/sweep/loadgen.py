@@ -1,23 +1,16 @@
-"""The load generator: its own process, never the UI's event loop.
+"""The load generator's process: never the UI's event loop.
 
     python -m console.sweep.loadgen --url URL --run-dir DIR [--resume | --repeat C,C]
     python -m console.sweep.loadgen --config PIVOT_TOML --host NAME --port PORT --run-dir DIR [...]
 
-With --host it opens its own SSH connection and port forward to the server,
-so that no byte of the load passes through the console's event loop.
-
-Reads the run's settings from DIR/run.toml, then for each level keeps exactly
-C streaming requests in flight until the level's requests are done. Every
-event is one JSON line, printed for the caller and appended (flushed) to
-DIR/events.jsonl as it happens, so a crash loses at most the requests in
-flight. SIGUSR1: stop after the current level. SIGTERM/SIGINT: abort now,
+Reads the run's settings from DIR/run.toml. With --host it opens its own SSH connection, so that no byte of the load
+passes through the console's event loop, and by the run's `client` setting either runs the load generator on the GPU
+host itself ("host"; uploaded as a zipapp and run with the host's python, next to the server) and keeps what it sends,
+or generates the load here through an SSH forward ("console"); "auto" is the host when its python can (3.11 or later
+with aiohttp, orjson, pydantic 2 and prometheus_client, as SGLang's and vLLM's environments have), else here, saying
+why. Every event is one JSON line, printed for the caller and appended (flushed) to DIR/events.jsonl as it happens,
+so a crash loses at most the requests in flight. SIGUSR1: stop after the current level. SIGTERM/SIGINT: abort now,
 keeping every finished request. The run is locked while this process writes it.
-
-Everything the server sends is untrusted: a malformed chunk, an endless or
-stalled stream, an unterminated line or an impossible token count fails that
-one request with its reason; a level with too many failures is marked failed
-(never averaged into a verdict), the sweep waits a bounded time for the server
-to answer again and runs the level once more, or stops with the reason.
 """
 
 from __future__ import annotations
@@ -28,29 +21,27 @@ import contextlib
 import dataclasses
 import os
 import signal
-import socket
 import sys
 import time
 import tomllib
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import orjson
 
+from console import config
 from console.remote import Connection, RemoteError
-from console.server.engines import ENGINES, Engine
-from console.sweep.metrics import FAILED_ERROR_RATE, RequestRecord, level_metrics, percentile
-from console.sweep.requests import TokensPerChunk, one_request, prompts, request_body
+from console.sweep.generator import HostLoad, client_placement, sweep
+from console.sweep.requests import prompts
 from console.sweep.runfiles import EventLogFile
 from console.sweep.runlock import RunLocked, run_lock
-from console.sweep.server_view import scrape, server_answers, server_facts, warnings_for
 from console.sweep.settings import SweepSettings
 from console.sweep.store import RunError, completed_levels, open_run_dir
+from console.untrusted import visible
+from console.zipapp import loadgen_zip, not_there
 
-LAG_TICK_S = 0.01
-PROGRESS_S = 1.0  # how often a level in progress says how far it is
+EVENT_TYPES = frozenset({"sweep_started", "level_started", "request", "progress", "metrics", "level_retry", "level_done",
+                         "sweep_done"})  # what console/sweep/generator.py emits (a test holds them to it)
 
 
 class EventSink(EventLogFile):
@@ -67,178 +58,54 @@ class EventSink(EventLogFile):
         sys.stdout.buffer.flush()
 
 
-async def watch_lag(lags: list[float]) -> None:
-    """How late the load generator's own loop wakes up: a late loop stamps chunks late."""
-    loop = asyncio.get_running_loop()
-    while True:
-        before = loop.time()
-        await asyncio.sleep(LAG_TICK_S)
-        lags.append(max(0.0, loop.time() - before - LAG_TICK_S))
+class NotOnHost(Exception):
+    """The host's python cannot run the load generator: why."""
 
 
-def client_bound(cpu: float) -> str | None:
-    """Why this level's throughput may be the client's limit, not the server's; None when the client kept up."""
-    if cpu >= 0.9:
-        return f"the load generator used {cpu:.0%} of a core: it, not the server, may be the limit"
-    return None
-
-
-def lagging(lag_p90: float | None, itl_p50: float | None, itl_mean: float | None) -> str | None:
-    """Why this level's latencies cannot be trusted: chunks are stamped when the client's loop gets to them, so a
-    loop that runs late by a good part of an inter-token gap bunches them and ITL collapses toward 0 ms, far
-    below the requests' own pace (tokens over their decode time, which bunching does not change)."""
-    if lag_p90 is not None and lag_p90 >= max(0.002, 0.25 * (itl_mean or 0)):
-        against = f" against an ITL of {itl_mean * 1000:.1f} ms" if itl_mean else ""
-        return f"the load generator's loop ran late (p90 {lag_p90 * 1000:.1f} ms{against})"
-    if itl_p50 is not None and itl_mean and itl_p50 < 0.25 * itl_mean:
-        return (f"chunks arrived in bursts (ITL p50 {itl_p50 * 1000:.1f} ms against {itl_mean * 1000:.1f} ms per token "
-                "over each request)")
-    return None
-
-
-HostLoad = Callable[[], Awaitable[float | None]]
-
-
-def client_session(url: str, headers: dict[str, str], most: int, idle_timeout_s: float) -> aiohttp.ClientSession:
-    """aiohttp: its HTTP parser is C (llhttp), and per streamed token it costs half of httpx's CPU (whose layers,
-    anyio, sniffio and h11, were over 30 % of the load generator's time). A connection per request in flight, kept
-    alive from one request to the next; an idle stream fails after idle_timeout_s."""
-    return aiohttp.ClientSession(url, headers=headers, connector=aiohttp.TCPConnector(limit=most + 8),
-                                 timeout=aiohttp.ClientTimeout(total=None, connect=30, sock_read=idle_timeout_s))
-
-
-async def run_level(client: aiohttp.ClientSession, settings: SweepSettings, model: str, c: int, sink: EventSink,
-                    scrape_metrics: bool, per_chunk: TokensPerChunk, host_load: HostLoad | None,
-                    repeat: bool = False, ignore_eos: bool = True) -> dict[str, Any]:
-    total = settings.requests_for(c)
-    pool = prompts(settings)
-    sink.emit({"type": "level_started", "c": c, "requests": total, "warmup": settings.warmup, "repeat": repeat})
-    level_t0 = time.monotonic()
-    cpu0 = time.process_time()
-    deadline = level_t0 + settings.duration_s if settings.duration_s else None
-    next_index = 0
-    errors = 0
-    peak = in_flight = 0
-    records: list[RequestRecord] = []
-    server_samples: list[dict[str, float]] = []
-    lags: list[float] = []
-    give_up = max(2.0, FAILED_ERROR_RATE * total)  # past this many failures the level is failed: stop feeding it
-
-    async def slot() -> None:
-        nonlocal next_index, in_flight, peak, errors
-        while errors <= give_up:
-            if deadline is None and next_index >= total + settings.warmup:
-                return
-            if deadline is not None and time.monotonic() >= deadline:
-                return
-            index = next_index
-            next_index += 1
-            path, body = request_body(settings, model, pool[index % len(pool)], ignore_eos=ignore_eos)
-            in_flight += 1
-            peak = max(peak, in_flight)
-            try:
-                record = await one_request(client, path, body, c, index, level_t0, index < settings.warmup, settings,
-                                           per_chunk)
-            finally:
-                in_flight -= 1
-            errors += not record.ok
-            records.append(record)
-            sink.emit({"type": "request", **record.to_dict()})
-
-    async def progress() -> None:
-        """Once a second while the level runs: requests in flight and tokens streamed so far, so that a long first
-        wave (no request finished yet) visibly moves."""
-        seen0 = per_chunk.seen
-        while True:
-            await asyncio.sleep(PROGRESS_S)
-            sink.show({"type": "progress", "c": c, "in_flight": in_flight,
-                       "streamed": round((per_chunk.seen - seen0) * per_chunk.ratio)})
-
-    helpers = [asyncio.create_task(watch_lag(lags)), asyncio.create_task(progress())]
-    if scrape_metrics:
-        helpers.append(asyncio.create_task(scrape(client, c, sink.emit, server_samples)))
-    try:
-        await asyncio.gather(*(slot() for _ in range(c)))
-    finally:
-        for helper in helpers:
-            helper.cancel()
-    wall = time.monotonic() - level_t0
-    cpu = (time.process_time() - cpu0) / wall if wall > 0 else 0.0
-    server = {k: sum(s[k] for s in server_samples if k in s) / max(1, sum(k in s for s in server_samples))
-              for k in {k for s in server_samples for k in s}}
-    over = sum(r.over_asked for r in records)
-    failed = (f"the server reported more tokens than max_tokens asked in {over} request(s): not a measurement"
-              if over else None)
-    metrics = level_metrics(c, records, wall, server, failed=failed)
-    lag_p90 = percentile(lags, 90)
-    client_side = {"client_cpu": round(cpu, 3), "loop_lag_p50": percentile(lags, 50), "loop_lag_p90": lag_p90,
-              "loop_lag_p99": percentile(lags, 99), "load_avg": os.getloadavg()[0],
-              "client_bound": client_bound(cpu), "lagging": lagging(lag_p90, metrics.itl_p50, metrics.itl_mean)}
-    if host_load is not None:
-        client_side["host_load_avg"] = await host_load()
-    sink.emit({"type": "level_done", "c": c, "peak_in_flight": peak, "repeat": repeat,
-               **{k: v for k, v in vars(metrics).items() if k != "c"}, **client_side})
-    sink.sync()
-    return {**vars(metrics), **client_side}
-
-
-def client_placement(forwarded_from: str | None) -> dict[str, Any]:
-    """Where the load generator ran, and how its requests reached the server: recorded with the run, since an SSH
-    forward between client and server costs client CPU per token and bunches chunks."""
-    return {"machine": socket.gethostname(), "cpus": os.cpu_count(), "path": "ssh-forward" if forwarded_from else "direct",
-            **({"forwarded_from": forwarded_from} if forwarded_from else {})}
-
-
-async def sweep(url: str, run_dir: Path, settings: SweepSettings, *, resume: bool, repeat: list[int] | None = None,
-                host_load: HostLoad | None = None, forwarded_from: str | None = None, kind: str | None = None) -> int:
-    """kind: the managed server's engine kind, when pivot started it (what its requests may carry)."""
-    sink = EventSink(run_dir)
-    done = completed_levels(run_dir) if resume else set()
-    stop_after_level = asyncio.Event()
-    asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, stop_after_level.set)
-    headers = {}
-    if settings.api_key_env and os.environ.get(settings.api_key_env):
-        headers["Authorization"] = f"Bearer {os.environ[settings.api_key_env]}"
-    levels = repeat or list(settings.levels)
-    per_chunk = TokensPerChunk()
-    engine = ENGINES.get(kind or "")
-    ignore_eos = engine is None or engine.ignore_eos
-    failed: str | None = None
-    async with client_session(url, headers, max(levels), settings.idle_timeout_s) as client:
-        facts = await server_facts(client)
-        model = settings.model or facts.get("model") or "default"
-        sink.emit({"type": "sweep_started", "url": url, "model": model, "server": facts, "resumed": sorted(done),
-                   "repeat": repeat or [], "warnings": warnings_for(levels, facts) + engine_warnings(engine), "pid": os.getpid(),
-                   "client": client_placement(forwarded_from)})
-        stopped = False
-        for c in levels:
-            if c in done:
+async def on_host(conn: Connection, spec: config.HostSpec, port: int, order: dict[str, Any], sink: EventSink,
+                  stop_after_level: asyncio.Event) -> int:
+    """The load generator run on the host (uploaded when its python cannot open it), its events kept here: each
+    line is the host's word, taken only as a JSON object of a known type, with this machine's time."""
+    name, data = loadgen_zip()
+    argv = [spec.python, f"agent/{name}", "--port", str(port)]
+    for attempt in (1, 2):
+        stream = await conn.stream(argv, cwd=spec.workdir)
+        stopper = asyncio.create_task(_stop_later(stream, stop_after_level))
+        seen: dict[str, Any] | None = None
+        try:
+            stream.write(orjson.dumps(order).decode() + "\n")
+            async for line in stream:
+                with contextlib.suppress(orjson.JSONDecodeError):
+                    event = orjson.loads(line)
+                    if not isinstance(event, dict) or event.get("type") not in EVENT_TYPES | {"unsupported"}:
+                        continue
+                    if event["type"] == "unsupported":
+                        if seen is None:
+                            raise NotOnHost(visible(str(event.get("why"))))
+                        continue
+                    seen = event
+                    if event["type"] == "progress":
+                        sink.show(event)
+                    else:
+                        sink.emit({**event, "pid": os.getpid()} if event["type"] == "sweep_started" else event)
+            status = await stream.finished()
+            if seen is None and attempt == 1 and not_there(status, stream.stderr_tail):
+                await conn.upload(data, f"{spec.workdir.rstrip('/')}/agent/{name}")
                 continue
-            if stop_after_level.is_set():
-                stopped = True
-                break
-            result = await run_level(client, settings, model, c, sink, bool(facts.get("metrics")), per_chunk, host_load,
-                                     repeat=bool(repeat), ignore_eos=ignore_eos)
-            if result["failed"]:
-                answering = await server_answers(client, settings.server_wait_s)
-                if answering:
-                    sink.emit({"type": "level_retry", "c": c, "reason": result["failed"]})
-                    result = await run_level(client, settings, model, c, sink, bool(facts.get("metrics")), per_chunk,
-                                             host_load, repeat=bool(repeat), ignore_eos=ignore_eos)
-                if result["failed"]:
-                    why = "" if answering else f"; the server did not answer for {settings.server_wait_s:g} s"
-                    failed = f"C={c}: {result['failed']}" + (f" ({result['first_error']})" if result["first_error"] else "") + why
-                    break
-        sink.emit({"type": "sweep_done", "aborted": False, "stopped": stopped, "failed": failed})
-    sink.sync()
-    return 3 if failed else 0
+            if seen is None or seen["type"] != "sweep_done":
+                why = "; ".join(stream.stderr_tail) or f"exit status {status}"
+                raise RemoteError(conn.host, f"the load generator on the host ended before the sweep did: {why}")
+            return 3 if seen.get("failed") else 0
+        finally:
+            stopper.cancel()
+            await stream.stop()
+    raise AssertionError("unreachable")
 
 
-def engine_warnings(engine: Engine | None) -> list[str]:
-    if engine is not None and engine.ends_early:
-        return [f"a {engine.title} server may not honour ignore_eos: a request may end before max_tokens; such requests "
-                "are counted as short, and their tokens as they came"]
-    return []
+async def _stop_later(stream: Any, stop_after_level: asyncio.Event) -> None:
+    await stop_after_level.wait()
+    with contextlib.suppress(RemoteError):
+        stream.write("stop\n")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -265,20 +132,39 @@ def main(argv: list[str] | None = None) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, task.cancel)
+        stop_after_level = asyncio.Event()
+        loop.add_signal_handler(signal.SIGUSR1, stop_after_level.set)
+        sink = EventSink(args.run_dir)
+        headers = {}
+        if settings.api_key_env and os.environ.get(settings.api_key_env):
+            headers["Authorization"] = f"Bearer {os.environ[settings.api_key_env]}"
+        done = completed_levels(args.run_dir) if args.resume else set()
+        common: dict[str, Any] = {"pool": prompts(settings), "headers": headers, "done": done, "repeat": args.repeat,
+                                  "stop_after_level": stop_after_level, "kind": meta.get("kind")}
         conn = None
         try:
-            url, host_load = args.url, None
-            if url is None:
-                from console import config
-
-                conn = Connection(config.load(args.config).host(args.host))
-                await conn.up_now()
-                url = (await conn.forward("127.0.0.1", args.port)).url
-                host_load = _host_load(conn)
-            return await sweep(url, args.run_dir, settings, resume=args.resume, repeat=args.repeat, host_load=host_load,
-                               forwarded_from=args.host, kind=meta.get("kind"))
+            if args.url is not None:
+                return await sweep(args.url, sink, settings, placement=client_placement("direct"), **common)
+            spec = config.load(args.config).host(args.host)
+            conn = Connection(spec)
+            await conn.up_now()
+            warnings: list[str] = []
+            if settings.client != "console":
+                order = {"settings": settings.to_dict(), "prompts": common["pool"], "headers": headers,
+                         "done": sorted(done), "repeat": args.repeat or [], "kind": meta.get("kind")}
+                try:
+                    status = await on_host(conn, spec, args.port, order, sink, stop_after_level)
+                    sink.sync()
+                    return status
+                except NotOnHost as e:
+                    if settings.client == "host":
+                        raise RemoteError(args.host, f"cannot run the load generator there: {e}") from None
+                    warnings.append(f"the load generator ran here, through an SSH forward, not on {args.host}: {e}")
+            url = (await conn.forward("127.0.0.1", args.port)).url
+            return await sweep(url, sink, settings, placement=client_placement("ssh-forward", args.host),
+                               host_load=_host_load(conn), warnings=warnings, **common)
         except asyncio.CancelledError:
-            EventSink(args.run_dir).emit({"type": "sweep_done", "aborted": True, "stopped": False})
+            sink.emit({"type": "sweep_done", "aborted": True, "stopped": False})
             return 130
         finally:
             if conn is not None:
@@ -292,6 +178,9 @@ def main(argv: list[str] | None = None) -> int:
     except RunLocked as e:
         print(f"pivot-loadgen: {e}", file=sys.stderr)
         return 2
+    except RemoteError as e:
+        print(f"pivot-loadgen: {e}", file=sys.stderr)
+        return 1
     except OSError as e:  # the disk filled, the run's directory went away: one line, not a traceback
         print(f"pivot-loadgen: cannot write the run: {e.strerror or e}", file=sys.stderr)
         return 1

@@ -167,8 +167,9 @@ class Run:
         client = self.meta.get("client")
         if not isinstance(client, dict) or not client.get("machine"):
             return None
-        how = f"through an SSH forward to {client.get('forwarded_from')}" if client.get("path") == "ssh-forward" else "direct"
-        return f"on {visible(str(client['machine']))}, {visible(how)}"
+        path, host = client.get("path"), client.get("host") or client.get("forwarded_from")  # (the older runs' word)
+        how = {"ssh-forward": f"through an SSH forward to {host}", "on-host": "on the GPU host, next to the server"}
+        return f"on {visible(str(client['machine']))}, {visible(how.get(str(path), 'direct'))}"
 
     @property
     def speculative(self) -> bool:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from console.sweep.loadgen import client_bound, lagging
+from console.sweep.generator import client_bound, lagging
 from console.sweep.settings import SweepSettings
 from console.sweep.store import create_run
 from tests.test_sim_server import sim_env, start_server  # noqa: F401  (fixtures)

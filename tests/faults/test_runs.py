@@ -195,12 +195,16 @@ def test_a_server_killed_mid_level_fails_the_level_and_the_sweep_says_why(start_
     assert run.state == "complete" and run.measured()["c"].to_list() == [2, 4]
 
 
-def test_a_stalled_link_is_waited_for_and_the_level_measured_again(sim_host_process, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("client", ["console", "host"])
+def test_a_stalled_link_is_waited_for_and_the_level_measured_again(sim_host_process, tmp_path: Path, client: str) -> None:  # type: ignore[no-untyped-def]
+    """Through an SSH forward the stalled requests fail, and the level is measured again once the link is back; a
+    load generator on the host measures on, and what it sent waits for the link (never a stalled loop)."""
     from tests.conftest import free_port
 
     host = sim_host_process
     config_text = host.config_path.read_text()
-    host.config_path.write_text(config_text.replace("[sweep]\n", "[sweep]\nidle_timeout_s = 3\nserver_wait_s = 120\n"))
+    host.config_path.write_text(config_text.replace(
+        "[sweep]\n", f'[sweep]\nidle_timeout_s = 3\nserver_wait_s = 120\nclient = "{client}"\n'))
     profiles = host.config_path.parent / "profiles"
     profiles.mkdir(exist_ok=True)
     (profiles / "t.toml").write_text(f'extends = "demo-baseline"\nport = {free_port()}\n')
@@ -215,12 +219,18 @@ def test_a_stalled_link_is_waited_for_and_the_level_measured_again(sim_host_proc
     _wait(lambda: sum(e["type"] == "request" for e in _events(run_dir)) >= 5)
     host.proc.send_signal(signal.SIGSTOP)  # the SSH server stops answering: the link stalls
     try:
-        _wait(lambda: any(e["type"] == "level_done" and e.get("failed") for e in _events(run_dir)), timeout=240)
+        if client == "console":
+            _wait(lambda: any(e["type"] == "level_done" and e.get("failed") for e in _events(run_dir)), timeout=240)
+        else:
+            time.sleep(5)  # longer than idle_timeout_s: a request through the link would have failed by now
     finally:
         host.proc.send_signal(signal.SIGCONT)
     _, err = sweep.communicate(timeout=600)
     assert sweep.returncode == 0, err
-    assert any(e["type"] == "level_retry" for e in _events(run_dir))
+    events = _events(run_dir)
+    assert events[0]["client"]["path"] == {"console": "ssh-forward", "host": "on-host"}[client]
+    assert any(e["type"] == "level_retry" for e in events) == (client == "console")
+    assert client == "console" or not any(e["type"] == "request" and e.get("error") for e in events)
     run = open_run(host.config.campaign_dir, run_dir.name)
     assert run.state == "complete" and run.measured()["c"].to_list() == [2]
 

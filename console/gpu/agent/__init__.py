@@ -1,4 +1,4 @@
-"""pivot's telemetry agent: runs on the GPU host with the host's own python, uploaded as one zipapp (agent_zip.py).
+"""pivot's telemetry agent: runs on the GPU host with the host's own python, uploaded as one zipapp (console/zipapp.py).
 
 Standard library only (nvitop is used when the host's python can import it),
 and Python 3.8 or newer, since it runs wherever the inference server runs.

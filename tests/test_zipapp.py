@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from console.gpu.agent_zip import agent_zip
+from console.zipapp import agent_zip
 
 
 def test_the_zipapp_is_the_same_for_the_same_source_and_runs_on_its_own(tmp_path: Path) -> None:

@@ -1,0 +1,207 @@
+"""The load generator's work, wherever it runs (console/sweep/loadgen.py on the console's machine, on_host.py on the GPU
+host): for each level, exactly C streaming requests in flight until the level's requests are done, each request's
+record an event, the level's figures with how far the client itself can be trusted (its CPU, its loop's lateness).
+
+Everything the server sends is untrusted: a malformed chunk, an endless or stalled stream, an unterminated line or an
+impossible token count fails that one request with its reason; a level with too many failures is marked failed (never
+averaged into a verdict), the sweep waits a bounded time for the server to answer again and runs the level once more,
+or stops with the reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+import aiohttp
+
+from console.server.engines import ENGINES, Engine
+from console.sweep.metrics import FAILED_ERROR_RATE, RequestRecord, level_metrics, percentile
+from console.sweep.requests import TokensPerChunk, one_request, request_body
+from console.sweep.server_view import scrape, server_answers, server_facts, warnings_for
+from console.sweep.settings import SweepSettings
+
+LAG_TICK_S = 0.01
+PROGRESS_S = 1.0  # how often a level in progress says how far it is
+
+
+class Sink(Protocol):
+    """Where the generator's events go: kept with the run (emit) or only shown (show, news of a level in progress)."""
+
+    def emit(self, event: dict[str, Any]) -> None: ...
+
+    def show(self, event: dict[str, Any]) -> None: ...
+
+    def sync(self) -> None: ...
+
+
+async def watch_lag(lags: list[float]) -> None:
+    """How late the load generator's own loop wakes up: a late loop stamps chunks late."""
+    loop = asyncio.get_running_loop()
+    while True:
+        before = loop.time()
+        await asyncio.sleep(LAG_TICK_S)
+        lags.append(max(0.0, loop.time() - before - LAG_TICK_S))
+
+
+def client_bound(cpu: float) -> str | None:
+    """Why this level's throughput may be the client's limit, not the server's; None when the client kept up."""
+    if cpu >= 0.9:
+        return f"the load generator used {cpu:.0%} of a core: it, not the server, may be the limit"
+    return None
+
+
+def lagging(lag_p90: float | None, itl_p50: float | None, itl_mean: float | None) -> str | None:
+    """Why this level's latencies cannot be trusted: chunks are stamped when the client's loop gets to them, so a
+    loop that runs late by a good part of an inter-token gap bunches them and ITL collapses toward 0 ms, far
+    below the requests' own pace (tokens over their decode time, which bunching does not change)."""
+    if lag_p90 is not None and lag_p90 >= max(0.002, 0.25 * (itl_mean or 0)):
+        against = f" against an ITL of {itl_mean * 1000:.1f} ms" if itl_mean else ""
+        return f"the load generator's loop ran late (p90 {lag_p90 * 1000:.1f} ms{against})"
+    if itl_p50 is not None and itl_mean and itl_p50 < 0.25 * itl_mean:
+        return (f"chunks arrived in bursts (ITL p50 {itl_p50 * 1000:.1f} ms against {itl_mean * 1000:.1f} ms per token "
+                "over each request)")
+    return None
+
+
+HostLoad = Callable[[], Awaitable[float | None]]
+
+
+def client_session(url: str, headers: dict[str, str], most: int, idle_timeout_s: float) -> aiohttp.ClientSession:
+    """aiohttp: its HTTP parser is C (llhttp), and per streamed token it costs half of httpx's CPU (whose layers,
+    anyio, sniffio and h11, were over 30 % of the load generator's time). A connection per request in flight, kept
+    alive from one request to the next; an idle stream fails after idle_timeout_s."""
+    return aiohttp.ClientSession(url, headers=headers, connector=aiohttp.TCPConnector(limit=most + 8),
+                                 timeout=aiohttp.ClientTimeout(total=None, connect=30, sock_read=idle_timeout_s))
+
+
+async def run_level(client: aiohttp.ClientSession, settings: SweepSettings, pool: list[Any], model: str, c: int, sink: Sink,
+                    scrape_metrics: bool, per_chunk: TokensPerChunk, host_load: HostLoad | None,
+                    repeat: bool = False, ignore_eos: bool = True) -> dict[str, Any]:
+    total = settings.requests_for(c)
+    sink.emit({"type": "level_started", "c": c, "requests": total, "warmup": settings.warmup, "repeat": repeat})
+    level_t0 = time.monotonic()
+    cpu0 = time.process_time()
+    deadline = level_t0 + settings.duration_s if settings.duration_s else None
+    next_index = 0
+    errors = 0
+    peak = in_flight = 0
+    records: list[RequestRecord] = []
+    server_samples: list[dict[str, float]] = []
+    lags: list[float] = []
+    give_up = max(2.0, FAILED_ERROR_RATE * total)  # past this many failures the level is failed: stop feeding it
+
+    async def slot() -> None:
+        nonlocal next_index, in_flight, peak, errors
+        while errors <= give_up:
+            if deadline is None and next_index >= total + settings.warmup:
+                return
+            if deadline is not None and time.monotonic() >= deadline:
+                return
+            index = next_index
+            next_index += 1
+            path, body = request_body(settings, model, pool[index % len(pool)], ignore_eos=ignore_eos)
+            in_flight += 1
+            peak = max(peak, in_flight)
+            try:
+                record = await one_request(client, path, body, c, index, level_t0, index < settings.warmup, settings,
+                                           per_chunk)
+            finally:
+                in_flight -= 1
+            errors += not record.ok
+            records.append(record)
+            sink.emit({"type": "request", **record.to_dict()})
+
+    async def progress() -> None:
+        """Once a second while the level runs: requests in flight and tokens streamed so far, so that a long first
+        wave (no request finished yet) visibly moves."""
+        seen0 = per_chunk.seen
+        while True:
+            await asyncio.sleep(PROGRESS_S)
+            sink.show({"type": "progress", "c": c, "in_flight": in_flight,
+                       "streamed": round((per_chunk.seen - seen0) * per_chunk.ratio)})
+
+    helpers = [asyncio.create_task(watch_lag(lags)), asyncio.create_task(progress())]
+    if scrape_metrics:
+        helpers.append(asyncio.create_task(scrape(client, c, sink.emit, server_samples)))
+    try:
+        await asyncio.gather(*(slot() for _ in range(c)))
+    finally:
+        for helper in helpers:
+            helper.cancel()
+    wall = time.monotonic() - level_t0
+    cpu = (time.process_time() - cpu0) / wall if wall > 0 else 0.0
+    server = {k: sum(s[k] for s in server_samples if k in s) / max(1, sum(k in s for s in server_samples))
+              for k in {k for s in server_samples for k in s}}
+    over = sum(r.over_asked for r in records)
+    failed = (f"the server reported more tokens than max_tokens asked in {over} request(s): not a measurement"
+              if over else None)
+    metrics = level_metrics(c, records, wall, server, failed=failed)
+    lag_p90 = percentile(lags, 90)
+    client_side = {"client_cpu": round(cpu, 3), "loop_lag_p50": percentile(lags, 50), "loop_lag_p90": lag_p90,
+              "loop_lag_p99": percentile(lags, 99), "load_avg": os.getloadavg()[0],
+              "client_bound": client_bound(cpu), "lagging": lagging(lag_p90, metrics.itl_p50, metrics.itl_mean)}
+    if host_load is not None:
+        client_side["host_load_avg"] = await host_load()
+    sink.emit({"type": "level_done", "c": c, "peak_in_flight": peak, "repeat": repeat,
+               **{k: v for k, v in vars(metrics).items() if k != "c"}, **client_side})
+    sink.sync()
+    return {**vars(metrics), **client_side}
+
+
+def client_placement(path: str, host: str | None = None) -> dict[str, Any]:
+    """Where the load generator ran (this machine) and how its requests reached the server (path: "direct",
+    "ssh-forward" from the console's machine to `host`, or "on-host": on `host` itself): recorded with the run, since an
+    SSH forward between client and server costs client CPU per token, bunches chunks and adds its round trip."""
+    return {"machine": socket.gethostname(), "cpus": os.cpu_count(), "path": path, **({"host": host} if host else {})}
+
+
+async def sweep(url: str, sink: Sink, settings: SweepSettings, *, pool: list[Any], headers: dict[str, str],
+                done: set[int], repeat: list[int] | None, stop_after_level: asyncio.Event, placement: dict[str, Any],
+                host_load: HostLoad | None = None, kind: str | None = None, warnings: list[str] | None = None) -> int:
+    """The levels not in `done` (or `repeat`'s), each to its end; 3 when one failed, else 0. kind: the managed
+    server's engine kind, when pivot started it (what its requests may carry); placement: where this client runs."""
+    levels = repeat or list(settings.levels)
+    per_chunk = TokensPerChunk()
+    engine = ENGINES.get(kind or "")
+    ignore_eos = engine is None or engine.ignore_eos
+    failed: str | None = None
+    async with client_session(url, headers, max(levels), settings.idle_timeout_s) as client:
+        facts = await server_facts(client)
+        model = settings.model or facts.get("model") or "default"
+        said = [*(warnings or []), *warnings_for(levels, facts), *engine_warnings(engine)]
+        sink.emit({"type": "sweep_started", "url": url, "model": model, "server": facts, "resumed": sorted(done),
+                   "repeat": repeat or [], "warnings": said, "pid": os.getpid(), "client": placement})
+        stopped = False
+        for c in levels:
+            if c in done:
+                continue
+            if stop_after_level.is_set():
+                stopped = True
+                break
+            result = await run_level(client, settings, pool, model, c, sink, bool(facts.get("metrics")), per_chunk,
+                                     host_load, repeat=bool(repeat), ignore_eos=ignore_eos)
+            if result["failed"]:
+                answering = await server_answers(client, settings.server_wait_s)
+                if answering:
+                    sink.emit({"type": "level_retry", "c": c, "reason": result["failed"]})
+                    result = await run_level(client, settings, pool, model, c, sink, bool(facts.get("metrics")),
+                                             per_chunk, host_load, repeat=bool(repeat), ignore_eos=ignore_eos)
+                if result["failed"]:
+                    why = "" if answering else f"; the server did not answer for {settings.server_wait_s:g} s"
+                    failed = f"C={c}: {result['failed']}" + (f" ({result['first_error']})" if result["first_error"] else "") + why
+                    break
+        sink.emit({"type": "sweep_done", "aborted": False, "stopped": stopped, "failed": failed})
+    sink.sync()
+    return 3 if failed else 0
+
+
+def engine_warnings(engine: Engine | None) -> list[str]:
+    if engine is not None and engine.ends_early:
+        return [f"a {engine.title} server may not honour ignore_eos: a request may end before max_tokens; such requests "
+                "are counted as short, and their tokens as they came"]
+    return []

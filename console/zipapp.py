@@ -1,0 +1,79 @@
+"""What pivot runs on a host with the host's own python, each as one file to upload: the telemetry agent
+(console/gpu/agent) and the load generator (console/sweep/on_host.py with the modules it imports). Zipapps the host's
+python runs as they are. The same source gives the same bytes (sorted names, fixed timestamps), so a name, from their
+hash, changes only with the code, and a host keeps one copy per version, in its workdir's agent/."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import zipfile
+from collections.abc import Iterable
+from functools import cache
+from importlib import resources
+
+EPOCH = (1980, 1, 1, 0, 0, 0)  # the earliest a zip can say: no build time in the bytes
+AGENT_MAIN = b"import runpy\nrunpy.run_module(\"pivot_agent\", run_name=\"__main__\", alter_sys=True)\n"
+
+# The load generator's modules (console.sweep.generator and what it imports), checked by a test against its imports.
+LOADGEN_MODULES = (
+    "console/__init__.py", "console/untrusted.py", "console/config.py", "console/server/__init__.py",
+    "console/server/engines.py", "console/sweep/__init__.py", "console/sweep/generator.py", "console/sweep/metrics.py",
+    "console/sweep/on_host.py", "console/sweep/requests.py", "console/sweep/server_view.py",
+    "console/sweep/settings.py", "console/sweep/sse.py",
+)
+LOADGEN_NEEDS = ("aiohttp", "orjson", "pydantic", "prometheus_client")
+# Python 3.8 can read this much: a host whose python cannot run the load generator says why, as its one event.
+LOADGEN_MAIN = f"""import json, sys
+def unsupported(why):
+    print(json.dumps({{"type": "unsupported", "why": why}}))
+    sys.exit(4)
+if sys.version_info < (3, 11):
+    unsupported("the host's python is %d.%d; the load generator needs 3.11 or later" % sys.version_info[:2])
+import importlib.util
+missing = [m for m in {LOADGEN_NEEDS!r} if importlib.util.find_spec(m) is None]
+if missing:
+    unsupported("the host's python lacks " + ", ".join(missing))
+import pydantic
+if not pydantic.VERSION.startswith("2."):
+    unsupported("the host's pydantic is %s; the load generator needs 2" % pydantic.VERSION)
+import runpy
+runpy.run_module("console.sweep.on_host", run_name="__main__", alter_sys=True)
+""".encode()
+
+
+def _entry(name: str) -> zipfile.ZipInfo:
+    info = zipfile.ZipInfo(name, EPOCH)
+    info.compress_type = zipfile.ZIP_DEFLATED
+    info.external_attr = 0o644 << 16
+    return info
+
+
+def build(prefix: str, main: bytes, files: Iterable[tuple[str, bytes]]) -> tuple[str, bytes]:
+    """(the file name the host keeps it under, the zipapp's bytes)."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as z:
+        z.writestr(_entry("__main__.py"), main)
+        for name, data in sorted(files):
+            z.writestr(_entry(name), data)
+    data = out.getvalue()
+    return f"{prefix}_{hashlib.sha256(data).hexdigest()[:12]}.pyz", data
+
+
+@cache
+def agent_zip() -> tuple[str, bytes]:
+    sources = (f for f in resources.files("console.gpu.agent").iterdir() if f.name.endswith(".py"))
+    return build("pivot_agent", AGENT_MAIN, ((f"pivot_agent/{f.name}", f.read_bytes()) for f in sources))
+
+
+@cache
+def loadgen_zip() -> tuple[str, bytes]:
+    root = resources.files("console")
+    return build("pivot_loadgen", LOADGEN_MAIN,
+                 ((name, root.joinpath(name.removeprefix("console/")).read_bytes()) for name in LOADGEN_MODULES))
+
+
+def not_there(status: int | None, stderr: Iterable[str]) -> bool:
+    """The host's python could not open the zipapp (CPython: "python: can't open file '…': [Errno 2] …", exit
+    status 2): this version is not on the host yet."""
+    return status == 2 and any("can't open file" in line for line in stderr)
