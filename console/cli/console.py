@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
+from types import ModuleType
 
 from console import config, pivot_toml
 from console.gpu.telemetry import EarlyStream
@@ -16,6 +17,12 @@ def cmd_console(args: argparse.Namespace) -> int:
         return open_fleet(pivot_toml.load(args.config), args.theme, readonly=args.readonly)
     return open_console(pivot_toml.load(args.config), None if args.local else args.host, args.theme, local=args.local,
                         readonly=args.readonly)
+
+
+def _import_screen() -> ModuleType:
+    """Textual and the app, and httpx for the server's health checks (its first poll is at the screen's start)."""
+    importlib.import_module("httpx")
+    return importlib.import_module("console.ui.app")
 
 
 def open_fleet(cfg: config.Config, theme: str | None, *, readonly: bool) -> int:
@@ -44,7 +51,7 @@ async def _console(session: Session, theme: str | None, readonly: bool, notes: l
     sampled = session.spec is None or session.spec.gpus  # a host without GPUs (gpus = false) is not sampled
     telemetry = EarlyStream(session.telemetry) if sampled else None
     try:
-        app = await asyncio.to_thread(importlib.import_module, "console.ui.app")
+        app = await asyncio.to_thread(_import_screen)
         await app.PivotApp(session, theme=theme, readonly=readonly, notes=notes, telemetry=telemetry).run_async()
     finally:
         if telemetry is not None:

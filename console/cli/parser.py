@@ -6,13 +6,18 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from console import __version__
+from console import version
 from console.server.checks import CHECKS
+
+
+class _Version(argparse.Action):
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        parser.exit(message=f"pivot {version()}\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pivot", description="Control console for LLM inference servers on GPU hosts, over SSH.")
-    parser.add_argument("--version", action="version", version=f"pivot {__version__}")
+    parser.add_argument("--version", action=_Version, nargs=0, help="show the version and exit")
     parser.add_argument("--config", metavar="PATH", help="pivot.toml to use (default: ./pivot.toml, then ~/.config/pivot/pivot.toml)")
     parser.add_argument("--host", metavar="NAME", help="host from the config (default: default_host)")
     parser.add_argument("--theme", metavar="NAME", help="theme for the console")

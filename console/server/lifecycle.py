@@ -19,9 +19,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import asdict, replace
-from typing import Protocol
-
-import httpx
+from typing import TYPE_CHECKING, Protocol
 
 from console.config import HostSpec
 from console.events import EventLog, Restart, Start, Stop, Switch
@@ -44,6 +42,9 @@ from console.server.state import (
     StopReport,
 )
 from console.untrusted import visible
+
+if TYPE_CHECKING:  # imported where a health check needs it: `pivot --help` and the first screen do not wait
+    import httpx
 
 RECORD, PIDFILE, LOG = "server.json", "server.pid", "server.log"
 CRASH_TAIL = 50
@@ -155,6 +156,8 @@ class ServerLifecycle:
     async def _health(self, record: ServerRecord) -> tuple[bool, str]:
         """Each health path in turn: 200 is ready, 404 (no such route on this server) asks the next, anything else
         is not ready yet (503 while the model loads)."""
+        import httpx  # (imported with the console's screen, in its thread: console/cli/console.py)
+
         try:
             async with self._http_lock:
                 client = await self._client(record.port)
@@ -171,6 +174,8 @@ class ServerLifecycle:
         """The HTTP client of the forward to `port`: made once (a client costs an SSL context, ~25 ms of CPU, even
         for plain http), its connection kept alive, so that a poll is one request on one forwarded channel."""
         if self._forward is None or self._http is None or self._forward.remote_port != port:
+            import httpx
+
             await self._drop_forward()
             self._forward = await self.conn.forward("127.0.0.1", port)
             self._http = httpx.AsyncClient(base_url=self._forward.url, timeout=5.0)
@@ -180,6 +185,8 @@ class ServerLifecycle:
         if record.kind == "llamacpp":  # its /v1/models waits for the model and may cut the stream in flight
             flag = next((a for a in ("--model", "-m") if a in record.argv[:-1]), None)
             return visible(record.argv[record.argv.index(flag) + 1]) if flag else None
+        import httpx
+
         async with self._http_lock:
             if self._http is None:
                 return None

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import tomli_w
 
-from console import __version__
+from console import version
 from console.server.speculation import Drafting, command_argv, drafting
 from console.sweep.metrics import level_metrics
 from console.sweep.runevents import Attempt, RequestColumns, RunEvents, read_run_events
@@ -319,7 +319,7 @@ def create_run(campaign_dir: Path, meta: dict[str, Any], name: str | None = None
         raise RunError(f"run {base!r} already exists in {runs_dir(campaign_dir)}")
     try:
         directory.mkdir(parents=True)
-        meta = {**meta, "name": base, "pivot_version": __version__,
+        meta = {**meta, "name": base, "pivot_version": version(),
                 "started": datetime.now(UTC).isoformat(timespec="seconds")}
         write_meta(directory, meta)
         (directory / EVENTS).touch()
