@@ -116,8 +116,8 @@ async def settled(pilot) -> None:  # type: ignore[no-untyped-def]
     pane, chart = app.query_one(SweepPane), app.query_one(SweepChart)
 
     def done() -> bool:
-        if any(w.group == "sweep-load" and not w.is_finished for w in app.workers):
-            return False  # the campaign's last run is still being read
+        if any(w.group in ("sweep-load", "sweep-overlays") and not w.is_finished for w in app.workers):
+            return False  # the campaign's runs are still being read
         if app.query_one(ProcessTable).last_sample is None or pane.dirty:
             return False
         if not chart.display or not pane.display:

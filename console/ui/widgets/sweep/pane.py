@@ -122,10 +122,18 @@ class SweepPane(Vertical):
             self.dirty = True
 
     # -- drawing --------------------------------------------------------------
+    @work(thread=True, exclusive=True, group="sweep-overlays", exit_on_error=False)
     def _refresh_overlays(self) -> None:
-        """Read the earlier runs once per change of run, not at every redraw of a running sweep."""
-        self.data.overlays = earlier_runs(self.session.config.campaign_dir, self.run, self.overlay_count)
-        self.dirty = True
+        """Read the earlier runs once per change of run, not at every redraw of a running sweep; in a thread (every
+        run's state, the last ones' tables: tens of milliseconds a run when a sweep ends)."""
+        run, count = self.run, self.overlay_count
+        overlays = earlier_runs(self.session.config.campaign_dir, run, count)
+        self.app.call_from_thread(self._show_overlays, run, count, overlays)
+
+    def _show_overlays(self, run: Run | None, count: int, overlays: list[tuple[Run, Any]]) -> None:
+        if self.run is run and self.overlay_count == count:  # still the run on screen, and as many as asked
+            self.data.overlays = overlays
+            self.dirty = True
 
     def _redraw_if_dirty(self) -> None:
         if self.dirty:
