@@ -95,7 +95,7 @@ async def on_host(conn: Connection, spec: config.HostSpec, port: int, order: dic
             if seen is None or seen["type"] != "sweep_done":
                 why = "; ".join(stream.stderr_tail) or f"exit status {status}"
                 raise RemoteError(conn.host, f"the load generator on the host ended before the sweep did: {why}")
-            return 3 if seen.get("failed") else 0
+            return 130 if seen.get("aborted") else 3 if seen.get("failed") else 0  # as a sweep here ends
         finally:
             stopper.cancel()
             await stream.stop()
