@@ -105,21 +105,15 @@ class SweepPane(Vertical):
 
     @work(thread=True, group="sweep-load", exit_on_error=False)
     def _load_last_run(self) -> None:
-        """The campaign's last run with its earlier ones, read in a thread: a campaign is many files, and the screen
-        (the GPUs first) does not wait for them."""
-        campaign = self.session.config.campaign_dir
-        runs = [r for r in list_runs(campaign) if r.state != "corrupt"]
+        """The campaign's last run, read in a thread: a campaign is many files, and the screen (the GPUs first) does
+        not wait for them."""
+        runs = [r for r in list_runs(self.session.config.campaign_dir) if r.state != "corrupt"]
         if runs:
-            run = runs[-1]
-            levels = list(run.levels().iter_rows(named=True))
-            overlays = earlier_runs(campaign, run, self.overlay_count)
-            self.app.call_from_thread(self._show_loaded, run, levels, overlays)
+            self.app.call_from_thread(self._show_loaded, runs[-1], list(runs[-1].levels().iter_rows(named=True)))
 
-    def _show_loaded(self, run: Run, levels: list[dict[str, Any]], overlays: list[tuple[Run, Any]]) -> None:
+    def _show_loaded(self, run: Run, levels: list[dict[str, Any]]) -> None:
         if self.data.run is None:  # unless a sweep (or the operator) put another run on screen meanwhile
-            self.data.run, self.data.levels, self.data.overlays = run, levels, overlays
-            self.query_one(LevelTable).show(levels)
-            self.dirty = True
+            self._put_run(run, levels)
 
     # -- drawing --------------------------------------------------------------
     @work(thread=True, exclusive=True, group="sweep-overlays", exit_on_error=False)
@@ -175,9 +169,11 @@ class SweepPane(Vertical):
         self.query_one("#sweep-progress", QuietStatic).update(text)
 
     def _show_run(self, run: Run) -> None:
-        self.data.run = run
-        self.data.levels = list(run.levels().iter_rows(named=True))
-        self.query_one(LevelTable).show(self.data.levels)
+        self._put_run(run, list(run.levels().iter_rows(named=True)))
+
+    def _put_run(self, run: Run, levels: list[dict[str, Any]]) -> None:
+        self.data.run, self.data.levels = run, levels
+        self.query_one(LevelTable).show(levels)
         self._refresh_overlays()
 
     # -- a sweep in progress, whoever started it ------------------------------------------
