@@ -208,6 +208,8 @@ class HostTable:
     port: Port | None = None
     jump: Str | None = None  # another pivot host name, or an OpenSSH ProxyJump string
     role: Annotated[Str, choice(*ROLES)] = "gpu"
+    # where the other nodes of a multi-node server reach this one (its rank 0's rendezvous): default, hostname
+    address: Str | None = None
     gpus: Bool = True  # false: a host without GPUs (a CPU engine): no GPU checks, and the GPU pane says so once
     python: Str = "python3"
     workdir: Str = "~/.pivot"
@@ -231,6 +233,11 @@ class HostSpec(HostTable):
         """The name handed to SSH: the alias, else the hostname, else the pivot name."""
         return self.hostname or self.ssh or self.name
 
+    @property
+    def node_address(self) -> str:
+        """Where the other nodes of a multi-node server reach this host: `address`, else its SSH target."""
+        return self.address or self.target
+
 
 class ConfigFile(Table):
     """What pivot.toml may say; a key left out takes Config's default."""
@@ -239,6 +246,7 @@ class ConfigFile(Table):
     theme: Str | None = None
     campaign_dir: Str | None = None  # relative to the file
     hosts: dict[str, dict[str, Any]] = {}  # each a HostTable
+    groups: dict[str, Annotated[list[Str], expect("a list of host names")]] = {}  # a name for hosts a profile spans
     idle_threshold_mib: Number | None = None
     kill_grace_s: Number | None = None
     telemetry_interval_s: Annotated[Number, must(lambda s: s >= 0.25, "must be at least 0.25, got {value}")] | None = None
@@ -251,6 +259,7 @@ class Config:
     path: Path | None
     hosts: dict[str, HostSpec]
     default_host: str | None = None
+    groups: dict[str, tuple[str, ...]] = field(default_factory=dict)
     theme: str | None = None
     campaign_dir: Path = Path("campaign")
     idle_threshold_mib: float = 1024.0  # a GPU holding less than this counts as idle
@@ -314,9 +323,15 @@ def _build(path: Path, data: dict[str, Any]) -> Config:
             raise Invalid(f"hosts.{host.name}.jump", "a host cannot jump through itself")
     if top.default_host is not None and top.default_host not in hosts:
         raise Invalid("default_host", f"names no host in [hosts] ({top.default_host!r})")
-    given = top.model_dump(exclude_unset=True, exclude={"hosts", "campaign_dir", "profiles_dir"})
+    for group, members in top.groups.items():
+        if group in hosts:
+            raise Invalid(f"groups.{group}", "a group cannot have a host's name")
+        if unknown := [m for m in members if m not in hosts]:
+            raise Invalid(f"groups.{group}", f"names no host in [hosts]: {', '.join(map(repr, unknown))}")
+    given = top.model_dump(exclude_unset=True, exclude={"hosts", "groups", "campaign_dir", "profiles_dir"})
     return Config(
-        path=path, hosts=hosts, campaign_dir=_beside(path, top.campaign_dir or "campaign"),
+        path=path, hosts=hosts, groups={k: tuple(v) for k, v in top.groups.items()},
+        campaign_dir=_beside(path, top.campaign_dir or "campaign"),
         profiles_dir=_beside(path, top.profiles_dir) if top.profiles_dir else None, **given,
     )
 

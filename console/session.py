@@ -13,7 +13,8 @@ from console.events import EventLog
 from console.gpu.telemetry import LocalTelemetry, RemoteTelemetry, Telemetry
 from console.remote import Connection, HostPool
 from console.server.lifecycle import Lifecycle, ServerLifecycle
-from console.server.profiles import ProfileSet, load_profiles
+from console.server.multinode import Rank, ranks
+from console.server.profiles import Profile, ProfileSet, load_profiles
 
 if TYPE_CHECKING:
     from console.actions.sweep import Sweeps
@@ -37,9 +38,10 @@ class Session:
         else:
             self.telemetry = RemoteTelemetry(self.conn, self.spec, interval=config.telemetry_interval_s)
         self.lifecycle: Lifecycle | None = lifecycle
+        self._peers: dict[str, ServerLifecycle] = {}  # the other nodes of a server across nodes, as they are needed
         if lifecycle is None and self.spec is not None and isinstance(self.telemetry, RemoteTelemetry):
             self.lifecycle = ServerLifecycle(self.conn, self.spec, self.telemetry, idle_threshold_mib=config.idle_threshold_mib,
-                                             grace_s=config.kill_grace_s, events=self.events, via=via)
+                                             grace_s=config.kill_grace_s, events=self.events, via=via, peers=self)
         self._sweeps: Sweeps | None = None
 
     @property
@@ -68,6 +70,20 @@ class Session:
             self._sweeps = Sweeps(self)
         return self._sweeps
 
+    # -- the other nodes of a server across nodes (console/server/cluster.py's Peers) ---------------------------------
+    def ranks(self, profile: Profile) -> list[Rank]:
+        return ranks(profile, self.config)
+
+    def lifecycle_of(self, host: str) -> ServerLifecycle:
+        """Another host's server lifecycle, on the pool's connection to it (the event log is the server's rank 0's)."""
+        if host not in self._peers:
+            spec = self.config.host(host)
+            conn = self.pool.get(host)
+            self._peers[host] = ServerLifecycle(conn, spec, RemoteTelemetry(conn, spec, interval=self.config.telemetry_interval_s),
+                                                idle_threshold_mib=self.config.idle_threshold_mib,
+                                                grace_s=self.config.kill_grace_s, via=self.via)
+        return self._peers[host]
+
     def profiles(self) -> ProfileSet:
         return load_profiles(*self.config.profile_dirs)
 
@@ -77,9 +93,10 @@ class Session:
             await self.conn.connected(timeout, fail_fast=True)
 
     async def close(self) -> None:
-        if self.lifecycle is not None:
-            with contextlib.suppress(Exception):  # its channels end with the connection anyway
-                await self.lifecycle.close()
+        for lifecycle in [self.lifecycle, *self._peers.values()]:
+            if lifecycle is not None:
+                with contextlib.suppress(Exception):  # its channels end with the connection anyway
+                    await lifecycle.close()
         await self.pool.close()
 
     async def __aenter__(self) -> Session:

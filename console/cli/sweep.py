@@ -231,6 +231,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
         out.print(table)
         if run.client_placement:
             out.print(f"the load generator ran {run.client_placement}", markup=False, highlight=False)
+        if run.served_by:
+            out.print(f"served by {run.served_by}", markup=False, highlight=False)
         return 0
     rows = [("RUN", "PROFILE", "STATE", "LEVELS", "STARTED")]
     for run in list_runs(cfg.campaign_dir):

@@ -11,6 +11,7 @@ class Check:
     ok: bool
     detail: str
     warning: bool = False  # passed, but worth reading
+    node: str | None = None  # of a server across nodes: the host it was checked on (its name says so too)
 
 
 # what --skip calls each check, and the name it is shown under, in the order they run

@@ -27,6 +27,9 @@ class Engine:
     ends_early: bool  # a request may still end before max_tokens (the field is ignored by it, or by one of its servers)
     include_usage: bool  # honours stream_options.include_usage: the last chunk counts the tokens
     source: str  # where these facts were read
+    # the flags pivot sets on each node of a server across nodes (console/server/multinode.py); empty: pivot does not
+    # know how this engine spans nodes
+    rank_flags: tuple[str, ...] = ()
 
 
 ENGINES = {e.kind: e for e in (
@@ -35,11 +38,13 @@ ENGINES = {e.kind: e for e in (
     Engine("sglang", "SGLang", "--model-path", ("/ready", "/health"), "The server is fired up and ready to roll!", "/metrics",
            ignore_eos=True, ends_early=False, include_usage=True,
            source="sglang 0.5.23: srt/server_args.py (--model-path), srt/entrypoints/http_server.py (/health, "
-                  "/ready, /metrics with --enable-metrics, the ready line), managers/tokenizer_manager.py (is_ready)"),
+                  "/ready, /metrics with --enable-metrics, the ready line), managers/tokenizer_manager.py (is_ready)",
+           rank_flags=("nnodes", "node-rank", "dist-init-addr", "nccl-init-addr")),
     Engine("vllm", "vLLM", POSITIONAL, ("/health",), "Starting vLLM server on", "/metrics",
            ignore_eos=True, ends_early=False, include_usage=True,
            source="vllm 0.33.0: entrypoints/cli/serve.py (model_tag), entrypoints/launchers/api_server/entry.py "
-                  "(the ready line), entrypoints/openai (/health, /metrics)"),
+                  "(the ready line), entrypoints/openai (/health, /metrics)",
+           rank_flags=("nnodes", "node-rank", "master-addr", "master-port", "headless")),
     # llama.cpp's llama-server answers /health (503 while the model loads); llama-cpp-python has no health route,
     # and its /v1/models waits for the model's lock (and, with interrupt_requests, cuts the stream holding it), so
     # FastAPI's /openapi.json, served only once the model is loaded, stands in for it
@@ -66,3 +71,4 @@ ENGINES = {e.kind: e for e in (
            source="the OpenAI API: GET /v1/models, stream_options.include_usage; nothing else assumed"),
 )}
 KINDS = tuple(ENGINES)
+MULTINODE = tuple(kind for kind, engine in ENGINES.items() if engine.rank_flags)

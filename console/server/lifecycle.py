@@ -30,8 +30,10 @@ from console.remote import Connection, PortForward
 from console.remote.errors import RemoteError
 from console.remote.loop import RemoteLoop
 from console.remote.streams import LineStream, RemoteStream
+from console.server import cluster
+from console.server.multinode import Rank
 from console.server.preflight import Check, after_stop, preflight
-from console.server.profiles import Profile, ProfileSet
+from console.server.profiles import Profile, ProfileError, ProfileSet
 from console.server.state import (
     LifecycleError,
     NoHealthRoute,
@@ -80,10 +82,11 @@ class Lifecycle(Protocol):
 
 class ServerLifecycle:
     def __init__(self, conn: Connection, spec: HostSpec, agent: RemoteTelemetry, *, idle_threshold_mib: float,
-                 grace_s: float, events: EventLog | None = None, via: str = "cli"):
+                 grace_s: float, events: EventLog | None = None, via: str = "cli", peers: cluster.Peers | None = None):
         """events: the campaign's log, where every start, switch and stop is written (a stop alone, or inside a switch
-        or a restart), with `via`: who acted ("console", "cli", "runbook")."""
-        self.conn, self.spec, self.agent = conn, spec, agent
+        or a restart), with `via`: who acted ("console", "cli", "runbook"). peers: the other hosts' lifecycles, for
+        a server across nodes (console/server/cluster.py)."""
+        self.conn, self.spec, self.agent, self.peers = conn, spec, agent, peers
         self.idle_threshold_mib, self.grace_s = idle_threshold_mib, grace_s
         self.events, self.via = events, via
         self.record: ServerRecord | None = None  # what the last poll found in server.json
@@ -119,7 +122,7 @@ class ServerLifecycle:
         if record is None:
             return self._set(ServerStatus(ServerState.STOPPED))
         base = ServerStatus(ServerState.STOPPED, visible(record.profile), record.pid, record.started, self.status.ready_at,
-                            last_line, model=self.status.model)
+                            last_line, model=self.status.model, nodes=record.nodes, rank=record.rank)
         fields = stat_text.strip().rsplit(")", 1)[-1].split() if stat_text.strip() else []
         alive = bool(fields) and fields[0] != "Z" and (record.start_ticks is None or int(fields[19]) == record.start_ticks)
         if not alive:
@@ -128,11 +131,22 @@ class ServerLifecycle:
                 return self._set(replace(base, state=ServerState.STOPPED, ready_at=None))
             if self._crash_for != record.pid:
                 self._crash_for = record.pid
-                tail = await self.log_tail(CRASH_TAIL)
-                return self._set(replace(base, state=ServerState.CRASHED, ready_at=None, log_tail=tuple(tail),
-                                         detail="the process ended without a stop"))
+                tail = tuple(await self.log_tail(CRASH_TAIL))
+                if record.nodes and record.rank == 0 and self.peers is not None:  # the first rank to end is the cause
+                    return self._set(replace(base, state=ServerState.CRASHED, ready_at=None,
+                                             **await cluster.crash_of(self, record, tail)))
+                ended = f"rank {record.rank} on {self.spec.name}" if record.nodes else "the process"
+                return self._set(replace(base, state=ServerState.CRASHED, ready_at=None, log_tail=tail,
+                                         detail=f"{ended} ended without a stop"))
             return self._set(replace(base, state=ServerState.CRASHED, ready_at=None, log_tail=self.status.log_tail,
                                      detail=self.status.detail))
+        if record.rank > 0:  # a rank that serves no API (or a dummy /health): its process is what there is to see
+            return self._set(replace(base, state=ServerState.STOPPING if self._stopping else ServerState.READY,
+                                     detail=f"rank 0 on {record.nodes[0]} serves it"))
+        if record.nodes and self.peers is not None and not self._stopping and await cluster.crashed_rank(self, record):
+            self._crash_for = record.pid  # the first cause stays the server's, whatever rank 0 does next
+            return self._set(replace(base, state=ServerState.CRASHED, ready_at=None,
+                                     **await cluster.crash_of(self, record, None)))
         if self._stopping:
             return self._set(replace(base, state=ServerState.STOPPING))
         try:
@@ -218,9 +232,15 @@ class ServerLifecycle:
         result = await self.conn.run(["tail", "-n", str(lines), LOG], cwd=self.spec.workdir, timeout=20)
         return [visible(line) for line in result.stdout.splitlines()]
 
-    async def follow_log(self, lines: int = 200) -> RemoteStream:
+    async def follow_log(self, lines: int = 200) -> LineStream:
         """A stream of the log's raw lines (`tail -F`: it survives the rotation at the next start); show them through
-        `visible`."""
+        `visible`. Of a server across nodes (as the last poll found it), every rank's log, each line led by its host."""
+        record = self.record
+        if record is not None and record.nodes and record.rank == 0 and self.peers is not None:
+            return await cluster.follow_logs(self, record, lines)
+        return await self.own_log(lines)
+
+    async def own_log(self, lines: int = 200) -> RemoteStream:
         return await self.conn.stream(["tail", "-n", str(lines), "-F", LOG], cwd=self.spec.workdir)
 
     # -- checks ---------------------------------------------------------------
@@ -229,8 +249,16 @@ class ServerLifecycle:
         return [await self.conn.expand(a) if a.startswith("~/") else a for a in profile.argv()]
 
     async def preflight(self, profile: Profile, *, skip: frozenset[str] = frozenset()) -> list[Check]:
+        """Every check of the profile; of a server across nodes, every node's, each check named with its node."""
+        if profile.nodes:
+            return await cluster.preflight_ranks(self, self._ranks(profile), skip=skip)
+        return await self.rank_preflight(profile, skip=skip)
+
+    async def rank_preflight(self, profile: Profile, *, skip: frozenset[str] = frozenset(),
+                             binds: tuple[tuple[str, str, int], ...] | None = None) -> list[Check]:
+        """This host's checks (binds: what must be free to bind, as (check, host, port); default: the profile's)."""
         return await preflight(self.conn, self.agent, profile, await self.resolved_argv(profile),
-                               idle_threshold_mib=self.idle_threshold_mib, gpus=self.spec.gpus, skip=skip)
+                               idle_threshold_mib=self.idle_threshold_mib, gpus=self.spec.gpus, skip=skip, binds=binds)
 
     # -- actions --------------------------------------------------------------
     async def start(self, profile: Profile, *, force: bool = False, skip: frozenset[str] = frozenset(),
@@ -244,35 +272,80 @@ class ServerLifecycle:
         current = await self.poll()
         if current.state.running:
             raise LifecycleError(f"a server is already {current.state} ({current.profile}, pid {current.pid}): stop it or switch")
+        if current.state == ServerState.CRASHED and current.nodes:
+            raise LifecycleError(f"{current.profile} crashed, and ranks of it may still run on {', '.join(current.nodes)}: "
+                                 "stop it first (a stop ends every rank)")
+        if profile.nodes:
+            return await cluster.start_ranks(self, self._ranks(profile), force=force, skip=skip)
         checks = await self.preflight(profile, skip=skip)
         if not force and not all(c.ok for c in checks):
             raise PreflightFailed(checks)
+        await self.launch(profile)
+        return checks
+
+    def _ranks(self, profile: Profile) -> list[Rank]:
+        if self.peers is None:
+            raise LifecycleError(f"{profile.name} runs across nodes ({', '.join(profile.nodes)}): pivot.toml must name them")
+        try:
+            return self.peers.ranks(profile)
+        except ProfileError as e:
+            raise LifecycleError(str(e)) from None
+
+    async def launch(self, profile: Profile, *, rank: int = 0, nodes: tuple[str, ...] = ()) -> ServerRecord:
+        """Start the profile's command line here, detached, and write its record (rank, nodes: of a server across
+        nodes). Nothing checked: see start."""
         argv = await self.resolved_argv(profile)
         if profile.env:
             argv = ["env", *(f"{k}={v}" for k, v in profile.env.items()), *argv]
         result = await self.conn.run(["sh", "-c", START, "sh", *argv], cwd=self.spec.workdir, timeout=30)
         if not result.ok or not result.stdout.strip().isdigit():
-            raise LifecycleError(f"could not start {profile.name}: {result.stderr.strip() or result.exit_status}")
+            raise LifecycleError(f"could not start {profile.name} on {self.spec.name}: "
+                                 f"{visible(result.stderr.strip()) or result.exit_status}")
         pid = int(result.stdout.strip())
         stat = (await self.conn.run(["cat", f"/proc/{pid}/stat"])).stdout
         ticks = int(stat.rsplit(")", 1)[1].split()[19]) if stat else None
         record = ServerRecord(profile.name, argv, pid, ticks, time.time(), profile.host, profile.port, profile.kind,
-                              health=profile.health_paths)
+                              health=profile.health_paths, rank=rank, nodes=nodes)
         await self.conn.upload(json.dumps(asdict(record), indent=1).encode(), f"{self.spec.workdir.rstrip('/')}/{RECORD}")
         self._stopping, self._health_failures, self._crash_for = False, 0, None
         self.status = ServerStatus(ServerState.STOPPED)  # so that ready_at and model are learnt afresh
-        self._set(ServerStatus(ServerState.STARTING, profile.name, pid, record.started))
-        return checks
+        self._set(ServerStatus(ServerState.STARTING, profile.name, pid, record.started, nodes=nodes, rank=rank))
+        return record
 
     async def stop(self, *, during: str | None = None, via: str | None = None) -> StopReport:
         """SIGTERM the server's group, SIGKILL after the grace; written in the event log (`during`: the switch it is
-        part of)."""
-        out = (await self.conn.run(["cat", RECORD], cwd=self.spec.workdir)).stdout
-        record = ServerRecord.parse(out)
-        if record is None:
-            raise LifecycleError("no server started by pivot on this host")
+        part of). A server across nodes is stopped from its rank 0's host: rank 0 first (SGLang's other ranks wait
+        for its shutdown), then every other rank on its own host, each with its release check."""
+        record = await self._record()
+        if record.rank > 0:
+            raise LifecycleError(f"this host runs rank {record.rank} of {visible(record.profile)}, whose rank 0 runs on "
+                                 f"{record.nodes[0]}: stop it there (a stop ends every rank)")
         self._stopping = True
         self._set(replace(self.status, state=ServerState.STOPPING))
+        try:
+            report = await self.stop_rank(record)
+            if record.nodes:
+                report = cluster.whole_report(self.spec.name, report, await cluster.stop_peers(self, record))
+            if self.events is not None:
+                self.events.append(Stop(via=via or self.via, host=self.spec.name, profile=visible(record.profile), pid=record.pid,
+                                        outcome=report.describe(), during=during))
+            await self.poll()
+            self._set(replace(self.status, state=ServerState.STOPPED, detail="" if not report.leftovers else report.describe()))
+            return report
+        finally:
+            self._stopping = False
+
+    async def _record(self) -> ServerRecord:
+        record = ServerRecord.parse((await self.conn.run(["cat", RECORD], cwd=self.spec.workdir)).stdout)
+        if record is None:
+            raise LifecycleError(f"no server started by pivot on {self.spec.name}")
+        return record
+
+    async def stop_rank(self, record: ServerRecord | None = None) -> StopReport:
+        """This host's part of a stop: the group's kill, the record marked stopped, and the GPUs read until the group
+        holds no memory (at most ~5 s). Not written in the event log (stop is)."""
+        record = record or await self._record()
+        was_stopping, self._stopping = self._stopping, True
         try:
             outcomes = tuple(KillOutcome.from_agent(d) for d in
                              await self.agent.kill([f"{record.pid}:{record.start_ticks}:group"], self.grace_s))
@@ -290,15 +363,9 @@ class ServerLifecycle:
                 if not leftovers:
                     break
                 await asyncio.sleep(0.5)
-            report = StopReport(outcomes, leftovers, gpus)
-            if self.events is not None:
-                self.events.append(Stop(via=via or self.via, host=self.spec.name, profile=visible(record.profile), pid=record.pid,
-                                        outcome=report.describe(), during=during))
-            await self.poll()
-            self._set(replace(self.status, state=ServerState.STOPPED, detail="" if not leftovers else report.describe()))
-            return report
+            return StopReport(outcomes, leftovers, gpus)
         finally:
-            self._stopping = False
+            self._stopping = was_stopping
 
     async def switch(self, profile: Profile, *, force: bool = False, skip: frozenset[str] = frozenset(),
                     via: str | None = None) -> list[Check]:
@@ -335,7 +402,7 @@ class ServerLifecycle:
             if not force:
                 record = self.record
                 checks = after_stop(await self.preflight(profile, skip=skip), profile, await self.agent.sample_once(),
-                                    (record.host, record.port) if record is not None else None)
+                                    (record.host, record.port) if record is not None else None, self.spec.name)
                 if not all(c.ok for c in checks):
                     raise PreflightFailed(checks, still_running=f"{current.profile} (pid {current.pid})")
             report = await self.stop(during=during, via=via)

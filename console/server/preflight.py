@@ -27,10 +27,12 @@ def known_flags(help_text: str) -> tuple[set[str], set[str]]:
 
 
 async def preflight(conn: Connection, agent: RemoteTelemetry, profile: Profile, argv: list[str], *,
-                    idle_threshold_mib: float, gpus: bool = True, skip: frozenset[str] = frozenset()) -> list[Check]:
+                    idle_threshold_mib: float, gpus: bool = True, skip: frozenset[str] = frozenset(),
+                    binds: tuple[tuple[str, str, int], ...] | None = None) -> list[Check]:
     """Every check before a start: the launcher and the model on the host, the GPUs idle, the port free, every flag
     known to the launcher's own --help, and what the engine will make of the profile's speculation. gpus: the host
-    has GPUs (pivot.toml's `gpus = false` says it has none); skip: checks not to run (CHECKS), each said so."""
+    has GPUs (pivot.toml's `gpus = false` says it has none); skip: checks not to run (CHECKS), each said so; binds:
+    the (check, host, port) the server will bind (default: the profile's host and port, "port free")."""
     checks = []
     if "launcher" not in skip:
         which = await conn.run(["sh", "-c", 'command -v "$1"', "sh", argv[0]])
@@ -49,10 +51,11 @@ async def preflight(conn: Connection, agent: RemoteTelemetry, profile: Profile, 
             idle = sample.idle(idle_threshold_mib)
             checks.append(Check("GPUs idle", idle, idle_line(sample, idle_threshold_mib)))
     if "port-free" not in skip:
-        status, lines = await agent.agent("port", profile.host, str(profile.port))
-        free = status == 0
-        checks.append(Check("port free", free, f"{profile.host}:{profile.port} " + ("is free" if free else
-                            f"is in use ({visible(str(lines[0].get('detail', ''))) if lines else ''})")))
+        for name, host, port in (("port free", profile.host, profile.port),) if binds is None else binds:
+            status, lines = await agent.agent("port", host, str(port))
+            free = status == 0
+            checks.append(Check(name, free, f"{host}:{port} " + ("is free" if free else
+                                f"is in use ({visible(str(lines[0].get('detail', ''))) if lines else ''})")))
     if "flags-known" not in skip:
         flags, help_text = await check_flags(agent, profile, argv)
         checks += [flags, *filter(None, [interrupts(profile, help_text)])]
@@ -128,12 +131,14 @@ def _advice(profile: Profile, why: str) -> str:
     return ""
 
 
-def after_stop(checks: list[Check], profile: Profile, sample: Sample | AgentError, held: tuple[str, int] | None) -> list[Check]:
-    """The checks as they will stand once the running server (holding `held`, its host and port) is stopped."""
+def after_stop(checks: list[Check], profile: Profile, sample: Sample | AgentError, held: tuple[str, int] | None,
+               host: str) -> list[Check]:
+    """The checks as they will stand once the running server on `host` (holding `held`, its host and port) is
+    stopped; another node's checks stand as they are."""
     freed = set()
     if isinstance(sample, Sample) and not [p for p in sample.procs if p.stray]:
         freed.add("GPUs idle")  # only the server's processes hold GPU memory: the stop releases it
     if held == (profile.host, profile.port):
         freed.add("port free")
-    return [replace(c, ok=True, warning=True, detail=f"{c.detail} (the stop frees it)") if not c.ok and c.name in freed
-            else c for c in checks]
+    return [replace(c, ok=True, warning=True, detail=f"{c.detail} (the stop frees it)")
+            if not c.ok and c.node in (None, host) and c.name.removesuffix(f" on {c.node}") in freed else c for c in checks]

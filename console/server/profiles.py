@@ -8,6 +8,8 @@
     port = 30000
     description = "…"
     extends = "baseline"            # inherit, then override
+    nodes = ["gpu1", "gpu2"]        # a server across nodes (or a group of pivot.toml): rank R on the R-th
+    dist_port = 50000               # the ranks' rendezvous port on the first node (console/server/multinode.py)
     unset = ["enable-metrics"]      # remove inherited flags
     [env]
     NCCL_DEBUG = "WARN"
@@ -33,7 +35,7 @@ from pydantic_core import PydanticCustomError
 
 from console.config import Bool, Int, Invalid, Number, Port, Str, Table, choice, expect, must, validate
 from console.remote.command import shell_line
-from console.server.engines import ENGINES, HEALTH_PATH, KINDS, POSITIONAL, Engine
+from console.server.engines import ENGINES, HEALTH_PATH, KINDS, MULTINODE, POSITIONAL, Engine
 
 FlagValue = bool | int | float | str | list[str | int | float]
 
@@ -71,6 +73,9 @@ class ProfileFile(Table):
     port: Port = 30000
     description: Str = ""
     extends: Str | None = None
+    nodes: Annotated[Str | list[Str], expect("a list of host names, or a group's name"),
+                     must(lambda v: bool(v) and all(v), "names no host")] | None = None
+    dist_port: Port = 50000
     unset: Annotated[list[Str], expect("a list of flag names")] = []  # inherited flags to remove
     env: dict[str, Str] = {}
     flags: dict[FlagName, Flag] = {}
@@ -96,6 +101,8 @@ class Profile:
     flags: Mapping[str, FlagValue] = field(default_factory=dict)
     extends: str | None = None
     overrides: Mapping[str, str] = field(default_factory=dict)  # health_path, model_arg, ready_line as written
+    nodes: tuple[str, ...] = ()  # hosts, or one group's name, as written: resolved against pivot.toml at a start
+    dist_port: int = 50000
 
     @property
     def engine(self) -> Engine:
@@ -150,7 +157,7 @@ class Profile:
 def diff(a: Profile, b: Profile) -> list[tuple[str, str | None, str | None]]:
     """(setting, value in a, value in b) for every setting that differs; None where absent."""
     rows: list[tuple[str, str | None, str | None]] = []
-    for key in ("kind", "launcher", "model_path", "model_arg", "host", "port", "health_paths", "ready_line"):
+    for key in ("kind", "launcher", "model_path", "model_arg", "host", "port", "health_paths", "ready_line", "nodes"):
         va, vb = getattr(a, key), getattr(b, key)
         if va != vb:
             rows.append((key, _setting(key, va), _setting(key, vb)))
@@ -167,8 +174,8 @@ def diff(a: Profile, b: Profile) -> list[tuple[str, str | None, str | None]]:
 def _setting(key: str, value: Any) -> str:
     if key == "launcher":
         return shlex.join(value)
-    if key == "health_paths":
-        return ", then ".join(value)
+    if key in ("health_paths", "nodes"):
+        return ", then ".join(value) if key == "health_paths" else ", ".join(value) or "(this host)"
     return "(none)" if value is None else str(value)
 
 
@@ -222,10 +229,20 @@ def _build(name: str, path: Path, data: dict[str, Any], extends: str | None) -> 
         spec: ProfileFile = validate(ProfileFile, data)
     except Invalid as e:
         raise ProfileError(path, e.key, e.problem) from None
+    nodes = (spec.nodes,) if isinstance(spec.nodes, str) else tuple(spec.nodes or ())
+    if nodes:
+        if spec.kind not in MULTINODE:
+            raise ProfileError(path, "nodes", f"pivot knows the multi-node flags of {', '.join(MULTINODE)} only, "
+                                              f"not of {spec.kind}")
+        if len(set(nodes)) < len(nodes):
+            raise ProfileError(path, "nodes", "names a host twice")
+        if set_by_pivot := [f for f in spec.flags if f in ENGINES[spec.kind].rank_flags]:
+            raise ProfileError(path, f"flags.{set_by_pivot[0]}", "pivot sets it on each node from nodes (leave it out)")
     return Profile(
         name=name, path=path, kind=spec.kind, launcher=cast("tuple[str, ...]", spec.launcher), model_path=spec.model_path, host=spec.host,
         port=spec.port, description=spec.description, env=dict(spec.env), flags=dict(spec.flags), extends=extends,
         overrides={k: v for k in ("health_path", "model_arg", "ready_line") if (v := getattr(spec, k)) is not None},
+        nodes=nodes, dist_port=spec.dist_port,
     )
 
 

@@ -44,6 +44,8 @@ class ServerRecord:
     kind: str
     stopped: bool = False
     health: tuple[str, ...] = ()  # the profile's health paths (empty in a record of an older pivot: the kind's)
+    rank: int = 0  # of a server across nodes (console/server/multinode.py): this host's rank
+    nodes: tuple[str, ...] = ()  # of a server across nodes: its hosts in rank order (pivot.toml's names)
 
     @property
     def health_paths(self) -> tuple[str, ...]:
@@ -60,6 +62,10 @@ class ServerRecord:
             return None
         record = replace(record, health=tuple(p for p in record.health if isinstance(p, str) and HEALTH_PATH.fullmatch(p))
                          if isinstance(record.health, list | tuple) else ())
+        nodes = record.nodes if isinstance(record.nodes, list | tuple) and all(isinstance(n, str) for n in record.nodes) else None
+        if nodes is None or not isinstance(record.rank, int) or not 0 <= record.rank < max(1, len(nodes)):
+            return None
+        record = replace(record, nodes=tuple(nodes))
         shaped = (isinstance(record.profile, str) and isinstance(record.kind, str) and isinstance(record.argv, list)
                   and all(isinstance(a, str) for a in record.argv) and isinstance(record.pid, int)
                   and isinstance(record.port, int) and 0 < record.port < 65536)
@@ -77,6 +83,8 @@ class ServerStatus:
     detail: str = ""
     log_tail: tuple[str, ...] = ()
     model: str | None = None
+    nodes: tuple[str, ...] = ()  # a server across nodes: its hosts, rank 0 first
+    rank: int = 0  # which of them this host's status is of
     at: float = field(default_factory=time.time)
 
     def describe(self) -> str:
@@ -89,7 +97,12 @@ class ServerStatus:
         return what + (f": {self.detail}" if self.detail else "")
 
     def headline(self) -> str:
-        return f"{self.state} {self.profile}" if self.profile else str(self.state)
+        if not self.profile:
+            return str(self.state)
+        if self.nodes:
+            where = f"rank {self.rank}/{len(self.nodes)}" if self.rank else f"{len(self.nodes)} nodes"
+            return f"{self.state} {self.profile} ({where})"
+        return f"{self.state} {self.profile}"
 
     def elapsed(self) -> str | None:
         """How long it has been starting, or up."""
@@ -123,8 +136,18 @@ class StopReport:
     outcomes: tuple[KillOutcome, ...]
     leftovers: tuple[GpuProcess, ...]  # processes of the server's group still holding GPU memory
     gpus: str = "read"  # "read"; "none" (gpus = false); or why they could not be read: then nothing is said of them
+    ranks: tuple[tuple[str, StopReport], ...] = ()  # a server across nodes: each node's own report
+    problem: str = ""  # why this host's part could not be done
+
 
     def describe(self) -> str:
+        if self.ranks:
+            return "; ".join(f"{host}: {report.describe()}" for host, report in self.ranks)
+        return self._describe()
+
+    def _describe(self) -> str:
+        if self.problem:
+            return self.problem
         if self.gpus == "none":
             return "stopped (this host has no GPUs)"
         if self.gpus != "read":

@@ -12,7 +12,7 @@ import signal
 import sys
 from pathlib import Path
 
-from console.sim.host import SimHost
+from console.sim.host import SimHost, free_port
 from console.sim.state import GpuSpec
 
 
@@ -36,7 +36,20 @@ def write_fleet_config(root: Path, hosts: list[SimHost], campaign_dir: Path) -> 
     lines += ["[sweep]", "max_tokens = 64", 'requests = "c"', "min_requests = 16", ""]
     path = root / "pivot.toml"
     path.write_text("\n".join(lines), encoding="utf-8")
+    if len(hosts) >= 2:
+        write_two_node_profile(hosts)
     return path
+
+
+def write_two_node_profile(hosts: list[SimHost]) -> None:
+    """demo-2node: the demo's baseline across the first two hosts, TP8 as four GPUs on each (the second has four)."""
+    first, second = hosts[0].root.name, hosts[1].root.name
+    (hosts[0].root / "profiles" / "demo-2node.toml").write_text(
+        "# written by pivot demo --hosts: the demo baseline as one server across two simulated hosts\n"
+        f'description = "demo fleet: simulated Kimi-K2.5, TP8 across {first} and {second}, four GPUs on each"\n'
+        'extends = "demo-baseline"\n'
+        f"nodes = [{json.dumps(first)}, {json.dumps(second)}]\n"
+        f"dist_port = {free_port(50000)}\n", encoding="utf-8")
 
 
 async def serve_fleet(root: Path, count: int, *, gpus: GpuSpec, time_scale: float, campaign_dir: Path,

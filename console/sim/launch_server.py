@@ -29,6 +29,7 @@ from console.sim.adaptive import AdaptiveParams, candidate_steps_of
 from console.sim.calibration import DEFAULT
 from console.sim.engine import BatchScheduler, DraftPolicy, StaticDrafting
 from console.sim.openai_app import EngineLoop, SimServer
+from console.sim.ranks import Leader, run_follower
 
 READY_LINE = "The server is fired up and ready to roll!"
 DEFAULT_MAX_RUNNING = 256  # the simulated engine's running limit when --max-running-requests is not given
@@ -71,6 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
     a("--speculative-adaptive", action="store_true")
     a("--speculative-adaptive-config")
     a("--enable-metrics", action="store_true")
+    a("--nnodes", type=int, default=1)
+    a("--node-rank", type=int, default=0)
+    a("--dist-init-addr", "--nccl-init-addr", dest="dist_init_addr")
     a("--log-level", default="info")
     a("--random-seed", type=int, default=0)
     a("--time-scale", type=float, default=float(os.environ.get("PIVOT_SIM_TIME_SCALE", "1")),
@@ -147,10 +151,13 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 def start_workers(args: argparse.Namespace, gpus: state.GpuSpec) -> list[subprocess.Popen[bytes]]:
+    """This node's share of the TP ranks (all of them on one node), one per GPU from GPU 0."""
     mib = int(gpus.memory_mib * args.mem_fraction_static)
     workers = []
-    for rank in range(args.tp_size):
-        argv = [sys.executable, "-m", "console.sim.worker", "--rank", str(rank), "--gpu", str(rank),
+    per_node = args.tp_size // args.nnodes
+    for gpu in range(per_node):
+        rank = args.node_rank * per_node + gpu
+        argv = [sys.executable, "-m", "console.sim.worker", "--rank", str(rank), "--gpu", str(gpu),
                 "--mib", str(mib), "--server-pid", str(os.getpid())]
         if rank == DEFAULT.zombie_rank:
             argv += ["--zombie-helper-mib", str(DEFAULT.zombie_mib)]
@@ -170,9 +177,10 @@ SGLANG_LOADING = ["Load weight end. type=DeepseekV3ForCausalLM", "KV Cache is al
 
 async def serve(args: argparse.Namespace, sock: socket.socket, home: Path, policy: DraftPolicy | None,
                 server_args: dict[str, Any], *, loading: list[str], ready: list[str]) -> str:
-    """Serve until a signal; returns the signal's name. args: tp_size, host, port, served_model_name, model_path,
-    enable_metrics, random_seed, time_scale, max_running_requests, as the engine's own flags set them."""
-    gpus = list(range(args.tp_size))
+    """Serve until a signal; returns the signal's name ("peer-lost" when another node's rank ended without rank 0's
+    word). args: tp_size, host, port, served_model_name, model_path, enable_metrics, random_seed, time_scale,
+    max_running_requests, nnodes and rendezvous, as the engine's own flags set them."""
+    gpus = list(range(args.tp_size // args.nnodes))
     last_publish = [0.0, -1, -1]
 
     def publish(running: int, queued: int) -> None:
@@ -200,19 +208,32 @@ async def serve(args: argparse.Namespace, sock: socket.socket, home: Path, polic
     serve_task = asyncio.create_task(server.serve(sockets=[sock]))
     await asyncio.sleep(0)
     state.publish_server(home, gpus, 0, 0)
+    leader = Leader(args.nnodes, _log)
+    if args.nnodes > 1:
+        _log(f"Init torch distributed begin. nnodes={args.nnodes}, waiting for the other nodes at {args.rendezvous}")
+        await leader.listen(args.rendezvous)
+        while not received and not leader.all_in.is_set() and not leader.lost.is_set():
+            await asyncio.sleep(0.1)
+        _log("Init torch distributed ends.")
     load_s = DEFAULT.load_seconds / args.time_scale
-    for rank in range(args.tp_size):
+    for rank in range(len(gpus)):
         avail_gb = int(state.read_gpus(home).memory_mib / 1024)
         print(f"[{time.strftime('%Y-%m-%d %H:%M:%S')} TP{rank}] Load weight begin. avail mem={avail_gb} GB", flush=True)
     for i, message in enumerate(loading):
         await _sleep_unless(load_s / len(loading), received)
         _log(f"TP0 {message}" if i < len(loading) - 1 else message)
-    if not received:
+    if not received and not leader.lost.is_set():
         sim.ready = True
         for line in ready:
             _log(line.format(host=args.host, port=args.port))
-    while not received and not serve_task.done():
+    while not received and not serve_task.done() and not leader.lost.is_set():
         await asyncio.sleep(0.1)
+    if leader.lost.is_set() and not received:
+        _log(f"Scheduler hit an exception: RuntimeError: the process group lost node_rank {leader.lost_rank} "
+             "(its connection closed without a shutdown)")
+        received.append("peer-lost")
+    else:
+        leader.shutdown()
     server.should_exit = True
     await serve_task
     engine_task.cancel()
@@ -227,7 +248,7 @@ async def _sleep_unless(seconds: float, received: list[str]) -> None:
 
 def resolved_args(args: argparse.Namespace, policy: DraftPolicy | None, graph_sizes: list[int] | None) -> dict[str, Any]:
     """What /server_info reports: the arguments as resolution left them, SGLang 0.5.23's field names."""
-    resolved = {k: v for k, v in vars(args).items() if k not in ("time_scale", "cuda_graph_max_bs_decode",
+    resolved = {k: v for k, v in vars(args).items() if k not in ("time_scale", "rendezvous", "cuda_graph_max_bs_decode",
                                                                   "cuda_graph_max_bs_prefill", "cuda_graph_bs_decode")}
     resolved["served_model_name"] = args.served_model_name or args.model_path
     resolved["tokenizer_path"] = args.tokenizer_path or args.model_path
@@ -248,14 +269,18 @@ def main(argv: list[str] | None = None) -> int:
         gpus = state.read_gpus(home)
         if not Path(args.model_path).expanduser().is_dir():
             raise LaunchError(f"model path does not exist or is not a directory: {args.model_path}")
-        if args.tp_size > gpus.count:
-            raise LaunchError(f"tp_size={args.tp_size} needs {args.tp_size} GPUs but this host has {gpus.count}")
+        if args.nnodes > 1 and args.tp_size % args.nnodes:
+            raise LaunchError(f"tp_size={args.tp_size} is not divisible by nnodes={args.nnodes}")
+        if args.tp_size // args.nnodes > gpus.count:
+            raise LaunchError(f"tp_size={args.tp_size} needs {args.tp_size // args.nnodes} GPUs on each of "
+                              f"{args.nnodes} node(s) but this host has {gpus.count}")
+        args.rendezvous = args.dist_init_addr or "127.0.0.1:0"  # no address: the other nodes never arrive
         graph_sizes = decode_graph_sizes(args, gpus)
         try:
             policy = draft_policy(args, argv, graph_sizes)
         except (ValueError, OSError) as e:  # SGLang lets these out of its argument resolution
             return refused_at_start(e)
-        sock = bind(args.host, args.port)
+        sock = bind(args.host, args.port) if args.node_rank == 0 else None  # a rank above 0 serves no API
     except (LaunchError, state.SimHomeMissing) as e:
         print(f"ERROR: {e}", file=sys.stderr, flush=True)
         return 1
@@ -265,15 +290,27 @@ def main(argv: list[str] | None = None) -> int:
                          ready=["INFO:     Uvicorn running on http://{host}:{port} (Press CTRL+C to quit)", READY_LINE])
 
 
-def run_simulated(args: argparse.Namespace, sock: socket.socket, gpus: state.GpuSpec, home: Path,
-                  policy: DraftPolicy | None, server_args: dict[str, Any], *, loading: list[str], ready: list[str]) -> int:
-    """Workers, the server until a signal, and a shutdown that leaves behind what a real engine's does."""
+def run_simulated(args: argparse.Namespace, sock: socket.socket | None, gpus: state.GpuSpec, home: Path,
+                  policy: DraftPolicy | None, server_args: dict[str, Any], *, loading: list[str], ready: list[str],
+                  engine: str = "sglang") -> int:
+    """Workers, the server until a signal (a rank above 0: until rank 0 ends it), and a shutdown that leaves behind
+    what a real engine's does."""
     workers = start_workers(args, gpus)
-    reason = asyncio.run(serve(args, sock, home, policy, server_args, loading=loading, ready=ready))
+    if sock is None:
+        reason = asyncio.run(run_follower(args.rendezvous, args.node_rank, engine=engine, host=args.host, port=args.port,
+                                          ready_lines=loading[-1:], load_s=DEFAULT.load_seconds / args.time_scale, log=_log))
+    else:
+        reason = asyncio.run(serve(args, sock, home, policy, server_args, loading=loading, ready=ready))
+    if reason in ("peer-lost", "leader-lost"):  # a failed collective: the process ends, its workers stay behind
+        if reason == "leader-lost":
+            _log("Scheduler hit an exception: RuntimeError: the process group lost node_rank 0")
+        (home / "servers" / f"{os.getpid()}.json").unlink(missing_ok=True)
+        return 1
     _log(f"Received {reason}, shutting down")
     # A stop that reaches only this process leaves some workers behind, as SGLang
-    # sometimes does; a stop of the whole process group takes them all.
-    leaked = set(DEFAULT.leaked_on_term)
+    # sometimes does; a stop of the whole process group takes them all, as does rank 0's
+    # shutdown of another node's rank (it reaches every scheduler).
+    leaked = set(DEFAULT.leaked_on_term) if reason != "shutdown" else set()
     for rank, worker in enumerate(workers):
         if rank not in leaked:
             worker.terminate()

@@ -108,6 +108,11 @@ def build_parser() -> argparse.ArgumentParser:
     a("--max-model-len", type=int)
     a("--seed", type=int, default=0, dest="random_seed")
     a("--speculative-config", "-sc", type=json.loads)
+    a("--master-addr", default="127.0.0.1")
+    a("--master-port", type=int, default=29501)
+    a("--nnodes", "-n", type=int, default=1)
+    a("--node-rank", "-r", type=int, default=0)
+    a("--headless", action="store_true")
     a("--spec-method")
     a("--spec-model")
     a("--spec-tokens", type=int)
@@ -159,14 +164,17 @@ def main(argv: list[str] | None = None) -> int:
         gpus = state.read_gpus(home)
         if not Path(args.model_path).expanduser().is_dir():
             raise LaunchError(f"model path does not exist or is not a directory: {args.model_path}")
-        if args.tp_size > gpus.count:
-            raise LaunchError(f"tensor_parallel_size={args.tp_size} needs {args.tp_size} GPUs; this host has {gpus.count}")
+        per_node = args.tp_size // args.nnodes
+        if per_node > gpus.count:
+            raise LaunchError(f"tensor_parallel_size={args.tp_size} needs {per_node} GPUs on each node; this host has {gpus.count}")
+        args.rendezvous = f"{args.master_addr}:{args.master_port}"
         try:
+            multinode(args)
             config = speculative_config(args)
             policy = draft_policy(args, config, max_num_seqs)
         except ValueError as e:  # vLLM lets these out of its engine start
             return refused_at_start(e)
-        sock = bind(args.host, args.port)
+        sock = bind(args.host, args.port) if args.node_rank == 0 else None  # above 0: headless, no API server
     except (LaunchError, state.SimHomeMissing) as e:
         print(f"ERROR: {e}", file=sys.stderr, flush=True)
         return 1
@@ -176,7 +184,22 @@ def main(argv: list[str] | None = None) -> int:
     _log(f"non-default args: {server_args}")
     return run_simulated(args, sock, gpus, home, policy, server_args, loading=[
         "Loading weights took 4.2 seconds", "Memory profiling takes 3.1 seconds", "Graph capturing finished in 5 secs",
-        "init engine (profile, create kv cache, warmup model) took 12.3 seconds"], ready=[READY_LINE])
+        "init engine (profile, create kv cache, warmup model) took 12.3 seconds"], ready=[READY_LINE], engine="vllm")
+
+
+def multinode(args: argparse.Namespace) -> None:
+    """EngineArgs' checks of --nnodes and --node-rank (vllm/engine/arg_utils.py, 0.33.0), with its words (only TP is
+    simulated: the world size is the TP size times the DP size)."""
+    if args.nnodes <= 1:
+        return
+    world_size = args.data_parallel_size * args.tp_size
+    if world_size % args.nnodes != 0:
+        raise ValueError(f"Invalid data-parallel launch options: `--nnodes {args.nnodes}` must evenly divide the total "
+                         f"world size ({world_size}). Adjust `--nnodes`, `--data-parallel-size`, "
+                         "`--pipeline-parallel-size`, `--tensor-parallel-size`, or `--prefill-context-parallel-size`.")
+    if not 0 <= args.node_rank < args.nnodes:
+        raise ValueError(f"Invalid data-parallel launch options: `--node-rank` must be between 0 and {args.nnodes - 1}; "
+                         f"got `--node-rank {args.node_rank}`. Set it to this node's zero-based index.")
 
 
 if __name__ == "__main__":

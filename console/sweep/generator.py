@@ -81,7 +81,9 @@ def client_session(url: str, headers: dict[str, str], most: int, idle_timeout_s:
 
 async def run_level(client: aiohttp.ClientSession, settings: SweepSettings, pool: list[Any], model: str, c: int, sink: Sink,
                     scrape_metrics: bool, per_chunk: TokensPerChunk, host_load: HostLoad | None,
-                    repeat: bool = False, ignore_eos: bool = True) -> dict[str, Any]:
+                    repeat: bool = False, ignore_eos: bool = True, nodes: list[str] | None = None) -> dict[str, Any]:
+    """One level to its end; nodes: the hosts of a server across nodes (each rank serves every request), written in
+    the level's row."""
     total = settings.requests_for(c)
     sink.emit({"type": "level_started", "c": c, "requests": total, "warmup": settings.warmup, "repeat": repeat})
     level_t0 = time.monotonic()
@@ -147,7 +149,7 @@ async def run_level(client: aiohttp.ClientSession, settings: SweepSettings, pool
               "client_bound": client_bound(cpu), "lagging": lagging(lag_p90, metrics.itl_p50, metrics.itl_mean)}
     if host_load is not None:
         client_side["host_load_avg"] = await host_load()
-    sink.emit({"type": "level_done", "c": c, "peak_in_flight": peak, "repeat": repeat,
+    sink.emit({"type": "level_done", "c": c, "peak_in_flight": peak, "repeat": repeat, **({"nodes": ",".join(nodes)} if nodes else {}),
                **{k: v for k, v in vars(metrics).items() if k != "c"}, **client_side})
     sink.sync()
     return {**vars(metrics), **client_side}
@@ -162,9 +164,11 @@ def client_placement(path: str, host: str | None = None) -> dict[str, Any]:
 
 async def sweep(url: str, sink: Sink, settings: SweepSettings, *, pool: list[Any], headers: dict[str, str],
                 done: set[int], repeat: list[int] | None, stop_after_level: asyncio.Event, placement: dict[str, Any],
-                host_load: HostLoad | None = None, kind: str | None = None, warnings: list[str] | None = None) -> int:
+                host_load: HostLoad | None = None, kind: str | None = None, warnings: list[str] | None = None,
+                nodes: list[str] | None = None) -> int:
     """The levels not in `done` (or `repeat`'s), each to its end; 3 when one failed, else 0. kind: the managed
-    server's engine kind, when pivot started it (what its requests may carry); placement: where this client runs."""
+    server's engine kind, when pivot started it (what its requests may carry); placement: where this client runs;
+    nodes: the hosts of a server across nodes, rank 0 (whose API takes the requests) first."""
     levels = repeat or list(settings.levels)
     per_chunk = TokensPerChunk()
     engine = ENGINES.get(kind or "")
@@ -184,13 +188,13 @@ async def sweep(url: str, sink: Sink, settings: SweepSettings, *, pool: list[Any
                 stopped = True
                 break
             result = await run_level(client, settings, pool, model, c, sink, bool(facts.get("metrics")), per_chunk,
-                                     host_load, repeat=bool(repeat), ignore_eos=ignore_eos)
+                                     host_load, repeat=bool(repeat), ignore_eos=ignore_eos, nodes=nodes)
             if result["failed"]:
                 answering = await server_answers(client, settings.server_wait_s)
                 if answering:
                     sink.emit({"type": "level_retry", "c": c, "reason": result["failed"]})
                     result = await run_level(client, settings, pool, model, c, sink, bool(facts.get("metrics")),
-                                             per_chunk, host_load, repeat=bool(repeat), ignore_eos=ignore_eos)
+                                             per_chunk, host_load, repeat=bool(repeat), ignore_eos=ignore_eos, nodes=nodes)
                 if result["failed"]:
                     why = "" if answering else f"; the server did not answer for {settings.server_wait_s:g} s"
                     failed = f"C={c}: {result['failed']}" + (f" ({result['first_error']})" if result["first_error"] else "") + why

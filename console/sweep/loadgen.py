@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
             headers["Authorization"] = f"Bearer {os.environ[settings.api_key_env]}"
         done = completed_levels(args.run_dir) if args.resume else set()
         common: dict[str, Any] = {"pool": prompts(settings), "headers": headers, "done": done, "repeat": args.repeat,
-                                  "stop_after_level": stop_after_level, "kind": meta.get("kind")}
+                                  "stop_after_level": stop_after_level, "kind": meta.get("kind"), "nodes": meta.get("nodes")}
         conn = None
         try:
             if args.url is not None:
@@ -151,7 +151,8 @@ def main(argv: list[str] | None = None) -> int:
             warnings: list[str] = []
             if settings.client != "console":
                 order = {"settings": settings.to_dict(), "prompts": common["pool"], "headers": headers,
-                         "done": sorted(done), "repeat": args.repeat or [], "kind": meta.get("kind")}
+                         "done": sorted(done), "repeat": args.repeat or [], "kind": meta.get("kind"),
+                         "nodes": meta.get("nodes")}
                 try:
                     status = await on_host(conn, spec, args.port, order, sink, stop_after_level)
                     sink.sync()

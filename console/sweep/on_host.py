@@ -71,6 +71,7 @@ async def run(port: int) -> int:
         status = await sweep(f"http://127.0.0.1:{port}", sink, SweepSettings.from_dict(order["settings"]),
                            pool=order["prompts"], headers=order["headers"], done=set(order["done"]),
                            repeat=order["repeat"] or None, stop_after_level=stop, kind=order.get("kind"),
+                           nodes=order.get("nodes"),
                            placement=client_placement("on-host"))
         await sink.drained(float("inf"))
         return status

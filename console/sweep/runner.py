@@ -117,6 +117,8 @@ async def describe_server(conn: Connection, cfg: config.Config, host: str) -> tu
     meta = {"profile": status.profile, "kind": record.kind, "argv": list(record.argv), "command_line": shell_line(record.argv),
             "host": host, "gpu_count": len(gpus), "gpu_names": sorted({g.name for g in gpus}),
             "gpu_memory_mib": max((g.mem_total_mib for g in gpus if g.mem_total_mib), default=None), "model": status.model}
+    if record.nodes:  # a server across nodes: its hosts, rank 0 (whose API the requests reach) first; GPUs: rank 0's
+        meta["nodes"] = list(record.nodes)
     return meta, record.port
 
 

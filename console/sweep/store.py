@@ -65,6 +65,8 @@ def _pooled(c: int, attempts: list[Attempt], requests: RequestColumns | None) ->
         row[key] = max(values) if values else None
     for key in ("client_bound", "lagging"):
         row[key] = next((a.done[key] for a in attempts if a.done.get(key)), None)
+    if nodes := next((a.done["nodes"] for a in attempts if a.done.get("nodes")), None):
+        row["nodes"] = nodes  # a server across nodes: the hosts that served the level
     return row
 
 
@@ -170,6 +172,16 @@ class Run:
         path, host = client.get("path"), client.get("host") or client.get("forwarded_from")  # (the older runs' word)
         how = {"ssh-forward": f"through an SSH forward to {host}", "on-host": "on the GPU host, next to the server"}
         return f"on {visible(str(client['machine']))}, {visible(how.get(str(path), 'direct'))}"
+
+    @property
+    def served_by(self) -> str | None:
+        """Of a server across nodes: its hosts in words, rank 0 (whose API took the requests) first."""
+        nodes = self.meta.get("nodes")
+        if not isinstance(nodes, list) or not nodes:
+            return None
+        names = [visible(str(n)) for n in nodes]
+        return f"{len(names)} nodes: {names[0]} (rank 0, whose API took the requests), " + ", ".join(
+            f"{n} (rank {r})" for r, n in enumerate(names[1:], start=1))
 
     @property
     def speculative(self) -> bool:
