@@ -239,3 +239,20 @@ def test_the_engine_facts_pivot_acts_on_are_in_the_engines_own_code() -> None:
     assert f'logger.info("{ENGINES["vllm"].ready_line} %s"' in vllm_entry
     assert '"model_tag"' in engines.source("vllm", "vllm/entrypoints/common/cli_args.py")  # vllm serve MODEL
     assert '"/health"' in engines.source("vllm", "vllm/entrypoints/serve/instrumentator/health.py")
+
+
+def test_the_multi_node_flags_pivot_sets_are_the_engines_own_and_ranks_behave_as_pivot_expects() -> None:
+    """console/server/multinode.py, held to the wheels: each rank flag exists, an SGLang rank above 0 ignores
+    SIGTERM and answers /health from a dummy server, a vLLM rank above 0 runs headless."""
+    from console.server.engines import ENGINES
+    from console.server.multinode import rank_flags
+
+    known = {"sglang": engines.sglang_flags(), "vllm": engines.vllm_flags()}
+    for kind in ("sglang", "vllm"):
+        written = {f"--{flag}" for r in (0, 1) for flag in rank_flags(kind, 2, r, "10.0.0.1", 5000)}
+        assert written <= known[kind], written - known[kind]
+        assert {f"--{flag}" for flag in ENGINES[kind].rank_flags} <= known[kind]
+    engine = engines.source("sglang", "sglang/srt/entrypoints/engine.py")
+    assert "SIGTERM received on node_rank" in engine and "launch_dummy_health_check_server(" in engine
+    serve = engines.source("vllm", "vllm/entrypoints/cli/serve.py")
+    assert "def run_headless" in serve and "parallel_config.node_rank_within_dp > 0" in serve
