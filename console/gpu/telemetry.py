@@ -5,7 +5,6 @@ console's own GPUs with nvitop in-process, with the same samples."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator
@@ -173,10 +172,12 @@ class EarlyStream:
             yield event
 
     async def close(self) -> None:
-        if self._pump is not None:
-            self._pump.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._pump
+        """The pump cancelled, again each second until it ends: a cancellation that lands as the stream's own wait
+        ends is lost inside asyncio.wait_for (Python 3.11), and the pump would stream on, its queue full, forever."""
+        pump = self._pump
+        while pump is not None and not pump.done():
+            pump.cancel()
+            await asyncio.wait({pump}, timeout=1.0)
 
 
 class LocalTelemetry:
