@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 from console import pivot_toml
-from console.cli.console import open_console
+from console.cli.console import open_console, open_fleet
 
 
 def demo_home() -> Path:
@@ -47,10 +47,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from console.sim.host import SimHost, serve_forever
     from console.sim.state import GpuSpec
 
-    if args.hosts > 1 and not args.serve:
-        print("pivot: demo --hosts N serves the hosts (--serve); look at them with pivot --config PATH gpus --all",
-              file=sys.stderr)
-        return 2
     root = args.dir or Path(tempfile.mkdtemp(prefix="pivot-demo-"))
     root.mkdir(parents=True, exist_ok=True, mode=0o700)  # --dir may name one that does not exist yet
     campaign = campaign_of(args, root)
@@ -77,7 +73,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     # the simulated server's orphans without touching the console's own children.
     argv = [sys.executable, "-m", "console", "demo", "--serve", "--dir", str(root), "--campaign-dir", str(campaign),
             "--gpus", str(args.gpus), "--time-scale", str(args.time_scale), "--server", args.server,
-            *([] if args.traffic else ["--no-traffic"])]
+            "--hosts", str(args.hosts), *([] if args.traffic else ["--no-traffic"])]
     # a closed terminal or tmux window must still end the host and remove its files
     signal.signal(signal.SIGHUP, lambda *_: sys.exit(129))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -92,6 +88,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
             return 1
         config_path = config_line.removeprefix("config: ").strip()
         print(campaign_line(campaign, kept))
+        if args.hosts > 1:  # the fleet first; Enter opens a host's console, q there comes back
+            return open_fleet(pivot_toml.load(config_path), args.theme, readonly=args.readonly)
         notes = [f"This demo's simulated host: {lines[0].strip()}",
                  f"Its server, ended as a crash would (from another terminal): kill $(cat {root / 'home/.pivot/server.pid'})",
                  f"The demo's config: {config_path}", campaign_line(campaign, kept)]

@@ -39,7 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--ephemeral", action="store_true", help="keep nothing: the campaign goes with the host's files")
     demo.add_argument("--gpus", type=int, default=8)
     demo.add_argument("--hosts", type=int, default=1, metavar="N",
-                      help="with --serve: N simulated hosts (gpu01 … gpuNN) on N ports, one pivot.toml for them all")
+                      help="N simulated hosts (gpu01 … gpuNN) on N ports, one pivot.toml for them all; the console "
+                           "opens on the fleet (the first two share a two-node profile, demo-2node)")
     demo.add_argument("--time-scale", type=float, default=1.0, help="run the simulated server this many times faster")
     demo.add_argument("--server", choices=["eagle3", "baseline", "none"], default="eagle3",
                       help="simulated server already running on the host when the demo starts")

@@ -307,6 +307,7 @@ class ServerLifecycle:
         record = ServerRecord(profile.name, argv, pid, ticks, time.time(), profile.host, profile.port, profile.kind,
                               health=profile.health_paths, rank=rank, nodes=nodes)
         await self.conn.upload(json.dumps(asdict(record), indent=1).encode(), f"{self.spec.workdir.rstrip('/')}/{RECORD}")
+        self.record = record  # what a log followed from now on follows (every rank's, across nodes)
         self._stopping, self._health_failures, self._crash_for = False, 0, None
         self.status = ServerStatus(ServerState.STOPPED)  # so that ready_at and model are learnt afresh
         self._set(ServerStatus(ServerState.STARTING, profile.name, pid, record.started, nodes=nodes, rank=rank))

@@ -49,6 +49,7 @@ def write_two_node_profile(hosts: list[SimHost]) -> None:
         f'description = "demo fleet: simulated Kimi-K2.5, TP8 across {first} and {second}, four GPUs on each"\n'
         'extends = "demo-baseline"\n'
         f"nodes = [{json.dumps(first)}, {json.dumps(second)}]\n"
+        f"port = {free_port(30100)}\n"  # the hosts share this machine's loopback: not the single-host demos' port
         f"dist_port = {free_port(50000)}\n", encoding="utf-8")
 
 

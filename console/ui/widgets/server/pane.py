@@ -134,9 +134,14 @@ class ServerPane(Vertical):
 
     # -- state ----------------------------------------------------------------
     def on_status_changed(self, message: StatusChanged) -> None:
+        if message.status.nodes != self.status.nodes and (message.status.nodes or self.status.nodes):
+            if message.status.nodes:
+                self.query_one(LogView).add(f"— the log of every rank, each line led by its host: "
+                                            f"{', '.join(f'{h} r{r}' for r, h in enumerate(message.status.nodes))} —")
+            self.follow_log()  # another set of logs to follow: the worker starts again (it is exclusive)
         if message.status.state == ServerState.CRASHED and self.status.state != ServerState.CRASHED:
             self.query_one(LogView).add(f"— {message.status.profile} crashed (pid {message.status.pid}): "
-                                        f"the process ended without a stop; its last lines are above —")
+                                        f"{message.status.detail or 'the process ended without a stop'}; its last lines are above —")
         self.status = message.status
         if message.status.state == ServerState.READY and self.checks and all(c.ok and not c.warning for c in self.checks):
             self.query_one("#preflight", QuietStatic).update("")  # all passed and it is up: the room goes back to the log
@@ -215,12 +220,16 @@ class ServerPane(Vertical):
             detail.update(text)
             return
         left_out = f"\nleft out (false): {' '.join(map(visible, profile.left_out))}" if profile.left_out else ""
-        detail.update(Text.assemble((f"{visible(profile.description)}\n", "italic"), profile.command_line(), (left_out, "dim")))
+        across = (f"\nacross {', '.join(map(visible, profile.nodes))}: rank R on the R-th, each with "
+                  f"{profile.engine.title}'s multi-node flags" if profile.nodes else "")
+        detail.update(Text.assemble((f"{visible(profile.description)}\n", "italic"), profile.command_line(),
+                                    (across, "bold"), (left_out, "dim")))
 
     def _show_checks(self, checks: list[Check]) -> None:
         self.checks = checks
         text = Text()
-        for c in checks:
+        # what failed, then what warns, first: the room is six lines, and a server across nodes has a dozen checks
+        for c in sorted(checks, key=lambda c: (c.ok, not c.warning)):
             colour = "success" if c.ok and not c.warning else "warning" if c.ok else "error"
             text.append("✓ " if c.ok else "✕ ", theme_style(self.app, colour, bold=True)).append(f"{c.name}: {c.detail}\n")
         self.query_one("#preflight", QuietStatic).update(text)
