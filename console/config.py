@@ -174,7 +174,7 @@ def shipped(name: str) -> Path:
 
 # -- pivot.toml -----------------------------------------------------------------------------------------------------
 
-ROLES = ("gpu", "hypervisor")
+ROLES = ("gpu", "hypervisor", "slurm")  # slurm: a login node, whose servers run as Slurm jobs (console/server/slurm.py)
 
 
 class ConfigError(Exception):
@@ -219,6 +219,9 @@ class HostTable:
     connect_timeout_s: Seconds = 10.0
     # hypervisor: argv that clears a container's leftovers
     cleanup: Annotated[tuple[Str, ...], expect("a list of strings (an argv)")] = ()
+    # slurm: sbatch's partition, and more of its options as an argv (["--account=lab", "--time=04:00:00"])
+    partition: Str | None = None
+    sbatch_args: Annotated[tuple[Str, ...], expect("a list of strings (sbatch options)")] = ()
     env: dict[str, Str] = field(default_factory=dict)
 
 

@@ -85,7 +85,7 @@ async def _look(session: Session, threshold_mib: float) -> HostView:
 
 
 def gpu_hosts(config: Config) -> list[str]:
-    return [name for name, spec in config.hosts.items() if spec.role == "gpu"]
+    return [name for name, spec in config.hosts.items() if spec.role in ("gpu", "slurm")]
 
 
 async def look_all(config: Config, names: list[str] | None = None) -> list[HostView]:

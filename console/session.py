@@ -15,6 +15,7 @@ from console.remote import Connection, HostPool
 from console.server.lifecycle import Lifecycle, ServerLifecycle
 from console.server.multinode import Rank, ranks
 from console.server.profiles import Profile, ProfileSet, load_profiles
+from console.server.slurm import lifecycle_of
 
 if TYPE_CHECKING:
     from console.actions.sweep import Sweeps
@@ -40,8 +41,8 @@ class Session:
         self.lifecycle: Lifecycle | None = lifecycle
         self._peers: dict[str, ServerLifecycle] = {}  # the other nodes of a server across nodes, as they are needed
         if lifecycle is None and self.spec is not None and isinstance(self.telemetry, RemoteTelemetry):
-            self.lifecycle = ServerLifecycle(self.conn, self.spec, self.telemetry, idle_threshold_mib=config.idle_threshold_mib,
-                                             grace_s=config.kill_grace_s, events=self.events, via=via, peers=self)
+            self.lifecycle = lifecycle_of(self.conn, self.spec, self.telemetry, idle_threshold_mib=config.idle_threshold_mib,
+                                          grace_s=config.kill_grace_s, events=self.events, via=via, peers=self)
         self._sweeps: Sweeps | None = None
 
     @property

@@ -49,7 +49,7 @@ async def sweep(host: HostProcess, campaign: Path, port: int, settings: SweepSet
     # what the pane and `pivot sweep` record: the server's profile and command line, the host, its GPUs
     conn = Connection(host.config.host("demo"))
     try:
-        meta, _ = await describe_server(conn, host.config, "demo")
+        meta, _, _ = await describe_server(conn, host.config, "demo")
     finally:
         await conn.close()
     run = create_run(campaign, {**meta, "settings": settings.to_dict()}, name=name)

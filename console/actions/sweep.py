@@ -113,10 +113,11 @@ class Sweeps:
         if url is None:
             if session.config.path is None or session.spec is None:
                 raise RunError("a sweep over SSH needs a host from a pivot.toml (or give --url)")
-            meta, port = await describe_server(session.conn, session.config, session.spec.name)
-            target = ["--config", str(session.config.path), "--host", session.spec.name, "--port", str(port)]
+            meta, address, port = await describe_server(session.conn, session.config, session.spec.name)
+            target = ["--config", str(session.config.path), "--host", session.spec.name, "--address", address,
+                      "--port", str(port)]
         if not allow_busy:
-            await self._check_idle(url, port if url is None else None)
+            await self._check_idle(url, (address, port) if url is None else None)
         if run is None:
             run = create_run(session.config.campaign_dir, {**meta, "settings": settings.to_dict()})
         elif (mismatch := identity_mismatch(run.meta, meta)) and not other_server:
@@ -134,11 +135,11 @@ class Sweeps:
             callback(handle)
         return handle
 
-    async def _check_idle(self, url: str | None, port: int | None) -> None:
+    async def _check_idle(self, url: str | None, server: tuple[str, int] | None) -> None:
         forward = None
         try:
             if url is None:
-                forward = await self.session.conn.forward("127.0.0.1", port or 0)
+                forward = await self.session.conn.forward(*(server or ("127.0.0.1", 0)))
                 url = forward.url
             now = await busy(url)
         except (TimeoutError, RemoteError, OSError):

@@ -174,7 +174,7 @@ class ServerLifecycle:
 
         try:
             async with self._http_lock:
-                client = await self._client(record.port)
+                client = await self._client(record.address, record.port)
                 for path in record.health_paths:
                     response = await client.get(path)
                     if response.status_code != 404:
@@ -184,14 +184,15 @@ class ServerLifecycle:
         except (httpx.HTTPError, httpx.InvalidURL, RemoteError, OSError) as e:
             return False, f"health check failed: {type(e).__name__}"
 
-    async def _client(self, port: int) -> httpx.AsyncClient:
-        """The HTTP client of the forward to `port`: made once (a client costs an SSL context, ~25 ms of CPU, even
-        for plain http), its connection kept alive, so that a poll is one request on one forwarded channel."""
-        if self._forward is None or self._http is None or self._forward.remote_port != port:
+    async def _client(self, address: str, port: int) -> httpx.AsyncClient:
+        """The HTTP client of the forward to address:port (from the host): made once (a client costs an SSL context,
+        ~25 ms of CPU, even for plain http), its connection kept alive, so that a poll is one request on one forwarded
+        channel."""
+        if self._forward is None or self._http is None or (self._forward.remote_host, self._forward.remote_port) != (address, port):
             import httpx
 
             await self._drop_forward()
-            self._forward = await self.conn.forward("127.0.0.1", port)
+            self._forward = await self.conn.forward(address, port)
             self._http = httpx.AsyncClient(base_url=self._forward.url, timeout=5.0)
         return self._http
 
@@ -275,6 +276,9 @@ class ServerLifecycle:
         if current.state == ServerState.CRASHED and current.nodes:
             raise LifecycleError(f"{current.profile} crashed, and ranks of it may still run on {', '.join(current.nodes)}: "
                                  "stop it first (a stop ends every rank)")
+        if profile.node_count:
+            raise LifecycleError(f"{profile.name} asks for nodes = {profile.node_count}, a number: Slurm chooses them, "
+                                 f"on a host of role \"slurm\"; {self.spec.name} is a GPU host (name the hosts instead)")
         if profile.nodes:
             return await cluster.start_ranks(self, self._ranks(profile), force=force, skip=skip)
         checks = await self.preflight(profile, skip=skip)

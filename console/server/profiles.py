@@ -8,7 +8,8 @@
     port = 30000
     description = "…"
     extends = "baseline"            # inherit, then override
-    nodes = ["gpu1", "gpu2"]        # a server across nodes (or a group of pivot.toml): rank R on the R-th
+    nodes = ["gpu1", "gpu2"]        # a server across nodes (or a group of pivot.toml): rank R on the R-th;
+                                    # on a Slurm host, a number of nodes (or the list's length): Slurm picks them
     dist_port = 50000               # the ranks' rendezvous port on the first node (console/server/multinode.py)
     unset = ["enable-metrics"]      # remove inherited flags
     [env]
@@ -73,8 +74,8 @@ class ProfileFile(Table):
     port: Port = 30000
     description: Str = ""
     extends: Str | None = None
-    nodes: Annotated[Str | list[Str], expect("a list of host names, or a group's name"),
-                     must(lambda v: bool(v) and all(v), "names no host")] | None = None
+    nodes: Annotated[Int | Str | list[Str], expect("a list of host names, a group's name, or a number of nodes"),
+                     must(lambda v: v >= 1 if isinstance(v, int) else bool(v) and all(v), "names no host")] | None = None
     dist_port: Port = 50000
     unset: Annotated[list[Str], expect("a list of flag names")] = []  # inherited flags to remove
     env: dict[str, Str] = {}
@@ -102,6 +103,7 @@ class Profile:
     extends: str | None = None
     overrides: Mapping[str, str] = field(default_factory=dict)  # health_path, model_arg, ready_line as written
     nodes: tuple[str, ...] = ()  # hosts, or one group's name, as written: resolved against pivot.toml at a start
+    node_count: int = 0  # `nodes = N`: a number of nodes, for a Slurm host to choose
     dist_port: int = 50000
 
     @property
@@ -111,6 +113,11 @@ class Profile:
     @property
     def health_paths(self) -> tuple[str, ...]:
         return (self.overrides["health_path"],) if "health_path" in self.overrides else self.engine.health
+
+    @property
+    def nodes_needed(self) -> int:
+        """How many nodes the server spans (1: one host)."""
+        return self.node_count or len(self.nodes) or 1
 
     @property
     def model_arg(self) -> str:
@@ -229,8 +236,10 @@ def _build(name: str, path: Path, data: dict[str, Any], extends: str | None) -> 
         spec: ProfileFile = validate(ProfileFile, data)
     except Invalid as e:
         raise ProfileError(path, e.key, e.problem) from None
-    nodes = (spec.nodes,) if isinstance(spec.nodes, str) else tuple(spec.nodes or ())
-    if nodes:
+    count = spec.nodes if isinstance(spec.nodes, int) else 0
+    nodes: tuple[str, ...] = (spec.nodes,) if isinstance(spec.nodes, str) else tuple(spec.nodes or ()) \
+        if isinstance(spec.nodes, list) else ()
+    if nodes or count > 1:
         if spec.kind not in MULTINODE:
             raise ProfileError(path, "nodes", f"pivot knows the multi-node flags of {', '.join(MULTINODE)} only, "
                                               f"not of {spec.kind}")
@@ -242,7 +251,7 @@ def _build(name: str, path: Path, data: dict[str, Any], extends: str | None) -> 
         name=name, path=path, kind=spec.kind, launcher=cast("tuple[str, ...]", spec.launcher), model_path=spec.model_path, host=spec.host,
         port=spec.port, description=spec.description, env=dict(spec.env), flags=dict(spec.flags), extends=extends,
         overrides={k: v for k in ("health_path", "model_arg", "ready_line") if (v := getattr(spec, k)) is not None},
-        nodes=nodes, dist_port=spec.dist_port,
+        nodes=nodes, node_count=count, dist_port=spec.dist_port,
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import enum
 import json
+import re
 import time
 from dataclasses import dataclass, field, replace
 
@@ -12,6 +13,8 @@ from console.gpu.kill import KillOutcome
 from console.gpu.samples import GpuProcess
 from console.server.checks import Check
 from console.server.engines import ENGINES, HEALTH_PATH
+
+ADDRESS = re.compile(r"[A-Za-z0-9._:-]{1,253}")  # a host name or an IP address, as a record may name one
 
 
 class ServerState(enum.StrEnum):
@@ -46,6 +49,8 @@ class ServerRecord:
     health: tuple[str, ...] = ()  # the profile's health paths (empty in a record of an older pivot: the kind's)
     rank: int = 0  # of a server across nodes (console/server/multinode.py): this host's rank
     nodes: tuple[str, ...] = ()  # of a server across nodes: its hosts in rank order (pivot.toml's names)
+    job: int | None = None  # a Slurm job's id (console/server/slurm.py): the server is the job, pid is 0
+    address: str = "127.0.0.1"  # where the host reaches the server (a Slurm job: its first node's address)
 
     @property
     def health_paths(self) -> tuple[str, ...]:
@@ -66,6 +71,9 @@ class ServerRecord:
         if nodes is None or not isinstance(record.rank, int) or not 0 <= record.rank < max(1, len(nodes)):
             return None
         record = replace(record, nodes=tuple(nodes))
+        if (record.job is not None and not isinstance(record.job, int)) or not isinstance(record.address, str) \
+                or not ADDRESS.fullmatch(record.address):
+            return None
         shaped = (isinstance(record.profile, str) and isinstance(record.kind, str) and isinstance(record.argv, list)
                   and all(isinstance(a, str) for a in record.argv) and isinstance(record.pid, int)
                   and isinstance(record.port, int) and 0 < record.port < 65536)
@@ -85,16 +93,22 @@ class ServerStatus:
     model: str | None = None
     nodes: tuple[str, ...] = ()  # a server across nodes: its hosts, rank 0 first
     rank: int = 0  # which of them this host's status is of
+    job: int | None = None  # a Slurm job's id: the server is the job
     at: float = field(default_factory=time.time)
 
     def describe(self) -> str:
         """One line: "ready demo-eagle3 (pid 4100), up 1h00m: detail"."""
         what = self.headline()
-        if self.pid:
-            what += f" (pid {self.pid})"
+        if self.process:
+            what += f" ({self.process})"
         if when := self.elapsed():
             what += f", {when}"
         return what + (f": {self.detail}" if self.detail else "")
+
+    @property
+    def process(self) -> str | None:
+        """"pid N", or "job N" of a server run as a Slurm job."""
+        return f"job {self.job}" if self.job is not None else f"pid {self.pid}" if self.pid else None
 
     def headline(self) -> str:
         if not self.profile:

@@ -96,6 +96,8 @@ class SimHost:
             "LANG": os.environ.get("LANG", "C.UTF-8"), "PYTHONPATH": pythonpath, "PYTHONUNBUFFERED": "1",
             state.ENV: str(self.sim), "PIVOT_SIM_TIME_SCALE": repr(self.time_scale),
             "PIVOT_SIM_HOST_PID": str(os.getpid()),
+            # a Slurm login node's clients find their cluster's config here (the tests' one-machine cluster)
+            **{k: v for k, v in os.environ.items() if k == "SLURM_CONF"},
         }
 
     async def start(self) -> None:

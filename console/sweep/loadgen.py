@@ -115,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     target.add_argument("--host")
     parser.add_argument("--config")
     parser.add_argument("--port", type=int)
+    parser.add_argument("--address", default="127.0.0.1", help="the server's address, from the host (a Slurm job's node)")
     parser.add_argument("--run-dir", type=Path, required=True)
     again = parser.add_mutually_exclusive_group()
     again.add_argument("--resume", action="store_true")
@@ -152,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
             if settings.client != "console":
                 order = {"settings": settings.to_dict(), "prompts": common["pool"], "headers": headers,
                          "done": sorted(done), "repeat": args.repeat or [], "kind": meta.get("kind"),
-                         "nodes": meta.get("nodes")}
+                         "nodes": meta.get("nodes"), "address": args.address}
                 try:
                     status = await on_host(conn, spec, args.port, order, sink, stop_after_level)
                     sink.sync()
@@ -161,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
                     if settings.client == "host":
                         raise RemoteError(args.host, f"cannot run the load generator there: {e}") from None
                     warnings.append(f"the load generator ran here, through an SSH forward, not on {args.host}: {e}")
-            url = (await conn.forward("127.0.0.1", args.port)).url
+            url = (await conn.forward(args.address, args.port)).url
             return await sweep(url, sink, settings, placement=client_placement("ssh-forward", args.host),
                                host_load=_host_load(conn), warnings=warnings, **common)
         except asyncio.CancelledError:

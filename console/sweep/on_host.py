@@ -4,7 +4,7 @@ console/sweep/loadgen.py, which keeps the run and the events.
 
     python pivot_loadgen_HASH.pyz --port PORT
 
-stdin: one JSON line (settings, prompts, headers, kind, done, repeat), then `stop` for "after the current level";
+stdin: one JSON line (settings, prompts, headers, kind, done, repeat, the server's address), then `stop` for "after the current level";
 its end (the console's side went away) aborts, as SIGTERM does. stdout: the events, one JSON line each.
 """
 
@@ -68,7 +68,9 @@ async def run(port: int) -> int:
     sink = PipeSink(transport)
     listener = asyncio.create_task(listen())
     try:
-        status = await sweep(f"http://127.0.0.1:{port}", sink, SweepSettings.from_dict(order["settings"]),
+        address = str(order.get("address") or "127.0.0.1")  # a Slurm job's first node, seen from its login node
+        host = f"[{address}]" if ":" in address else address
+        status = await sweep(f"http://{host}:{port}", sink, SweepSettings.from_dict(order["settings"]),
                            pool=order["prompts"], headers=order["headers"], done=set(order["done"]),
                            repeat=order["repeat"] or None, stop_after_level=stop, kind=order.get("kind"),
                            nodes=order.get("nodes"),

@@ -16,7 +16,7 @@ from console.gpu.samples import Sample
 from console.gpu.telemetry import RemoteTelemetry
 from console.remote import Connection
 from console.remote.command import shell_line
-from console.server.lifecycle import ServerLifecycle
+from console.server.slurm import lifecycle_of
 from console.server.state import ServerRecord, ServerState
 from console.sweep.store import Run, RunError
 from console.untrusted import visible
@@ -98,11 +98,11 @@ class SweepProcess:
             self.proc.send_signal(signal.SIGTERM)
 
 
-async def describe_server(conn: Connection, cfg: config.Config, host: str) -> tuple[dict[str, Any], int]:
-    """What the run records about the server and host; and the server's port."""
+async def describe_server(conn: Connection, cfg: config.Config, host: str) -> tuple[dict[str, Any], str, int]:
+    """What the run records about the server and host; and the server's address (from the host) and port."""
     spec = cfg.host(host)
     agent = RemoteTelemetry(conn, spec)
-    lifecycle = ServerLifecycle(conn, spec, agent, idle_threshold_mib=cfg.idle_threshold_mib, grace_s=cfg.kill_grace_s)
+    lifecycle = lifecycle_of(conn, spec, agent, idle_threshold_mib=cfg.idle_threshold_mib, grace_s=cfg.kill_grace_s)
     try:
         status = await lifecycle.poll()
     finally:
@@ -119,7 +119,9 @@ async def describe_server(conn: Connection, cfg: config.Config, host: str) -> tu
             "gpu_memory_mib": max((g.mem_total_mib for g in gpus if g.mem_total_mib), default=None), "model": status.model}
     if record.nodes:  # a server across nodes: its hosts, rank 0 (whose API the requests reach) first; GPUs: rank 0's
         meta["nodes"] = list(record.nodes)
-    return meta, record.port
+    if record.job is not None:  # a Slurm job: its id, and where its first node is
+        meta |= {"slurm_job": record.job, "address": record.address}
+    return meta, record.address, record.port
 
 
 def identity_mismatch(run_meta: dict[str, Any], server_meta: dict[str, Any]) -> str | None:

@@ -140,7 +140,7 @@ class ServerPane(Vertical):
                                             f"{', '.join(f'{h} r{r}' for r, h in enumerate(message.status.nodes))} —")
             self.follow_log()  # another set of logs to follow: the worker starts again (it is exclusive)
         if message.status.state == ServerState.CRASHED and self.status.state != ServerState.CRASHED:
-            self.query_one(LogView).add(f"— {message.status.profile} crashed (pid {message.status.pid}): "
+            self.query_one(LogView).add(f"— {message.status.profile} crashed ({message.status.process}): "
                                         f"{message.status.detail or 'the process ended without a stop'}; its last lines are above —")
         self.status = message.status
         if message.status.state == ServerState.READY and self.checks and all(c.ok and not c.warning for c in self.checks):
@@ -158,7 +158,7 @@ class ServerPane(Vertical):
         head = Text(f"{glyph} {status.headline()}", theme_style(self.app, colour, bold=True))
         if self.busy:
             head.append(f"  [{self.busy}…]", "dim")
-        facts = ", ".join(f for f in (f"pid {status.pid}" if status.pid else None, status.elapsed(), status.detail) if f)
+        facts = ", ".join(f for f in (status.process, status.elapsed(), status.detail) if f)
         last = ""
         if status.model and status.state == ServerState.READY:
             last = f"model {status.model.rstrip('/').rsplit('/', 1)[-1]}"  # the model's directory names it
@@ -266,7 +266,7 @@ class ServerPane(Vertical):
                       lambda: self.lifecycle_action("start", profile, True), "Force start")
 
     def action_stop(self) -> None:
-        self._confirm(f"Stop {self.status.profile} (pid {self.status.pid})?",
+        self._confirm(f"Stop {self.status.profile} ({self.status.process})?",
                       [f"SIGTERM to its process group, SIGKILL after {self.session.config.kill_grace_s:g} s."],
                       lambda: self.lifecycle_action("stop", None, False), "Stop")
 

@@ -1,0 +1,241 @@
+"""A server run as a Slurm job, from a login node (a host of `role = "slurm"`): there is no setsid to run there,
+the server is a job, its state is the job's, its log is the job's output, and stop is scancel.
+
+pivot writes the batch script (one `srun` step of one task per node: task R runs rank R with the engine's own
+multi-node flags, its rank from SLURM_NODEID, the rendezvous on the first node: SLURM_LAUNCH_NODE_IPADDR, the address
+of the node srun runs on, which is the batch host, the allocation's first node), submits it with `sbatch`, follows
+it with `squeue` and, once it has left the queue, `scontrol show job` (Slurm keeps a finished job there for
+MinJobAge, 300 s by default; `sacct` needs accounting storage, which many small clusters and CI lack), and reaches
+the server through an SSH forward from the login node to the first node's address (`scontrol show node`).
+
+Every value from the profile reaches sbatch and srun as an argv word, quoted for the script's shell; the rank's
+shell snippet is constant text of pivot's own, the command line its arguments.
+
+GPU telemetry of the job's nodes is not followed here: the login node's own pane shows the login node (`gpus = false`
+when it has none); the job's output holds the engine's own reports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shlex
+import time
+from dataclasses import asdict, replace
+from typing import Any
+
+from console.config import HostSpec
+from console.events import Stop
+from console.gpu.telemetry import RemoteTelemetry
+from console.remote import Connection
+from console.server.checks import Check
+from console.server.lifecycle import LOG, MARK, RECORD, ServerLifecycle
+from console.server.preflight import check_flags
+from console.server.profiles import Profile
+from console.server.state import (
+    ADDRESS,
+    LifecycleError,
+    NoHealthRoute,
+    PreflightFailed,
+    ServerRecord,
+    ServerState,
+    ServerStatus,
+    StopReport,
+)
+from console.untrusted import visible
+
+SCRIPT = "server.sbatch"
+PENDING = {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD", "SUSPENDED", "STOPPED",
+           "RESIZING", "SIGNALING", "STAGE_OUT"}
+ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL",
+         "DEADLINE", "REVOKED", "SPECIAL_EXIT"}
+STOP_WAIT_S = 120.0  # scancel's SIGTERM, then Slurm's own SIGKILL after KillWait (30 s by default)
+# The rank's command line, run by srun in each task: "$@" is the profile's argv (env included), the rest constant.
+RANK_SHELL = {
+    "sglang": 'exec "$@" --nnodes "$PIVOT_NNODES" --node-rank "$SLURM_NODEID" '
+              '--dist-init-addr "$SLURM_LAUNCH_NODE_IPADDR:$PIVOT_DIST_PORT"',
+    "vllm": 'h=; [ "$SLURM_NODEID" = 0 ] || h=--headless; exec "$@" --nnodes "$PIVOT_NNODES" --node-rank "$SLURM_NODEID" '
+            '--master-addr "$SLURM_LAUNCH_NODE_IPADDR" --master-port "$PIVOT_DIST_PORT" $h',
+}
+
+
+def batch_script(profile: Profile, argv: list[str]) -> str:
+    """The job's script: one srun step, a task per node, each rank's output led by its task number (`--label`)."""
+    nnodes = profile.nodes_needed
+    words = shlex.join(["env", *(f"{k}={v}" for k, v in profile.env.items()), *argv] if profile.env else argv)
+    rank = RANK_SHELL[profile.kind] if nnodes > 1 else 'exec "$@"'
+    return "\n".join([
+        "#!/bin/bash",
+        f"# written by pivot: {' '.join(visible(profile.name).split())}, {nnodes} node(s), a task per node; task R runs",
+        "# rank R (SLURM_NODEID), rank 0's node (the batch host, where srun runs) is the ranks' rendezvous",
+        f"export PIVOT_NNODES={nnodes} PIVOT_DIST_PORT={profile.dist_port}",
+        f"exec srun --label --kill-on-bad-exit=1 --ntasks-per-node=1 --nodes={nnodes} bash -c {shlex.quote(rank)} "
+        f"pivot-rank {words}",
+        "",
+    ])
+
+
+class SlurmLifecycle(ServerLifecycle):
+    """The managed server of a Slurm login node: a job. Records, log and forward as ServerLifecycle's; the process
+    is the job."""
+
+    async def poll(self) -> ServerStatus:
+        out = await self._probe.ask(timeout=20)
+        record_text, _, last_line = (out.split(f"{MARK}\n") + ["", "", ""])[:3]
+        self.record = record = ServerRecord.parse(record_text)
+        if record is None or record.job is None:
+            return self._set(ServerStatus(ServerState.STOPPED))
+        base = ServerStatus(ServerState.STOPPED, visible(record.profile), None, record.started, self.status.ready_at,
+                            visible(last_line.strip()), model=self.status.model, job=record.job)
+        state, reason, first, ended = await self._job(record.job)
+        if state in PENDING:
+            why = f"{state.lower()}: {reason}" if reason and reason != "None" else state.lower()
+            return self._set(replace(base, state=ServerState.STARTING, ready_at=None, detail=f"job {why}"))
+        if state == "RUNNING" and not record.stopped and not self._stopping:
+            if record.address == "127.0.0.1" and first:
+                record = await self._note_address(record, first)
+            return await self._serving(record, base)
+        if record.stopped or self._stopping:
+            return self._set(replace(base, state=ServerState.STOPPING if state in ("RUNNING", "COMPLETING") else
+                                     ServerState.STOPPED, ready_at=None, detail=f"job {state.lower()}" if state else ""))
+        await self._forget_forward()
+        if state == "COMPLETING":  # ending without a stop: its final state and exit code come once it has ended
+            return self._set(replace(base, state=ServerState.CRASHED, ready_at=None,
+                                     detail="the job is ending without a stop (COMPLETING)"))
+        if self._crash_for != record.job:
+            self._crash_for = record.job
+            tail = tuple(await self.log_tail())
+            why = f"the job ended {state or 'and left Slurm'}{ended}"
+            return self._set(replace(base, state=ServerState.CRASHED, ready_at=None, log_tail=tail, detail=why))
+        return self._set(replace(base, state=ServerState.CRASHED, ready_at=None, log_tail=self.status.log_tail,
+                                 detail=self.status.detail))
+
+    async def _serving(self, record: ServerRecord, base: ServerStatus) -> ServerStatus:
+        try:
+            healthy, why = await self._health(record)
+        except NoHealthRoute as e:
+            healthy, why = False, str(e)
+        if healthy:
+            ready_at = self.status.ready_at if self.status.state == ServerState.READY else time.time()
+            model = self.status.model or await self._model_name(record)
+            return self._set(replace(base, state=ServerState.READY, ready_at=ready_at, model=model))
+        return self._set(replace(base, state=ServerState.STARTING, ready_at=None, detail=f"job running; {why}"))
+
+    async def _job(self, job: int) -> tuple[str, str, str, str]:
+        """(state, reason, first node, ", exit code X" once ended): squeue while the job is queued or running, then
+        scontrol; ("", "", "", "") once Slurm has forgotten it."""
+        queued = await self.conn.run(["squeue", "-h", "-j", str(job), "-o", "%T|%r|%B"], timeout=20)
+        fields = queued.stdout.strip().split("|") if queued.ok else []
+        if len(fields) == 3 and fields[0]:
+            return fields[0], visible(fields[1]), fields[2] if fields[2] not in ("", "(null)") else "", ""
+        shown = await self.conn.run(["scontrol", "-o", "show", "job", str(job)], timeout=20)
+        facts = dict(word.split("=", 1) for word in shown.stdout.split() if "=" in word) if shown.ok else {}
+        state = facts.get("JobState", "")
+        return state, visible(facts.get("Reason", "")), facts.get("BatchHost", ""), \
+            f", exit code {visible(facts['ExitCode'])}" if "ExitCode" in facts else ""
+
+    async def _note_address(self, record: ServerRecord, node: str) -> ServerRecord:
+        """The first node's address (its NodeAddr), written in the record: where the forward goes from now on."""
+        shown = await self.conn.run(["scontrol", "-o", "show", "node", node], timeout=20)
+        facts = dict(word.split("=", 1) for word in shown.stdout.split() if "=" in word) if shown.ok else {}
+        address = facts.get("NodeAddr", "")
+        if not ADDRESS.fullmatch(address):
+            return record
+        record = replace(record, address=address)
+        await self._write(record)
+        return record
+
+    async def _write(self, record: ServerRecord) -> None:
+        await self.conn.upload(json.dumps(asdict(record), indent=1).encode(), f"{self.spec.workdir.rstrip('/')}/{RECORD}")
+
+    # -- checks and actions ---------------------------------------------------
+    async def preflight(self, profile: Profile, *, skip: frozenset[str] = frozenset()) -> list[Check]:
+        """What the login node can tell: sbatch, the partition, the launcher and the model path where the login node
+        sees them (the nodes may see more: a warning, not a failure), the flags known to the launcher's --help."""
+        checks = []
+        sbatch = await self.conn.run(["sh", "-c", "command -v sbatch"])
+        checks.append(Check("sbatch", sbatch.ok, visible(sbatch.stdout.strip()) or "sbatch not found on the login node"))
+        if self.spec.partition:
+            part = await self.conn.run(["sinfo", "-h", "-p", self.spec.partition, "-o", "%a %D"])
+            known = part.ok and bool(part.stdout.strip())
+            checks.append(Check("partition", known, f"{self.spec.partition}: " + (visible(part.stdout.strip()) + " (avail, nodes)"
+                                if known else "no such partition")))
+        argv = await self.resolved_argv(profile)
+        which = await self.conn.run(["sh", "-c", 'command -v "$1"', "sh", argv[0]])
+        checks.append(Check("launcher", True, visible(which.stdout.strip()) if which.ok else
+                            f"{argv[0]} not found on the login node: the nodes may have it", warning=not which.ok))
+        model = await self.conn.expand(profile.model_path)
+        seen = (await self.conn.run(["test", "-e", model])).ok
+        checks.append(Check("model path", True, model if seen else f"{model} not seen from the login node: the nodes "
+                            "may see it", warning=not seen))
+        if which.ok and "flags-known" not in skip:
+            checks.append((await check_flags(self.agent, profile, argv))[0])
+        if profile.nodes_needed > 1 and profile.kind not in RANK_SHELL:
+            checks.append(Check("nodes", False, f"pivot knows no multi-node flags of {profile.kind}"))
+        if profile.host in ("127.0.0.1", "localhost", "::1"):
+            checks.append(Check("host", True, f"the server binds {profile.host} on its node: only a login node that is "
+                                "that node reaches it (host = \"0.0.0.0\" in the profile)", warning=True))
+        return checks
+
+    async def _start(self, profile: Profile, *, force: bool, skip: frozenset[str]) -> list[Check]:
+        current = await self.poll()
+        if current.state.running:
+            raise LifecycleError(f"a server is already {current.state} ({current.profile}, job {current.job}): stop it or switch")
+        checks = await self.preflight(profile, skip=skip)
+        if not force and not all(c.ok for c in checks):
+            raise PreflightFailed(checks)
+        workdir = await self.conn.expand(self.spec.workdir.rstrip("/"))
+        await self.conn.upload(batch_script(profile, await self.resolved_argv(profile)).encode(), f"{workdir}/{SCRIPT}")
+        await self.conn.run(["sh", "-c", f'[ -f {LOG} ] && mv -f {LOG} {LOG}.1; :'], cwd=self.spec.workdir)
+        options = [f"--job-name=pivot-{profile.name}", f"--nodes={profile.nodes_needed}", "--ntasks-per-node=1",
+                   f"--output={workdir}/{LOG}", f"--chdir={workdir}",
+                   *([f"--partition={self.spec.partition}"] if self.spec.partition else []), *self.spec.sbatch_args]
+        submitted = await self.conn.run(["sbatch", "--parsable", *options, f"{workdir}/{SCRIPT}"], cwd=self.spec.workdir,
+                                        timeout=60)
+        job = submitted.stdout.strip().split(";")[0]
+        if not submitted.ok or not job.isdigit():
+            raise LifecycleError(f"sbatch refused {profile.name}: {visible(submitted.stderr.strip()) or submitted.exit_status}")
+        record = ServerRecord(profile.name, await self.resolved_argv(profile), 0, None, time.time(), profile.host,
+                              profile.port, profile.kind, health=profile.health_paths, job=int(job))
+        await self._write(record)
+        self.record = record
+        self._stopping, self._health_failures, self._crash_for = False, 0, None
+        self.status = ServerStatus(ServerState.STOPPED)
+        self._set(ServerStatus(ServerState.STARTING, profile.name, None, record.started, job=record.job, detail="job submitted"))
+        return checks
+
+    async def stop(self, *, during: str | None = None, via: str | None = None) -> StopReport:
+        """scancel, then the job followed until Slurm says it ended (its nodes are Slurm's to clean)."""
+        record = await self._record()
+        if record.job is None:
+            raise LifecycleError(f"no Slurm job started by pivot on {self.spec.name}")
+        self._stopping = True
+        self._set(replace(self.status, state=ServerState.STOPPING))
+        try:
+            await self._write(replace(record, stopped=True))
+            cancelled = await self.conn.run(["scancel", str(record.job)], timeout=30)
+            if not cancelled.ok:
+                raise LifecycleError(f"scancel {record.job}: {visible(cancelled.stderr.strip()) or cancelled.exit_status}")
+            await self._forget_forward()
+            deadline = time.monotonic() + STOP_WAIT_S
+            state = ""
+            while time.monotonic() < deadline:
+                state = (await self._job(record.job))[0]
+                if state not in PENDING | {"RUNNING", "COMPLETING"}:
+                    break
+                await asyncio.sleep(1.0)
+            ended = f"job {record.job} ended {state}" if state else f"job {record.job} left Slurm"
+            report = StopReport((), (), problem=f"stopped: {ended}" if state not in ("RUNNING", "COMPLETING") else
+                                f"scancel sent, but {ended.replace('ended', 'is still')} after {STOP_WAIT_S:.0f} s")
+            if self.events is not None:
+                self.events.append(Stop(via=via or self.via, host=self.spec.name, profile=visible(record.profile), pid=0,
+                                        outcome=report.describe(), during=during))
+            await self.poll()
+            return report
+        finally:
+            self._stopping = False
+
+
+def lifecycle_of(conn: Connection, spec: HostSpec, agent: RemoteTelemetry, **options: Any) -> ServerLifecycle:
+    """The host's server lifecycle: a Slurm login node's runs its servers as jobs."""
+    return (SlurmLifecycle if spec.role == "slurm" else ServerLifecycle)(conn, spec, agent, **options)
