@@ -22,7 +22,7 @@ from console.server.multinode import ranks
 from console.server.profiles import ProfileError, load_profiles
 from console.server.state import PreflightFailed, ServerState
 from console.session import Session
-from tests.conftest import HostProcess, host_process, pid_alive, wait_for
+from tests.conftest import HostProcess, free_port, host_process, pid_alive, wait_for
 from tests.faults.conftest import run_pivot
 
 HOSTS = '[hosts.a]\nhostname = "10.0.0.1"\n[hosts.b]\nhostname = "10.0.0.2"\naddress = "192.168.1.2"\n[hosts.c]\n'
@@ -191,3 +191,17 @@ async def test_a_node_that_fails_its_checks_starts_no_rank_anywhere(fleet: HostP
     assert not (fleet.root / "gpu02" / "home" / ".pivot" / "server.pid").exists()
     from_gpu02 = run_pivot(fleet.config_path, "--host", "gpu02", "server", "start", "demo-2node")
     assert from_gpu02.returncode != 0 and "runs rank 0 on gpu01: start it from there" in from_gpu02.stderr
+
+
+async def test_a_vllm_server_across_two_hosts_runs_its_second_rank_headless(fleet: HostProcess, gpu01: Session) -> None:
+    (fleet.root / "gpu01" / "profiles" / "vllm-2node.toml").write_text(
+        f'extends = "demo-vllm-baseline"\nnodes = ["gpu01", "gpu02"]\nport = {free_port()}\ndist_port = {free_port()}\n')
+    lifecycle = gpu01.lifecycle
+    assert lifecycle is not None
+    checks = await lifecycle.start(gpu01.profiles().get("vllm-2node"))
+    assert next(c for c in checks if c.name == "port free on gpu02").detail == "rank 1 runs headless: it binds no port"
+    await wait_for(lambda: _ready(lifecycle), timeout=90)
+    argv = json.loads((fleet.root / "gpu02/home/.pivot/server.json").read_text())["argv"]
+    assert argv[-1] == "--headless" and "--master-addr" in argv
+    assert "headless multiproc executor" in log_of(fleet, "gpu02")
+    assert (await lifecycle.stop()).describe().endswith("gpu02: stopped; no process of its group holds GPU memory")

@@ -7,6 +7,7 @@ simulated SGLang across both Slurm nodes."""
 from __future__ import annotations
 
 import re
+import shlex
 import subprocess
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
@@ -15,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from console import pivot_toml
-from console.server.profiles import load_profiles
-from console.server.slurm import batch_script
+from console.server.multinode import rank_flags
+from console.server.profiles import Profile, load_profiles
+from console.server.slurm import RANK_SHELL, batch_script
 from console.server.state import ServerState
 from console.session import Session
 from tests.conftest import HostProcess, free_port, host_process, wait_for
@@ -74,10 +76,17 @@ def test_the_batch_script_quotes_every_word_and_takes_each_ranks_flags_from_slur
     script = batch_script(profile, profile.argv())
     assert "'/m; rm -rf ~'" in script and "'NCCL_DEBUG=$(reboot)'" in script  # words, never shell
     assert "export PIVOT_NNODES=2 PIVOT_DIST_PORT=5000" in script
-    ran = subprocess.run(["bash", "-c", re.search(r"bash -c ('[^']*')", script)[1].strip("'") + "; :", "rank", "echo"],
-                         capture_output=True, text=True, env={"PIVOT_NNODES": "2", "PIVOT_DIST_PORT": "5000",
-                                                              "SLURM_NODEID": "1", "SLURM_LAUNCH_NODE_IPADDR": "10.0.0.7"})
-    assert ran.stdout.split() == ["--nnodes", "2", "--node-rank", "1", "--dist-init-addr", "10.0.0.7:5000"]
+    assert f"bash -c {shlex.quote(RANK_SHELL['sglang'])} pivot-rank env 'NCCL_DEBUG=$(reboot)' python3 -m sglang" in script
+
+
+@pytest.mark.parametrize(("kind", "rank"), [("sglang", 0), ("sglang", 1), ("vllm", 0), ("vllm", 1)])
+def test_each_task_of_the_job_adds_the_same_flags_a_rank_gets_on_named_hosts(kind: str, rank: int) -> None:
+    """The job's rank snippet, run by bash as srun runs it, against console/server/multinode.py's flags."""
+    env = {"PIVOT_NNODES": "2", "PIVOT_DIST_PORT": "5000", "SLURM_NODEID": str(rank), "SLURM_LAUNCH_NODE_IPADDR": "10.0.0.7"}
+    ran = subprocess.run(["bash", "-c", RANK_SHELL[kind].replace("exec ", "", 1), "pivot-rank", "echo"],
+                         capture_output=True, text=True, env=env, timeout=10)
+    flags = Profile("p", Path("p.toml"), kind, ("x",), "/m", flags=rank_flags(kind, 2, rank, "10.0.0.7", 5000)).flag_args()
+    assert ran.stdout.split() == flags
 
 
 async def test_a_profile_runs_as_a_job_across_two_nodes_is_swept_and_stopped_with_scancel(

@@ -13,7 +13,9 @@ from rich.text import Text
 
 from console import pivot_toml
 from console.server.lifecycle import Check, Lifecycle
+from console.server.multinode import ranks
 from console.server.profiles import diff, load_profiles
+from console.server.slurm import batch_script
 from console.server.state import LifecycleError, PreflightFailed, ServerState
 from console.session import Session
 from console.untrusted import visible
@@ -25,7 +27,8 @@ STATUS_TAIL = 8  # a crashed server's last lines in `server status`: the state f
 def cmd_profiles(args: argparse.Namespace) -> int:
     action, names = args.action, args.names
     out = Console(highlight=False)
-    profiles = load_profiles(*pivot_toml.load(args.config).profile_dirs)
+    cfg = pivot_toml.load(args.config)
+    profiles = load_profiles(*cfg.profile_dirs)
     if action is None:
         table = Table(box=None, header_style="bold", pad_edge=False)
         for col in ("PROFILE", "KIND", "EXTENDS", "DESCRIPTION"):
@@ -55,7 +58,15 @@ def cmd_profiles(args: argparse.Namespace) -> int:
         print(f"# {metrics}; {usage}; {eos}{early}")
         if p.left_out:  # `false` drops a flag; the engine's default then applies, which may not be "off"
             print(f"# left out (false): {' '.join(visible(f) for f in p.left_out)}; write \"False\" to pass the word")
-        print(p.command_line())  # unwrapped: a command line to paste
+        if p.node_count:  # a number of nodes: a Slurm login node runs it as this job
+            print(f"# on a Slurm host (role = \"slurm\"): a job on {p.node_count} nodes, this batch script\n")
+            print(batch_script(p, p.argv()))
+            return 0
+        for rank in ranks(p, cfg):  # (none for a profile of one host)
+            print(f"# rank {rank.rank} on {rank.host.name}:")
+            print(rank.profile.command_line())
+        if not p.nodes:
+            print(p.command_line())  # unwrapped: a command line to paste
         return 0
     if len(names) != 2:
         raise SystemExit("pivot: profiles diff takes two profile names")

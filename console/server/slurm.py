@@ -30,6 +30,7 @@ from console.gpu.telemetry import RemoteTelemetry
 from console.remote import Connection
 from console.server.checks import Check
 from console.server.lifecycle import LOG, MARK, RECORD, ServerLifecycle
+from console.server.multinode import rank_flags
 from console.server.preflight import check_flags
 from console.server.profiles import Profile
 from console.server.state import (
@@ -79,6 +80,8 @@ class SlurmLifecycle(ServerLifecycle):
     """The managed server of a Slurm login node: a job. Records, log and forward as ServerLifecycle's; the process
     is the job."""
 
+    nodelist = ""  # the job's nodes, as squeue last said them ("n[1-2]")
+
     async def poll(self) -> ServerStatus:
         out = await self._probe.ask(timeout=20)
         record_text, _, last_line = (out.split(f"{MARK}\n") + ["", "", ""])[:3]
@@ -118,15 +121,16 @@ class SlurmLifecycle(ServerLifecycle):
         if healthy:
             ready_at = self.status.ready_at if self.status.state == ServerState.READY else time.time()
             model = self.status.model or await self._model_name(record)
-            return self._set(replace(base, state=ServerState.READY, ready_at=ready_at, model=model))
+            return self._set(replace(base, state=ServerState.READY, ready_at=ready_at, model=model, detail=f"on {self.nodelist}"))
         return self._set(replace(base, state=ServerState.STARTING, ready_at=None, detail=f"job running; {why}"))
 
     async def _job(self, job: int) -> tuple[str, str, str, str]:
         """(state, reason, first node, ", exit code X" once ended): squeue while the job is queued or running, then
         scontrol; ("", "", "", "") once Slurm has forgotten it."""
-        queued = await self.conn.run(["squeue", "-h", "-j", str(job), "-o", "%T|%r|%B"], timeout=20)
+        queued = await self.conn.run(["squeue", "-h", "-j", str(job), "-o", "%T|%r|%B|%N"], timeout=20)
         fields = queued.stdout.strip().split("|") if queued.ok else []
-        if len(fields) == 3 and fields[0]:
+        if len(fields) == 4 and fields[0]:
+            self.nodelist = visible(fields[3])
             return fields[0], visible(fields[1]), fields[2] if fields[2] not in ("", "(null)") else "", ""
         shown = await self.conn.run(["scontrol", "-o", "show", "job", str(job)], timeout=20)
         facts = dict(word.split("=", 1) for word in shown.stdout.split() if "=" in word) if shown.ok else {}
@@ -168,8 +172,10 @@ class SlurmLifecycle(ServerLifecycle):
         seen = (await self.conn.run(["test", "-e", model])).ok
         checks.append(Check("model path", True, model if seen else f"{model} not seen from the login node: the nodes "
                             "may see it", warning=not seen))
-        if which.ok and "flags-known" not in skip:
-            checks.append((await check_flags(self.agent, profile, argv))[0])
+        if which.ok and "flags-known" not in skip:  # with the ranks' own flags, as the job will add them
+            ranked = replace(profile, flags={**profile.flags, **rank_flags(profile.kind, 2, 1, "node0", profile.dist_port)}) \
+                if profile.nodes_needed > 1 and profile.kind in RANK_SHELL else profile
+            checks.append((await check_flags(self.agent, ranked, argv))[0])
         if profile.nodes_needed > 1 and profile.kind not in RANK_SHELL:
             checks.append(Check("nodes", False, f"pivot knows no multi-node flags of {profile.kind}"))
         if profile.host in ("127.0.0.1", "localhost", "::1"):

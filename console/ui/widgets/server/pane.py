@@ -266,8 +266,11 @@ class ServerPane(Vertical):
                       lambda: self.lifecycle_action("start", profile, True), "Force start")
 
     def action_stop(self) -> None:
-        self._confirm(f"Stop {self.status.profile} ({self.status.process})?",
-                      [f"SIGTERM to its process group, SIGKILL after {self.session.config.kill_grace_s:g} s."],
+        how = (f"scancel {self.status.job}: Slurm signals its steps (SIGTERM, then SIGKILL after its KillWait)."
+               if self.status.job is not None else
+               f"SIGTERM to its process group, SIGKILL after {self.session.config.kill_grace_s:g} s."
+               + (f" Every rank, on {', '.join(self.status.nodes)}." if self.status.nodes else ""))
+        self._confirm(f"Stop {self.status.profile} ({self.status.process})?", [how],
                       lambda: self.lifecycle_action("stop", None, False), "Stop")
 
     def action_restart(self) -> None:
