@@ -36,7 +36,7 @@ def test_a_host_by_alias_and_overrides(tmp_path: Path) -> None:
     [
         ("[hosts.a]\nport = 'x'\n", "pivot.toml: hosts.a.port: expected an integer, got 'x'"),
         ("[hosts.a]\nport = 70000\n", "pivot.toml: hosts.a.port: must be 1-65535, got 70000"),
-        ("[hosts.a]\nrole = 'db'\n", "pivot.toml: hosts.a.role: must be one of gpu, hypervisor, got 'db'"),
+        ("[hosts.a]\nrole = 'db'\n", "pivot.toml: hosts.a.role: must be one of gpu, hypervisor, slurm, got 'db'"),
         ("[hosts.a]\nhostnme = 'x'\n", "pivot.toml: hosts.a.hostnme: unknown key"),
         ("[hosts.a]\ncleanup = [1]\n", "pivot.toml: hosts.a.cleanup: expected a list of strings (an argv), got [1]"),
         ("default_host = 'b'\n[hosts.a]\n", "pivot.toml: default_host: names no host in [hosts] ('b')"),

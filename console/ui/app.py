@@ -142,7 +142,10 @@ class PivotApp(App[None]):
         if self.session.spec is not None:
             self.session.conn.add_listener(self._connection_changed)
         if self.session.spec is not None and not self.session.spec.gpus:  # said once; nothing to sample
-            self.query_one(GpuBars).no_gpus(f"{self.session.spec.name} has no GPUs (gpus = false in pivot.toml)")
+            spec = self.session.spec
+            self.query_one(GpuBars).no_gpus(
+                f"{spec.name} is a Slurm login node: its jobs' GPUs are on the nodes Slurm gives them (not followed here)"
+                if spec.role == "slurm" else f"{spec.name} has no GPUs (gpus = false in pivot.toml)")
         else:
             self.stream_telemetry()
         self.query_one(ProcessTable).focus()
