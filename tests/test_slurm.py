@@ -101,6 +101,11 @@ async def test_a_profile_runs_as_a_job_across_two_nodes_is_swept_and_stopped_wit
     log = (login.root / "home" / ".pivot" / "server.log").read_text()
     assert "0: " in log and "1: " in log and "node_rank 1 joined the process group" in log  # both ranks, labelled
 
+    gpus = run_pivot(login.config_path, "gpus")  # each node's GPUs, read in a step overlapping the job
+    assert gpus.returncode == 0, gpus.stderr
+    assert [line.split(":")[0] for line in gpus.stdout.splitlines()] == ["rank 0 n1", "rank 1 n2"]
+    assert all("GPUs hold" in line for line in gpus.stdout.splitlines())  # the ranks' workers hold their memory
+
     swept = run_pivot(login.config_path, "sweep", "--levels", "1,2", "--max-tokens", "16")
     assert swept.returncode == 0, swept.stderr
     run = re.search(r"saved: (\S+)", swept.stdout)

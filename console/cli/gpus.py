@@ -21,6 +21,7 @@ from console.gpu.format import age, flags, gib, idle_line
 from console.gpu.samples import AgentError, Sample
 from console.gpu.telemetry import LinkDown
 from console.remote.errors import RemoteError
+from console.server.slurm import SlurmLifecycle, node_line
 from console.session import Session
 
 
@@ -88,12 +89,30 @@ async def cmd_gpus(args: argparse.Namespace) -> int:
         raise
 
 
+async def _job_gpus(lifecycle: SlurmLifecycle, threshold_mib: float, as_json: bool) -> int:
+    """A Slurm login node: the GPUs of its running job's nodes, one line (or JSON object) per node."""
+    await lifecycle.conn.connected(30, fail_fast=True)
+    status = await lifecycle.poll()
+    nodes = await lifecycle.job_gpus()
+    if not nodes:
+        print(f"{lifecycle.spec.name} is a Slurm login node and no job of pivot's runs there ({status.describe()})")
+        return 1
+    for name, sample in nodes:
+        if as_json:
+            print(json.dumps({"type": "node", "node": name, "sample": asdict(sample)}))
+        else:
+            print(node_line(name, sample, threshold_mib))
+    return 0 if all(isinstance(s, Sample) for _, s in nodes) else 1
+
+
 async def _gpus(args: argparse.Namespace) -> int:
     cfg = pivot_toml.load(args.config)
     out = Console()
     if args.all:
         return await _fleet(cfg, out, args.json)
     async with Session(cfg, args.host, local=args.local) as session:
+        if isinstance(session.lifecycle, SlurmLifecycle):
+            return await _job_gpus(session.lifecycle, cfg.idle_threshold_mib, args.json)
         if session.spec is not None and not session.spec.gpus:
             raise ConfigError(cfg.path, f"hosts.{session.spec.name}", "this host has no GPUs (gpus = false)")
         if not args.watch:

@@ -61,13 +61,14 @@ class RemoteTelemetry:
     async def _run(self, args: tuple[str, ...], timeout: float) -> RunResult:
         """An agent command, run as it is: the agent is uploaded only when the host's python cannot open it, rather
         than asked for first (a round trip, an SSH session on every call and the console's first sample later)."""
-        result = await self.conn.run(self._argv(*args), cwd=self.spec.workdir, timeout=timeout)
+        result = await self.conn.run(self.argv(*args), cwd=self.spec.workdir, timeout=timeout)
         if not_there(result.exit_status, result.stderr.splitlines()):
             await self.install()
-            result = await self.conn.run(self._argv(*args), cwd=self.spec.workdir, timeout=timeout)
+            result = await self.conn.run(self.argv(*args), cwd=self.spec.workdir, timeout=timeout)
         return result
 
-    def _argv(self, *args: str) -> list[str]:
+    def argv(self, *args: str) -> list[str]:
+        """The agent command line on the host (its python, the agent's zip in the workdir, args)."""
         return [self.spec.python, f"agent/{agent_zip()[0]}", *args]
 
     async def events(self) -> AsyncGenerator[TelemetryEvent, None]:
@@ -76,7 +77,7 @@ class RemoteTelemetry:
             try:
                 await self.conn.connected(timeout=3600)
                 stream = await self.conn.stream(
-                    self._argv("sample", "--interval", str(self.interval), "--server-pidfile", SERVER_PIDFILE),
+                    self.argv("sample", "--interval", str(self.interval), "--server-pidfile", SERVER_PIDFILE),
                     cwd=self.spec.workdir,
                 )
             except RemoteError as e:

@@ -11,13 +11,17 @@ the server through an SSH forward from the login node to the first node's addres
 Every value from the profile reaches sbatch and srun as an argv word, quoted for the script's shell; the rank's
 shell snippet is constant text of pivot's own, the command line its arguments.
 
-GPU telemetry of the job's nodes is not followed here: the login node's own pane shows the login node (`gpus = false`
-when it has none); the job's output holds the engine's own reports.
+The job's GPUs are read by the telemetry agent in a step that overlaps the job (`srun --overlap --jobid`), one task
+per node: no SSH to the compute nodes (many clusters allow none, and pivot.toml need not name them), nothing
+allocated beyond the job, and the agent found where the login node keeps it (a home shared with the nodes, as
+clusters have). One sample per node each time it is asked, not a stream: an srun step is a second or so of Slurm's
+work, so the console asks every few seconds. Read-only: kills stay with the GPU hosts' panes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import shlex
 import time
@@ -26,6 +30,8 @@ from typing import Any
 
 from console.config import HostSpec
 from console.events import Stop
+from console.gpu.format import idle_line
+from console.gpu.samples import AgentError, Sample, SampleParseError, parse_line
 from console.gpu.telemetry import RemoteTelemetry
 from console.remote import Connection
 from console.server.checks import Check
@@ -138,6 +144,37 @@ class SlurmLifecycle(ServerLifecycle):
         return state, visible(facts.get("Reason", "")), facts.get("BatchHost", ""), \
             f", exit code {visible(facts['ExitCode'])}" if "ExitCode" in facts else ""
 
+    async def job_gpus(self) -> list[tuple[str, Sample | AgentError]]:
+        """Each node of the running job ("rank R NODE") with one sample of its GPUs, or why it could not be read; []
+        when no job of pivot's runs."""
+        record = self.record
+        if record is None or record.job is None or record.stopped or not self.nodelist or \
+                self.status.state not in (ServerState.STARTING, ServerState.READY):
+            return []
+        names = await self.conn.run(["scontrol", "show", "hostnames", self.nodelist], timeout=20)
+        nodes = [visible(n) for n in names.stdout.split()] if names.ok else []
+        if not nodes:
+            return []
+        return list(zip([f"rank {r} {node}" for r, node in enumerate(nodes)],
+                        await asyncio.gather(*(self._node_sample(record.job, node) for node in nodes)), strict=True))
+
+    async def _node_sample(self, job: int, node: str) -> Sample | AgentError:
+        """One step on one node (a step of one task: srun's --label would cut the agent's long lines into labelled
+        pieces, and tasks sharing a step may interleave theirs)."""
+        argv = ["srun", "--overlap", f"--jobid={job}", "--nodes=1", "--ntasks=1", f"--nodelist={node}", "--quiet",
+                *self.agent.argv("sample", "--once")]
+        result = await self.conn.run(argv, cwd=self.spec.workdir, timeout=60)
+        if "can't open file" in result.stderr:  # the agent is not there yet (or the nodes do not share this home)
+            await self.agent.install()
+            result = await self.conn.run(argv, cwd=self.spec.workdir, timeout=60)
+        found: Sample | AgentError | None = None
+        for line in result.stdout.splitlines():
+            with contextlib.suppress(SampleParseError):
+                if isinstance(event := parse_line(line), Sample | AgentError):
+                    found = event
+        why = visible(result.stderr.strip().splitlines()[-1]) if result.stderr.strip() else f"srun exited {result.exit_status}"
+        return found or AgentError("query-failed", why)
+
     async def _note_address(self, record: ServerRecord, node: str) -> ServerRecord:
         """The first node's address (its NodeAddr), written in the record: where the forward goes from now on."""
         shown = await self.conn.run(["scontrol", "-o", "show", "node", node], timeout=20)
@@ -240,6 +277,14 @@ class SlurmLifecycle(ServerLifecycle):
             return report
         finally:
             self._stopping = False
+
+
+def node_line(name: str, sample: Sample | AgentError, threshold_mib: float) -> str:
+    """One node of a job: "rank 0 n1: 4 of 8 GPUs hold 477.4 GiB, 5 processes; utilization 12 %"."""
+    if isinstance(sample, AgentError):
+        return f"{name}: cannot read its GPUs ({sample.message})"
+    util = [g.util_pct for g in sample.gpus if g.util_pct is not None]
+    return f"{name}: {idle_line(sample, threshold_mib)}" + (f"; utilization {sum(util) / len(util):.0f} %" if util else "")
 
 
 def lifecycle_of(conn: Connection, spec: HostSpec, agent: RemoteTelemetry, **options: Any) -> ServerLifecycle:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 from collections.abc import Sequence
 
@@ -17,6 +18,8 @@ from textual.worker import Worker, WorkerState
 from console.gpu.samples import AgentError, Sample
 from console.gpu.telemetry import EarlyStream
 from console.remote.connection import ConnectionEvent
+from console.remote.errors import RemoteError
+from console.server.slurm import SlurmLifecycle, node_line
 from console.session import Session
 from console.ui.colours import Recolour
 from console.ui.commands import PivotCommands
@@ -41,6 +44,7 @@ def _import_later() -> None:
         importlib.import_module(name)
 
 PANES = ("gpus", "server", "tasks", "sweep")
+JOB_GPUS_S = 5.0  # a Slurm login node: how often its job's nodes are sampled (each time a short srun step)
 # what --readonly removes: every action that changes the host, the servers, the runs or the campaign's tasks
 READONLY_ACTIONS = {
     "kill", "kill_stray", "kill_parent", "cleanup",  # GPU pane
@@ -117,7 +121,10 @@ class PivotApp(App[None]):
 
     def compose(self) -> ComposeResult:
         session, readonly = self.session, self.readonly
-        yield HostStatus(session.host_label, local=session.spec is None, readonly=readonly, id="host-status")
+        spec = session.spec
+        unsampled = None if spec is None or (spec.gpus and spec.role != "slurm") else \
+            "Slurm login node" if spec.role == "slurm" else "no GPUs"
+        yield HostStatus(session.host_label, local=spec is None, readonly=readonly, unsampled=unsampled, id="host-status")
         yield LinkBanner(session.host_label, id="link-banner")
         with Container(id="panes"):
             yield GpuPane(session, readonly=readonly, id="gpus")
@@ -141,14 +148,32 @@ class PivotApp(App[None]):
             self.notify(problem, title="Theme", severity="warning", timeout=8)
         if self.session.spec is not None:
             self.session.conn.add_listener(self._connection_changed)
-        if self.session.spec is not None and not self.session.spec.gpus:  # said once; nothing to sample
-            spec = self.session.spec
-            self.query_one(GpuBars).no_gpus(
-                f"{spec.name} is a Slurm login node: its jobs' GPUs are on the nodes Slurm gives them (not followed here)"
-                if spec.role == "slurm" else f"{spec.name} has no GPUs (gpus = false in pivot.toml)")
+        if isinstance(self.session.lifecycle, SlurmLifecycle):
+            self.watch_job_gpus()
+        elif self.session.spec is not None and not self.session.spec.gpus:  # said once; nothing to sample
+            self.query_one(GpuBars).no_gpus(f"{self.session.spec.name} has no GPUs (gpus = false in pivot.toml)")
         else:
             self.stream_telemetry()
         self.query_one(ProcessTable).focus()
+
+    @work(exclusive=True, group="job-gpus", exit_on_error=False)
+    async def watch_job_gpus(self) -> None:
+        """A Slurm login node: its job's nodes, each sampled in a step overlapping the job, every JOB_GPUS_S."""
+        lifecycle = self.session.lifecycle
+        assert isinstance(lifecycle, SlurmLifecycle)
+        bars = self.query_one(GpuBars)
+        while True:
+            try:
+                nodes = await lifecycle.job_gpus()
+            except RemoteError as e:
+                nodes, problem = [], str(e)
+            else:
+                problem = ""
+            lines = [node_line(name, sample, self.session.config.idle_threshold_mib) for name, sample in nodes]
+            bars.no_gpus("\n".join(lines) if lines else problem or
+                         f"{lifecycle.spec.name} is a Slurm login node: the GPUs are its jobs' nodes', shown here while "
+                         "pivot's job runs (read-only: kill from the GPU hosts' own consoles)")
+            await asyncio.sleep(JOB_GPUS_S)
 
     @work(exclusive=True, group="telemetry", exit_on_error=False)
     async def stream_telemetry(self) -> None:

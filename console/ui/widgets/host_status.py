@@ -37,9 +37,11 @@ class HostStatus(Static):
     problem: reactive[str | None] = reactive(None, repaint=False)
     server_status: reactive[ServerStatus | None] = reactive(None, repaint=False)
 
-    def __init__(self, host: str, *, local: bool = False, readonly: bool = False, **kw: object):
+    def __init__(self, host: str, *, local: bool = False, readonly: bool = False, unsampled: str | None = None,
+                 **kw: object):
+        """unsampled: why this host's GPUs are not streamed (none, or a Slurm login node's), said in their place."""
         super().__init__(**kw)  # type: ignore[arg-type]
-        self.host = host
+        self.host, self.unsampled = host, unsampled
         self._drawn: Text | None = None
         self.local, self.readonly = local, readonly
 
@@ -86,7 +88,7 @@ class HostStatus(Static):
         if self.problem:
             text.append(self.problem, self._colour("error"))
         elif self.last_sample is None:
-            text.append("telemetry: waiting", "dim")
+            text.append(self.unsampled or "telemetry: waiting", "dim")
         else:
             age = max(0.0, time.time() - self.last_sample)
             stale = age > STALE_AFTER_S
