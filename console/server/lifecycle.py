@@ -14,7 +14,6 @@ endpoint, on a kept-alive connection: a 1 s poll opens no SSH session.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import time
 from collections.abc import Callable
@@ -27,10 +26,10 @@ from console.gpu.kill import KillOutcome
 from console.gpu.samples import AgentError, GpuProcess
 from console.gpu.telemetry import RemoteTelemetry
 from console.remote import Connection, PortForward
-from console.remote.errors import RemoteError
 from console.remote.loop import RemoteLoop
 from console.remote.streams import LineStream, RemoteStream
 from console.server import cluster
+from console.server.health import HealthProbe
 from console.server.multinode import Rank
 from console.server.preflight import Check, after_stop, preflight
 from console.server.profiles import Profile, ProfileError, ProfileSet
@@ -80,7 +79,7 @@ class Lifecycle(Protocol):
     async def close(self) -> None: ...
 
 
-class ServerLifecycle:
+class ServerLifecycle(HealthProbe):
     def __init__(self, conn: Connection, spec: HostSpec, agent: RemoteTelemetry, *, idle_threshold_mib: float,
                  grace_s: float, events: EventLog | None = None, via: str = "cli", peers: cluster.Peers | None = None):
         """events: the campaign's log, where every start, switch and stop is written (a stop alone, or inside a switch
@@ -166,62 +165,6 @@ class ServerLifecycle:
                 return self._set(replace(base, state=ServerState.UNHEALTHY, detail=why))
             return self._set(replace(base, state=self.status.state))
         return self._set(replace(base, state=ServerState.STARTING, ready_at=None))
-
-    async def _health(self, record: ServerRecord) -> tuple[bool, str]:
-        """Each health path in turn: 200 is ready, 404 (no such route on this server) asks the next, anything else
-        is not ready yet (503 while the model loads)."""
-        import httpx  # (imported with the console's screen, in its thread: console/cli/console.py)
-
-        try:
-            async with self._http_lock:
-                client = await self._client(record.address, record.port)
-                for path in record.health_paths:
-                    response = await client.get(path)
-                    if response.status_code != 404:
-                        return response.status_code == 200, f"{visible(path)} answered {response.status_code}"
-            raise NoHealthRoute(f"{visible(', then '.join(record.health_paths))} answered 404: this server has no such "
-                                "route; set health_path in its profile")
-        except (httpx.HTTPError, httpx.InvalidURL, RemoteError, OSError) as e:
-            return False, f"health check failed: {type(e).__name__}"
-
-    async def _client(self, address: str, port: int) -> httpx.AsyncClient:
-        """The HTTP client of the forward to address:port (from the host): made once (a client costs an SSL context,
-        ~25 ms of CPU, even for plain http), its connection kept alive, so that a poll is one request on one forwarded
-        channel."""
-        if self._forward is None or self._http is None or (self._forward.remote_host, self._forward.remote_port) != (address, port):
-            import httpx
-
-            await self._drop_forward()
-            self._forward = await self.conn.forward(address, port)
-            self._http = httpx.AsyncClient(base_url=self._forward.url, timeout=5.0)
-        return self._http
-
-    async def _model_name(self, record: ServerRecord) -> str | None:
-        if record.kind == "llamacpp":  # its /v1/models waits for the model and may cut the stream in flight
-            flag = next((a for a in ("--model", "-m") if a in record.argv[:-1]), None)
-            return visible(record.argv[record.argv.index(flag) + 1]) if flag else None
-        import httpx
-
-        async with self._http_lock:
-            if self._http is None:
-                return None
-            with contextlib.suppress(httpx.HTTPError, ValueError, KeyError, IndexError):
-                if record.kind == "sglang":
-                    return visible(str((await self._http.get("/model_info")).json()["model_path"]))
-                return visible(str((await self._http.get("/v1/models")).json()["data"][0]["id"]))
-        return None
-
-    async def _forget_forward(self) -> None:
-        async with self._http_lock:
-            await self._drop_forward()
-
-    async def _drop_forward(self) -> None:
-        http, self._http = self._http, None
-        if http is not None:
-            await http.aclose()
-        if self._forward is not None:
-            self._forward.close()
-            self._forward = None
 
     async def close(self) -> None:
         """The probe's channel and the health check's client and forward."""

@@ -1,0 +1,82 @@
+"""How pivot asks a managed server whether it serves: through an SSH port forward from its host to the server's own
+health endpoint, on one kept-alive HTTP connection (a 1 s poll opens no SSH session), and what model it serves."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import TYPE_CHECKING
+
+from console.remote import Connection, PortForward
+from console.remote.errors import RemoteError
+from console.server.state import NoHealthRoute, ServerRecord
+from console.untrusted import visible
+
+if TYPE_CHECKING:  # imported where a health check needs it: `pivot --help` and the first screen do not wait
+    import httpx
+
+
+class HealthProbe:
+    """The forward and the HTTP client of a server's health checks (ServerLifecycle's)."""
+
+    conn: Connection
+    _forward: PortForward | None
+    _http: httpx.AsyncClient | None
+    _http_lock: asyncio.Lock
+
+    async def _health(self, record: ServerRecord) -> tuple[bool, str]:
+        """Each health path in turn: 200 is ready, 404 (no such route on this server) asks the next, anything else
+        is not ready yet (503 while the model loads)."""
+        import httpx  # (imported with the console's screen, in its thread: console/cli/console.py)
+
+        try:
+            async with self._http_lock:
+                client = await self._client(record.address, record.port)
+                for path in record.health_paths:
+                    response = await client.get(path)
+                    if response.status_code != 404:
+                        return response.status_code == 200, f"{visible(path)} answered {response.status_code}"
+            raise NoHealthRoute(f"{visible(', then '.join(record.health_paths))} answered 404: this server has no such "
+                                "route; set health_path in its profile")
+        except (httpx.HTTPError, httpx.InvalidURL, RemoteError, OSError) as e:
+            return False, f"health check failed: {type(e).__name__}"
+
+    async def _client(self, address: str, port: int) -> httpx.AsyncClient:
+        """The HTTP client of the forward to address:port (from the host): made once (a client costs an SSL context,
+        ~25 ms of CPU, even for plain http), its connection kept alive, so that a poll is one request on one forwarded
+        channel."""
+        if self._forward is None or self._http is None or (self._forward.remote_host, self._forward.remote_port) != (address, port):
+            import httpx
+
+            await self._drop_forward()
+            self._forward = await self.conn.forward(address, port)
+            self._http = httpx.AsyncClient(base_url=self._forward.url, timeout=5.0)
+        return self._http
+
+    async def _model_name(self, record: ServerRecord) -> str | None:
+        if record.kind == "llamacpp":  # its /v1/models waits for the model and may cut the stream in flight
+            flag = next((a for a in ("--model", "-m") if a in record.argv[:-1]), None)
+            return visible(record.argv[record.argv.index(flag) + 1]) if flag else None
+        import httpx
+
+        async with self._http_lock:
+            if self._http is None:
+                return None
+            with contextlib.suppress(httpx.HTTPError, ValueError, KeyError, IndexError):
+                if record.kind == "sglang":
+                    return visible(str((await self._http.get("/model_info")).json()["model_path"]))
+                return visible(str((await self._http.get("/v1/models")).json()["data"][0]["id"]))
+        return None
+
+    async def _forget_forward(self) -> None:
+        async with self._http_lock:
+            await self._drop_forward()
+
+    async def _drop_forward(self) -> None:
+        http, self._http = self._http, None
+        if http is not None:
+            await http.aclose()
+        if self._forward is not None:
+            self._forward.close()
+            self._forward = None
+
