@@ -167,6 +167,9 @@ def _wait(predicate, timeout: float = 60.0) -> None:  # type: ignore[no-untyped-
 
 
 def _events(run_dir: Path) -> list[dict]:
+    """The run's events so far: none before the load generator has made its file (the run's directory comes first)."""
+    if not (run_dir / EVENTS).exists():
+        return []
     lines = (run_dir / EVENTS).read_text().splitlines()
     return [json.loads(line) for line in lines if line.endswith("}")]
 
