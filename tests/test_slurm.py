@@ -21,6 +21,7 @@ from console.server.profiles import Profile, load_profiles
 from console.server.slurm import RANK_SHELL, batch_script
 from console.server.state import ServerState
 from console.session import Session
+from console.sim.fleet import write_two_node_profile
 from tests.conftest import HostProcess, free_port, host_process, wait_for
 from tests.faults.conftest import run_pivot
 from tests.slurm_cluster import slurm_cluster
@@ -34,7 +35,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 @pytest.fixture
 def login(cluster: Path, tmp_path: Path) -> Iterator[HostProcess]:
-    """The simulated host as a Slurm login node, with slurm-2node: the demo baseline on two nodes Slurm chooses."""
+    """The simulated host as a Slurm login node, with demo-2node as `pivot demo --hosts` writes it (the demo baseline
+    across two named hosts: on Slurm, as many nodes as it names) and slurm-2node (`nodes = 2`)."""
     served = host_process(tmp_path, 20)
     try:
         host = next(served)
@@ -42,6 +44,7 @@ def login(cluster: Path, tmp_path: Path) -> Iterator[HostProcess]:
         host.config_path.write_text(text.replace('role = "gpu"', 'role = "slurm"\ngpus = false'))
         (host.root / "profiles" / "slurm-2node.toml").write_text(
             f'extends = "demo-baseline"\nnodes = 2\nport = {free_port()}\ndist_port = {free_port()}\n')
+        write_two_node_profile(host.root / "profiles", "gpu01", "gpu02")  # the fleet demo's own (names Slurm ignores)
         yield host
     finally:
         served.close()
@@ -93,10 +96,10 @@ async def test_a_profile_runs_as_a_job_across_two_nodes_is_swept_and_stopped_wit
         cluster: Path, login: HostProcess, session: Session) -> None:
     lifecycle = session.lifecycle
     assert lifecycle is not None
-    checks = await lifecycle.start(session.profiles().get("slurm-2node"))
+    checks = await lifecycle.start(session.profiles().get("demo-2node"))
     assert {c.name for c in checks} >= {"sbatch", "launcher", "model path", "flags known"}
     status = await wait_for(lambda: _state(lifecycle, ServerState.READY), timeout=120)
-    assert status.job is not None and status.describe().startswith(f"ready slurm-2node (job {status.job})")
+    assert status.job is not None and status.describe().startswith(f"ready demo-2node (job {status.job})")
     assert f"{status.job} RUNNING n[1-2]" in squeue(cluster)
     log = (login.root / "home" / ".pivot" / "server.log").read_text()
     assert "0: " in log and "1: " in log and "node_rank 1 joined the process group" in log  # both ranks, labelled

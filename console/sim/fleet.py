@@ -37,14 +37,13 @@ def write_fleet_config(root: Path, hosts: list[SimHost], campaign_dir: Path) -> 
     path = root / "pivot.toml"
     path.write_text("\n".join(lines), encoding="utf-8")
     if len(hosts) >= 2:
-        write_two_node_profile(hosts)
+        write_two_node_profile(hosts[0].root / "profiles", hosts[0].root.name, hosts[1].root.name)
     return path
 
 
-def write_two_node_profile(hosts: list[SimHost]) -> None:
-    """demo-2node: the demo's baseline across the first two hosts, TP8 as four GPUs on each (the second has four)."""
-    first, second = hosts[0].root.name, hosts[1].root.name
-    (hosts[0].root / "profiles" / "demo-2node.toml").write_text(
+def write_two_node_profile(profiles: Path, first: str, second: str) -> None:
+    """demo-2node: the demo's baseline across two hosts, TP8 as four GPUs on each (the fleet's second host has four)."""
+    (profiles / "demo-2node.toml").write_text(
         "# written by pivot demo --hosts: the demo baseline as one server across two simulated hosts\n"
         f'description = "demo fleet: simulated Kimi-K2.5, TP8 across {first} and {second}, four GPUs on each"\n'
         'extends = "demo-baseline"\n'
