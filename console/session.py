@@ -75,7 +75,7 @@ class Session:
     def ranks(self, profile: Profile) -> list[Rank]:
         return ranks(profile, self.config)
 
-    def lifecycle_of(self, host: str) -> ServerLifecycle:
+    def node_lifecycle(self, host: str) -> ServerLifecycle:
         """Another host's server lifecycle, on the pool's connection to it (the event log is the server's rank 0's)."""
         if host not in self._peers:
             spec = self.config.host(host)

@@ -107,7 +107,7 @@ def log_of(fleet: HostProcess, host: str) -> str:
 
 
 async def stray_on(session: Session, host: str) -> list[int]:
-    sample = await session.lifecycle_of(host).agent.sample_once()
+    sample = await session.node_lifecycle(host).agent.sample_once()
     assert isinstance(sample, Sample)
     return sorted(p.pid for p in sample.stray)
 
@@ -123,7 +123,7 @@ async def test_two_ranks_start_on_two_hosts_serve_when_both_are_up_and_stop_toge
     assert "--node-rank 1 --dist-init-addr 127.0.0.1:" in " ".join(json.loads(
         (fleet.root / "gpu02/home/.pivot/server.json").read_text())["argv"])
     assert "node_rank 1 joined the process group" in log_of(fleet, "gpu01")  # rank 0 served only once rank 1 was in
-    peer = await gpu01.lifecycle_of("gpu02").poll()
+    peer = await gpu01.node_lifecycle("gpu02").poll()
     assert peer.state == ServerState.READY and peer.headline() == "ready demo-2node (rank 1/2)"
 
     async with await lifecycle.follow_log(50) as stream:  # every rank's log, each line led by its host
@@ -141,7 +141,7 @@ async def test_two_ranks_start_on_two_hosts_serve_when_both_are_up_and_stop_toge
     assert report.describe() == ("gpu01: stopped; no process of its group holds GPU memory; "
                                  "gpu02: stopped; no process of its group holds GPU memory")
     assert (await lifecycle.poll()).state == ServerState.STOPPED
-    assert (await gpu01.lifecycle_of("gpu02").poll()).state == ServerState.STOPPED
+    assert (await gpu01.node_lifecycle("gpu02").poll()).state == ServerState.STOPPED
     assert await stray_on(gpu01, "gpu01") == [] and await stray_on(gpu01, "gpu02") == []
     events = run_pivot(fleet.config_path, "events").stdout
     assert events.count(" stop ") == 1 and "gpu02: stopped" in events
@@ -205,3 +205,22 @@ async def test_a_vllm_server_across_two_hosts_runs_its_second_rank_headless(flee
     assert argv[-1] == "--headless" and "--master-addr" in argv
     assert "headless multiproc executor" in log_of(fleet, "gpu02")
     assert (await lifecycle.stop()).describe().endswith("gpu02: stopped; no process of its group holds GPU memory")
+
+
+async def test_a_restart_needs_no_force_and_a_stop_leaves_another_servers_rank_alone(fleet: HostProcess, gpu01: Session) -> None:
+    lifecycle = gpu01.lifecycle
+    assert lifecycle is not None
+    await lifecycle.start(gpu01.profiles().get("demo-2node"))
+    await wait_for(lambda: _ready(lifecycle), timeout=90)
+    swept = run_pivot(fleet.config_path, "--host", "gpu02", "sweep", "--levels", "1")  # rank 1 serves no API
+    assert swept.returncode != 0 and "runs rank 1 of demo-2node: sweep it on gpu01" in swept.stderr
+    await lifecycle.restart(gpu01.profiles())  # every node's GPUs and ports are the old ranks': the stop frees them
+    await wait_for(lambda: _ready(lifecycle), timeout=90)
+
+    record = fleet.root / "gpu02" / "home" / ".pivot" / "server.json"
+    theirs = json.loads(record.read_text())
+    record.write_text(json.dumps({**theirs, "nodes": [], "rank": 0, "profile": "someone-else"}))  # another server now
+    report = await lifecycle.stop()
+    assert not report.ok and "gpu02: not stopped: gpu02 runs another server now, left alone" in report.describe()
+    stopped = run_pivot(fleet.config_path, "--host", "gpu02", "server", "stop")  # its own host stops it
+    assert stopped.returncode == 0, stopped.stderr

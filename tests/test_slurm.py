@@ -82,13 +82,14 @@ def test_the_batch_script_quotes_every_word_and_takes_each_ranks_flags_from_slur
     assert f"bash -c {shlex.quote(RANK_SHELL['sglang'])} pivot-rank env 'NCCL_DEBUG=$(reboot)' python3 -m sglang" in script
 
 
-@pytest.mark.parametrize(("kind", "rank"), [("sglang", 0), ("sglang", 1), ("vllm", 0), ("vllm", 1)])
-def test_each_task_of_the_job_adds_the_same_flags_a_rank_gets_on_named_hosts(kind: str, rank: int) -> None:
+@pytest.mark.parametrize(("kind", "rank", "address"), [("sglang", 0, "10.0.0.7"), ("sglang", 1, "10.0.0.7"),
+                                                       ("sglang", 1, "fd00::7"), ("vllm", 0, "10.0.0.7"), ("vllm", 1, "fd00::7")])
+def test_each_task_of_the_job_adds_the_same_flags_a_rank_gets_on_named_hosts(kind: str, rank: int, address: str) -> None:
     """The job's rank snippet, run by bash as srun runs it, against console/server/multinode.py's flags."""
-    env = {"PIVOT_NNODES": "2", "PIVOT_DIST_PORT": "5000", "SLURM_NODEID": str(rank), "SLURM_LAUNCH_NODE_IPADDR": "10.0.0.7"}
+    env = {"PIVOT_NNODES": "2", "PIVOT_DIST_PORT": "5000", "SLURM_NODEID": str(rank), "SLURM_LAUNCH_NODE_IPADDR": address}
     ran = subprocess.run(["bash", "-c", RANK_SHELL[kind].replace("exec ", "", 1), "pivot-rank", "echo"],
                          capture_output=True, text=True, env=env, timeout=10)
-    flags = Profile("p", Path("p.toml"), kind, ("x",), "/m", flags=rank_flags(kind, 2, rank, "10.0.0.7", 5000)).flag_args()
+    flags = Profile("p", Path("p.toml"), kind, ("x",), "/m", flags=rank_flags(kind, 2, rank, address, 5000)).flag_args()
     assert ran.stdout.split() == flags
 
 
@@ -124,7 +125,7 @@ async def test_a_job_cancelled_behind_pivots_back_is_a_crash_and_a_waiting_job_s
         cluster: Path, login: HostProcess, session: Session) -> None:
     lifecycle = session.lifecycle
     assert lifecycle is not None
-    blocker = slurm(cluster, "sbatch", "--parsable", "-N2", "--wrap", "sleep 300")
+    blocker = slurm(cluster, "sbatch", "--parsable", "-N2", "--output=/dev/null", "--wrap", "sleep 300")
     try:
         await lifecycle.start(session.profiles().get("slurm-2node"))
 

@@ -128,7 +128,7 @@ async def _server_action(session: Session, lifecycle: Lifecycle, args: argparse.
     if action == "stop":
         report = await lifecycle.stop()  # written in the event log by the lifecycle, as every action is
         out.print(report.describe())
-        return 0 if not report.leftovers else 1
+        return 0 if report.ok else 1
     profiles, skip = session.profiles(), frozenset(args.skip)
     try:
         if action == "restart":

@@ -13,29 +13,47 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
+from console.config import ConfigError
 from console.remote.errors import RemoteError
 from console.remote.streams import LineStream
 from console.server.checks import Check
 from console.server.multinode import Rank
 from console.server.profiles import Profile
-from console.server.state import LifecycleError, PreflightFailed, ServerRecord, ServerState, StopReport
+from console.server.state import LifecycleError, PreflightFailed, ServerRecord, ServerState, ServerStatus, StopReport
 
 if TYPE_CHECKING:
     from console.server.lifecycle import ServerLifecycle
 
 CRASH_LINES = 25  # of each ended rank's log, in a crash's tail
+PEER_POLL_S = 3.0  # how long rank 0's poll waits for another node's: one node's slow link does not hold it up
 
 
 class Peers(Protocol):
     """The hosts of pivot.toml, as a server across nodes needs them (console/session.py gives them)."""
 
     def ranks(self, profile: Profile) -> list[Rank]: ...
-    def lifecycle_of(self, host: str) -> ServerLifecycle: ...
+    def node_lifecycle(self, host: str) -> ServerLifecycle: ...
 
 
 def _peers(leader: ServerLifecycle, names: tuple[str, ...]) -> list[ServerLifecycle]:
     assert leader.peers is not None
-    return [leader.peers.lifecycle_of(name) for name in names]
+    return [leader.peers.node_lifecycle(name) for name in names]
+
+
+def _peer(leader: ServerLifecycle, name: str) -> ServerLifecycle | None:
+    """Another node's lifecycle; None when pivot.toml (now) names no such host: a record read from a host may name
+    hosts of another config."""
+    assert leader.peers is not None
+    try:
+        return leader.peers.node_lifecycle(name)
+    except ConfigError:
+        return None
+
+
+def owned(theirs: ServerRecord | None, leader: ServerRecord, rank: int) -> bool:
+    """Whether a node's record is rank `rank` of the server whose rank 0's record is `leader` (not an older or
+    another server's)."""
+    return theirs is not None and theirs.nodes == leader.nodes and theirs.rank == rank and theirs.started >= leader.started
 
 
 async def preflight_ranks(leader: ServerLifecycle, ranks: list[Rank], *, skip: frozenset[str]) -> list[Check]:
@@ -67,14 +85,15 @@ async def start_ranks(leader: ServerLifecycle, ranks: list[Rank], *, force: bool
     peers = _peers(leader, tuple(r.host.name for r in ranks[1:]))
     for peer in peers:
         status = await peer.poll()
-        if status.state.running:
-            raise LifecycleError(f"{peer.spec.name}: a server is already {status.state} ({status.profile}, pid "
-                                 f"{status.pid}): stop it there first")
+        if status.state.running or (status.state == ServerState.CRASHED and status.nodes):
+            raise LifecycleError(f"{peer.spec.name}: a server is already {status.state} ({status.profile}, {status.process})"
+                                 + (": stop it from its first node" if status.nodes else ": stop it there first"))
     checks = await preflight_ranks(leader, ranks, skip=skip)
     if not force and not all(c.ok for c in checks):
         raise PreflightFailed(checks)
     nodes = tuple(r.host.name for r in ranks)
     started: list[ServerLifecycle] = []
+    leader.launching = True  # no rank is missing a crash while the others are still being started
     try:
         for lifecycle, rank in zip([leader, *peers], ranks, strict=True):
             await lifecycle.launch(rank.profile, rank=rank.rank, nodes=nodes)
@@ -84,6 +103,8 @@ async def start_ranks(leader: ServerLifecycle, ranks: list[Rank], *, force: bool
             with contextlib.suppress(LifecycleError, RemoteError):
                 await lifecycle.stop_rank()
         raise
+    finally:
+        leader.launching = False
     return checks
 
 
@@ -95,73 +116,103 @@ class Crashed:
 
 async def crashed_rank(leader: ServerLifecycle, record: ServerRecord) -> Crashed | None:
     """The first other rank that ended without a stop (or whose record is gone or another server's), with its log's
-    last lines; None while every rank runs. A node that does not answer is not taken for a crash: its link is shown."""
-    peers = _peers(leader, record.nodes[1:])
-    statuses = await asyncio.gather(*(p.poll() for p in peers), return_exceptions=True)
-    for rank, (peer, status) in enumerate(zip(peers, statuses, strict=True), start=1):
-        if isinstance(status, BaseException):
-            if not isinstance(status, RemoteError | OSError | TimeoutError):
-                raise status
+    last lines; None while every rank runs. A node that does not answer within PEER_POLL_S is not taken for a crash
+    (its link is shown; its poll goes on, and the next poll reads it), nor is a host pivot.toml does not name."""
+    statuses = await _peer_statuses(leader, record)
+    for rank, (name, status) in enumerate(zip(record.nodes[1:], statuses, strict=True), start=1):
+        peer = _peer(leader, name)
+        if status is None or peer is None:
             continue
-        theirs = peer.record
-        if theirs is None or theirs.nodes != record.nodes or theirs.rank != rank or theirs.started < record.started:
-            return Crashed(f"rank {rank} on {peer.spec.name} is gone (no record of it there)", ())
+        if not owned(peer.record, record, rank):
+            return Crashed(f"rank {rank} on {name} is gone (no record of it there)", ())
         if status.state == ServerState.CRASHED:
-            return Crashed(f"rank {rank} on {peer.spec.name} ended without a stop",
-                           tuple(f"{peer.spec.name} r{rank}│ {line}" for line in status.log_tail))
+            return Crashed(f"rank {rank} on {name} ended without a stop",
+                           tuple(f"{name} r{rank}│ {line}" for line in status.log_tail))
         if status.state == ServerState.STOPPED:
-            return Crashed(f"rank {rank} on {peer.spec.name} was stopped", ())
+            return Crashed(f"rank {rank} on {name} was stopped", ())
     return None
 
 
-async def crash_of(leader: ServerLifecycle, record: ServerRecord, own_tail: tuple[str, ...] | None) -> dict[str, Any]:
+async def _peer_statuses(leader: ServerLifecycle, record: ServerRecord) -> list[ServerStatus | None]:
+    """Each other node's status, as far as it answers within PEER_POLL_S (None: not known now). A poll not finished
+    in time runs on, never cancelled (its channel answers in turn), and the next poll waits for it again."""
+    tasks = []
+    for name in record.nodes[1:]:
+        peer = _peer(leader, name)
+        task = leader.peer_polls.get(name)
+        if peer is not None and (task is None or task.done()):
+            task = leader.peer_polls[name] = asyncio.create_task(peer.poll())
+        tasks.append(task)
+    pending = [t for t in tasks if t is not None]
+    if pending:
+        await asyncio.wait(pending, timeout=PEER_POLL_S)
+    return [t.result() if t is not None and t.done() and not t.cancelled() and t.exception() is None else None
+            for t in tasks]
+
+
+async def crash_of(leader: ServerLifecycle, record: ServerRecord, own_tail: tuple[str, ...] | None,
+                   crashed: Crashed | None = None) -> dict[str, Any]:
     """The crashed server's detail and log tail: the first rank to end (another rank's, when one ended: rank 0 fails
     after it), whether rank 0 ended too (own_tail: its log's last lines; None: it still runs), and which ranks still
     run (a stop ends them). Each log line is led by its rank's host."""
-    crashed = await crashed_rank(leader, record)
+    crashed = crashed or await crashed_rank(leader, record)
     own = f"rank 0 on {leader.spec.name}"
     tail = tuple(f"{leader.spec.name} r0│ {line}" for line in own_tail or ())
     if crashed is None:
-        detail, tail = f"{own} ended without a stop", tail
+        detail = f"{own} ended without a stop"
     else:
         detail = crashed.detail + (f"; {own} ended too" if own_tail is not None else "")
         tail = tail[-CRASH_LINES:] + crashed.log_tail[-CRASH_LINES:]  # the cause's last, where the eye ends
     running = [] if own_tail is not None else [own]
-    peers = _peers(leader, record.nodes[1:])
-    for rank, peer in enumerate(peers, start=1):
-        if peer.status.state == ServerState.READY:  # as crashed_rank's poll just found it
-            running.append(f"rank {rank} on {peer.spec.name} (pid {peer.status.pid})")
+    for rank, name in enumerate(record.nodes[1:], start=1):
+        peer = _peer(leader, name)
+        if peer is not None and peer.status.state == ServerState.READY and owned(peer.record, record, rank):
+            running.append(f"rank {rank} on {name} ({peer.status.process})")
     if running:
         detail += f"; still running: {', '.join(running)} (a stop ends them)"
     return {"detail": detail, "log_tail": tail}
 
 
 async def stop_peers(leader: ServerLifecycle, record: ServerRecord) -> list[tuple[str, StopReport]]:
-    """Every other rank stopped on its own host, at once; a rank that cannot be stopped says why in its report."""
-    peers = _peers(leader, record.nodes[1:])
+    """Every other rank of this server stopped on its own host, at once; a rank that cannot be stopped, or whose host
+    now runs another server, says so in its report (and is left alone)."""
 
-    async def stop(peer: ServerLifecycle) -> StopReport:
+    async def stop(rank: int, name: str) -> StopReport:
+        peer = _peer(leader, name)
+        if peer is None:
+            return StopReport((), (), problem=f"not stopped: {name} is not in pivot.toml")
         try:
-            return await peer.stop_rank()
+            theirs = await peer.read_record()
+            if not owned(theirs, record, rank):
+                return StopReport((), (), problem=f"not stopped: {name} runs another server now, left alone")
+            return await peer.stop_rank(theirs)
         except (LifecycleError, RemoteError) as e:
             return StopReport((), (), problem=f"not stopped: {e}")
 
-    return list(zip(record.nodes[1:], await asyncio.gather(*(stop(p) for p in peers)), strict=True))
+    names = record.nodes[1:]
+    return list(zip(names, await asyncio.gather(*(stop(r, n) for r, n in enumerate(names, start=1))), strict=True))
 
 
 def whole_report(host: str, own: StopReport, others: list[tuple[str, StopReport]]) -> StopReport:
     """One report of every rank's stop: the outcomes and leftovers of all, each node's own said in turn."""
     reports = [(host, own), *others]
     return StopReport(tuple(o for _, r in reports for o in r.outcomes), tuple(p for _, r in reports for p in r.leftovers),
-                      own.gpus, ranks=tuple(reports))
+                      own.gpus, ranks=tuple(reports))  # ok only when every node's is
 
 
 async def follow_logs(leader: ServerLifecycle, record: ServerRecord, lines: int) -> LineStream:
-    """Every rank's log at once, each line led by `HOST rR│`."""
-    streams: list[tuple[str, LineStream]] = [(f"{leader.spec.name} r0", await leader.own_log(lines))]
-    for rank, peer in enumerate(_peers(leader, record.nodes[1:]), start=1):
-        with contextlib.suppress(RemoteError):  # a node not answering: the others' logs still come
-            streams.append((f"{peer.spec.name} r{rank}", await peer.own_log(lines)))
+    """Every rank's log at once, each line led by `HOST rR│` (a node not answering now is left out until the whole
+    is followed again)."""
+    streams: list[tuple[str, LineStream]] = []
+    try:
+        streams.append((f"{leader.spec.name} r0", await leader.own_log(lines)))
+        for rank, name in enumerate(record.nodes[1:], start=1):
+            if (peer := _peer(leader, name)) is not None:
+                with contextlib.suppress(RemoteError):
+                    streams.append((f"{name} r{rank}", await peer.own_log(lines)))
+    except BaseException:  # cancelled (the pane follows anew) or failed: no tail -F is left open
+        await MergedLines(streams).__aexit__(None, None, None)
+        raise
     return MergedLines(streams)
 
 
@@ -189,6 +240,7 @@ class MergedLines:
     async def __aexit__(self, *exc: object) -> None:
         for task in self._tasks:
             task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
         for _, stream in self.streams:
             with contextlib.suppress(Exception):
                 await stream.__aexit__(None, None, None)

@@ -24,6 +24,11 @@ class HealthProbe:
     _http: httpx.AsyncClient | None
     _http_lock: asyncio.Lock
 
+    @property
+    def server_address(self) -> str:
+        """Where the host reaches its server: itself (a Slurm job's first node: SlurmLifecycle's)."""
+        return "127.0.0.1"
+
     async def _health(self, record: ServerRecord) -> tuple[bool, str]:
         """Each health path in turn: 200 is ready, 404 (no such route on this server) asks the next, anything else
         is not ready yet (503 while the model loads)."""
@@ -31,7 +36,7 @@ class HealthProbe:
 
         try:
             async with self._http_lock:
-                client = await self._client(record.address, record.port)
+                client = await self._client(self.server_address, record.port)
                 for path in record.health_paths:
                     response = await client.get(path)
                     if response.status_code != 404:

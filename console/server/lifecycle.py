@@ -98,6 +98,9 @@ class ServerLifecycle(HealthProbe):
         self._health_failures = 0
         self._stopping = False
         self._crash_for: int | None = None  # pid whose crash tail was already read
+        self._crash_final = False  # a server across nodes: its crash said once rank 0 had ended too
+        self.launching = False  # a server across nodes: its ranks are being started (none is missing yet)
+        self.peer_polls: dict[str, asyncio.Task[ServerStatus]] = {}  # the other nodes' polls (console/server/cluster.py)
 
     # -- observation ----------------------------------------------------------
     def add_listener(self, callback: Callable[[ServerStatus], None]) -> None:
@@ -128,10 +131,11 @@ class ServerLifecycle(HealthProbe):
             await self._forget_forward()
             if record.stopped or self._stopping:
                 return self._set(replace(base, state=ServerState.STOPPED, ready_at=None))
-            if self._crash_for != record.pid:
-                self._crash_for = record.pid
+            across = bool(record.nodes) and record.rank == 0 and self.peers is not None
+            if self._crash_for != record.pid or (across and not self._crash_final):
+                self._crash_for, self._crash_final = record.pid, True
                 tail = tuple(await self.log_tail(CRASH_TAIL))
-                if record.nodes and record.rank == 0 and self.peers is not None:  # the first rank to end is the cause
+                if across:  # the first rank to end is the cause; said again once rank 0 has ended too
                     return self._set(replace(base, state=ServerState.CRASHED, ready_at=None,
                                              **await cluster.crash_of(self, record, tail)))
                 ended = f"rank {record.rank} on {self.spec.name}" if record.nodes else "the process"
@@ -142,10 +146,14 @@ class ServerLifecycle(HealthProbe):
         if record.rank > 0:  # a rank that serves no API (or a dummy /health): its process is what there is to see
             return self._set(replace(base, state=ServerState.STOPPING if self._stopping else ServerState.READY,
                                      detail=f"rank 0 on {record.nodes[0]} serves it"))
-        if record.nodes and self.peers is not None and not self._stopping and await cluster.crashed_rank(self, record):
-            self._crash_for = record.pid  # the first cause stays the server's, whatever rank 0 does next
-            return self._set(replace(base, state=ServerState.CRASHED, ready_at=None,
-                                     **await cluster.crash_of(self, record, None)))
+        if record.nodes and self.peers is not None and not self._stopping and not self.launching and \
+                (crashed := await cluster.crashed_rank(self, record)):
+            if self._crash_for != record.pid:  # the first cause stays the server's, whatever rank 0 does next
+                self._crash_for, self._crash_final = record.pid, False
+                return self._set(replace(base, state=ServerState.CRASHED, ready_at=None,
+                                         **await cluster.crash_of(self, record, None, crashed)))
+            return self._set(replace(base, state=ServerState.CRASHED, ready_at=None, log_tail=self.status.log_tail,
+                                     detail=self.status.detail))
         if self._stopping:
             return self._set(replace(base, state=ServerState.STOPPING))
         try:
@@ -167,7 +175,9 @@ class ServerLifecycle(HealthProbe):
         return self._set(replace(base, state=ServerState.STARTING, ready_at=None))
 
     async def close(self) -> None:
-        """The probe's channel and the health check's client and forward."""
+        """The probe's channel, the health check's client and forward, and any other node's poll still running."""
+        for task in self.peer_polls.values():
+            task.cancel()
         await self._forget_forward()
         await self._probe.close()
 
@@ -253,7 +263,7 @@ class ServerLifecycle(HealthProbe):
         ticks = int(stat.rsplit(")", 1)[1].split()[19]) if stat else None
         record = ServerRecord(profile.name, argv, pid, ticks, time.time(), profile.host, profile.port, profile.kind,
                               health=profile.health_paths, rank=rank, nodes=nodes)
-        await self.conn.upload(json.dumps(asdict(record), indent=1).encode(), f"{self.spec.workdir.rstrip('/')}/{RECORD}")
+        await self.write_record(record)
         self.record = record  # what a log followed from now on follows (every rank's, across nodes)
         self._stopping, self._health_failures, self._crash_for = False, 0, None
         self.status = ServerStatus(ServerState.STOPPED)  # so that ready_at and model are learnt afresh
@@ -264,7 +274,7 @@ class ServerLifecycle(HealthProbe):
         """SIGTERM the server's group, SIGKILL after the grace; written in the event log (`during`: the switch it is
         part of). A server across nodes is stopped from its rank 0's host: rank 0 first (SGLang's other ranks wait
         for its shutdown), then every other rank on its own host, each with its release check."""
-        record = await self._record()
+        record = await self.read_record()
         if record.rank > 0:
             raise LifecycleError(f"this host runs rank {record.rank} of {visible(record.profile)}, whose rank 0 runs on "
                                  f"{record.nodes[0]}: stop it there (a stop ends every rank)")
@@ -278,27 +288,29 @@ class ServerLifecycle(HealthProbe):
                 self.events.append(Stop(via=via or self.via, host=self.spec.name, profile=visible(record.profile), pid=record.pid,
                                         outcome=report.describe(), during=during))
             await self.poll()
-            self._set(replace(self.status, state=ServerState.STOPPED, detail="" if not report.leftovers else report.describe()))
+            self._set(replace(self.status, state=ServerState.STOPPED, detail="" if report.ok else report.describe()))
             return report
         finally:
             self._stopping = False
 
-    async def _record(self) -> ServerRecord:
+    async def read_record(self) -> ServerRecord:
         record = ServerRecord.parse((await self.conn.run(["cat", RECORD], cwd=self.spec.workdir)).stdout)
         if record is None:
             raise LifecycleError(f"no server started by pivot on {self.spec.name}")
         return record
 
+    async def write_record(self, record: ServerRecord) -> None:
+        await self.conn.upload(json.dumps(asdict(record), indent=1).encode(), f"{self.spec.workdir.rstrip('/')}/{RECORD}")
+
     async def stop_rank(self, record: ServerRecord | None = None) -> StopReport:
         """This host's part of a stop: the group's kill, the record marked stopped, and the GPUs read until the group
         holds no memory (at most ~5 s). Not written in the event log (stop is)."""
-        record = record or await self._record()
+        record = record or await self.read_record()
         was_stopping, self._stopping = self._stopping, True
         try:
             outcomes = tuple(KillOutcome.from_agent(d) for d in
                              await self.agent.kill([f"{record.pid}:{record.start_ticks}:group"], self.grace_s))
-            await self.conn.upload(json.dumps(asdict(replace(record, stopped=True)), indent=1).encode(),
-                                   f"{self.spec.workdir.rstrip('/')}/{RECORD}")
+            await self.write_record(replace(record, stopped=True))
             await self._forget_forward()
             leftovers: tuple[GpuProcess, ...] = ()
             gpus = "read" if self.spec.gpus else "none"
@@ -350,10 +362,11 @@ class ServerLifecycle(HealthProbe):
             if not force:
                 record = self.record
                 checks = after_stop(await self.preflight(profile, skip=skip), profile, await self.agent.sample_once(),
-                                    (record.host, record.port) if record is not None else None, self.spec.name)
+                                    (record.host, record.port) if record is not None else None, self.spec.name,
+                                    record.nodes if record is not None else ())
                 if not all(c.ok for c in checks):
                     raise PreflightFailed(checks, still_running=f"{current.profile} (pid {current.pid})")
             report = await self.stop(during=during, via=via)
-            if report.leftovers and not force:
+            if not report.ok and not force:
                 raise LifecycleError(report.describe())
         return current

@@ -40,9 +40,9 @@ def node_names(profile: Profile, config: Config) -> tuple[str, ...]:
     if not profile.nodes:
         return ()
     names = config.groups.get(profile.nodes[0], profile.nodes) if len(profile.nodes) == 1 else profile.nodes
-    if unknown := [n for n in names if n not in config.hosts]:
+    if unknown := [n for n in names if n not in config.hosts or config.hosts[n].role != "gpu"]:
         groups = f"; groups: {', '.join(sorted(config.groups))}" if config.groups else ""
-        raise ProfileError(profile.path, "nodes", f"no host or group named {', '.join(map(repr, unknown))} in "
+        raise ProfileError(profile.path, "nodes", f"no GPU host or group named {', '.join(map(repr, unknown))} in "
                                                   f"{config.path or 'pivot.toml'} (hosts: {', '.join(sorted(config.hosts))}{groups})")
     if len(names) < 2:
         raise ProfileError(profile.path, "nodes", f"{names[0]!r} is one host: a server across nodes needs two or more")

@@ -132,13 +132,19 @@ def _advice(profile: Profile, why: str) -> str:
 
 
 def after_stop(checks: list[Check], profile: Profile, sample: Sample | AgentError, held: tuple[str, int] | None,
-               host: str) -> list[Check]:
-    """The checks as they will stand once the running server on `host` (holding `held`, its host and port) is
-    stopped; another node's checks stand as they are."""
+               host: str, nodes: tuple[str, ...] = ()) -> list[Check]:
+    """The checks as they will stand once the running server on `host` (holding `held`, its host and port; across
+    `nodes`, every rank) is stopped. Another node of it is taken as freed too: the stop's release check on that node
+    says if it was not, and the start does not follow. Any other node's checks stand as they are."""
     freed = set()
     if isinstance(sample, Sample) and not [p for p in sample.procs if p.stray]:
-        freed.add("GPUs idle")  # only the server's processes hold GPU memory: the stop releases it
-    if held == (profile.host, profile.port):
-        freed.add("port free")
+        freed.add(("GPUs idle", host))  # only the server's processes hold GPU memory: the stop releases it
+    for node in (host, *nodes):
+        if node != host:
+            freed.add(("GPUs idle", node))
+        if held == (profile.host, profile.port):
+            freed.add(("port free", node))
+    if nodes:
+        freed.add(("rendezvous port free", host))
     return [replace(c, ok=True, warning=True, detail=f"{c.detail} (the stop frees it)")
-            if not c.ok and c.node in (None, host) and c.name.removesuffix(f" on {c.node}") in freed else c for c in checks]
+            if not c.ok and (c.name.removesuffix(f" on {c.node}"), c.node or host) in freed else c for c in checks]

@@ -22,10 +22,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import shlex
 import time
-from dataclasses import asdict, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from console.config import HostSpec
@@ -35,7 +34,7 @@ from console.gpu.samples import AgentError, Sample, SampleParseError, parse_line
 from console.gpu.telemetry import RemoteTelemetry
 from console.remote import Connection
 from console.server.checks import Check
-from console.server.lifecycle import LOG, MARK, RECORD, ServerLifecycle
+from console.server.lifecycle import LOG, MARK, ServerLifecycle
 from console.server.multinode import rank_flags
 from console.server.preflight import check_flags
 from console.server.profiles import Profile
@@ -50,17 +49,19 @@ from console.server.state import (
     StopReport,
 )
 from console.untrusted import visible
+from console.zipapp import not_there
 
 SCRIPT = "server.sbatch"
 PENDING = {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD", "SUSPENDED", "STOPPED",
            "RESIZING", "SIGNALING", "STAGE_OUT"}
 ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL",
          "DEADLINE", "REVOKED", "SPECIAL_EXIT"}
+JOB_POLL_S = 5.0  # squeue at most this often (each is slurmctld's work): the health check still runs at each poll
 STOP_WAIT_S = 120.0  # scancel's SIGTERM, then Slurm's own SIGKILL after KillWait (30 s by default)
 # The rank's command line, run by srun in each task: "$@" is the profile's argv (env included), the rest constant.
 RANK_SHELL = {
-    "sglang": 'exec "$@" --nnodes "$PIVOT_NNODES" --node-rank "$SLURM_NODEID" '
-              '--dist-init-addr "$SLURM_LAUNCH_NODE_IPADDR:$PIVOT_DIST_PORT"',
+    "sglang": 'a=$SLURM_LAUNCH_NODE_IPADDR; case $a in *:*) a="[$a]";; esac; '  # SGLang takes an IPv6 host in brackets
+              'exec "$@" --nnodes "$PIVOT_NNODES" --node-rank "$SLURM_NODEID" --dist-init-addr "$a:$PIVOT_DIST_PORT"',
     "vllm": 'h=; [ "$SLURM_NODEID" = 0 ] || h=--headless; exec "$@" --nnodes "$PIVOT_NNODES" --node-rank "$SLURM_NODEID" '
             '--master-addr "$SLURM_LAUNCH_NODE_IPADDR" --master-port "$PIVOT_DIST_PORT" $h',
 }
@@ -82,11 +83,39 @@ def batch_script(profile: Profile, argv: list[str]) -> str:
     ])
 
 
+@dataclass(frozen=True)
+class Job:
+    """A job as Slurm last said it: its state (one of Slurm's words, else "" once Slurm has forgotten it), why it
+    waits, its nodes, its first node, and ", exit code X" once it has ended."""
+
+    state: str
+    reason: str = ""
+    nodelist: str = ""
+    first: str = ""
+    ended: str = ""
+    at: float = field(default_factory=time.monotonic)
+
+
+def _facts(text: str) -> dict[str, str]:
+    """scontrol -o's KEY=VALUE words."""
+    return dict(word.split("=", 1) for word in text.split() if "=" in word)
+
+
 class SlurmLifecycle(ServerLifecycle):
     """The managed server of a Slurm login node: a job. Records, log and forward as ServerLifecycle's; the process
-    is the job."""
+    is the job, reached at its first node's address (scontrol's NodeAddr of its batch host)."""
 
-    nodelist = ""  # the job's nodes, as squeue last said them ("n[1-2]")
+    job: Job | None = None  # as Slurm last said it, asked again after JOB_POLL_S (squeue is slurmctld's work)
+    _address: tuple[int, str] | None = None  # (job, its first node's address)
+
+    @property
+    def nodelist(self) -> str:
+        return self.job.nodelist if self.job is not None else ""
+
+    @property
+    def server_address(self) -> str:
+        record = self.record
+        return self._address[1] if self._address and record is not None and self._address[0] == record.job else "127.0.0.1"
 
     async def poll(self) -> ServerStatus:
         out = await self._probe.ask(timeout=20)
@@ -96,13 +125,16 @@ class SlurmLifecycle(ServerLifecycle):
             return self._set(ServerStatus(ServerState.STOPPED))
         base = ServerStatus(ServerState.STOPPED, visible(record.profile), None, record.started, self.status.ready_at,
                             visible(last_line.strip()), model=self.status.model, job=record.job)
-        state, reason, first, ended = await self._job(record.job)
+        job = await self._job(record.job)
+        if job is None:  # neither squeue nor scontrol answered: nothing new is known
+            return self.status
+        state = job.state
         if state in PENDING:
-            why = f"{state.lower()}: {reason}" if reason and reason != "None" else state.lower()
+            why = f"{state.lower()}: {job.reason}" if job.reason and job.reason != "None" else state.lower()
             return self._set(replace(base, state=ServerState.STARTING, ready_at=None, detail=f"job {why}"))
         if state == "RUNNING" and not record.stopped and not self._stopping:
-            if record.address == "127.0.0.1" and first:
-                record = await self._note_address(record, first)
+            if self._address is None or self._address[0] != record.job:
+                await self._note_address(record.job, job.first)
             return await self._serving(record, base)
         if record.stopped or self._stopping:
             return self._set(replace(base, state=ServerState.STOPPING if state in ("RUNNING", "COMPLETING") else
@@ -114,7 +146,7 @@ class SlurmLifecycle(ServerLifecycle):
         if self._crash_for != record.job:
             self._crash_for = record.job
             tail = tuple(await self.log_tail())
-            why = f"the job ended {state or 'and left Slurm'}{ended}"
+            why = f"the job ended {state or 'and left Slurm'}{job.ended}"
             return self._set(replace(base, state=ServerState.CRASHED, ready_at=None, log_tail=tail, detail=why))
         return self._set(replace(base, state=ServerState.CRASHED, ready_at=None, log_tail=self.status.log_tail,
                                  detail=self.status.detail))
@@ -130,19 +162,38 @@ class SlurmLifecycle(ServerLifecycle):
             return self._set(replace(base, state=ServerState.READY, ready_at=ready_at, model=model, detail=f"on {self.nodelist}"))
         return self._set(replace(base, state=ServerState.STARTING, ready_at=None, detail=f"job running; {why}"))
 
-    async def _job(self, job: int) -> tuple[str, str, str, str]:
-        """(state, reason, first node, ", exit code X" once ended): squeue while the job is queued or running, then
-        scontrol; ("", "", "", "") once Slurm has forgotten it."""
-        queued = await self.conn.run(["squeue", "-h", "-j", str(job), "-o", "%T|%r|%B|%N"], timeout=20)
+    async def _job(self, job: int, *, fresh: bool = False) -> Job | None:
+        """The job as Slurm says it: squeue while it is queued or running, then scontrol; asked at most every
+        JOB_POLL_S unless `fresh`; None when neither answers (slurmctld busy, the link down)."""
+        known = self.job
+        if not fresh and known is not None and time.monotonic() - known.at < JOB_POLL_S and self._job_id == job:
+            return known
+        queued = await self.conn.run(["squeue", "-h", "-j", str(job), "-o", "%T|%r|%N|%B"], timeout=20)
         fields = queued.stdout.strip().split("|") if queued.ok else []
         if len(fields) == 4 and fields[0]:
-            self.nodelist = visible(fields[3])
-            return fields[0], visible(fields[1]), fields[2] if fields[2] not in ("", "(null)") else "", ""
-        shown = await self.conn.run(["scontrol", "-o", "show", "job", str(job)], timeout=20)
-        facts = dict(word.split("=", 1) for word in shown.stdout.split() if "=" in word) if shown.ok else {}
-        state = facts.get("JobState", "")
-        return state, visible(facts.get("Reason", "")), facts.get("BatchHost", ""), \
-            f", exit code {visible(facts['ExitCode'])}" if "ExitCode" in facts else ""
+            found = Job(visible(fields[0]), visible(fields[1]), visible(fields[2]),
+                        fields[3] if fields[3] not in ("", "(null)") else "")
+        else:
+            shown = await self.conn.run(["scontrol", "-o", "show", "job", str(job)], timeout=20)
+            if not shown.ok and not queued.ok:
+                return None
+            facts = _facts(shown.stdout) if shown.ok else {}
+            found = Job(visible(facts.get("JobState", "")), visible(facts.get("Reason", "")), visible(facts.get("NodeList", "")),
+                        facts.get("BatchHost", ""), f", exit code {visible(facts['ExitCode'])}" if "ExitCode" in facts else "")
+        self.job, self._job_id = found, job
+        return found
+
+    _job_id: int | None = None
+
+    async def _note_address(self, job: int, node: str) -> None:
+        """The first node's address (its NodeAddr), kept for the job: where the forward goes. Asked of Slurm, never
+        taken from a file on the host."""
+        if not node:
+            return
+        shown = await self.conn.run(["scontrol", "-o", "show", "node", node], timeout=20)
+        address = _facts(shown.stdout).get("NodeAddr", "") if shown.ok else ""
+        if ADDRESS.fullmatch(address):
+            self._address = (job, address)
 
     async def job_gpus(self) -> list[tuple[str, Sample | AgentError]]:
         """Each node of the running job ("rank R NODE") with one sample of its GPUs, or why it could not be read; []
@@ -164,7 +215,7 @@ class SlurmLifecycle(ServerLifecycle):
         argv = ["srun", "--overlap", f"--jobid={job}", "--nodes=1", "--ntasks=1", f"--nodelist={node}", "--quiet",
                 *self.agent.argv("sample", "--once")]
         result = await self.conn.run(argv, cwd=self.spec.workdir, timeout=60)
-        if "can't open file" in result.stderr:  # the agent is not there yet (or the nodes do not share this home)
+        if not_there(result.exit_status, result.stderr.splitlines()):  # not there yet (or the nodes do not share it)
             await self.agent.install()
             result = await self.conn.run(argv, cwd=self.spec.workdir, timeout=60)
         found: Sample | AgentError | None = None
@@ -174,20 +225,6 @@ class SlurmLifecycle(ServerLifecycle):
                     found = event
         why = visible(result.stderr.strip().splitlines()[-1]) if result.stderr.strip() else f"srun exited {result.exit_status}"
         return found or AgentError("query-failed", why)
-
-    async def _note_address(self, record: ServerRecord, node: str) -> ServerRecord:
-        """The first node's address (its NodeAddr), written in the record: where the forward goes from now on."""
-        shown = await self.conn.run(["scontrol", "-o", "show", "node", node], timeout=20)
-        facts = dict(word.split("=", 1) for word in shown.stdout.split() if "=" in word) if shown.ok else {}
-        address = facts.get("NodeAddr", "")
-        if not ADDRESS.fullmatch(address):
-            return record
-        record = replace(record, address=address)
-        await self._write(record)
-        return record
-
-    async def _write(self, record: ServerRecord) -> None:
-        await self.conn.upload(json.dumps(asdict(record), indent=1).encode(), f"{self.spec.workdir.rstrip('/')}/{RECORD}")
 
     # -- checks and actions ---------------------------------------------------
     async def preflight(self, profile: Profile, *, skip: frozenset[str] = frozenset()) -> list[Check]:
@@ -213,8 +250,6 @@ class SlurmLifecycle(ServerLifecycle):
             ranked = replace(profile, flags={**profile.flags, **rank_flags(profile.kind, 2, 1, "node0", profile.dist_port)}) \
                 if profile.nodes_needed > 1 and profile.kind in RANK_SHELL else profile
             checks.append((await check_flags(self.agent, ranked, argv))[0])
-        if profile.nodes_needed > 1 and profile.kind not in RANK_SHELL:
-            checks.append(Check("nodes", False, f"pivot knows no multi-node flags of {profile.kind}"))
         if profile.host in ("127.0.0.1", "localhost", "::1"):
             checks.append(Check("host", True, f"the server binds {profile.host} on its node: only a login node that is "
                                 "that node reaches it (host = \"0.0.0.0\" in the profile)", warning=True))
@@ -228,7 +263,8 @@ class SlurmLifecycle(ServerLifecycle):
         if not force and not all(c.ok for c in checks):
             raise PreflightFailed(checks)
         workdir = await self.conn.expand(self.spec.workdir.rstrip("/"))
-        await self.conn.upload(batch_script(profile, await self.resolved_argv(profile)).encode(), f"{workdir}/{SCRIPT}")
+        argv = await self.resolved_argv(profile)
+        await self.conn.upload(batch_script(profile, argv).encode(), f"{workdir}/{SCRIPT}")
         await self.conn.run(["sh", "-c", f'[ -f {LOG} ] && mv -f {LOG} {LOG}.1; :'], cwd=self.spec.workdir)
         options = [f"--job-name=pivot-{profile.name}", f"--nodes={profile.nodes_needed}", "--ntasks-per-node=1",
                    f"--output={workdir}/{LOG}", f"--chdir={workdir}",
@@ -238,38 +274,40 @@ class SlurmLifecycle(ServerLifecycle):
         job = submitted.stdout.strip().split(";")[0]
         if not submitted.ok or not job.isdigit():
             raise LifecycleError(f"sbatch refused {profile.name}: {visible(submitted.stderr.strip()) or submitted.exit_status}")
-        record = ServerRecord(profile.name, await self.resolved_argv(profile), 0, None, time.time(), profile.host,
+        record = ServerRecord(profile.name, argv, 0, None, time.time(), profile.host,
                               profile.port, profile.kind, health=profile.health_paths, job=int(job))
-        await self._write(record)
+        await self.write_record(record)
         self.record = record
-        self._stopping, self._health_failures, self._crash_for = False, 0, None
+        self._stopping, self._health_failures, self._crash_for, self.job = False, 0, None, None
         self.status = ServerStatus(ServerState.STOPPED)
         self._set(ServerStatus(ServerState.STARTING, profile.name, None, record.started, job=record.job, detail="job submitted"))
         return checks
 
     async def stop(self, *, during: str | None = None, via: str | None = None) -> StopReport:
         """scancel, then the job followed until Slurm says it ended (its nodes are Slurm's to clean)."""
-        record = await self._record()
+        record = await self.read_record()
         if record.job is None:
             raise LifecycleError(f"no Slurm job started by pivot on {self.spec.name}")
         self._stopping = True
         self._set(replace(self.status, state=ServerState.STOPPING))
         try:
-            await self._write(replace(record, stopped=True))
             cancelled = await self.conn.run(["scancel", str(record.job)], timeout=30)
             if not cancelled.ok:
                 raise LifecycleError(f"scancel {record.job}: {visible(cancelled.stderr.strip()) or cancelled.exit_status}")
+            await self.write_record(replace(record, stopped=True))
             await self._forget_forward()
-            deadline = time.monotonic() + STOP_WAIT_S
-            state = ""
+            deadline, state = time.monotonic() + STOP_WAIT_S, "RUNNING"
             while time.monotonic() < deadline:
-                state = (await self._job(record.job))[0]
+                job = await self._job(record.job, fresh=True)
+                state = job.state if job is not None else state  # no answer: as it was
                 if state not in PENDING | {"RUNNING", "COMPLETING"}:
                     break
                 await asyncio.sleep(1.0)
-            ended = f"job {record.job} ended {state}" if state else f"job {record.job} left Slurm"
-            report = StopReport((), (), problem=f"stopped: {ended}" if state not in ("RUNNING", "COMPLETING") else
-                                f"scancel sent, but {ended.replace('ended', 'is still')} after {STOP_WAIT_S:.0f} s")
+            if state in PENDING | {"RUNNING", "COMPLETING"}:
+                report = StopReport((), (), problem=f"scancel sent, but job {record.job} is still {state} after "
+                                                    f"{STOP_WAIT_S:.0f} s")
+            else:
+                report = StopReport((), (), note=f"stopped: job {record.job} " + (f"ended {state}" if state else "left Slurm"))
             if self.events is not None:
                 self.events.append(Stop(via=via or self.via, host=self.spec.name, profile=visible(record.profile), pid=0,
                                         outcome=report.describe(), during=during))

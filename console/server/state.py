@@ -14,7 +14,8 @@ from console.gpu.samples import GpuProcess
 from console.server.checks import Check
 from console.server.engines import ENGINES, HEALTH_PATH
 
-ADDRESS = re.compile(r"[A-Za-z0-9._:-]{1,253}")  # a host name or an IP address, as a record may name one
+ADDRESS = re.compile(r"[A-Za-z0-9._:-]{1,253}")  # a host name or an IP address, as Slurm may name a node's
+NODE = re.compile(r"[A-Za-z0-9._-]{1,128}")  # a host of pivot.toml, as a record names the nodes of a server
 
 
 class ServerState(enum.StrEnum):
@@ -50,7 +51,6 @@ class ServerRecord:
     rank: int = 0  # of a server across nodes (console/server/multinode.py): this host's rank
     nodes: tuple[str, ...] = ()  # of a server across nodes: its hosts in rank order (pivot.toml's names)
     job: int | None = None  # a Slurm job's id (console/server/slurm.py): the server is the job, pid is 0
-    address: str = "127.0.0.1"  # where the host reaches the server (a Slurm job: its first node's address)
 
     @property
     def health_paths(self) -> tuple[str, ...]:
@@ -71,8 +71,7 @@ class ServerRecord:
         if nodes is None or not isinstance(record.rank, int) or not 0 <= record.rank < max(1, len(nodes)):
             return None
         record = replace(record, nodes=tuple(nodes))
-        if (record.job is not None and not isinstance(record.job, int)) or not isinstance(record.address, str) \
-                or not ADDRESS.fullmatch(record.address):
+        if (record.job is not None and not isinstance(record.job, int)) or not all(NODE.fullmatch(n) for n in nodes):
             return None
         shaped = (isinstance(record.profile, str) and isinstance(record.kind, str) and isinstance(record.argv, list)
                   and all(isinstance(a, str) for a in record.argv) and isinstance(record.pid, int)
@@ -151,7 +150,13 @@ class StopReport:
     leftovers: tuple[GpuProcess, ...]  # processes of the server's group still holding GPU memory
     gpus: str = "read"  # "read"; "none" (gpus = false); or why they could not be read: then nothing is said of them
     ranks: tuple[tuple[str, StopReport], ...] = ()  # a server across nodes: each node's own report
-    problem: str = ""  # why this host's part could not be done
+    problem: str = ""  # why the stop (this host's part) could not be done
+    note: str = ""  # what the stop was, where the GPUs are not this host's to read (a Slurm job's)
+
+    @property
+    def ok(self) -> bool:
+        """Stopped, and nothing of it holds GPU memory."""
+        return not self.leftovers and not self.problem and all(r.ok for _, r in self.ranks)
 
 
     def describe(self) -> str:
@@ -160,8 +165,8 @@ class StopReport:
         return self._describe()
 
     def _describe(self) -> str:
-        if self.problem:
-            return self.problem
+        if self.problem or self.note:
+            return self.problem or self.note
         if self.gpus == "none":
             return "stopped (this host has no GPUs)"
         if self.gpus != "read":

@@ -105,6 +105,7 @@ async def describe_server(conn: Connection, cfg: config.Config, host: str) -> tu
     lifecycle = lifecycle_of(conn, spec, agent, idle_threshold_mib=cfg.idle_threshold_mib, grace_s=cfg.kill_grace_s)
     try:
         status = await lifecycle.poll()
+        address = lifecycle.server_address
     finally:
         await lifecycle.close()
     if status.state != ServerState.READY:
@@ -112,6 +113,9 @@ async def describe_server(conn: Connection, cfg: config.Config, host: str) -> tu
     record = ServerRecord.parse((await conn.run(["cat", "server.json"], cwd=spec.workdir)).stdout)
     if record is None:
         raise RunError(f"the server on {host} has no readable server.json: start it with pivot")
+    if record.rank > 0:  # a headless rank, or SGLang's dummy /health: no API to sweep
+        raise RunError(f"{host} runs rank {record.rank} of {visible(record.profile)}: sweep it on {record.nodes[0]}, "
+                       "whose rank 0 serves its API (pivot --host " + record.nodes[0] + " sweep …)")
     sample = await agent.sample_once()
     gpus = sample.gpus if isinstance(sample, Sample) else []
     meta = {"profile": status.profile, "kind": record.kind, "argv": list(record.argv), "command_line": shell_line(record.argv),
@@ -120,8 +124,8 @@ async def describe_server(conn: Connection, cfg: config.Config, host: str) -> tu
     if record.nodes:  # a server across nodes: its hosts, rank 0 (whose API the requests reach) first; GPUs: rank 0's
         meta["nodes"] = list(record.nodes)
     if record.job is not None:  # a Slurm job: its id, and where its first node is
-        meta |= {"slurm_job": record.job, "address": record.address}
-    return meta, record.address, record.port
+        meta |= {"slurm_job": record.job, "address": address}
+    return meta, address, record.port
 
 
 def identity_mismatch(run_meta: dict[str, Any], server_meta: dict[str, Any]) -> str | None:

@@ -202,7 +202,7 @@ class Actions:
             report = await self.lifecycle.stop(via=self.VIA)  # the lifecycle writes it in the event log
         except Exception as e:  # noqa: BLE001 - as _launch: the step fails with why
             raise ActionFailed(str(e)) from None
-        if report.leftovers:
+        if not report.ok:
             raise ActionFailed(report.describe())
         return report.describe()
 

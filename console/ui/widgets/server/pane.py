@@ -329,7 +329,7 @@ class ServerPane(Vertical):
         try:
             if action == "stop":
                 report = await self.lifecycle.stop()
-                self.notify(report.describe(), severity="information" if not report.leftovers else "warning", timeout=8)
+                self.notify(report.describe(), severity="information" if report.ok else "warning", timeout=8)
             elif action == "restart":
                 self._show_checks(await self.lifecycle.restart(self.profiles, force=force))
             else:
