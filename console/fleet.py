@@ -128,6 +128,11 @@ class FleetWatch:
                 self._server[name] = visible(f"? ({type(e).__name__})")
             await asyncio.sleep(self.SERVER_POLL_S)
 
+    def sample(self, name: str) -> Sample | None:
+        """The host's last sample, if its last word was one."""
+        event = self._latest.get(name)
+        return event if isinstance(event, Sample) else None
+
     def views(self) -> list[HostView]:
         from console.gpu.telemetry import LinkDown
         from console.remote.state import ConnState

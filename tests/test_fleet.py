@@ -60,3 +60,37 @@ async def test_the_fleet_screen_follows_every_host_and_enter_opens_one(fleet: Pa
         assert cell("gpu01", "SERVER").endswith("demo-baseline")
         await pilot.press("down", "enter")
     assert app.return_value == "gpu02"
+
+
+async def test_k_on_the_fleet_kills_a_hosts_strays_after_the_same_confirmation(tmp_path: Path) -> None:
+    """A server's main process ended behind the console's back leaves its workers stray; K on its line asks, as the
+    GPU pane does, and kills them."""
+    import os
+    import signal
+
+    from textual.widgets import DataTable
+
+    from console import pivot_toml
+    from console.ui.fleet_app import FleetApp
+    from console.ui.screens.confirm_kill import ConfirmKill
+    from tests.conftest import wait_for
+
+    served = host_process(tmp_path, 20, server="baseline", hosts=2)
+    host = next(served)
+    try:
+        pidfile = host.root / "gpu01" / "home" / ".pivot" / "server.pid"
+        await wait_for(pidfile.exists, timeout=30)
+        app = FleetApp(pivot_toml.load(host.config_path))
+        async with app.run_test(size=(120, 30)) as pilot:
+            table = app.query_one(DataTable)
+            await wait_for(lambda: str(table.get_cell("gpu01", "GPUS BUSY")) not in ("—", "0/8"), timeout=60)
+            os.kill(int(pidfile.read_text()), signal.SIGKILL)
+            await wait_for(lambda: str(table.get_cell("gpu01", "STRAY")) not in ("—", "0"), timeout=60)
+            await pilot.press("K")
+            await wait_for(lambda: isinstance(app.screen, ConfirmKill), timeout=10)
+            assert app.screen.title_text.endswith("stray processes on gpu01?")
+            await pilot.press("y")
+            await wait_for(lambda: str(table.get_cell("gpu01", "STRAY")) == "0", timeout=60)
+            await wait_for(lambda: str(table.get_cell("gpu01", "GPUS BUSY")) == "0/8", timeout=60)
+    finally:
+        served.close()

@@ -126,8 +126,7 @@ async def crashed_rank(leader: ServerLifecycle, record: ServerRecord) -> Crashed
         if not owned(peer.record, record, rank):
             return Crashed(f"rank {rank} on {name} is gone (no record of it there)", ())
         if status.state == ServerState.CRASHED:
-            return Crashed(f"rank {rank} on {name} ended without a stop",
-                           tuple(f"{name} r{rank}│ {line}" for line in status.log_tail))
+            return Crashed(f"rank {rank} on {name} ended without a stop", _labelled(f"{name} r{rank}", status.log_tail))
         if status.state == ServerState.STOPPED:
             return Crashed(f"rank {rank} on {name} was stopped", ())
     return None
@@ -150,6 +149,11 @@ async def _peer_statuses(leader: ServerLifecycle, record: ServerRecord) -> list[
             for t in tasks]
 
 
+def _labelled(label: str, lines: tuple[str, ...]) -> tuple[str, ...]:
+    """A rank's log lines, each led by its host and rank (blank ones left out: they say nothing of which rank)."""
+    return tuple(f"{label}│ {line}" for line in lines if line.strip())
+
+
 async def crash_of(leader: ServerLifecycle, record: ServerRecord, own_tail: tuple[str, ...] | None,
                    crashed: Crashed | None = None) -> dict[str, Any]:
     """The crashed server's detail and log tail: the first rank to end (another rank's, when one ended: rank 0 fails
@@ -157,7 +161,7 @@ async def crash_of(leader: ServerLifecycle, record: ServerRecord, own_tail: tupl
     run (a stop ends them). Each log line is led by its rank's host."""
     crashed = crashed or await crashed_rank(leader, record)
     own = f"rank 0 on {leader.spec.name}"
-    tail = tuple(f"{leader.spec.name} r0│ {line}" for line in own_tail or ())
+    tail = _labelled(f"{leader.spec.name} r0", own_tail or ())
     if crashed is None:
         detail = f"{own} ended without a stop"
     else:

@@ -1,15 +1,20 @@
 """`pivot --fleet`: one line per GPU host of the config (link, round trip, GPUs busy, memory, strays, the managed
 server), every host followed at once (console/fleet.py); Enter opens the console on the highlighted host, and
-quitting that console comes back here."""
+quitting that console comes back here; K kills the highlighted host's stray processes, as its GPU pane's K does."""
 
 from __future__ import annotations
 
+from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Static
 
+from console.actions import kill
 from console.config import Config
 from console.fleet import COLUMNS, FleetWatch
+from console.gpu.kill import KillPlan
+from console.remote.errors import RemoteError
+from console.ui.screens.confirm_kill import ConfirmKill
 from console.ui.themes import DEFAULT_THEME, load_themes
 
 REFRESH_S = 1.0
@@ -20,7 +25,9 @@ class FleetApp(App[str | None]):
 
     TITLE = "pivot fleet"
     CSS = "#fleet-head { padding: 0 1; color: $text-muted; } DataTable { height: 1fr; }"
-    BINDINGS = [Binding("enter", "open_host", "Open host", show=True), Binding("q", "quit", "Quit")]
+    BINDINGS = [Binding("enter", "open_host", "Open host", show=True),
+                Binding("K", "kill_stray", "Kill stray", tooltip="Kill the highlighted host's stray processes (asks first)"),
+                Binding("q", "quit", "Quit")]
 
     def __init__(self, config: Config, *, theme: str | None = None, fleet: FleetWatch | None = None):
         super().__init__()
@@ -31,7 +38,7 @@ class FleetApp(App[str | None]):
         self.theme = theme if theme in self.available_themes else DEFAULT_THEME
 
     def compose(self) -> ComposeResult:
-        yield Static(f"{len(self.fleet.sessions)} GPU hosts, followed at once: Enter opens one, q quits",
+        yield Static(f"{len(self.fleet.sessions)} GPU hosts, followed at once: Enter opens one, K kills its strays, q quits",
                      id="fleet-head")
         yield DataTable(id="fleet", cursor_type="row", zebra_stripes=True)
         yield Footer()
@@ -57,6 +64,38 @@ class FleetApp(App[str | None]):
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         self.exit(str(event.row_key.value))
+
+    def action_kill_stray(self) -> None:
+        """The GPU pane's K for the highlighted host: its stray processes, the same confirmation, the same kill."""
+        table = self.query_one(DataTable)
+        host = str(table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value)
+        sample, session = self.fleet.sample(host), self.fleet.sessions[host]
+        stray = [p.pid for p in sample.stray] if sample is not None else []
+        if sample is None or not stray:
+            self.notify(f"{host}: no stray processes" if sample is not None else f"{host}: no sample yet", timeout=3)
+            return
+        plan = kill.plan(session, sample, stray)
+        if not plan.targets:
+            self.notify("\n".join(f"pid {r.pid}: {r.reason}" for r in plan.refused), title="Not killed", severity="error")
+            return
+
+        def decided(confirmed: bool | None) -> None:
+            if confirmed:
+                self.run_kill(host, plan)
+
+        self.push_screen(ConfirmKill(plan, self.fleet.config.kill_grace_s, f"Kill all {len(set(stray))} stray processes on "
+                                     f"{host}?"), decided)
+
+    @work(group="fleet-kill", exit_on_error=False)
+    async def run_kill(self, host: str, plan: KillPlan) -> None:
+        try:
+            report = await kill.kill(self.fleet.sessions[host], plan, via="console")
+        except RemoteError as e:
+            self.notify(f"{host}: {e}", title="Not killed", severity="error")
+            return
+        failed = [o.describe() for o in report.outcomes if not o.ended]
+        self.notify("\n".join([*failed, *report.advice]) or f"{host}: {len(report.outcomes)} ended; the line shows the "
+                    "memory as it comes back (Enter opens the host for more)", severity="warning" if failed else "information")
 
     async def on_unmount(self) -> None:
         await self.fleet.close()
