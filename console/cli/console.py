@@ -32,7 +32,7 @@ def open_fleet(cfg: config.Config, theme: str | None, *, readonly: bool) -> int:
 
     if not gpu_hosts(cfg):
         raise config.ConfigError(cfg.path, "hosts", "no GPU host configured: the fleet has nothing to show")
-    while (host := FleetApp(cfg, theme=theme or cfg.theme).run()) is not None:
+    while (host := FleetApp(cfg, theme=theme or cfg.theme, readonly=readonly).run()) is not None:
         open_console(cfg, host, theme, readonly=readonly)
     return 0
 

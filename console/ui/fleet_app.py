@@ -29,8 +29,10 @@ class FleetApp(App[str | None]):
                 Binding("K", "kill_stray", "Kill stray", tooltip="Kill the highlighted host's stray processes (asks first)"),
                 Binding("q", "quit", "Quit")]
 
-    def __init__(self, config: Config, *, theme: str | None = None, fleet: FleetWatch | None = None):
+    def __init__(self, config: Config, *, theme: str | None = None, fleet: FleetWatch | None = None, readonly: bool = False):
+        """readonly: no kill (--readonly)."""
         super().__init__()
+        self.readonly = readonly
         self.fleet = fleet or FleetWatch(config)
         themes, _ = load_themes()
         for t in themes:
@@ -64,6 +66,9 @@ class FleetApp(App[str | None]):
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         self.exit(str(event.row_key.value))
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return not (self.readonly and action == "kill_stray")
 
     def action_kill_stray(self) -> None:
         """The GPU pane's K for the highlighted host: its stray processes, the same confirmation, the same kill."""
