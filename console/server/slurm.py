@@ -106,6 +106,7 @@ class SlurmLifecycle(ServerLifecycle):
     is the job, reached at its first node's address (scontrol's NodeAddr of its batch host)."""
 
     job: Job | None = None  # as Slurm last said it, asked again after JOB_POLL_S (squeue is slurmctld's work)
+    _job_id: int | None = None  # the job `job` is of
     _address: tuple[int, str] | None = None  # (job, its first node's address)
 
     @property
@@ -182,8 +183,6 @@ class SlurmLifecycle(ServerLifecycle):
                         facts.get("BatchHost", ""), f", exit code {visible(facts['ExitCode'])}" if "ExitCode" in facts else "")
         self.job, self._job_id = found, job
         return found
-
-    _job_id: int | None = None
 
     async def _note_address(self, job: int, node: str) -> None:
         """The first node's address (its NodeAddr), kept for the job: where the forward goes. Asked of Slurm, never
