@@ -256,3 +256,17 @@ def test_the_multi_node_flags_pivot_sets_are_the_engines_own_and_ranks_behave_as
     assert "SIGTERM received on node_rank" in engine and "launch_dummy_health_check_server(" in engine
     serve = engines.source("vllm", "vllm/entrypoints/cli/serve.py")
     assert "def run_headless" in serve and "parallel_config.node_rank_within_dp > 0" in serve
+
+
+def test_the_simulated_sglang_refuses_a_tp_size_the_nodes_do_not_divide_as_sglang_does(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from console.sim import state
+
+    words = "tp_size must be divisible by number of nodes"
+    assert f'"{words}"' in engines.source("sglang", "sglang/srt/arg_groups/validation_hook.py")  # check_server_args
+    state.init_home(tmp_path / "sim", state.GpuSpec())
+    monkeypatch.setenv(state.ENV, str(tmp_path / "sim"))
+    (tmp_path / "model").mkdir()
+    assert launch_server.main(["--model-path", str(tmp_path / "model"), "--tp-size", "3", "--nnodes", "2",
+                               "--node-rank", "1", "--dist-init-addr", "127.0.0.1:9"]) == 1
+    assert capsys.readouterr().err.strip().splitlines()[-1] == f"AssertionError: {words}"

@@ -269,8 +269,8 @@ def main(argv: list[str] | None = None) -> int:
         gpus = state.read_gpus(home)
         if not Path(args.model_path).expanduser().is_dir():
             raise LaunchError(f"model path does not exist or is not a directory: {args.model_path}")
-        if args.nnodes > 1 and args.tp_size % args.nnodes:
-            raise LaunchError(f"tp_size={args.tp_size} is not divisible by nnodes={args.nnodes}")
+        if args.tp_size % args.nnodes:  # SGLang 0.5.23's own assertion: srt/arg_groups/validation_hook.py
+            return refused_at_start(AssertionError("tp_size must be divisible by number of nodes"))
         if args.tp_size // args.nnodes > gpus.count:
             raise LaunchError(f"tp_size={args.tp_size} needs {args.tp_size // args.nnodes} GPUs on each of "
                               f"{args.nnodes} node(s) but this host has {gpus.count}")
