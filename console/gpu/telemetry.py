@@ -58,13 +58,15 @@ class RemoteTelemetry:
         name, data = agent_zip()
         await self.conn.upload(data, f"{self.spec.workdir.rstrip('/')}/agent/{name}", mode=0o644)
 
-    async def _run(self, args: tuple[str, ...], timeout: float) -> RunResult:
+    async def _run(self, args: tuple[str, ...], timeout: float, via: tuple[str, ...] = ()) -> RunResult:
         """An agent command, run as it is: the agent is uploaded only when the host's python cannot open it, rather
-        than asked for first (a round trip, an SSH session on every call and the console's first sample later)."""
-        result = await self.conn.run(self.argv(*args), cwd=self.spec.workdir, timeout=timeout)
+        than asked for first (a round trip, an SSH session on every call and the console's first sample later).
+        via: a command the agent's runs under (`srun … ` on a Slurm job's node)."""
+        argv = [*via, *self.argv(*args)]
+        result = await self.conn.run(argv, cwd=self.spec.workdir, timeout=timeout)
         if not_there(result.exit_status, result.stderr.splitlines()):
             await self.install()
-            result = await self.conn.run(self.argv(*args), cwd=self.spec.workdir, timeout=timeout)
+            result = await self.conn.run(argv, cwd=self.spec.workdir, timeout=timeout)
         return result
 
     def argv(self, *args: str) -> list[str]:
@@ -108,12 +110,13 @@ class RemoteTelemetry:
                 await stream.stop()
             await asyncio.sleep(RETRY_S)
 
-    async def sample_once(self) -> Sample | AgentError:
-        result = await self._run(("sample", "--once", "--server-pidfile", SERVER_PIDFILE), timeout=60)
+    async def sample_once(self, via: tuple[str, ...] = ()) -> Sample | AgentError:
+        """One sample; via: a command the agent runs under, on another machine (whose hello is not this host's)."""
+        result = await self._run(("sample", "--once", "--server-pidfile", SERVER_PIDFILE), 60, via)
         events = []
         for line in result.stdout.splitlines():
             event = parse_line(line)
-            if isinstance(event, Hello):
+            if isinstance(event, Hello) and not via:
                 self.hello = event
             events.append(event)
         if not events:

@@ -21,7 +21,6 @@ work, so the console asks every few seconds. Read-only: kills stay with the GPU 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import shlex
 import time
 from dataclasses import dataclass, field, replace
@@ -30,7 +29,7 @@ from typing import Any
 from console.config import HostSpec
 from console.events import Stop
 from console.gpu.format import idle_line
-from console.gpu.samples import AgentError, Sample, SampleParseError, parse_line
+from console.gpu.samples import AgentError, Sample, SampleParseError
 from console.gpu.telemetry import RemoteTelemetry
 from console.remote import Connection
 from console.server.checks import Check
@@ -49,13 +48,10 @@ from console.server.state import (
     StopReport,
 )
 from console.untrusted import visible
-from console.zipapp import not_there
 
 SCRIPT = "server.sbatch"
 PENDING = {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD", "SUSPENDED", "STOPPED",
            "RESIZING", "SIGNALING", "STAGE_OUT"}
-ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL",
-         "DEADLINE", "REVOKED", "SPECIAL_EXIT"}
 JOB_POLL_S = 5.0  # squeue at most this often (each is slurmctld's work): the health check still runs at each poll
 STOP_WAIT_S = 120.0  # scancel's SIGTERM, then Slurm's own SIGKILL after KillWait (30 s by default)
 # The rank's command line, run by srun in each task: "$@" is the profile's argv (env included), the rest constant.
@@ -211,19 +207,11 @@ class SlurmLifecycle(ServerLifecycle):
     async def _node_sample(self, job: int, node: str) -> Sample | AgentError:
         """One step on one node (a step of one task: srun's --label would cut the agent's long lines into labelled
         pieces, and tasks sharing a step may interleave theirs)."""
-        argv = ["srun", "--overlap", f"--jobid={job}", "--nodes=1", "--ntasks=1", f"--nodelist={node}", "--quiet",
-                *self.agent.argv("sample", "--once")]
-        result = await self.conn.run(argv, cwd=self.spec.workdir, timeout=60)
-        if not_there(result.exit_status, result.stderr.splitlines()):  # not there yet (or the nodes do not share it)
-            await self.agent.install()
-            result = await self.conn.run(argv, cwd=self.spec.workdir, timeout=60)
-        found: Sample | AgentError | None = None
-        for line in result.stdout.splitlines():
-            with contextlib.suppress(SampleParseError):
-                if isinstance(event := parse_line(line), Sample | AgentError):
-                    found = event
-        why = visible(result.stderr.strip().splitlines()[-1]) if result.stderr.strip() else f"srun exited {result.exit_status}"
-        return found or AgentError("query-failed", why)
+        try:
+            return await self.agent.sample_once(via=("srun", "--overlap", f"--jobid={job}", "--nodes=1", "--ntasks=1",
+                                                     f"--nodelist={node}", "--quiet"))
+        except SampleParseError as e:  # a line of the node's own on the step's output: said on the node's line
+            return AgentError("query-failed", visible(str(e)))
 
     # -- checks and actions ---------------------------------------------------
     async def preflight(self, profile: Profile, *, skip: frozenset[str] = frozenset()) -> list[Check]:
@@ -247,7 +235,7 @@ class SlurmLifecycle(ServerLifecycle):
                             "may see it", warning=not seen))
         if which.ok and "flags-known" not in skip:  # with the ranks' own flags, as the job will add them
             ranked = replace(profile, flags={**profile.flags, **rank_flags(profile.kind, 2, 1, "node0", profile.dist_port)}) \
-                if profile.nodes_needed > 1 and profile.kind in RANK_SHELL else profile
+                if profile.nodes_needed > 1 else profile
             checks.append((await check_flags(self.agent, ranked, argv))[0])
         if profile.host in ("127.0.0.1", "localhost", "::1"):
             checks.append(Check("host", True, f"the server binds {profile.host} on its node: only a login node that is "
