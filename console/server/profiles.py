@@ -164,7 +164,8 @@ class Profile:
 def diff(a: Profile, b: Profile) -> list[tuple[str, str | None, str | None]]:
     """(setting, value in a, value in b) for every setting that differs; None where absent."""
     rows: list[tuple[str, str | None, str | None]] = []
-    for key in ("kind", "launcher", "model_path", "model_arg", "host", "port", "health_paths", "ready_line", "nodes"):
+    for key in ("kind", "launcher", "model_path", "model_arg", "host", "port", "health_paths", "ready_line", "nodes",
+                "node_count", "dist_port"):
         va, vb = getattr(a, key), getattr(b, key)
         if va != vb:
             rows.append((key, _setting(key, va), _setting(key, vb)))
@@ -181,8 +182,10 @@ def diff(a: Profile, b: Profile) -> list[tuple[str, str | None, str | None]]:
 def _setting(key: str, value: Any) -> str:
     if key == "launcher":
         return shlex.join(value)
-    if key in ("health_paths", "nodes"):
-        return ", then ".join(value) if key == "health_paths" else ", ".join(value) or "(this host)"
+    if key == "health_paths":
+        return ", then ".join(value)
+    if key == "nodes":
+        return ", ".join(value) or "(this host)"
     return "(none)" if value is None else str(value)
 
 
