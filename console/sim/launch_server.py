@@ -17,7 +17,6 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +27,7 @@ from console.sim import state
 from console.sim.adaptive import AdaptiveParams, candidate_steps_of
 from console.sim.calibration import DEFAULT
 from console.sim.engine import BatchScheduler, DraftPolicy, StaticDrafting
-from console.sim.openai_app import EngineLoop, SimServer
+from console.sim.openai_app import EngineLoop, OwnSignals, SimServer
 from console.sim.ranks import Leader, run_follower
 
 READY_LINE = "The server is fired up and ready to roll!"
@@ -165,11 +164,6 @@ def start_workers(args: argparse.Namespace, gpus: state.GpuSpec) -> list[subproc
     return workers
 
 
-class _Server(uvicorn.Server):
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:  # we handle SIGTERM ourselves: see serve()
-        yield
-
 
 SGLANG_LOADING = ["Load weight end. type=DeepseekV3ForCausalLM", "KV Cache is allocated.",
                   "Capture cuda graph begin. This can take up to several minutes.", "Capture cuda graph end."]
@@ -194,7 +188,7 @@ async def serve(args: argparse.Namespace, sock: socket.socket, home: Path, polic
     engine = EngineLoop(scheduler, time_scale=args.time_scale, on_change=publish)
     sim = SimServer(engine, server_args, args.served_model_name or args.model_path, args.enable_metrics)
     config = uvicorn.Config(sim.app, log_level="warning", access_log=False, lifespan="off")
-    server = _Server(config)
+    server = OwnSignals(config)  # we handle SIGTERM ourselves: see below
     received: list[str] = []
 
     def on_signal(sig: signal.Signals) -> None:

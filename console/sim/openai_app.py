@@ -11,10 +11,11 @@ import json
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
@@ -281,21 +282,23 @@ class _Completion:
                 "choices": [choice], "usage": self.usage()}
 
 
-async def dummy_health_app(host: str, port: int, log: Any) -> None:
+class OwnSignals(uvicorn.Server):
+    """uvicorn, leaving SIGTERM and SIGINT to the simulated engine's own handling."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+async def dummy_health_app(host: str, port: int, log: Callable[[str], None]) -> None:
     """SGLang's rank above 0: /health, /ping and /health_generate answer 200 (launch_dummy_health_check_server,
     srt/utils/common.py); a port in use ends only this (there: a daemon thread), said in the log."""
-    import uvicorn
 
     async def ok(_: Request) -> Response:
         return Response(status_code=200)
 
-    class Server(uvicorn.Server):
-        @contextlib.contextmanager
-        def capture_signals(self) -> Iterator[None]:  # the rank's own SIGTERM handling stays
-            yield
-
     app = Starlette(routes=[Route(path, ok) for path in ("/health", "/ping", "/health_generate")])
-    server = Server(uvicorn.Config(app, host=host, port=port, log_level="error", access_log=False, lifespan="off"))
+    server = OwnSignals(uvicorn.Config(app, host=host, port=port, log_level="error", access_log=False, lifespan="off"))
     log(f"Dummy health check server started in background thread at {host}:{port}")
     try:
         await server.serve()  # a port in use: uvicorn logs the error and exits (SystemExit, which ends SGLang's thread)
