@@ -61,7 +61,7 @@ class RemoteTelemetry:
     async def _run(self, args: tuple[str, ...], timeout: float, via: tuple[str, ...] = ()) -> RunResult:
         """An agent command, run as it is: the agent is uploaded only when the host's python cannot open it, rather
         than asked for first (a round trip, an SSH session on every call and the console's first sample later).
-        via: a command the agent's runs under (`srun … ` on a Slurm job's node)."""
+        via: a command the agent runs under (`srun …` on a Slurm job's node)."""
         argv = [*via, *self.argv(*args)]
         result = await self.conn.run(argv, cwd=self.spec.workdir, timeout=timeout)
         if not_there(result.exit_status, result.stderr.splitlines()):

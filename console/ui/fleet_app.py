@@ -14,7 +14,7 @@ from console.config import Config
 from console.fleet import COLUMNS, FleetWatch
 from console.gpu.kill import KillPlan
 from console.remote.errors import RemoteError
-from console.ui.screens.confirm_kill import ConfirmKill
+from console.ui.screens.confirm_kill import ask_to_kill
 from console.ui.themes import DEFAULT_THEME, load_themes
 
 REFRESH_S = 1.0
@@ -79,17 +79,8 @@ class FleetApp(App[str | None]):
         if sample is None or not stray:
             self.notify(f"{host}: no stray processes" if sample is not None else f"{host}: no sample yet", timeout=3)
             return
-        plan = kill.plan(session, sample, stray)
-        if not plan.targets:
-            self.notify("\n".join(f"pid {r.pid}: {r.reason}" for r in plan.refused), title="Not killed", severity="error")
-            return
-
-        def decided(confirmed: bool | None) -> None:
-            if confirmed:
-                self.run_kill(host, plan)
-
-        self.push_screen(ConfirmKill(plan, self.fleet.config.kill_grace_s, f"Kill all {len(set(stray))} stray processes on "
-                                     f"{host}?"), decided)
+        ask_to_kill(self, kill.plan(session, sample, stray), self.fleet.config.kill_grace_s,
+                    f"Kill all {len(set(stray))} stray processes on {host}?", lambda plan: self.run_kill(host, plan))
 
     @work(group="fleet-kill", exit_on_error=False)
     async def run_kill(self, host: str, plan: KillPlan) -> None:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
+from typing import Any
 
 from rich.table import Table
 from rich.text import Text
+from textual.app import App
 
 from console.gpu.format import gib
 from console.gpu.kill import KillPlan
@@ -27,6 +30,22 @@ class ConfirmKill(Confirm):
         n = len(plan.targets)
         super().__init__(title or f"Kill {n} process{'es' if n != 1 else ''}?", [table, summary], action_label="Kill", note=note)
         self.plan = plan
+
+
+def ask_to_kill(app: App[Any], plan: KillPlan, grace_s: float, title: str | None, kill: Callable[[KillPlan], object],
+                cancelled: Callable[[], object] = lambda: None) -> None:
+    """The one way to a kill from the screen: what may not be killed said, else this confirmation, then `kill`."""
+    if not plan.targets:
+        app.notify("\n".join(f"pid {r.pid}: {r.reason}" for r in plan.refused), title="Not killed", severity="error")
+        return
+
+    def decided(confirmed: bool | None) -> None:
+        if confirmed:
+            kill(plan)
+        else:
+            cancelled()
+
+    app.push_screen(ConfirmKill(plan, grace_s, title), decided)
 
 
 class ConfirmCommand(Confirm):

@@ -17,7 +17,7 @@ from console.gpu.samples import AgentError, Hello, Sample
 from console.gpu.telemetry import LinkDown, TelemetryEvent
 from console.session import Session
 from console.ui.colours import theme_style
-from console.ui.screens.confirm_kill import ConfirmKill
+from console.ui.screens.confirm_kill import ask_to_kill
 from console.ui.widgets.gpu.bars import GpuBars
 from console.ui.widgets.gpu.processes import ProcessTable
 from console.ui.widgets.quiet import QuietStatic
@@ -135,19 +135,8 @@ class GpuPane(Vertical):
         if self.sample is None or not pids:
             self.notify("nothing selected", severity="warning", timeout=3)
             return
-        plan = kill.plan(self.session, self.sample, pids)
-        if not plan.targets:
-            self.notify("\n".join(f"pid {r.pid}: {r.reason}" for r in plan.refused), title="Not killed", severity="error")
-            return
-        grace = self.session.config.kill_grace_s
-
-        def decided(confirmed: bool | None) -> None:
-            if confirmed:
-                self.run_kill(plan)
-            else:
-                self.say("kill cancelled: nothing was signalled")
-
-        self.app.push_screen(ConfirmKill(plan, grace, title), decided)
+        ask_to_kill(self.app, kill.plan(self.session, self.sample, pids), self.session.config.kill_grace_s, title,
+                    self.run_kill, lambda: self.say("kill cancelled: nothing was signalled"))
 
     @work(exclusive=True, group="gpu-kill", exit_on_error=False)
     async def run_kill(self, plan: KillPlan) -> None:
