@@ -13,7 +13,15 @@ from functools import cache
 from importlib import resources
 
 EPOCH = (1980, 1, 1, 0, 0, 0)  # the earliest a zip can say: no build time in the bytes
-AGENT_MAIN = b"import runpy\nrunpy.run_module(\"pivot_agent\", run_name=\"__main__\", alter_sys=True)\n"
+# Python 2 and 3.0-3.7 can read this much: a host whose python is too old says which it is, not a SyntaxError.
+AGENT_MAIN = b"""import sys
+if sys.version_info < (3, 8):
+    sys.stderr.write("pivot's agent needs python 3.8 or later; %s is %d.%d: set python = for this host in pivot.toml\\n"
+                     % (sys.executable, sys.version_info[0], sys.version_info[1]))
+    sys.exit(3)
+import runpy
+runpy.run_module("pivot_agent", run_name="__main__", alter_sys=True)
+"""
 
 # The load generator's modules (console.sweep.generator and what it imports), checked by a test against its imports.
 LOADGEN_MODULES = (

@@ -36,7 +36,7 @@ async def used(conn: Connection) -> list[int]:
 
 async def start_detached(conn: Connection, port: int) -> int:
     # what the server lifecycle will do: its own session, no inherited descriptors, a pid file
-    script = f"setsid {LAUNCH.format(port=port)} </dev/null >~/.pivot/server.log 2>&1 & echo $!"
+    script = f"setsid {LAUNCH.format(port=port)} </dev/null >~/sim-server.log 2>&1 & echo $!"
     result = await conn.run(["sh", "-c", script])
     return int(result.stdout)
 
@@ -103,7 +103,7 @@ async def _apps_named(conn: Connection, names: set[str]):  # type: ignore[no-unt
 
 
 async def _log_has(conn: Connection, text: str) -> bool:
-    return text in (await conn.run(["cat", ".pivot/server.log"], cwd="~")).stdout
+    return text in (await conn.run(["cat", "sim-server.log"], cwd="~")).stdout
 
 
 def test_openssh_client_logs_in_with_the_printed_line(sim_host_process: HostProcess) -> None:

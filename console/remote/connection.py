@@ -19,7 +19,7 @@ from pathlib import Path
 import asyncssh
 
 from console.config import HostSpec
-from console.remote.command import shell_command
+from console.remote.command import quote_path, shell_command
 from console.remote.connect import SshClient, known_hosts_path, known_keys, open_ssh
 from console.remote.errors import CommandTimeout, Disconnected, RemoteError
 from console.remote.state import ConnectionEvent, ConnState
@@ -60,6 +60,7 @@ class Connection:
         self.last_error: RemoteError | None = None
         self.last_event = ConnectionEvent(self.host, ConnState.CLOSED)
         self._home: str | None = None
+        self._workdir_of: asyncssh.SSHClientConnection | None = None  # the connection on which the workdir was seen
 
     # -- events ---------------------------------------------------------------
     def add_listener(self, callback: Callable[[ConnectionEvent], None]) -> Callable[[], None]:
@@ -212,7 +213,28 @@ class Connection:
     ) -> RunResult:
         """Run argv on the host; returns its exit status, stdout and stderr."""
         conn = await self.connected(timeout)
-        command = shell_command(argv, cwd=cwd, env=env)
+        if cwd is not None:
+            await self._workdir(conn, cwd)
+        return await self._run(conn, argv, shell_command(argv, cwd=cwd, env=env), timeout, input)
+
+    async def _workdir(self, conn: asyncssh.SSHClientConnection, path: str) -> None:
+        """A host new to pivot has no workdir: the first command of a connection that works in it creates it (mode
+        0700, the user's alone) and says so, once. Nothing else creates it: neither the simulated host nor a test."""
+        workdir = self.spec.workdir.rstrip("/") or "/"
+        forms = {workdir, await self.expand(workdir) if self._home is not None else workdir}  # an expanded path too
+        if self._workdir_of is conn or not any(path.rstrip("/") == w or path.startswith(w + "/") for w in forms):
+            return
+        script = f'd={quote_path(workdir)}; [ -d "$d" ] && exit 0; mkdir -p -m 0700 -- "$d" && echo "$d"'
+        result = await self._run(conn, ["mkdir"], script, 30, None)
+        if result.exit_status != 0:
+            why = (result.stderr.strip().splitlines() or [f"exit status {result.exit_status}"])[-1]
+            raise RemoteError(self.host, f"cannot create the workdir {visible(workdir)}: {visible(why)}")
+        if result.stdout.strip():
+            log.warning("%s: a host new to pivot: created its workdir %s (mode 0700)", self.host, visible(result.stdout.strip()))
+        self._workdir_of = conn
+
+    async def _run(self, conn: asyncssh.SSHClientConnection, argv: Sequence[str], command: str, timeout: float,
+                   input: str | None) -> RunResult:
         try:
             process = await conn.create_process(command, stdin=asyncssh.PIPE if input is not None else asyncssh.DEVNULL)
         except (asyncssh.Error, OSError) as e:
@@ -247,12 +269,15 @@ class Connection:
     ) -> RemoteStream:
         """Start a long-running command; iterate its stdout lines, then `stop()` it."""
         conn = await self.connected(timeout)
+        if cwd is not None:
+            await self._workdir(conn, cwd)
         process = await conn.create_process(shell_command(argv, cwd=cwd, env=env), stdin=asyncssh.PIPE)
         return RemoteStream(self.host, tuple(argv), process)
 
     async def upload(self, source: bytes | str | os.PathLike[str], remote_path: str, *, mode: int = 0o644) -> None:
         """Write a local file (or bytes) to the host atomically: a temporary name, then rename."""
         conn = await self.connected()
+        await self._workdir(conn, remote_path)
         data = source if isinstance(source, bytes) else await asyncio.to_thread(Path(source).read_bytes)
         path = remote_path[2:] if remote_path.startswith("~/") else remote_path  # SFTP is relative to home
         tmp = f"{path}.pivot-tmp-{os.getpid()}"

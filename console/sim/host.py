@@ -83,7 +83,6 @@ class SimHost:
             model = self.home / "models" / name
             model.mkdir(parents=True, exist_ok=True)
             (model / "config.json").write_text(json.dumps({"architectures": [arch], "simulated": True}))
-        (self.home / ".pivot").mkdir(parents=True, exist_ok=True)
         key_path = self.root / "client_key"
         self.client_key.write_private_key(str(key_path))
         key_path.chmod(0o600)
@@ -200,6 +199,7 @@ class SimHost:
         profile = dataclasses.replace(profile, port=port)
         argv = [f"{self.home}/{a[2:]}" if a.startswith("~/") else a for a in profile.argv()]
         workdir = self.home / ".pivot"
+        workdir.mkdir(mode=0o700, exist_ok=True)  # as the earlier console's first contact left it
         with open(workdir / LOG, "ab") as log:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=self.env(),
                                     cwd=self.home, start_new_session=True)
@@ -232,7 +232,7 @@ class SimHost:
 
     def _simulated_pids(self) -> set[int]:
         pids = {c["pid"] for c in state.live_claims(self.sim)} | {s["pid"] for s in state.live_servers(self.sim)}
-        for pidfile in (self.home / ".pivot").rglob("*.pid"):
+        for pidfile in (self.home / ".pivot").rglob("*.pid") if (self.home / ".pivot").is_dir() else ():
             with contextlib.suppress(OSError, ValueError):
                 pids.add(int(pidfile.read_text().split()[0]))
         return pids

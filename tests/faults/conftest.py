@@ -54,8 +54,8 @@ async def sim(tmp_path: Path) -> AsyncIterator[SimHost]:
 
 def _openssh_host(sshd: Sshd, root: Path) -> Host:  # noqa: F811
     spec = sshd.spec
-    workdir = root / "work"
-    workdir.mkdir(parents=True)
+    workdir = root / "work"  # not made: pivot makes it on first contact, as on a new host
+    root.mkdir(parents=True, exist_ok=True)
     path = root / "pivot.toml"
     path.write_text(
         f'default_host = "openssh"\ncampaign_dir = {json.dumps(str(root / "campaign"))}\n\n[hosts.openssh]\n'
