@@ -1,6 +1,6 @@
-"""Engine kinds other than SGLang's and vLLM's, end to end over SSH: a llama.cpp-like server (llama-cpp-python's
-behaviour, console/sim/llamacpp_server.py) on a host declared without GPUs is started from a `llamacpp` profile,
-seen ready, swept and stopped, with no shim and no --force."""
+"""Engine kinds other than SGLang's and vLLM's, end to end over SSH: a llama-cpp-python server (console/sim/
+llamacpp_server.py) on a host declared without GPUs is started from a `llama-cpp-python` profile, seen ready, swept and
+stopped, with no shim and no --force. (llama.cpp's own llama-server runs for real in tests/real.)"""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def _llama_host(host: HostProcess, flags: str) -> Path:
     profiles = cfg.parent / "profiles"
     profiles.mkdir(exist_ok=True)
     (profiles / "llama.toml").write_text(
-        f'kind = "llamacpp"\nlauncher = ["{sys.executable}", "-m", "console.sim.llamacpp_server"]\n'
+        f'kind = "llama-cpp-python"\nlauncher = ["{sys.executable}", "-m", "console.sim.llamacpp_server"]\n'
         f'model_path = "~/models/tiny.gguf"\nport = {free_port()}\n[flags]\n{flags}')
     return cfg
 
@@ -66,7 +66,7 @@ def test_a_check_skipped_is_said_and_a_launcher_ending_in_the_model_flag_is_advi
 
 
 @pytest.mark.parametrize(("text", "problem"), [
-    ('kind = "llama"\n', "kind: must be one of sglang, vllm, llamacpp, trtllm, tgi, openai, got 'llama'"),
+    ('kind = "llama"\n', "kind: must be one of sglang, vllm, llamacpp, llama-cpp-python, trtllm, tgi, openai, got 'llama'"),
     ('health_path = "health"\n', "health_path: expected a path starting with / (printable ASCII, no space), got 'health'"),
     ('model_arg = "model"\n', "model_arg: expected a flag such as --model, or 'positional', got 'model'"),
 ])
@@ -82,7 +82,7 @@ def test_each_kind_passes_the_model_its_own_way_and_a_profile_overrides_it(tmp_p
     (tmp_path / "c.toml").write_text('kind = "trtllm"\nlauncher = "trtllm-serve"\nmodel_path = "/m"\n')
     found = load_profiles(tmp_path)
     a, b, c = (found.get(n) for n in "abc")
-    assert a.argv()[:3] == ["llama-server", "--model", "/m.gguf"] and a.health_paths == ("/health", "/openapi.json")
+    assert a.argv()[:3] == ["llama-server", "--model", "/m.gguf"] and a.health_paths == ("/health",)
     assert b.argv()[:3] == ["llama-server", "-m", "/m.gguf"] and b.health_paths == ("/v1/health",)
     assert c.argv()[:2] == ["trtllm-serve", "/m"]
 

@@ -75,7 +75,7 @@ def test_unset_removes_an_inherited_flag(tmp_path: Path) -> None:
     ({"p": 'launcher = "s"\n'}, "p", "p.toml: model_path: missing: the path of the model on the host"),
     ({"p": 'model_path = "/m"\n'}, "p", "p.toml: launcher: missing"),
     ({"p": 'launcher = "s"\nmodel_path = "/m"\nkind = "mlc"\n'}, "p",
-     "p.toml: kind: must be one of sglang, vllm, llamacpp, trtllm, tgi, openai, got 'mlc'"),
+     "p.toml: kind: must be one of sglang, vllm, llamacpp, llama-cpp-python, trtllm, tgi, openai, got 'mlc'"),
     ({"p": 'launcher = "s"\nmodel_path = "/m"\n[flags]\n"--tp" = 8\n'}, "p",
      "p.toml: flags.--tp: write the flag without its leading dashes"),
     ({"p": 'launcher = "s"\nmodel_path = "/m"\n[flags]\ntp = {a = 1}\n'}, "p",

@@ -31,14 +31,15 @@ def cmd_profiles(args: argparse.Namespace) -> int:
     profiles = load_profiles(*cfg.profile_dirs)
     if action is None:
         table = Table(box=None, header_style="bold", pad_edge=False)
-        for col in ("PROFILE", "KIND", "EXTENDS", "DESCRIPTION"):
+        for col in ("PROFILE", "KIND", "DRAFTS", "EXTENDS", "DESCRIPTION"):
             table.add_column(col)
         for name in profiles.names:
             if name in profiles.broken:
-                table.add_row(name, Text("broken", style="red"), "", Text(str(profiles.broken[name])))
+                table.add_row(name, Text("broken", style="red"), "", "", Text(str(profiles.broken[name])))
             else:
                 p = profiles.profiles[name]
-                table.add_row(name, p.kind, Text(p.extends or ""), Text(visible(p.description)))
+                drafts = Text(visible(p.drafting.method)) if p.drafting else Text("—")
+                table.add_row(name, p.kind, drafts, Text(p.extends or ""), Text(visible(p.description)))
         out.print(table)
         return 1 if profiles.broken else 0
     if action == "show":
@@ -56,6 +57,7 @@ def cmd_profiles(args: argparse.Namespace) -> int:
         eos = "ignore_eos sent" if engine.ignore_eos else "ignore_eos not sent"
         early = ", requests may end early" if engine.ends_early else ""
         print(f"# {metrics}; {usage}; {eos}{early}")
+        print(f"# {p.drafting_text()}")
         if p.left_out:  # `false` drops a flag; the engine's default then applies, which may not be "off"
             print(f"# left out (false): {' '.join(visible(f) for f in p.left_out)}; write \"False\" to pass the word")
         if p.node_count:  # a number of nodes: a Slurm login node runs it as this job

@@ -57,6 +57,13 @@ def level_notes(e: dict[str, Any]) -> str:
         notes.append(f"{e['usage_missing']} without usage")
     if (e.get("attempts") or 1) > 1:
         notes.append(f"{e['attempts']} attempts merged")
+    if e.get("retried"):
+        notes.append(f"{e['retried']} sent again (the server closed a kept-alive connection)")
+    server: dict[str, Any] = e["server"] if isinstance(e.get("server"), dict) else {}  # live, or a stored row's columns
+    rate = e.get("server_spec_accept_rate", server.get("spec_accept_rate"))
+    if isinstance(rate, int | float):
+        length = e.get("server_spec_accept_length", server.get("spec_accept_length"))
+        notes.append(f"drafts {rate:.0%} accepted" + (f", {length:.1f}/step" if isinstance(length, int | float) else ""))
     return visible("; ".join(notes))
 
 

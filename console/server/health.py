@@ -59,7 +59,7 @@ class HealthProbe:
         return self._http
 
     async def _model_name(self, record: ServerRecord) -> str | None:
-        if record.kind == "llamacpp":  # its /v1/models waits for the model and may cut the stream in flight
+        if record.kind == "llama-cpp-python":  # its /v1/models waits for the model and may cut the stream in flight
             flag = next((a for a in ("--model", "-m") if a in record.argv[:-1]), None)
             return visible(record.argv[record.argv.index(flag) + 1]) if flag else None
         import httpx

@@ -94,7 +94,7 @@ async def check_flags(agent: RemoteTelemetry, profile: Profile, argv: list[str])
 def interrupts(profile: Profile, help_text: str) -> Check | None:
     """llama-cpp-python ends a stream as soon as another request waits (interrupt_requests, True by default:
     llama_cpp/server/settings.py, app.py get_event_publisher): at C >= 2 most requests would end early."""
-    if profile.kind != "llamacpp" or "--interrupt_requests" not in help_text:
+    if profile.kind != "llama-cpp-python" or "--interrupt_requests" not in help_text:
         return None
     value = profile.flags.get("interrupt_requests")
     if isinstance(value, str) and value.strip().lower() in ("0", "off", "f", "false", "n", "no"):

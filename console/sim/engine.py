@@ -72,6 +72,8 @@ class BatchScheduler:
         self.running: list[SimRequest] = []
         self.accepted_tokens = 0  # for avg_spec_accept_length
         self.spec_steps = 0
+        self.drafted_tokens = 0  # draft tokens proposed, and of them accepted: an engine's spec_decode counters
+        self.accepted_drafts = 0
         self.last_num_steps = 0  # draft steps used in the last step (0 = drafting off)
 
     def submit(self, request: SimRequest) -> None:
@@ -117,6 +119,8 @@ class BatchScheduler:
             if steps:
                 self.accepted_tokens += drafts + 1
                 self.spec_steps += 1
+                self.drafted_tokens += steps
+                self.accepted_drafts += drafts
             limit = request.max_tokens if request.ignore_eos else min(request.max_tokens, request.stop_at)
             n = min(drafts + 1, limit - request.generated)
             request.generated += n

@@ -170,7 +170,7 @@ SGLANG_LOADING = ["Load weight end. type=DeepseekV3ForCausalLM", "KV Cache is al
 
 
 async def serve(args: argparse.Namespace, sock: socket.socket, home: Path, policy: DraftPolicy | None,
-                server_args: dict[str, Any], *, loading: list[str], ready: list[str]) -> str:
+                server_args: dict[str, Any], *, loading: list[str], ready: list[str], engine: str = "sglang") -> str:
     """Serve until a signal; returns the signal's name ("peer-lost" when another node's rank ended without rank 0's
     word). args: tp_size, host, port, served_model_name, model_path, enable_metrics, random_seed, time_scale,
     max_running_requests, nnodes and rendezvous, as the engine's own flags set them."""
@@ -185,8 +185,8 @@ async def serve(args: argparse.Namespace, sock: socket.socket, home: Path, polic
 
     scheduler = BatchScheduler(DEFAULT, spec=policy, max_running=args.max_running_requests or DEFAULT_MAX_RUNNING,
                                seed=args.random_seed)
-    engine = EngineLoop(scheduler, time_scale=args.time_scale, on_change=publish)
-    sim = SimServer(engine, server_args, args.served_model_name or args.model_path, args.enable_metrics)
+    engine_loop = EngineLoop(scheduler, time_scale=args.time_scale, on_change=publish)
+    sim = SimServer(engine_loop, server_args, args.served_model_name or args.model_path, args.enable_metrics, engine)
     config = uvicorn.Config(sim.app, log_level="warning", access_log=False, lifespan="off")
     server = OwnSignals(config)  # we handle SIGTERM ourselves: see below
     received: list[str] = []
@@ -198,7 +198,7 @@ async def serve(args: argparse.Namespace, sock: socket.socket, home: Path, polic
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal, sig)
-    engine_task = asyncio.create_task(engine.run())
+    engine_task = asyncio.create_task(engine_loop.run())
     serve_task = asyncio.create_task(server.serve(sockets=[sock]))
     await asyncio.sleep(0)
     state.publish_server(home, gpus, 0, 0)
@@ -294,7 +294,7 @@ def run_simulated(args: argparse.Namespace, sock: socket.socket | None, gpus: st
         reason = asyncio.run(run_follower(args.rendezvous, args.node_rank, engine=engine, host=args.host, port=args.port,
                                           ready_lines=loading[-1:], load_s=DEFAULT.load_seconds / args.time_scale, log=_log))
     else:
-        reason = asyncio.run(serve(args, sock, home, policy, server_args, loading=loading, ready=ready))
+        reason = asyncio.run(serve(args, sock, home, policy, server_args, loading=loading, ready=ready, engine=engine))
     if reason in ("peer-lost", "leader-lost"):  # a failed collective: the process ends, its workers stay behind
         if reason == "leader-lost":
             _log("Scheduler hit an exception: RuntimeError: the process group lost node_rank 0")

@@ -116,8 +116,10 @@ def _error(status: int, message: str) -> JSONResponse:
 class SimServer:
     """State shared by the routes: the engine, the resolved arguments, loading status."""
 
-    def __init__(self, engine: EngineLoop, args: dict[str, Any], served_model_name: str, enable_metrics: bool):
+    def __init__(self, engine: EngineLoop, args: dict[str, Any], served_model_name: str, enable_metrics: bool,
+                 kind: str = "sglang"):
         self.engine = engine
+        self.kind = kind  # whose metric names /metrics speaks
         self.args = args
         self.model = served_model_name
         self.enable_metrics = enable_metrics
@@ -169,18 +171,37 @@ class SimServer:
         if not self.enable_metrics:
             return PlainTextResponse("Not Found", status_code=404)
         scheduler = self.engine.scheduler
-        label = f'{{model_name="{self.model}"}}'
-        gauges = {
-            "sglang:num_running_reqs": ("The number of running requests.", len(scheduler.running)),
-            "sglang:num_queue_reqs": ("The number of requests in the waiting queue.", len(scheduler.waiting)),
-            "sglang:gen_throughput": ("The generation throughput (token/s).", self.engine.throughput()),
-            "sglang:spec_accept_length": ("The average acceptance length of speculative decoding.", scheduler.avg_accept_length),
-            "sglang:spec_num_steps": ("The number of speculative steps in the last batch.", scheduler.last_num_steps),
-        }
-        counters = {
-            "sglang:prompt_tokens_total": ("Number of prefill tokens processed.", self.engine.prompt_tokens_total),
-            "sglang:generation_tokens_total": ("Number of generation tokens processed.", self.engine.generation_tokens_total),
-        }
+        drafting = scheduler.spec is not None
+        accept_rate = scheduler.accepted_drafts / scheduler.drafted_tokens if scheduler.drafted_tokens else 0.0
+        if self.kind == "vllm":  # vllm/v1/metrics/loggers.py, vllm/v1/spec_decode/metrics.py
+            label = f'{{engine="0",model_name="{self.model}"}}'
+            gauges: dict[str, tuple[str, float]] = {
+                "vllm:num_requests_running": ("Number of requests in model execution batches.", len(scheduler.running)),
+                "vllm:num_requests_waiting": ("Number of requests waiting to be processed.", len(scheduler.waiting)),
+            }
+            counters: dict[str, tuple[str, float]] = {
+                "vllm:generation_tokens_total": ("Number of generation tokens processed.", self.engine.generation_tokens_total),
+                **({"vllm:spec_decode_num_drafts_total": ("Number of spec decoding drafts.", scheduler.spec_steps),
+                    "vllm:spec_decode_num_draft_tokens_total": ("Number of draft tokens.", scheduler.drafted_tokens),
+                    "vllm:spec_decode_num_accepted_tokens_total": ("Number of accepted tokens.", scheduler.accepted_drafts)}
+                   if drafting else {}),
+            }
+        else:  # sglang/srt/observability/metrics_collector.py
+            label = f'{{model_name="{self.model}"}}'
+            gauges = {
+                "sglang:num_running_reqs": ("The number of running requests.", len(scheduler.running)),
+                "sglang:num_queue_reqs": ("The number of requests in the waiting queue.", len(scheduler.waiting)),
+                "sglang:gen_throughput": ("The generation throughput (token/s).", self.engine.throughput()),
+                "sglang:spec_accept_length": ("Mean acceptance length of speculative decoding (accepted drafts + bonus "
+                                              "token per forward).", scheduler.avg_accept_length),
+                "sglang:spec_accept_rate": ("Speculative acceptance rate (`accepted drafts / proposed drafts` in batch).",
+                                            accept_rate),
+                "sglang:spec_num_steps": ("Currently active speculative_num_steps.", scheduler.last_num_steps),
+            }
+            counters = {
+                "sglang:prompt_tokens_total": ("Number of prefill tokens processed.", self.engine.prompt_tokens_total),
+                "sglang:generation_tokens_total": ("Number of generation tokens processed.", self.engine.generation_tokens_total),
+            }
         lines = []
         for kind, table in (("gauge", gauges), ("counter", counters)):
             for name, (help_text, value) in table.items():

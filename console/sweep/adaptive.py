@@ -30,6 +30,7 @@ from console.server.speculation import (
     vllm_dynamic_unsupported,
 )
 from console.sweep.compare import Comparison, label
+from console.untrusted import visible
 
 SGLANG_DEFAULT_STEPS = 3  # `_auto_choose_speculative_params` (speculative_hook.py): 3 steps for most architectures
 VLLM_DEFAULT_MAX_NUM_SEQS = 1024  # vLLM's default on an H100/H200 (`_set_default_max_num_seqs_and_batched_tokens_args`)
@@ -125,7 +126,7 @@ def plan(cfg: Config, cmp: Comparison) -> AdaptivePlan:
     except ProfileError:
         raise NoAdaptiveProfile(f"no adaptive profile: the drafting run's profile {run.profile!r} is not among the "
                                 f"profiles here ({', '.join(profiles.names)})") from None
-    found = drafting(spec.kind, spec.argv())
+    found = drafting(spec.kind, spec.argv(), spec.env)
     if found is None:
         raise NoAdaptiveProfile(f"no adaptive profile: {spec.path} does not draft by its own flags, though "
                                 f"{label(run)} did")
@@ -152,6 +153,13 @@ def plan(cfg: Config, cmp: Comparison) -> AdaptivePlan:
         config = {**found.vllm_config, "num_speculative_tokens_per_batch_size": schedule}
         first_off = cut + 1
         reason = vllm_dynamic_unsupported(spec.argv(), config)
+    elif spec.kind == "llamacpp":
+        base = cmp.b if run is cmp.a else cmp.a
+        raise NoAdaptiveProfile(
+            f"no adaptive profile: llama.cpp's llama-server cannot switch drafting by batch size (its --spec-type and "
+            "draft lengths are fixed at start, common/arg.cpp; its per-request speculative fields are compiled out, "
+            f"tools/server/server-schema.cpp): run {spec.name} while at most {cut} requests run at once and "
+            f"{visible(base.profile)} above (switch with pivot server switch, or serve both and route by load)")
     else:
         raise NoAdaptiveProfile(f"no adaptive profile: pivot knows no batch-size speculation for {spec.kind} servers")
     if reason:

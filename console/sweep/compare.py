@@ -92,6 +92,9 @@ class Comparison:
                 row[f"ratio_{name}"] = v.ratio if v else None
                 row[f"spread_{name}"] = v.spread if v else None
                 row[f"leader_{name}"] = v.leader if v else None
+            for side, level in (("a", lv.a), ("b", lv.b)):  # speculation's own figures, where the server gave them
+                row[f"{side}_accept_rate"] = level.get(ACCEPT_RATE)
+                row[f"{side}_accept_length"] = level.get(ACCEPT_LENGTH)
             row["a_errors"], row["b_errors"] = lv.a.get("errors"), lv.b.get("errors")
             row["a_requests"], row["b_requests"] = lv.a.get("requests"), lv.b.get("requests")
             rows.append(row)
@@ -299,6 +302,29 @@ def _client_note(a: Run, b: Run) -> list[str]:
     return [f"note: {'; '.join(parts)}"] if parts else []
 
 
+ACCEPT_RATE, ACCEPT_LENGTH = "server_spec_accept_rate", "server_spec_accept_length"  # a level's row, from the server
+
+
+def acceptance(level: dict[str, Any]) -> str | None:
+    """A level's draft acceptance in words ("97 % accepted, 3.1 tokens a step"), where the server reported it."""
+    rate, length = level.get(ACCEPT_RATE), level.get(ACCEPT_LENGTH)
+    if not isinstance(rate, int | float):
+        return None
+    return f"{rate:.0%} accepted" + (f", {length:.1f} tokens a step" if isinstance(length, int | float) else "")
+
+
+def _acceptance_notes(run: Run) -> list[str]:
+    """Speculation's own numbers per level: a level where it loses with 99 % of drafts accepted is a draft too costly,
+    one with 30 % a draft that guesses badly."""
+    if run.drafting is None:
+        return []
+    frame = run.measured()
+    said = [f"C={row['c']}: {text}" for row in frame.iter_rows(named=True) if (text := acceptance(row))]
+    if not said:
+        return [f"note: {label(run)} drafts ({run.drafting.method}) but its server reported no draft acceptance"]
+    return [f"acceptance: {label(run)}: " + "; ".join(said)]
+
+
 def _quality_notes(run: Run) -> list[str]:
     frame = run.measured()
     notes = []
@@ -336,7 +362,8 @@ def compare(a: Run, b: Run) -> Comparison:
     recommendation, cut = recommend(a, b, cmp_levels)
     return Comparison(a, b, cmp_levels, excluded, _crossover(cmp_levels, "total", names),
                       _crossover(cmp_levels, "per_request", names), sat, recommendation, cut, _repeats(cmp_levels, names),
-                      _client_note(a, b) + _quality_notes(a) + _quality_notes(b))
+                      _acceptance_notes(a) + _acceptance_notes(b) + _client_note(a, b) + _quality_notes(a)
+                      + _quality_notes(b))
 
 
 def _which_leads(a: Run, b: Run, cmp_levels: list[Level]) -> str:

@@ -17,12 +17,10 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-import aiohttp
-
 from console.server.engines import ENGINES, Engine
 from console.sweep.metrics import FAILED_ERROR_RATE, RequestRecord, level_metrics, percentile
-from console.sweep.requests import TokensPerChunk, one_request, request_body
-from console.sweep.server_view import scrape, server_answers, server_facts, warnings_for
+from console.sweep.requests import Client, TokensPerChunk, UniquePrompts, one_request, request_body
+from console.sweep.server_view import metrics_text, scrape, server_answers, server_facts, spec_counters, speculation, warnings_for
 from console.sweep.settings import SweepSettings
 
 LAG_TICK_S = 0.01
@@ -55,31 +53,20 @@ def client_bound(cpu: float) -> str | None:
     return None
 
 
-def lagging(lag_p90: float | None, itl_p50: float | None, itl_mean: float | None) -> str | None:
+def lagging(lag_p90: float | None, itl_mean: float | None) -> str | None:
     """Why this level's latencies cannot be trusted: chunks are stamped when the client's loop gets to them, so a
-    loop that runs late by a good part of an inter-token gap bunches them and ITL collapses toward 0 ms, far
-    below the requests' own pace (tokens over their decode time, which bunching does not change)."""
+    loop that runs late by a good part of an inter-token gap bunches them. Bursts the server itself sends (a drafting
+    server's accepted tokens) are what it does, measured per token (RequestRecord.arrivals), not the client's fault."""
     if lag_p90 is not None and lag_p90 >= max(0.002, 0.25 * (itl_mean or 0)):
         against = f" against an ITL of {itl_mean * 1000:.1f} ms" if itl_mean else ""
         return f"the load generator's loop ran late (p90 {lag_p90 * 1000:.1f} ms{against})"
-    if itl_p50 is not None and itl_mean and itl_p50 < 0.25 * itl_mean:
-        return (f"chunks arrived in bursts (ITL p50 {itl_p50 * 1000:.1f} ms against {itl_mean * 1000:.1f} ms per token "
-                "over each request)")
     return None
 
 
 HostLoad = Callable[[], Awaitable[float | None]]
 
 
-def client_session(url: str, headers: dict[str, str], most: int, idle_timeout_s: float) -> aiohttp.ClientSession:
-    """aiohttp: its HTTP parser is C (llhttp), and per streamed token it costs half of httpx's CPU (whose layers,
-    anyio, sniffio and h11, were over 30 % of the load generator's time). A connection per request in flight, kept
-    alive from one request to the next; an idle stream fails after idle_timeout_s."""
-    return aiohttp.ClientSession(url, headers=headers, connector=aiohttp.TCPConnector(limit=most + 8),
-                                 timeout=aiohttp.ClientTimeout(total=None, connect=30, sock_read=idle_timeout_s))
-
-
-async def run_level(client: aiohttp.ClientSession, settings: SweepSettings, pool: list[Any], model: str, c: int, sink: Sink,
+async def run_level(client: Client, settings: SweepSettings, pool: list[Any] | UniquePrompts, model: str, c: int, sink: Sink,
                     scrape_metrics: bool, per_chunk: TokensPerChunk, host_load: HostLoad | None,
                     repeat: bool = False, ignore_eos: bool = True, nodes: list[str] | None = None) -> dict[str, Any]:
     """One level to its end; nodes: the hosts of a server across nodes (each rank serves every request), written in
@@ -106,7 +93,8 @@ async def run_level(client: aiohttp.ClientSession, settings: SweepSettings, pool
                 return
             index = next_index
             next_index += 1
-            path, body = request_body(settings, model, pool[index % len(pool)], ignore_eos=ignore_eos)
+            prompt = pool[index % len(pool)] if isinstance(pool, list) else pool.prompt()
+            path, body = request_body(settings, model, prompt, ignore_eos=ignore_eos)
             in_flight += 1
             peak = max(peak, in_flight)
             try:
@@ -128,8 +116,10 @@ async def run_level(client: aiohttp.ClientSession, settings: SweepSettings, pool
                        "streamed": round((per_chunk.seen - seen0) * per_chunk.ratio)})
 
     helpers = [asyncio.create_task(watch_lag(lags)), asyncio.create_task(progress())]
+    counted_before = None
     if scrape_metrics:
-        helpers.append(asyncio.create_task(scrape(client, c, sink.emit, server_samples)))
+        counted_before = spec_counters(await metrics_text(client.session()) or "")
+        helpers.append(asyncio.create_task(scrape(client.session, c, sink.emit, server_samples)))
     try:
         await asyncio.gather(*(slot() for _ in range(c)))
     finally:
@@ -139,6 +129,8 @@ async def run_level(client: aiohttp.ClientSession, settings: SweepSettings, pool
     cpu = (time.process_time() - cpu0) / wall if wall > 0 else 0.0
     server = {k: sum(s[k] for s in server_samples if k in s) / max(1, sum(k in s for s in server_samples))
               for k in {k for s in server_samples for k in s}}
+    if counted_before is not None:  # counted over the level, not averaged from gauges
+        server |= speculation(counted_before, spec_counters(await metrics_text(client.session()) or ""))
     over = sum(r.over_asked for r in records)
     failed = (f"the server reported more tokens than max_tokens asked in {over} request(s): not a measurement"
               if over else None)
@@ -146,7 +138,7 @@ async def run_level(client: aiohttp.ClientSession, settings: SweepSettings, pool
     lag_p90 = percentile(lags, 90)
     client_side = {"client_cpu": round(cpu, 3), "loop_lag_p50": percentile(lags, 50), "loop_lag_p90": lag_p90,
               "loop_lag_p99": percentile(lags, 99), "load_avg": os.getloadavg()[0],
-              "client_bound": client_bound(cpu), "lagging": lagging(lag_p90, metrics.itl_p50, metrics.itl_mean)}
+              "client_bound": client_bound(cpu), "lagging": lagging(lag_p90, metrics.itl_mean)}
     if host_load is not None:
         client_side["host_load_avg"] = await host_load()
     sink.emit({"type": "level_done", "c": c, "peak_in_flight": peak, "repeat": repeat, **({"nodes": ",".join(nodes)} if nodes else {}),
@@ -174,12 +166,18 @@ async def sweep(url: str, sink: Sink, settings: SweepSettings, *, pool: list[Any
     engine = ENGINES.get(kind or "")
     ignore_eos = engine is None or engine.ignore_eos
     failed: str | None = None
-    async with client_session(url, headers, max(levels), settings.idle_timeout_s) as client:
-        facts = await server_facts(client)
+    async with Client(url, headers, max(levels), settings.idle_timeout_s) as client:
+        facts = await server_facts(client.session())
         model = settings.model or facts.get("model") or "default"
+        source: list[Any] | UniquePrompts = pool
+        if not pool:  # a prompt of its own for each request, as long as asked in the server's tokens where it counts
+            source = UniquePrompts(settings.input_tokens)
+            await source.calibrate(client.session())
         said = [*(warnings or []), *warnings_for(levels, facts), *engine_warnings(engine)]
         sink.emit({"type": "sweep_started", "url": url, "model": model, "server": facts, "resumed": sorted(done),
-                   "repeat": repeat or [], "warnings": said, "pid": os.getpid(), "client": placement})
+                   "repeat": repeat or [], "warnings": said, "pid": os.getpid(), "client": placement,
+                   "prompts": source.describe() if isinstance(source, UniquePrompts) else
+                   {"source": settings.prompt_file or f"{len(pool)} seeded prompts (unique_prompts = false)"}})
         stopped = False
         for c in levels:
             if c in done:
@@ -187,13 +185,13 @@ async def sweep(url: str, sink: Sink, settings: SweepSettings, *, pool: list[Any
             if stop_after_level.is_set():
                 stopped = True
                 break
-            result = await run_level(client, settings, pool, model, c, sink, bool(facts.get("metrics")), per_chunk,
+            result = await run_level(client, settings, source, model, c, sink, bool(facts.get("metrics")), per_chunk,
                                      host_load, repeat=bool(repeat), ignore_eos=ignore_eos, nodes=nodes)
             if result["failed"]:
-                answering = await server_answers(client, settings.server_wait_s)
+                answering = await server_answers(client.session(), settings.server_wait_s)
                 if answering:
                     sink.emit({"type": "level_retry", "c": c, "reason": result["failed"]})
-                    result = await run_level(client, settings, pool, model, c, sink, bool(facts.get("metrics")),
+                    result = await run_level(client, settings, source, model, c, sink, bool(facts.get("metrics")),
                                              per_chunk, host_load, repeat=bool(repeat), ignore_eos=ignore_eos, nodes=nodes)
                 if result["failed"]:
                     why = "" if answering else f"; the server did not answer for {settings.server_wait_s:g} s"

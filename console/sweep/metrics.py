@@ -1,8 +1,10 @@
 """Per-request and per-level numbers from what the load generator recorded. Pure functions.
 
-A speculative server sends several tokens in one chunk, so inter-token
-latency is computed per token: a chunk of n tokens that arrived g seconds
-after the previous one contributes n gaps of g/n. Token counts come from
+A speculative server sends several tokens at once, in one chunk (SGLang,
+vLLM) or in a burst of one-token chunks (llama.cpp's llama-server), so
+inter-token latency is computed per token over arrivals: chunks that came
+within BURST_S of each other arrived together, and an arrival of n tokens
+g seconds after the previous one contributes n gaps of g/n. Token counts come from
 the server's usage; where a server sent none, the request says how it was
 counted instead (see `token_source`).
 
@@ -23,6 +25,7 @@ from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Any
 
+BURST_S = 0.001  # chunks closer than this came in one read: no request decodes 1,000 tokens a second
 FAILED_ERROR_RATE = 0.05  # a level with more failed requests than this is not measured: it is marked failed
 _Z975 = NormalDist().inv_cdf(0.975)
 
@@ -42,6 +45,8 @@ class RequestRecord:
     warmup: bool = False
     finish_reason: str | None = None  # "length", "stop", …: the server's own word on why the stream ended
     over_asked: bool = False  # the server reported more tokens than max_tokens asked for
+    retried: bool = False  # sent again on a connection of its own: the server had closed the kept-alive one
+    timings: dict[str, float] | None = None  # the server's own record of the request, where it sends one (llama-server)
 
     @property
     def ok(self) -> bool:
@@ -57,12 +62,24 @@ class RequestRecord:
         """This request's speed once tokens flow: tokens after the first chunk over the time they took."""
         if not self.ok or self.ttft is None or self.e2e is None or self.tokens < 2 or self.e2e <= self.ttft:
             return None
-        first_chunk = self.chunks[0][1] if self.chunks else 1
-        return (self.tokens - first_chunk) / (self.e2e - self.ttft) if self.tokens > first_chunk else None
+        first = self.arrivals()[0][1] if self.chunks else 1
+        return (self.tokens - first) / (self.e2e - self.ttft) if self.tokens > first else None
+
+    def arrivals(self) -> list[tuple[float, int]]:
+        """(time, tokens) of each arrival: the chunks that came within BURST_S of the one before, together."""
+        merged: list[tuple[float, int]] = []
+        last = -math.inf
+        for t, n in self.chunks:
+            if merged and t - last < BURST_S:
+                merged[-1] = (merged[-1][0], merged[-1][1] + n)
+            else:
+                merged.append((t, n))
+            last = t
+        return merged
 
     def itl(self) -> list[float]:
         gaps = []
-        for (t0, _), (t1, n) in itertools.pairwise(self.chunks):
+        for (t0, _), (t1, n) in itertools.pairwise(self.arrivals()):
             if n > 0:
                 gaps += [(t1 - t0) / n] * n
         return gaps
@@ -74,6 +91,10 @@ class RequestRecord:
                              "finish_reason": self.finish_reason}
         if self.over_asked:
             d["over_asked"] = True
+        if self.retried:
+            d["retried"] = True
+        if self.timings:
+            d["timings"] = self.timings
         return d
 
     @classmethod
@@ -81,7 +102,8 @@ class RequestRecord:
         return cls(int(d["c"]), int(d["i"]), float(d["start"]), d.get("status"), d.get("error"), d.get("ttft"),
                    d.get("e2e"), int(d.get("tokens") or 0), bool(d.get("usage_missing")),
                    tuple((float(t), int(n)) for t, n in d.get("chunks") or ()), bool(d.get("warmup")),
-                   d.get("finish_reason"), bool(d.get("over_asked")))
+                   d.get("finish_reason"), bool(d.get("over_asked")), bool(d.get("retried")),
+                   d["timings"] if isinstance(d.get("timings"), dict) else None)
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
@@ -167,6 +189,7 @@ class LevelMetrics:
     first_error: str | None = None
     failed: str | None = None  # why the level is not a measurement (errors, the link, the server); None: it is
     attempts: int = 1  # repeats of the level merged into these numbers
+    retried: int = 0  # requests sent again on a connection of their own (the server closed a kept-alive one)
 
     @property
     def error_rate(self) -> float:
@@ -176,6 +199,17 @@ class LevelMetrics:
 def _request_itl_mean(r: RequestRecord) -> float | None:
     speed = r.decode_tok_s
     return 1 / speed if speed else None
+
+
+def drafted(records: Sequence[RequestRecord]) -> dict[str, float]:
+    """Speculation over these requests from the server's own record of each (llama-server's timings: draft tokens
+    proposed and accepted, exact per request); {} where none drafted."""
+    timed = [r.timings for r in records if r.ok and not r.warmup and r.timings]
+    proposed = sum(t.get("draft_n", 0) for t in timed)
+    accepted = sum(t.get("draft_n_accepted", 0) for t in timed)
+    if proposed <= 0 or not 0 <= accepted <= proposed:
+        return {}
+    return {"spec_accept_rate": accepted / proposed, "spec_draft_tokens": proposed}
 
 
 def level_metrics(c: int, records: Sequence[RequestRecord], wall_s: float, server: dict[str, float] | None = None, *,
@@ -204,7 +238,7 @@ def level_metrics(c: int, records: Sequence[RequestRecord], wall_s: float, serve
         itl_p50=percentile(itl, 50), itl_p90=percentile(itl, 90), itl_p99=percentile(itl, 99),
         e2e_p50=percentile(e2e, 50), e2e_p90=percentile(e2e, 90), e2e_p99=percentile(e2e, 99),
         requests_per_s=len(ok) / wall_s if wall_s > 0 else 0.0,
-        usage_missing=sum(r.usage_missing for r in ok), server=server or {},
+        usage_missing=sum(r.usage_missing for r in ok), server={**(server or {}), **drafted(counted)},
         total_tok_s_lo=total * (1 - rel) if rel is not None else None,
         total_tok_s_hi=total * (1 + rel) if rel is not None else None,
         req_tok_s_lo=speed_ci[1] if speed_ci else None, req_tok_s_hi=speed_ci[2] if speed_ci else None,
@@ -213,6 +247,7 @@ def level_metrics(c: int, records: Sequence[RequestRecord], wall_s: float, serve
         itl_mean=itl_ci[0] if itl_ci else None, itl_lo=itl_ci[1] if itl_ci else None, itl_hi=itl_ci[2] if itl_ci else None,
         short=sum(r.short for r in ok), over_asked=sum(r.over_asked for r in ok),
         first_error=next((r.error for r in counted if r.error), None), failed=failed, attempts=attempts,
+        retried=sum(r.retried for r in counted),
     )
 
 

@@ -9,6 +9,7 @@ and the request says so.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import random
 import time
@@ -37,6 +38,8 @@ def _excerpt(data: Any) -> str:
 
 
 def prompts(settings: SweepSettings) -> list[Any]:
+    """The prompts of a prompt file, or (unique_prompts = false) a seeded pool of 64 used over and over; [] when each
+    request gets a prompt of its own (UniquePrompts)."""
     if settings.prompt_file:
         items = []
         for line in Path(settings.prompt_file).read_text(encoding="utf-8").splitlines():
@@ -46,9 +49,57 @@ def prompts(settings: SweepSettings) -> list[Any]:
         if not items:
             raise ValueError(f"{settings.prompt_file}: no prompts")
         return items
+    if settings.unique_prompts:
+        return []
     rng = random.Random(settings.seed)
     # about four characters per token, as the server counts them
     return [" ".join(rng.choice(WORDS) for _ in range(settings.input_tokens * 4 // 5)) for _ in range(64)]
+
+
+class UniquePrompts:
+    """A prompt of its own for every request of every level and run: it opens with words drawn from a random number
+    of this sweep's own, so that no two requests share a prefix a server's prompt cache could serve (a pool of 64
+    prompts reused by every run let llama-server's cache serve 98 of 103 prompt tokens). Its length is counted in the
+    server's own tokens where the server has a tokenizer endpoint, else estimated at 4/5 of a word per token."""
+
+    def __init__(self, input_tokens: int, nonce: int | None = None) -> None:
+        self.input_tokens = input_tokens
+        self.nonce = random.SystemRandom().getrandbits(64) if nonce is None else nonce
+        self.words = max(1, input_tokens * 4 // 5)
+        self.counted_by = "an estimate (4/5 of a word per token)"
+        self.tokens: int | None = None  # a generated prompt's length in the server's tokens, where it was counted
+        self.issued = 0
+
+    def prompt(self, words: int | None = None) -> str:
+        """The next request's prompt: a level measured again gets new ones too."""
+        self.issued += 1
+        rng = random.Random(f"{self.nonce}:{self.issued}")
+        return " ".join([f"{rng.getrandbits(48):x}", *(rng.choice(WORDS) for _ in range((words or self.words) - 1))])
+
+    async def calibrate(self, session: aiohttp.ClientSession) -> None:
+        """llama.cpp's llama-server: POST /tokenize {"content": text} answers {"tokens": [...]} (tools/server/server.cpp,
+        handle_tokenize). A server without it keeps the estimate."""
+        sample = self.prompt(200)
+        try:
+            async with session.post("/tokenize", json={"content": sample}, allow_redirects=False,
+                                    timeout=aiohttp.ClientTimeout(total=10)) as response:
+                tokens = (await response.json(content_type=None)).get("tokens") if response.status == 200 else None
+        except (aiohttp.ClientError, TimeoutError, ValueError, AttributeError):
+            return
+        if not isinstance(tokens, list) or not 10 <= len(tokens) <= 10_000:
+            return
+        self.words = max(1, round(self.input_tokens * 200 / len(tokens)))
+        self.counted_by = "the server's /tokenize"
+        check = self.prompt()
+        with contextlib.suppress(aiohttp.ClientError, TimeoutError, ValueError, AttributeError):
+            async with session.post("/tokenize", json={"content": check}, allow_redirects=False,
+                                    timeout=aiohttp.ClientTimeout(total=10)) as response:
+                counted = (await response.json(content_type=None)).get("tokens")
+                self.tokens = len(counted) if isinstance(counted, list) else None
+
+    def describe(self) -> dict[str, Any]:
+        return {"source": "unique per request", "input_tokens": self.input_tokens, "words": self.words,
+                "counted_by": self.counted_by, **({"tokens": self.tokens} if self.tokens is not None else {})}
 
 
 def request_body(settings: SweepSettings, model: str, prompt: Any, *, ignore_eos: bool = True) -> tuple[str, dict[str, Any]]:
@@ -145,65 +196,152 @@ def _loads(data: str) -> Any:
 JSON = {"Content-Type": "application/json"}
 
 
-async def one_request(client: aiohttp.ClientSession, path: str, body: dict[str, Any], c: int, index: int, level_t0: float,
-                      warmup: bool, settings: SweepSettings, per_chunk: TokensPerChunk) -> RequestRecord:
-    start = time.monotonic()
-    times: list[float] = []
-    counts: list[int | None] = []  # tokens of each content chunk per the server's running usage, where it says
-    usage_tokens: int | None = None
-    finish: str | None = None
-    status: int | None = None
-    error: str | None = None
-    done = False
+class Client:
+    """The load generator's HTTP client. aiohttp: its HTTP parser is C (llhttp), and per streamed token it costs half
+    of httpx's CPU. A connection per request in flight, kept alive from one request to the next, until the server is
+    seen closing a kept-alive connection under a new request: llama.cpp's llama-server answers a stream with
+    `Keep-Alive: timeout=5, max=100` and may close the connection all the same (seen on 11434.0.0 at C=1 to 8: a
+    third of the requests that reused a connection failed with "Can not write request body" or "Server disconnected"
+    before any answer). Such a request is sent again once on a connection of its own, and from then on every request
+    opens its own (`closes_connections`). An idle stream fails after idle_timeout_s; no redirect is followed."""
+
+    def __init__(self, url: str, headers: dict[str, str], most: int, idle_timeout_s: float):
+        self._args = (url, headers, most, idle_timeout_s)
+        self.kept = self._session(force_close=False)
+        self.fresh: aiohttp.ClientSession | None = None  # force_close: a connection per request
+
+    def _session(self, *, force_close: bool) -> aiohttp.ClientSession:
+        url, headers, most, idle_timeout_s = self._args
+        return aiohttp.ClientSession(url, headers=headers,
+                                     connector=aiohttp.TCPConnector(limit=most + 8, force_close=force_close),
+                                     timeout=aiohttp.ClientTimeout(total=None, connect=30, sock_read=idle_timeout_s))
+
+    @property
+    def closes_connections(self) -> bool:
+        return self.fresh is not None
+
+    def session(self, *, fresh: bool = False) -> aiohttp.ClientSession:
+        if fresh and self.fresh is None:
+            self.fresh = self._session(force_close=True)
+        return self.fresh if self.fresh is not None else self.kept
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.kept.close()
+        if self.fresh is not None:
+            await self.fresh.close()
+
+
+def _closed_before_answer(e: BaseException) -> bool:
+    """The server closed the connection before answering (a kept-alive one it had given up), rather than refused a
+    new one: the request never reached it, so sending it again measures the same thing."""
+    return isinstance(e, aiohttp.ServerDisconnectedError | aiohttp.ClientOSError) and not isinstance(
+        e, aiohttp.ClientConnectorError)
+
+
+TIMINGS = ("prompt_n", "prompt_ms", "predicted_n", "predicted_ms", "predicted_per_second", "draft_n", "draft_n_accepted")
+
+
+def server_timings(data: Any) -> dict[str, float] | None:
+    """llama.cpp's llama-server puts its own record of the request in the last chunk's `timings` (tools/server/
+    server-common.cpp, server_slot_stats::to_json: prompt and decode counts and times, and, for a drafting server,
+    `draft_n` tokens proposed of which `draft_n_accepted` were accepted). Kept where every figure is a finite,
+    non-negative number; None otherwise."""
+    timings = data.get("timings") if isinstance(data, dict) else None
+    if not isinstance(timings, dict):
+        return None
+    kept = {k: float(v) for k in TIMINGS if isinstance(v := timings.get(k), int | float) and not isinstance(v, bool)}
+    if not kept or any(not (0 <= v < 1e12) for v in kept.values()):
+        return None
+    return kept
+
+
+class _Stream:
+    """What one request has received so far."""
+
+    def __init__(self) -> None:
+        self.timings: dict[str, float] | None = None
+        self.times: list[float] = []
+        self.counts: list[int | None] = []  # tokens of each content chunk per the server's running usage, where it says
+        self.usage_tokens: int | None = None
+        self.finish: str | None = None
+        self.status: int | None = None
+        self.done = False
+
+
+async def _receive(session: aiohttp.ClientSession, path: str, body: dict[str, Any], start: float, got: _Stream,
+                   per_chunk: TokensPerChunk) -> None:
     max_tokens = int(body["max_tokens"])
     max_chunks = MAX_CHUNKS_PER_TOKEN * max_tokens + 16
-    try:
-        async with asyncio.timeout(settings.timeout_s):
-            async with client.post(path, data=orjson.dumps(body), headers=JSON) as response:
-                status = response.status
-                if status != 200:
-                    raise BadStream(f"HTTP {status}: {await _error_body(response)}")
-                async for data in sse_data(response.content.iter_any()):
-                    if data.strip() == "[DONE]":
-                        done = True
-                        break
-                    try:
-                        parsed = _loads(data)
-                    except (ValueError, RecursionError):
-                        raise BadStream(f"malformed SSE data: {visible(data[:80])}") from None
-                    content, tokens, chunk_finish = parse_chunk(parsed)
-                    now = time.monotonic() - start
-                    finish = chunk_finish or finish
-                    if tokens is not None:
-                        new = tokens - (usage_tokens or 0)
-                        usage_tokens = tokens
-                        if content:
-                            counts.append(max(new, 1))
-                            times.append(now)
-                            per_chunk.seen += 1
-                        elif new > 0 and counts and counts[-1] is not None:  # a usage-only chunk after the text
-                            counts[-1] = counts[-1] + new
-                    elif content:
-                        counts.append(None)
-                        times.append(now)
-                        per_chunk.seen += 1
-                    if len(times) > max_chunks:
-                        raise BadStream(f"the stream went on past {max_chunks} chunks for max_tokens {max_tokens}")
-        if not times and not usage_tokens:
-            raise BadStream("the stream ended without any token")
-        if not done and finish is None:
-            raise BadStream(f"the stream was cut off after {len(times)} chunks, without a finish reason")
-    except aiohttp.ServerTimeoutError as e:  # before TimeoutError, which it also is
-        error = f"timeout: no data for {settings.idle_timeout_s:g} s ({type(e).__name__})"
-    except TimeoutError:
-        error = f"timeout: no end after {settings.timeout_s:g} s"
-    except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError) as e:
-        error = f"connection closed mid-stream: {visible(str(e))}"
-    except (aiohttp.ClientError, OSError) as e:
-        error = visible(str(e)) or type(e).__name__
-    except (BadStream, SSEError) as e:
-        error = str(e)
+    async with session.post(path, data=orjson.dumps(body), headers=JSON, allow_redirects=False) as response:
+        got.status = response.status
+        if got.status != 200:
+            raise BadStream(f"HTTP {got.status}: {await _error_body(response)}")
+        async for data in sse_data(response.content.iter_any()):
+            if data.strip() == "[DONE]":
+                got.done = True
+                break
+            try:
+                parsed = _loads(data)
+            except (ValueError, RecursionError):
+                raise BadStream(f"malformed SSE data: {visible(data[:80])}") from None
+            content, tokens, chunk_finish = parse_chunk(parsed)
+            now = time.monotonic() - start
+            got.timings = server_timings(parsed) or got.timings
+            got.finish = chunk_finish or got.finish
+            if tokens is not None:
+                new = tokens - (got.usage_tokens or 0)
+                got.usage_tokens = tokens
+                if content:
+                    got.counts.append(max(new, 1))
+                    got.times.append(now)
+                    per_chunk.seen += 1
+                elif new > 0 and got.counts and got.counts[-1] is not None:  # a usage-only chunk after the text
+                    got.counts[-1] = got.counts[-1] + new
+            elif content:
+                got.counts.append(None)
+                got.times.append(now)
+                per_chunk.seen += 1
+            if len(got.times) > max_chunks:
+                raise BadStream(f"the stream went on past {max_chunks} chunks for max_tokens {max_tokens}")
+    if not got.times and not got.usage_tokens:
+        raise BadStream("the stream ended without any token")
+    if not got.done and got.finish is None:
+        raise BadStream(f"the stream was cut off after {len(got.times)} chunks, without a finish reason")
+
+
+async def one_request(client: Client, path: str, body: dict[str, Any], c: int, index: int, level_t0: float,
+                      warmup: bool, settings: SweepSettings, per_chunk: TokensPerChunk) -> RequestRecord:
+    max_tokens = int(body["max_tokens"])
+    error: str | None = None
+    retried = False
+    while True:
+        start = time.monotonic()
+        got = _Stream()
+        try:
+            async with asyncio.timeout(settings.timeout_s):
+                await _receive(client.session(fresh=retried), path, body, start, got, per_chunk)
+        except (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError) as e:
+            if not retried and got.status is None and _closed_before_answer(e):
+                retried = True  # once, on a connection of its own; and every request after it too
+                continue
+            error = (f"connection closed mid-stream: {visible(str(e))}" if got.status is not None
+                     else visible(str(e)) or type(e).__name__)
+        except aiohttp.ServerTimeoutError as e:  # before TimeoutError, which it also is
+            error = f"timeout: no data for {settings.idle_timeout_s:g} s ({type(e).__name__})"
+        except TimeoutError:
+            error = f"timeout: no end after {settings.timeout_s:g} s"
+        except aiohttp.ClientPayloadError as e:
+            error = f"connection closed mid-stream: {visible(str(e))}"
+        except (aiohttp.ClientError, OSError) as e:
+            error = visible(str(e)) or type(e).__name__
+        except (BadStream, SSEError) as e:
+            error = str(e)
+        break
     end = time.monotonic() - start
+    times, counts, usage_tokens, finish = got.times, got.counts, got.usage_tokens, got.finish
     usage_missing = usage_tokens is None
     if usage_tokens is not None:
         total = usage_tokens
@@ -217,8 +355,9 @@ async def one_request(client: aiohttp.ClientSession, path: str, body: dict[str, 
         chunk_tokens = spread(total, len(times))  # only a total is known: spread it over the chunks
     ok = error is None
     return RequestRecord(
-        c=c, index=index, start=round(start - level_t0, 6), status=status, error=error,
+        c=c, index=index, start=round(start - level_t0, 6), status=got.status, error=error,
         ttft=times[0] if times else None, e2e=end if ok else None, tokens=total if ok else 0,
         usage_missing=usage_missing and bool(times), chunks=tuple((round(t, 6), n) for t, n in zip(times, chunk_tokens, strict=True)),
-        warmup=warmup, finish_reason=finish, over_asked=ok and total > max_tokens,
+        warmup=warmup, finish_reason=finish, over_asked=ok and total > max_tokens, retried=retried,
+        timings=got.timings if ok else None,
     )

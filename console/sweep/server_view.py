@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -21,19 +22,62 @@ from console.untrusted import decode
 
 SERVER_GAUGES = {  # Prometheus name -> our name
     "sglang:num_running_reqs": "running", "sglang:num_queue_reqs": "queued", "sglang:gen_throughput": "gen_tok_s",
-    "sglang:spec_accept_length": "accept_length", "sglang:spec_num_steps": "spec_steps",
+    # SGLang 0.5.23 keeps speculation's figures as gauges of its last batches (srt/observability/metrics_collector.py):
+    # accepted drafts over proposed ones, and tokens per verify step (accepted drafts + the bonus token)
+    "sglang:spec_accept_rate": "spec_accept_rate", "sglang:spec_accept_length": "spec_accept_length",
+    "sglang:spec_num_steps": "spec_steps",
     "vllm:num_requests_running": "running", "vllm:num_requests_waiting": "queued",
+    "llamacpp:requests_processing": "running", "llamacpp:requests_deferred": "queued",
 }
+# vLLM counts speculation instead: (drafts, draft tokens proposed, draft tokens accepted), summed over labels
+# (vllm 0.33.0: vllm/v1/spec_decode/metrics.py; its own dashboard reads acceptance as accepted / draft tokens and the
+# mean acceptance length as 1 + accepted / drafts). llama-server's counters of the same name are added to only when a
+# slot is reset for its next task (tools/server/server-context.cpp, callback_on_reset): over a level they lag by a
+# request per slot, so its acceptance comes from each request's own timings instead (console/sweep/metrics.py).
+SPEC_COUNTERS = (
+    ("vllm:spec_decode_num_drafts_total", "vllm:spec_decode_num_draft_tokens_total",
+     "vllm:spec_decode_num_accepted_tokens_total"),
+)
 
-def server_gauges(text: str) -> dict[str, float]:
-    """The server's own view from its Prometheus text: running, queued, generation throughput, speculation."""
+
+def _samples(text: str) -> dict[str, float]:
+    """Every sample of the Prometheus text by name, summed over its labels; {} for text that is not Prometheus."""
     values: dict[str, float] = {}
     with contextlib.suppress(ValueError, TypeError):
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
-                if sample.name in SERVER_GAUGES:
-                    values[SERVER_GAUGES[sample.name]] = float(sample.value)
+                value = float(sample.value)
+                if math.isfinite(value):
+                    values[sample.name] = values.get(sample.name, 0.0) + value
     return values
+
+
+def server_gauges(text: str) -> dict[str, float]:
+    """The server's own view from its Prometheus text: running, queued, generation throughput, speculation."""
+    samples = _samples(text)
+    return {ours: samples[name] for name, ours in SERVER_GAUGES.items() if name in samples}
+
+
+def spec_counters(text: str) -> tuple[float, float, float] | None:
+    """(drafts, draft tokens, accepted tokens) so far, for an engine that counts them; None for one that does not."""
+    samples = _samples(text)
+    for names in SPEC_COUNTERS:
+        if all(n in samples for n in names):
+            drafts, proposed, accepted = (samples[n] for n in names)
+            return drafts, proposed, accepted
+    return None
+
+
+def speculation(before: tuple[float, float, float] | None, after: tuple[float, float, float] | None) -> dict[str, float]:
+    """A level's acceptance from the counters at its start and end: accepted over proposed draft tokens, and tokens per
+    verify step (1 + accepted per draft); {} where the server counted no draft during the level (or restarted)."""
+    if before is None or after is None:
+        return {}
+    drafts, proposed, accepted = (b - a for a, b in zip(before, after, strict=True))
+    if drafts <= 0 or proposed <= 0 or accepted < 0 or accepted > proposed:
+        return {}
+    return {"spec_accept_rate": accepted / proposed, "spec_accept_length": 1 + accepted / drafts,
+            "spec_draft_tokens": proposed}
 
 
 HTTP_ERRORS = (aiohttp.ClientError, TimeoutError, OSError)
@@ -42,18 +86,27 @@ MAX_BODY = 1 << 20  # what is read of an answer here: the server's word, not a m
 
 async def get(client: aiohttp.ClientSession, path: str, timeout: float) -> tuple[int, bytes]:
     """A GET's status and (the first MiB of) its body; raises one of HTTP_ERRORS."""
-    async with client.get(path, timeout=aiohttp.ClientTimeout(total=timeout)) as response:
+    async with client.get(path, timeout=aiohttp.ClientTimeout(total=timeout), allow_redirects=False) as response:
         body = bytearray()
         while len(body) < MAX_BODY and (part := await response.content.read(MAX_BODY - len(body))):
             body += part
         return response.status, bytes(body)
 
 
-async def scrape(client: aiohttp.ClientSession, c: int, emit: Callable[[dict[str, Any]], None],
+async def metrics_text(client: aiohttp.ClientSession) -> str | None:
+    with contextlib.suppress(*HTTP_ERRORS):
+        status, body = await get(client, "/metrics", 5)
+        if status == 200:
+            return decode(body)
+    return None
+
+
+async def scrape(session: Callable[[], aiohttp.ClientSession], c: int, emit: Callable[[dict[str, Any]], None],
                  samples: list[dict[str, float]]) -> None:
+    """session: the client's current one (it changes when the server turns out to close kept-alive connections)."""
     while True:
         with contextlib.suppress(*HTTP_ERRORS, ValueError):
-            status, body = await get(client, "/metrics", 5)
+            status, body = await get(session(), "/metrics", 5)
             if status == 200:
                 values = server_gauges(decode(body))
                 if values:

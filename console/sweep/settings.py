@@ -34,6 +34,9 @@ class SweepSettings:
     max_tokens: PositiveInt = 512
     input_tokens: PositiveInt = 128
     prompt_file: Str | None = None  # JSONL with a "prompt" (or "messages") per line
+    # without a prompt file: a prompt of its own for each request (no prefix cache serves them), or false: 64 seeded
+    # prompts used over and over (a server's prompt cache then serves most of each)
+    unique_prompts: bool = True
     api: Annotated[Literal["completions", "chat"], expect("completions or chat")] = "completions"
     model: Str | None = None  # None: ask the server
     api_key_env: Str | None = None  # the NAME of an environment variable; the key is never written down

@@ -222,8 +222,8 @@ class ServerPane(Vertical):
         left_out = f"\nleft out (false): {' '.join(map(visible, profile.left_out))}" if profile.left_out else ""
         across = (f"\nacross {', '.join(map(visible, profile.nodes))}: rank R on the R-th, each with "
                   f"{profile.engine.title}'s multi-node flags" if profile.nodes else "")
-        detail.update(Text.assemble((f"{visible(profile.description)}\n", "italic"), profile.command_line(),
-                                    (across, "bold"), (left_out, "dim")))
+        detail.update(Text.assemble((f"{visible(profile.description)}\n", "italic"), (f"{profile.drafting_text()}\n", "bold"),
+                                    profile.command_line(), (across, "bold"), (left_out, "dim")))
 
     def _show_checks(self, checks: list[Check]) -> None:
         self.checks = checks

@@ -1,5 +1,5 @@
 """The run's levels, one row each: throughput with its interval, per-request speed, latencies, errors, and what to
-know about the level (failed, client-bound, latencies not measured, requests ended early)."""
+know about the level (failed, client-bound, latencies not measured, requests ended early, draft acceptance)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,10 @@ def note(e: dict[str, Any]) -> str:
         return "client-bound"
     if e.get("lagging"):
         return "ITL?"
-    return f"{e['short']} short" if e.get("short") else ""
+    if e.get("short"):
+        return f"{e['short']} short"
+    rate = e.get("server_spec_accept_rate", (e.get("server") or {}).get("spec_accept_rate"))
+    return f"acc {rate:.0%}" if isinstance(rate, int | float) else ""
 
 
 class LevelTable(DataTable[str]):
