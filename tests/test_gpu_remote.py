@@ -28,9 +28,9 @@ async def telemetry(sim_host_process: HostProcess) -> AsyncIterator[RemoteTeleme
 
 async def start_server(conn: Connection) -> int:
     """Started the way the lifecycle will: detached, with the pid file the agent reads."""
-    script = (f"setsid {LAUNCH.format(port=free_port())} </dev/null >~/.pivot/server.log 2>&1 & "
-              "echo $! > ~/.pivot/server.pid; cat ~/.pivot/server.pid")
-    return int((await conn.run(["sh", "-c", script])).stdout)
+    script = (f"setsid {LAUNCH.format(port=free_port())} </dev/null >server.log 2>&1 & "
+              "echo $! > server.pid; cat server.pid")
+    return int((await conn.run(["sh", "-c", script], cwd=conn.spec.workdir)).stdout)  # pivot makes the workdir
 
 
 async def next_sample(events, predicate=lambda s: True) -> Sample:  # type: ignore[no-untyped-def]

@@ -1,0 +1,90 @@
+"""The campaign on a real drafting engine, with pivot's own commands only (issue 20): on a host new to pivot, start the
+baseline llama-server, sweep C = 1, 2, 4, 8, switch to a drafting profile, sweep, compare, write-profile; for
+n-gram self-speculation and for a draft as costly as the target. What is asserted is what the operator reads."""
+
+from __future__ import annotations
+
+import json
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.real.conftest import RealHost, user_processes
+
+
+def run_pivot(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """A sweep of a CPU engine takes minutes: bounded, but not by the fault tests' two."""
+    return subprocess.run([sys.executable, "-m", "console", "--config", str(config), *args], capture_output=True,
+                          text=True, timeout=1200)
+
+
+def pivot(host: RealHost, *args: str) -> str:
+    done = run_pivot(host.config, *args)
+    assert done.returncode == 0, f"pivot {' '.join(args)}: {done.returncode}\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+def sweep(host: RealHost) -> dict:
+    out = pivot(host, "sweep", "--json")
+    events = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    levels = [e for e in events if e["type"] == "level_done"]
+    assert [e["c"] for e in levels] == [1, 2, 4, 8]
+    assert all(e["errors"] == 0 and not e.get("failed") for e in levels), levels  # none lost to closed connections
+    return {"events": events, "levels": levels}
+
+
+def newest_runs(host: RealHost, n: int) -> list[str]:
+    runs = sorted((host.config.parent.parent / "campaign" / "runs").iterdir(), key=lambda p: p.stat().st_mtime)
+    return [p.name for p in runs[-n:]]
+
+
+def test_the_campaign_on_llama_server(real_host: RealHost) -> None:
+    host = real_host
+    assert not any(host.home.iterdir())  # a home new and empty: nothing of pivot's
+    started = pivot(host, "server", "start", "ls-base")
+    assert "ok   flags known" in started, started
+    workdir = host.home / ".pivot"
+    assert stat.S_IMODE(workdir.stat().st_mode) == 0o700
+    assert "ready" in pivot(host, "server", "status")
+    shows = pivot(host, "profiles", "show", "ls-ngram")
+    assert "speculative decoding: ngram-simple" in shows and "--spec-type ngram-simple" in shows
+
+    base = sweep(host)
+    assert not any(e.get("lagging") for e in base["levels"])
+    assert all("spec_accept_rate" not in (e.get("server") or {}) for e in base["levels"])  # the baseline drafts nothing
+
+    switched = pivot(host, "server", "switch", "ls-draft")
+    assert "ready" in pivot(host, "server", "status"), switched
+    costly = sweep(host)
+    rates = [(e.get("server") or {}).get("spec_accept_rate") for e in costly["levels"]]
+    assert all(isinstance(r, float) and r > 0.5 for r in rates), rates  # its own draft: most tokens accepted
+    assert not any(e.get("lagging") for e in costly["levels"])  # bursts are the server's, not a late client
+    base_run, draft_run = newest_runs(host, 2)
+    shown = pivot(host, "runs", "show", draft_run)
+    assert "accepted" in shown
+    verdict = json.loads(pivot(host, "compare", base_run, draft_run, "--json"))
+    assert "speculation" in verdict["recommendation"]
+    levels = {row["c"]: row for row in verdict["levels"]}
+    for c, row in levels.items():  # the verdict agrees with the numbers: a draft this costly never helps
+        assert row["leader_total"] != "b" or row["b_total"] > row["a_total"], (c, row)
+    assert " helps " not in verdict["recommendation"] or "loses" in verdict["recommendation"], verdict["recommendation"]
+    assert any(n.startswith("acceptance: ") for n in verdict["notes"])
+
+    pivot(host, "server", "switch", "ls-ngram")
+    ngram = sweep(host)
+    ngram_run = newest_runs(host, 1)[0]
+    verdict = json.loads(pivot(host, "compare", base_run, ngram_run, "--json"))
+    assert "speculation (" in verdict["recommendation"]  # recognised as speculation, whatever it concludes
+    drafted = [e for e in ngram["levels"] if "spec_accept_rate" in (e.get("server") or {})]
+    for row in verdict["levels"]:  # where it leads, its numbers are higher; where it drafted, acceptance is shown
+        if row["leader_total"] == "b":
+            assert row["b_total"] > row["a_total"]
+    assert bool(drafted) == any(n.startswith("acceptance: ") for n in verdict["notes"]) or not drafted
+    advice = run_pivot(host.config, "compare", base_run, draft_run, "--write-profile")
+    assert "llama-server cannot switch drafting by batch size" in advice.stdout or "no adaptive profile" in advice.stdout
+
+    stopped = pivot(host, "server", "stop")
+    assert "stopped" in stopped
+    assert "stopped" in pivot(host, "server", "status")
+    assert not [c for c in user_processes(host.user) if "llama-server" in c]  # nothing left running
