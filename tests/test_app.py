@@ -282,7 +282,7 @@ async def test_server_pane_start_switch_and_crash_over_ssh(sim_host_process: Hos
         log = app.query_one(LogView)
         await wait_for(lambda: any("ready to roll" in line for line in log.lines_kept), timeout=10)
         assert [c.name for c in pane.checks if c.ok] == ["launcher", "model path", "GPUs idle", "port free", "flags known"]
-        assert "t-baseline ready" in str(app.query_one(HostStatus).render())
+        await wait_for(lambda: "t-baseline ready" in str(app.query_one(HostStatus).render()), timeout=10)  # its own message
         state = lambda: str(app.query_one("#server-state").render())
         first = state()
         await wait_for(lambda: state() != first and ", up " in state(), timeout=5)  # the uptime ticks

@@ -33,7 +33,7 @@ def test_shipped_profiles_load_with_the_campaign_flags() -> None:
                            "flashinfer", "--flashinfer-allreduce-fusion-backend", "auto", "--enable-metrics"]
     assert eagle.argv()[: len(base.argv())] == base.argv()
     assert [k for k, _, _ in diff(base, eagle)] == [
-        "--speculative-algorithm", "--speculative-draft-model-path", "--speculative-num-steps",
+        "speculation", "--speculative-algorithm", "--speculative-draft-model-path", "--speculative-num-steps",
         "--speculative-eagle-topk", "--speculative-num-draft-tokens", "--mem-fraction-static"]
     vllm = profiles.get("vllm-baseline")
     assert vllm.argv()[:3] == ["~/vllm-env/bin/vllm", "serve", "/shared/kimi-k2.5-int4"] and vllm.ready_line == "Starting vLLM server on"
