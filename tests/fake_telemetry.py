@@ -94,6 +94,9 @@ class FakeLifecycle:
             callback(self.status)
         return self.status
 
+    def unreachable(self, why: str) -> ServerStatus:
+        return self.status
+
     async def log_tail(self, lines: int = 50) -> list[str]:
         return LOG[-lines:]
 

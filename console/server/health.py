@@ -67,7 +67,7 @@ class HealthProbe:
         async with self._http_lock:
             if self._http is None:
                 return None
-            with contextlib.suppress(httpx.HTTPError, ValueError, KeyError, IndexError):
+            with contextlib.suppress(httpx.HTTPError, ValueError, KeyError, IndexError, TypeError, AttributeError):
                 if record.kind == "sglang":
                     return visible(str((await self._http.get("/model_info")).json()["model_path"]))
                 return visible(str((await self._http.get("/v1/models")).json()["data"][0]["id"]))

@@ -37,6 +37,7 @@ from console.server.state import (
     LifecycleError,
     NoHealthRoute,
     PreflightFailed,
+    RecordError,
     ServerRecord,
     ServerState,
     ServerStatus,
@@ -52,7 +53,7 @@ CRASH_TAIL = 50
 UNHEALTHY_AFTER = 3  # failed health checks in a row, with the process alive
 MARK = "---pivot---"
 # One probe per poll: the record, the process's /proc stat, the last log line. Constant: no data in it.
-PROBE = f'cat {RECORD} 2>/dev/null; echo; echo {MARK}; p=$(cat {PIDFILE} 2>/dev/null); ' \
+PROBE = f'head -c 262145 {RECORD} 2>/dev/null; echo; echo {MARK}; p=$(cat {PIDFILE} 2>/dev/null); ' \
         f'[ -n "$p" ] && cat /proc/$p/stat 2>/dev/null; echo; echo {MARK}; tail -n 1 {LOG} 2>/dev/null'
 # Detached start: its own session, no inherited descriptors (a process holding the channel's makes SSH hang).
 START = f'[ -f {LOG} ] && mv -f {LOG} {LOG}.1; setsid "$@" </dev/null >{LOG} 2>&1 & p=$!; echo $p > {PIDFILE}; echo $p'
@@ -66,6 +67,7 @@ class Lifecycle(Protocol):
 
     def add_listener(self, callback: Callable[[ServerStatus], None]) -> None: ...
     async def poll(self) -> ServerStatus: ...
+    def unreachable(self, why: str) -> ServerStatus: ...
     async def log_tail(self, lines: int = CRASH_TAIL) -> list[str]: ...
     async def follow_log(self, lines: int = 200) -> LineStream: ...
     async def preflight(self, profile: Profile, *, skip: frozenset[str] = frozenset()) -> list[Check]: ...
@@ -89,7 +91,7 @@ class ServerLifecycle(HealthProbe):
         self.idle_threshold_mib, self.grace_s = idle_threshold_mib, grace_s
         self.events, self.via = events, via
         self.record: ServerRecord | None = None  # what the last poll found in server.json
-        self.status = ServerStatus(ServerState.STOPPED)
+        self.status = ServerStatus(ServerState.UNKNOWN, detail=f"{spec.name} not reached yet")
         self._listeners: list[Callable[[ServerStatus], None]] = []
         self._probe = RemoteLoop(conn, PROBE, cwd=spec.workdir)
         self._forward: PortForward | None = None
@@ -119,7 +121,11 @@ class ServerLifecycle(HealthProbe):
         """Look at the host once and update the state."""
         out = await self._probe.ask(timeout=20)
         record_text, stat_text, last_line = (out.split(f"{MARK}\n") + ["", "", ""])[:3]
-        self.record = record = ServerRecord.parse(record_text)
+        try:
+            self.record = record = ServerRecord.read(record_text)
+        except RecordError as e:  # the host's file, not pivot's: say so rather than "stopped"
+            self.record = None
+            return self._set(ServerStatus(ServerState.UNKNOWN, detail=str(e)))
         last_line = visible(last_line.strip())
         if record is None:
             return self._set(ServerStatus(ServerState.STOPPED))
@@ -173,6 +179,10 @@ class ServerLifecycle(HealthProbe):
                 return self._set(replace(base, state=ServerState.UNHEALTHY, detail=why))
             return self._set(replace(base, state=self.status.state))
         return self._set(replace(base, state=ServerState.STARTING, ready_at=None))
+
+    def unreachable(self, why: str) -> ServerStatus:
+        """A poll that could not reach the host: the state is unknown, not what it was (nor "stopped")."""
+        return self._set(replace(self.status, state=ServerState.UNKNOWN, detail=why))
 
     async def close(self) -> None:
         """The probe's channel, the health check's client and forward, and any other node's poll still running."""
@@ -294,7 +304,10 @@ class ServerLifecycle(HealthProbe):
             self._stopping = False
 
     async def read_record(self) -> ServerRecord:
-        record = ServerRecord.parse((await self.conn.run(["cat", RECORD], cwd=self.spec.workdir)).stdout)
+        try:
+            record = ServerRecord.read((await self.conn.run(["head", "-c", "262145", RECORD], cwd=self.spec.workdir)).stdout)
+        except RecordError as e:
+            raise LifecycleError(f"{self.spec.name}: {e}") from None
         if record is None:
             raise LifecycleError(f"no server started by pivot on {self.spec.name}")
         return record

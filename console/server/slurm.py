@@ -42,6 +42,7 @@ from console.server.state import (
     LifecycleError,
     NoHealthRoute,
     PreflightFailed,
+    RecordError,
     ServerRecord,
     ServerState,
     ServerStatus,
@@ -117,7 +118,11 @@ class SlurmLifecycle(ServerLifecycle):
     async def poll(self) -> ServerStatus:
         out = await self._probe.ask(timeout=20)
         record_text, _, last_line = (out.split(f"{MARK}\n") + ["", "", ""])[:3]
-        self.record = record = ServerRecord.parse(record_text)
+        try:
+            self.record = record = ServerRecord.read(record_text)
+        except RecordError as e:
+            self.record = None
+            return self._set(ServerStatus(ServerState.UNKNOWN, detail=str(e)))
         if record is None or record.job is None:
             return self._set(ServerStatus(ServerState.STOPPED))
         base = ServerStatus(ServerState.STOPPED, visible(record.profile), None, record.started, self.status.ready_at,

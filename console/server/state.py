@@ -4,18 +4,21 @@ errors of the lifecycle's actions (console/server/lifecycle.py)."""
 from __future__ import annotations
 
 import enum
-import json
 import re
 import time
 from dataclasses import dataclass, field, replace
+
+from pydantic import TypeAdapter
 
 from console.gpu.kill import KillOutcome
 from console.gpu.samples import GpuProcess
 from console.server.checks import Check
 from console.server.engines import ENGINES, HEALTH_PATH
+from console.untrusted import visible
 
 ADDRESS = re.compile(r"[A-Za-z0-9._:-]{1,253}")  # a host name or an IP address, as Slurm may name a node's
 NODE = re.compile(r"[A-Za-z0-9._-]{1,128}")  # a host of pivot.toml, as a record names the nodes of a server
+MAX_RECORD = 256 * 1024  # a record is an argv and a few fields: far smaller
 
 
 class ServerState(enum.StrEnum):
@@ -25,6 +28,7 @@ class ServerState(enum.StrEnum):
     UNHEALTHY = "unhealthy"
     CRASHED = "crashed"
     STOPPING = "stopping"
+    UNKNOWN = "unknown"  # not seen: the host not reached yet, or its record unreadable (the detail says which)
 
     @property
     def running(self) -> bool:
@@ -61,22 +65,35 @@ class ServerRecord:
     def parse(cls, text: str) -> ServerRecord | None:
         """The record a host holds, or None when it is missing or not of the shape pivot wrote (it is the host's file)."""
         try:
-            data = json.loads(text)
-            record = cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
-        except (ValueError, TypeError, KeyError, RecursionError):
+            return cls.read(text)
+        except RecordError:
             return None
-        record = replace(record, health=tuple(p for p in record.health if isinstance(p, str) and HEALTH_PATH.fullmatch(p))
-                         if isinstance(record.health, list | tuple) else ())
-        nodes = record.nodes if isinstance(record.nodes, list | tuple) and all(isinstance(n, str) for n in record.nodes) else None
-        if nodes is None or not isinstance(record.rank, int) or not 0 <= record.rank < max(1, len(nodes)):
+
+    @classmethod
+    def read(cls, text: str) -> ServerRecord | None:
+        """The record a host holds; None when there is none; RecordError, saying what is wrong, when there is one that
+        pivot did not write as it is (the host's file: every field checked for its type, strictly)."""
+        if not text.strip():
             return None
-        record = replace(record, nodes=tuple(nodes))
-        if (record.job is not None and not isinstance(record.job, int)) or not all(NODE.fullmatch(n) for n in nodes):
-            return None
-        shaped = (isinstance(record.profile, str) and isinstance(record.kind, str) and isinstance(record.argv, list)
-                  and all(isinstance(a, str) for a in record.argv) and isinstance(record.pid, int)
-                  and isinstance(record.port, int) and 0 < record.port < 65536)
-        return record if shaped else None
+        if len(text) > MAX_RECORD:
+            raise RecordError(f"server.json is over {MAX_RECORD // 1024} KiB: not a record pivot wrote")
+        try:
+            record = _RECORD.validate_json(text, strict=True)
+        except ValueError as e:  # pydantic's ValidationError, or JSON that is not
+            first = e.errors()[0] if hasattr(e, "errors") else None
+            where = ".".join(str(p) for p in first["loc"]) if first and first.get("loc") else ""
+            why = first["msg"] if first else str(e)
+            raise RecordError(f"server.json: {where + ': ' if where else ''}{visible(str(why))}") from None
+        if record.pid <= 0 or not 0 < record.port < 65536 or (record.start_ticks is not None and record.start_ticks < 0):
+            raise RecordError("server.json: pid, port or start_ticks out of range")
+        record = replace(record, health=tuple(p for p in record.health if HEALTH_PATH.fullmatch(p)))
+        if not 0 <= record.rank < max(1, len(record.nodes)) or not all(NODE.fullmatch(n) for n in record.nodes):
+            raise RecordError("server.json: rank or nodes not of a server pivot started")
+        return record
+
+
+class RecordError(ValueError):
+    """server.json is there but is not a record of pivot's: the server's state is unknown, not "stopped"."""
 
 
 @dataclass(frozen=True)
@@ -177,3 +194,4 @@ class StopReport:
         return f"stopped, but {len(self.leftovers)} process(es) of its group still hold GPU memory ({pids}): kill them from the GPU pane"
 
 
+_RECORD = TypeAdapter(ServerRecord)  # strict from JSON: an int is an int, a list of strings is one

@@ -91,6 +91,8 @@ def real_host() -> Iterator[RealHost]:
     try:
         yield RealHost(config, home, user, opt)
     finally:
+        if keep := os.environ.get("PIVOT_REAL_KEEP"):  # the campaign's runs, to read them afterwards
+            shutil.copytree(campaign, Path(keep), dirs_exist_ok=True)
         subprocess.run(["pkill", "-KILL", "-u", user], check=False)  # whatever a failed test left running as the user
         sshd.proc.terminate()
         sshd.proc.wait(timeout=10)

@@ -97,7 +97,8 @@ class HostStatus(Static):
         text.append(" │ ", "dim")
         status = self.server_status
         if status is not None and status.profile:
-            colours = {ServerState.READY: "success", ServerState.STARTING: "warning", ServerState.STOPPING: "warning"}
+            colours = {ServerState.READY: "success", ServerState.STARTING: "warning", ServerState.STOPPING: "warning",
+                       ServerState.UNKNOWN: "warning"}
             colour = colours.get(status.state, "error")
             text.append(f"{status.profile} ", "bold").append(str(status.state), self._colour(colour, bold=True))
         elif self.server is None:

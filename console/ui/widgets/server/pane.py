@@ -32,7 +32,9 @@ LOOK = {  # state -> (glyph, theme colour)
     ServerState.UNHEALTHY: ("▲", "error"),
     ServerState.CRASHED: ("✕", "error"),
     ServerState.STOPPING: ("◌", "warning"),
+    ServerState.UNKNOWN: ("?", "warning"),
 }
+WATCH_BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0)
 
 
 class ServerPane(Vertical):
@@ -67,7 +69,7 @@ class ServerPane(Vertical):
         self.session, self.readonly = session, readonly
         self.lifecycle = session.lifecycle
         self.profiles = session.profiles()
-        self.status = ServerStatus(ServerState.STOPPED)
+        self.status = ServerStatus(ServerState.UNKNOWN)
         self.marked: str | None = None
         self.checks: list[Check] = []
         self.busy: str | None = None  # the action in progress
@@ -112,11 +114,20 @@ class ServerPane(Vertical):
     @work(exclusive=True, group="server-watch", exit_on_error=False)
     async def watch_server(self) -> None:
         assert self.lifecycle is not None
+        failures = 0
         while True:
             try:
                 await self.lifecycle.poll()
-            except RemoteError:
-                pass  # the header shows the connection; the next poll tries again
+                failures = 0
+            except RemoteError as e:  # the header shows the connection; the state is unknown until a poll answers
+                self.lifecycle.unreachable(str(e))
+            except Exception as e:  # noqa: BLE001 - a value nobody foresaw must not end the watch for good
+                delay = WATCH_BACKOFF_S[min(failures, len(WATCH_BACKOFF_S) - 1)]
+                failures += 1
+                self.lifecycle.unreachable(f"watching the server failed ({type(e).__name__}: {visible(str(e))}); "
+                                           f"trying again in {delay:g} s")
+                await asyncio.sleep(delay)
+                continue
             await asyncio.sleep(POLL_S)
 
     @work(exclusive=True, group="server-log", exit_on_error=False)

@@ -1,0 +1,85 @@
+"""Issue 21, B: one unexpected value from the host or the server kills no watcher and reads as no state it is not.
+A record pivot did not write as it is reads "unknown" with what is wrong with it (never "stopped", never a traceback);
+the Server pane's watch survives an error nobody foresaw, says it, and goes on."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from console.server.state import ServerState, ServerStatus
+from tests.conftest import wait_for
+from tests.faults.conftest import Host, pivot
+
+GOOD = {"profile": "baseline", "argv": ["serve"], "pid": 1, "start_ticks": 1, "started": 1.0, "host": "127.0.0.1",
+        "port": 30000, "kind": "sglang"}
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    (json.dumps({**GOOD, "started": "yesterday"}), "started: Input should be a valid number"),
+    (json.dumps({**GOOD, "start_ticks": "soon"}), "start_ticks: Input should be a valid integer"),
+    (json.dumps({**GOOD, "pid": "4100"}), "pid: Input should be a valid integer"),
+    (json.dumps([GOOD]), "Input should be an object"),
+    ('{"profile": "baseline", ', "Invalid JSON"),
+    ("BIG", "server.json is over 256 KiB"),
+], ids=["started", "start_ticks", "pid", "list", "cut", "big"])
+async def test_a_record_pivot_did_not_write_reads_unknown_with_why(host: Host, text: str, said: str) -> None:
+    host.workdir.mkdir(mode=0o700, exist_ok=True)  # as pivot left it
+    text = json.dumps({**GOOD, "argv": ["x" * 1024] * 300}) if text == "BIG" else text
+    (host.workdir / "server.json").write_text(text)
+    status, out, err = await pivot(host.config_path, "server", "status")
+    assert status == 1 and "Traceback" not in out + err and "unexpected" not in err
+    assert "unknown" in out and said in out, out
+
+
+class _Flaky:
+    """A lifecycle whose second poll meets a value nobody foresaw."""
+
+    def __init__(self) -> None:
+        self.polls = 0
+        self.status = ServerStatus(ServerState.READY, "demo-eagle3", 4100, time.time(), time.time())
+        self.listeners: list = []
+
+    def add_listener(self, callback) -> None:  # type: ignore[no-untyped-def]
+        self.listeners.append(callback)
+
+    def _set(self, status: ServerStatus) -> ServerStatus:
+        self.status = status
+        for callback in self.listeners:
+            callback(status)
+        return status
+
+    async def poll(self) -> ServerStatus:
+        self.polls += 1
+        if self.polls == 2:
+            raise TypeError("'list' object is not subscriptable")
+        return self._set(ServerStatus(ServerState.READY, "demo-eagle3", 4100, time.time(), time.time()))
+
+    def unreachable(self, why: str) -> ServerStatus:
+        return self._set(ServerStatus(ServerState.UNKNOWN, "demo-eagle3", detail=why))
+
+    async def log_tail(self, lines: int = 50) -> list[str]:
+        return []
+
+    async def close(self) -> None:
+        pass
+
+
+async def test_the_server_watch_survives_an_error_nobody_foresaw(tmp_path: Path) -> None:
+    from console.ui.widgets.server.pane import ServerPane
+    from tests.test_app import canned_app
+
+    app = canned_app(tmp_path)
+    flaky = _Flaky()
+    app.session.lifecycle = flaky  # type: ignore[assignment]
+    async with app.run_test(size=(100, 30)):
+        pane = app.query_one(ServerPane)
+        pane.lifecycle = flaky  # type: ignore[assignment]
+        flaky.add_listener(pane._status_changed)
+        pane.watch_server()
+        await wait_for(lambda: "watching the server failed (TypeError" in pane.status.detail, timeout=10)
+        assert pane.status.state == ServerState.UNKNOWN
+        await wait_for(lambda: pane.status.state == ServerState.READY, timeout=15)  # and it goes on
