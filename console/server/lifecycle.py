@@ -55,8 +55,24 @@ MARK = "---pivot---"
 # One probe per poll: the record, the process's /proc stat, the last log line. Constant: no data in it.
 PROBE = f'head -c 262145 {RECORD} 2>/dev/null; echo; echo {MARK}; p=$(cat {PIDFILE} 2>/dev/null); ' \
         f'[ -n "$p" ] && cat /proc/$p/stat 2>/dev/null; echo; echo {MARK}; tail -n 1 {LOG} 2>/dev/null'
-# Detached start: its own session, no inherited descriptors (a process holding the channel's makes SSH hang).
-START = f'[ -f {LOG} ] && mv -f {LOG} {LOG}.1; setsid "$@" </dev/null >{LOG} 2>&1 & p=$!; echo $p > {PIDFILE}; echo $p'
+LOCK = "server.lock"
+# Every change of the record holds the host's lock (flock, util-linux; where a host has none, the compare still holds)
+# and first compares the record with the one the console acted on ($1, its text as read): a second console that
+# started, stopped or switched the server meanwhile makes this one refuse (exit 76) rather than overwrite its record.
+_LOCKED = (f'exec 9>>{LOCK}; if command -v flock >/dev/null; then flock -w 20 9 || {{ echo "another console holds '
+           f'{LOCK} on this host" >&2; exit 75; }}; fi; now=$(cat {RECORD} 2>/dev/null); [ "$now" = "$1" ] || '
+           '{ echo "the record of the server changed meanwhile: another console acted on this host" >&2; exit 76; }; ')
+# Detached start, the record written in the same remote step (an interrupted console leaves a server with its record,
+# or neither: HUP, INT and PIPE are ignored once the lock is held): its own session, no inherited descriptors (a process
+# holding the channel's makes SSH hang, one holding the lock blocks every later change). $2 $3 $4: the record's JSON
+# around its pid and its start time, then the argv.
+START = (_LOCKED + f'pre=$2 mid=$3 post=$4; shift 4; trap "" HUP PIPE INT; [ -f {LOG} ] && mv -f {LOG} {LOG}.1; '
+         f'setsid "$@" </dev/null >{LOG} 2>&1 9>&- & p=$!; t=$(sed "s/.*) //" /proc/$p/stat | cut -d" " -f20); '
+         f'printf "%s%s%s%s%s" "$pre" "$p" "$mid" "$t" "$post" >{RECORD}.tmp.$$ && mv -f {RECORD}.tmp.$$ {RECORD}; '
+         f'echo $p >{PIDFILE}; echo $p $t')
+# A record replaced (marked stopped) only if it is still the one read: $2 is the new text.
+REWRITE = _LOCKED + f'printf "%s" "$2" >{RECORD}.tmp.$$ && mv -f {RECORD}.tmp.$$ {RECORD}'
+_PID, _TICKS = 7_770_000_001, 7_770_000_002  # stand-ins in the record's JSON, for the pid and start time the host fills in
 
 
 class Lifecycle(Protocol):
@@ -91,6 +107,7 @@ class ServerLifecycle(HealthProbe):
         self.idle_threshold_mib, self.grace_s = idle_threshold_mib, grace_s
         self.events, self.via = events, via
         self.record: ServerRecord | None = None  # what the last poll found in server.json
+        self.record_text: str | None = None  # and its text, as read
         self.status = ServerStatus(ServerState.UNKNOWN, detail=f"{spec.name} not reached yet")
         self._listeners: list[Callable[[ServerStatus], None]] = []
         self._probe = RemoteLoop(conn, PROBE, cwd=spec.workdir)
@@ -121,6 +138,7 @@ class ServerLifecycle(HealthProbe):
         """Look at the host once and update the state."""
         out = await self._probe.ask(timeout=20)
         record_text, stat_text, last_line = (out.split(f"{MARK}\n") + ["", "", ""])[:3]
+        self.record_text = record_text.rstrip("\n")  # what a change of the record compares with on the host
         try:
             self.record = record = ServerRecord.read(record_text)
         except RecordError as e:  # the host's file, not pivot's: say so rather than "stopped"
@@ -259,25 +277,28 @@ class ServerLifecycle(HealthProbe):
             raise LifecycleError(str(e)) from None
 
     async def launch(self, profile: Profile, *, rank: int = 0, nodes: tuple[str, ...] = ()) -> ServerRecord:
-        """Start the profile's command line here, detached, and write its record (rank, nodes: of a server across
-        nodes). Nothing checked: see start."""
+        """Start the profile's command line here, detached, with its record, in one remote step under the host's lock,
+        if the record is still the one the last poll read (rank, nodes: of a server across nodes). Nothing checked:
+        see start."""
         argv = await self.resolved_argv(profile)
         if profile.env:
             argv = ["env", *(f"{k}={v}" for k, v in profile.env.items()), *argv]
-        result = await self.conn.run(["sh", "-c", START, "sh", *argv], cwd=self.spec.workdir, timeout=30)
-        if not result.ok or not result.stdout.strip().isdigit():
+        template = ServerRecord(profile.name, argv, _PID, _TICKS, time.time(), profile.host, profile.port, profile.kind,
+                                health=profile.health_paths, rank=rank, nodes=nodes)
+        text = json.dumps(asdict(template), indent=1)
+        pre, rest = text.split(str(_PID), 1)
+        mid, post = rest.split(str(_TICKS), 1)
+        result = await self.conn.run(["sh", "-c", START, "sh", self.record_text or "", pre, mid, post, *argv],
+                                     cwd=self.spec.workdir, timeout=30)
+        words = result.stdout.split()
+        if not result.ok or len(words) != 2 or not all(w.isdigit() for w in words):
             raise LifecycleError(f"could not start {profile.name} on {self.spec.name}: "
                                  f"{visible(result.stderr.strip()) or result.exit_status}")
-        pid = int(result.stdout.strip())
-        stat = (await self.conn.run(["cat", f"/proc/{pid}/stat"])).stdout
-        ticks = int(stat.rsplit(")", 1)[1].split()[19]) if stat else None
-        record = ServerRecord(profile.name, argv, pid, ticks, time.time(), profile.host, profile.port, profile.kind,
-                              health=profile.health_paths, rank=rank, nodes=nodes)
-        await self.write_record(record)
-        self.record = record  # what a log followed from now on follows (every rank's, across nodes)
+        record = replace(template, pid=int(words[0]), start_ticks=int(words[1]))
+        self.record, self.record_text = record, f"{pre}{record.pid}{mid}{record.start_ticks}{post}"
         self._stopping, self._health_failures, self._crash_for = False, 0, None
         self.status = ServerStatus(ServerState.STOPPED)  # so that ready_at and model are learnt afresh
-        self._set(ServerStatus(ServerState.STARTING, profile.name, pid, record.started, nodes=nodes, rank=rank))
+        self._set(ServerStatus(ServerState.STARTING, profile.name, record.pid, record.started, nodes=nodes, rank=rank))
         return record
 
     async def stop(self, *, during: str | None = None, via: str | None = None) -> StopReport:
@@ -304,8 +325,10 @@ class ServerLifecycle(HealthProbe):
             self._stopping = False
 
     async def read_record(self) -> ServerRecord:
+        text = (await self.conn.run(["head", "-c", "262145", RECORD], cwd=self.spec.workdir)).stdout
+        self.record_text = text.rstrip("\n")
         try:
-            record = ServerRecord.read((await self.conn.run(["head", "-c", "262145", RECORD], cwd=self.spec.workdir)).stdout)
+            record = ServerRecord.read(text)
         except RecordError as e:
             raise LifecycleError(f"{self.spec.name}: {e}") from None
         if record is None:
@@ -313,7 +336,14 @@ class ServerLifecycle(HealthProbe):
         return record
 
     async def write_record(self, record: ServerRecord) -> None:
-        await self.conn.upload(json.dumps(asdict(record), indent=1).encode(), f"{self.spec.workdir.rstrip('/')}/{RECORD}")
+        """Replace the record read last with this one, under the host's lock, if it is still the one read."""
+        text = json.dumps(asdict(record), indent=1)
+        result = await self.conn.run(["sh", "-c", REWRITE, "sh", self.record_text or "", text], cwd=self.spec.workdir,
+                                     timeout=30)
+        if not result.ok:
+            raise LifecycleError(f"{self.spec.name}: the record was not written: "
+                                 f"{visible(result.stderr.strip()) or result.exit_status}")
+        self.record_text = text
 
     async def stop_rank(self, record: ServerRecord | None = None) -> StopReport:
         """This host's part of a stop: the group's kill, the record marked stopped, and the GPUs read until the group

@@ -118,6 +118,7 @@ class SlurmLifecycle(ServerLifecycle):
     async def poll(self) -> ServerStatus:
         out = await self._probe.ask(timeout=20)
         record_text, _, last_line = (out.split(f"{MARK}\n") + ["", "", ""])[:3]
+        self.record_text = record_text.rstrip("\n")  # what a change of the record compares with on the host
         try:
             self.record = record = ServerRecord.read(record_text)
         except RecordError as e:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import pwd
 
@@ -83,6 +84,15 @@ def server_info(pidfile: str | None) -> dict | None:
     except (OSError, ValueError, IndexError):
         return None
     fields = proc_stat(pid)
-    alive = fields is not None and fields[0] != "Z"
+    # The record beside the pid file names the server's start time: a pid reused by another process is not the server
+    ticks = None
+    try:
+        with open(os.path.join(os.path.dirname(os.path.expanduser(pidfile)), "server.json")) as f:
+            record = json.loads(f.read(262144))
+        if isinstance(record, dict) and record.get("pid") == pid and isinstance(record.get("start_ticks"), int):
+            ticks = record["start_ticks"]
+    except (OSError, ValueError):
+        pass
+    alive = fields is not None and fields[0] != "Z" and (ticks is None or fields[19] == str(ticks))
     return {"pid": pid, "alive": alive}
 

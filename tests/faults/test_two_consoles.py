@@ -1,0 +1,76 @@
+"""Issue 21, A: two consoles on one host. Every change of the server's record holds the host's lock and first checks
+that the record is still the one the console acted on: two starts at once leave one server whose record names it, and
+the other console is told why; a stop does not mark stopped a record another console wrote meanwhile. On the simulated
+host and on OpenSSH's sshd."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+from console.gpu.telemetry import RemoteTelemetry
+from console.remote import Connection
+from console.server.lifecycle import ServerLifecycle
+from console.server.state import LifecycleError
+from tests.conftest import free_port
+from tests.faults.conftest import Host, pivot
+
+
+def _profile(host: Host, tmp: Path) -> str:
+    model = tmp / "m.gguf"
+    model.write_bytes(b"GGUF")
+    profiles = host.config_path.parent / "profiles"
+    profiles.mkdir(exist_ok=True)
+    (profiles / "race.toml").write_text(
+        f'kind = "llamacpp"\nlauncher = ["{sys.executable}", "-m", "console.sim.llama_server"]\n'
+        f'model_path = "{model}"\nport = {free_port()}\n')
+    return "race"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"
+
+
+async def test_two_starts_at_once_leave_one_server_whose_record_names_it(host: Host, tmp_path: Path) -> None:
+    name = _profile(host, tmp_path)
+    start = ("server", "start", name, "--no-wait", "--skip", "gpus-idle")
+    first, second = await asyncio.gather(pivot(host.config_path, *start), pivot(host.config_path, *start))
+    outcomes = sorted([first, second], key=lambda r: r[0])
+    assert outcomes[0][0] == 0, outcomes
+    refused = outcomes[1]
+    assert refused[0] != 0 and ("changed meanwhile" in refused[1] + refused[2] or "already" in refused[1] + refused[2]), refused
+    record = json.loads((host.workdir / "server.json").read_text())
+    assert _alive(record["pid"]) and not record["stopped"]
+    assert int((host.workdir / "server.pid").read_text()) == record["pid"]
+    status, out, err = await pivot(host.config_path, "server", "stop")
+    assert status == 0, out + err
+    assert not _alive(record["pid"])
+
+
+async def test_a_stop_does_not_overwrite_a_record_written_meanwhile(host: Host, tmp_path: Path) -> None:
+    name = _profile(host, tmp_path)
+    status, out, err = await pivot(host.config_path, "server", "start", name, "--no-wait", "--skip", "gpus-idle")
+    assert status == 0, out + err
+    spec = host.spec
+    conn = Connection(spec)
+    try:
+        slow = ServerLifecycle(conn, spec, RemoteTelemetry(conn, spec), idle_threshold_mib=1024, grace_s=1)
+        record = await slow.read_record()  # this console read the record, then its link stalled...
+        (host.workdir / "server.json").write_text(  # ...while another console replaced the server
+            (host.workdir / "server.json").read_text().replace(f'"pid": {record.pid}', f'"pid": {record.pid}, "x": 1'))
+        try:
+            await slow.write_record(record)
+            raise AssertionError("a record written meanwhile was overwritten")
+        except LifecycleError as e:
+            assert "changed meanwhile" in str(e)
+        assert '"x": 1' in (host.workdir / "server.json").read_text()
+    finally:
+        await conn.close()
+    status, out, err = await pivot(host.config_path, "server", "stop")
+    assert status == 0, out + err
