@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from typing import TYPE_CHECKING
 
 from console.remote import Connection, PortForward
@@ -14,6 +15,26 @@ from console.untrusted import visible
 
 if TYPE_CHECKING:  # imported where a health check needs it: `pivot --help` and the first screen do not wait
     import httpx
+
+
+MAX_BODY = 1 << 20  # what pivot reads of a server's answer about itself, after decompression
+
+
+class BodyTooLarge(Exception):
+    pass
+
+
+async def bounded_get(client: httpx.AsyncClient, path: str, *, limit: int = MAX_BODY, timeout: float = 10) -> bytes:
+    """A GET's body of at most `limit` bytes once decompressed, within `timeout` in all; redirects are not followed
+    (httpx's default), and a body past the bound raises BodyTooLarge rather than grow the console."""
+    body = bytearray()
+    async with asyncio.timeout(timeout), client.stream("GET", path) as response:
+        response.raise_for_status()
+        async for part in response.aiter_bytes():
+            body += part
+            if len(body) > limit:
+                raise BodyTooLarge(f"{path}: the answer is over {limit // 1024} KiB")
+    return bytes(body)
 
 
 class HealthProbe:
@@ -38,12 +59,15 @@ class HealthProbe:
             async with self._http_lock:
                 client = await self._client(self.server_address, record.port)
                 for path in record.health_paths:
-                    response = await client.get(path)
-                    if response.status_code != 404:
-                        return response.status_code == 200, f"{visible(path)} answered {response.status_code}"
+                    async with asyncio.timeout(10), client.stream("GET", path) as response:  # the status alone: a body
+                        status = response.status_code  # that never ends, or inflates to a GiB, is never read
+                    if 300 <= status < 400:
+                        return False, f"{visible(path)} answered {status}, a redirect: pivot follows none"
+                    if status != 404:
+                        return status == 200, f"{visible(path)} answered {status}"
             raise NoHealthRoute(f"{visible(', then '.join(record.health_paths))} answered 404: this server has no such "
                                 "route; set health_path in its profile")
-        except (httpx.HTTPError, httpx.InvalidURL, RemoteError, OSError) as e:
+        except (httpx.HTTPError, httpx.InvalidURL, RemoteError, OSError, TimeoutError) as e:
             return False, f"health check failed: {type(e).__name__}"
 
     async def _client(self, address: str, port: int) -> httpx.AsyncClient:
@@ -67,10 +91,11 @@ class HealthProbe:
         async with self._http_lock:
             if self._http is None:
                 return None
-            with contextlib.suppress(httpx.HTTPError, ValueError, KeyError, IndexError, TypeError, AttributeError):
+            with contextlib.suppress(httpx.HTTPError, ValueError, KeyError, IndexError, TypeError, AttributeError,
+                                     TimeoutError, BodyTooLarge):
                 if record.kind == "sglang":
-                    return visible(str((await self._http.get("/model_info")).json()["model_path"]))
-                return visible(str((await self._http.get("/v1/models")).json()["data"][0]["id"]))
+                    return visible(str(json.loads(await bounded_get(self._http, "/model_info"))["model_path"]))
+                return visible(str(json.loads(await bounded_get(self._http, "/v1/models"))["data"][0]["id"]))
         return None
 
     async def _forget_forward(self) -> None:

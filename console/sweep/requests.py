@@ -83,7 +83,7 @@ class UniquePrompts:
         try:
             async with session.post("/tokenize", json={"content": sample}, allow_redirects=False,
                                     timeout=aiohttp.ClientTimeout(total=10)) as response:
-                tokens = (await response.json(content_type=None)).get("tokens") if response.status == 200 else None
+                tokens = _loads(await response.content.read(1 << 20)).get("tokens") if response.status == 200 else None
         except (aiohttp.ClientError, TimeoutError, ValueError, AttributeError):
             return
         if not isinstance(tokens, list) or not 10 <= len(tokens) <= 10_000:
@@ -94,7 +94,7 @@ class UniquePrompts:
         with contextlib.suppress(aiohttp.ClientError, TimeoutError, ValueError, AttributeError):
             async with session.post("/tokenize", json={"content": check}, allow_redirects=False,
                                     timeout=aiohttp.ClientTimeout(total=10)) as response:
-                counted = (await response.json(content_type=None)).get("tokens")
+                counted = _loads(await response.content.read(1 << 20)).get("tokens")
                 self.tokens = len(counted) if isinstance(counted, list) else None
 
     def describe(self) -> dict[str, Any]:
@@ -185,7 +185,7 @@ async def _error_body(response: aiohttp.ClientResponse) -> str:
     return visible(body[:200])
 
 
-def _loads(data: str) -> Any:
+def _loads(data: str | bytes) -> Any:
     """orjson, and json for what orjson refuses (a number past 64 bits): such a chunk fails with the same reason."""
     try:
         return orjson.loads(data)
@@ -279,7 +279,11 @@ async def _receive(session: aiohttp.ClientSession, path: str, body: dict[str, An
         got.status = response.status
         if got.status != 200:
             raise BadStream(f"HTTP {got.status}: {await _error_body(response)}")
+        chunks = 0
         async for data in sse_data(response.content.iter_any()):
+            chunks += 1  # every event counts toward the bound, content or not
+            if chunks > max_chunks:
+                raise BadStream(f"the stream went on past {max_chunks} chunks for max_tokens {max_tokens}")
             if data.strip() == "[DONE]":
                 got.done = True
                 break
@@ -304,8 +308,6 @@ async def _receive(session: aiohttp.ClientSession, path: str, body: dict[str, An
                 got.counts.append(None)
                 got.times.append(now)
                 per_chunk.seen += 1
-            if len(got.times) > max_chunks:
-                raise BadStream(f"the stream went on past {max_chunks} chunks for max_tokens {max_tokens}")
     if not got.times and not got.usage_tokens:
         raise BadStream("the stream ended without any token")
     if not got.done and got.finish is None:

@@ -47,6 +47,10 @@ async def stream_body(mode: str, max_tokens: int, writer: asyncio.StreamWriter) 
         while not writer.is_closing():
             writer.write(chunk(GOOD_CHUNK))
             await writer.drain()
+    elif mode == "empty_endless":  # valid chunks without any content, for ever
+        while not writer.is_closing():
+            writer.write(chunk({**GOOD_CHUNK, "choices": [{"index": 0, "text": "", "finish_reason": None}]}))
+            await writer.drain()
     elif mode == "unterminated":
         writer.write(b"data: ")
         while not writer.is_closing():
@@ -86,6 +90,9 @@ async def handle(mode: str, reader: asyncio.StreamReader, writer: asyncio.Stream
                 payload = json.dumps(data).encode()
                 writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "
                              + str(len(payload)).encode() + b"\r\n\r\n" + payload)
+            elif path == "/v1/completions" and mode == "redirect":  # to another service on the operator's loopback
+                writer.write(b"HTTP/1.1 307 Temporary Redirect\r\nlocation: http://127.0.0.1:9/v1/completions\r\n"
+                             b"content-length: 0\r\n\r\n")
             elif path == "/v1/completions" and mode == "error_body":
                 payload = b"\x1b]0;pwned\x07\x1b[2J boom"
                 writer.write(b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: " + str(len(payload)).encode()
