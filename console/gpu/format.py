@@ -49,6 +49,9 @@ def flags(proc: GpuProcess) -> list[str]:
 def idle_line(sample: Sample, threshold_mib: float) -> str:
     """'all GPUs idle', or what still holds memory, short enough for one line."""
     busy = sample.busy_gpus(threshold_mib)
+    if sample.problems:  # a partial sample: what it could not read comes first, and it never says "idle"
+        read = f"{len(busy)} of the {len(sample.gpus)} GPUs read hold memory" if busy else f"the {len(sample.gpus)} GPUs read are idle"
+        return f"cannot tell whether all GPUs are idle: {sample.problems[0]}; {read}"
     if not busy:
         return f"all GPUs idle (each below {gib(threshold_mib)} GiB)"
     pids = {p.pid for p in sample.procs}

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from console.gpu.agent import VERSION as AGENT_VERSION
 from console.untrusted import visible
+
+T = TypeVar("T")
 
 
 class SampleParseError(ValueError):
@@ -108,9 +111,11 @@ class Sample:
     server: ServerRef | None = None
     source: str = "?"
     received: float = field(default_factory=time.time)
+    problems: tuple[str, ...] = ()  # what the agent could not read (a GPU lost, a row dropped): the sample is partial
 
     def idle(self, threshold_mib: float) -> bool:
-        return all((g.mem_used_mib or 0) < threshold_mib for g in self.gpus)
+        """Every GPU below the threshold, and every GPU read: a partial sample cannot say "idle"."""
+        return not self.problems and all((g.mem_used_mib or 0) < threshold_mib for g in self.gpus)
 
     def busy_gpus(self, threshold_mib: float) -> list[Gpu]:
         return [g for g in self.gpus if (g.mem_used_mib or 0) >= threshold_mib]
@@ -168,6 +173,19 @@ def _proc(d: dict[str, Any], server: ServerRef | None) -> GpuProcess:
     )
 
 
+def _rows(items: list[Any], parse: Callable[[dict[str, Any]], T], what: str, problems: list[str]) -> list[T]:
+    """Each row parsed; a row that is not of the agent's shape is dropped, and said, rather than the whole sample."""
+    out = []
+    for item in items:
+        try:
+            if not isinstance(item, dict):
+                raise TypeError("not an object")
+            out.append(parse(item))
+        except (TypeError, KeyError, ValueError) as e:
+            problems.append(f"a {what} row was not read: {visible(str(e))[:120]}")
+    return out
+
+
 def parse_line(line: str, source: str = "?") -> Hello | Sample | AgentError:
     """One agent line to a typed value; raises SampleParseError on anything malformed."""
     try:
@@ -192,11 +210,12 @@ def parse_line(line: str, source: str = "?") -> Hello | Sample | AgentError:
                 raise SampleParseError("sample without gpus or procs lists")
             raw_server = data.get("server")
             server = ServerRef(int(raw_server["pid"]), bool(raw_server.get("alive"))) if isinstance(raw_server, dict) else None
+            problems = [visible(str(w))[:300] for w in data.get("warnings") or () if isinstance(w, str)][:8]
             return Sample(
                 t=float(data.get("t", time.time())),
-                gpus=tuple(sorted((_gpu(g) for g in gpus if isinstance(g, dict)), key=lambda g: g.index)),
-                procs=tuple(_proc(p, server) for p in procs if isinstance(p, dict)),
-                server=server, source=source,
+                gpus=tuple(sorted(_rows(gpus, _gpu, "GPU", problems), key=lambda g: g.index)),
+                procs=tuple(_rows(procs, lambda p: _proc(p, server), "process", problems)),
+                server=server, source=source, problems=tuple(problems),
             )
     except (TypeError, KeyError, ValueError) as e:
         if isinstance(e, SampleParseError):

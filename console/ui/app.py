@@ -23,6 +23,7 @@ from console.server.slurm import SlurmLifecycle, node_line
 from console.session import Session
 from console.ui.colours import Recolour
 from console.ui.commands import PivotCommands
+from console.ui.log_bridge import ScreenLog
 from console.ui.messages import ConnectionChanged, ShowComparison, StatusChanged, TelemetryUpdate
 from console.ui.screens.help import HelpScreen
 from console.ui.themes import DEFAULT_THEME, load_themes, variable_defaults
@@ -144,6 +145,8 @@ class PivotApp(App[None]):
         footer.show_command_palette = event.size.width >= 100
 
     def on_mount(self) -> None:
+        self._screen_log = ScreenLog(self)
+        self._screen_log.install()
         for problem in [*self.theme_errors, *([self._theme_problem] if self._theme_problem else [])]:
             self.notify(problem, title="Theme", severity="warning", timeout=8)
         if self.session.spec is not None:
@@ -321,4 +324,5 @@ class PivotApp(App[None]):
         self.push_screen(EventLogScreen(self.session.events.read(), str(self.session.events.path)))
 
     async def on_unmount(self) -> None:
+        self._screen_log.remove()
         await self.session.close()

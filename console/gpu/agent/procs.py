@@ -67,10 +67,13 @@ def proc_details(pid: int, btime: float) -> dict:
     return details
 
 
+MAX_CMD = 2048  # a command line is cut here: a sample of many processes with long arguments stays under the line limit
+
+
 def _cmdline(pid: int) -> str:
     try:
         with open("/proc/%d/cmdline" % pid, "rb") as f:
-            return f.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()
+            return f.read(MAX_CMD * 4).replace(b"\0", b" ").decode("utf-8", "replace").strip()[:MAX_CMD]
     except OSError:
         return ""
 

@@ -19,7 +19,11 @@ def collect(source: NvitopSource | SmiSource, btime: float, pidfile: str | None)
     gpus, procs = source.sample()
     for p in procs:
         p.update(proc_details(p["pid"], btime))
-    return {"type": "sample", "t": round(time.time(), 3), "gpus": gpus, "procs": procs, "server": server_info(pidfile)}
+    line = {"type": "sample", "t": round(time.time(), 3), "gpus": gpus, "procs": procs, "server": server_info(pidfile)}
+    warnings = getattr(source, "warnings", None)
+    if warnings:
+        line["warnings"] = warnings[:8]
+    return line
 
 
 def console_gone(stdin: int | None, seconds: float) -> bool:

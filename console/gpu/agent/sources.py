@@ -33,20 +33,25 @@ class SmiSource:
         except FileNotFoundError:
             raise NoDriver("nvidia-smi not found on PATH: no NVIDIA driver on this host") from None
 
-    def _rows(self, proc: subprocess.Popen) -> list[list[str]]:
+    def _rows(self, proc: subprocess.Popen, warnings: list) -> list[list[str]]:
+        """Its CSV rows. Rows printed beside a failure (one GPU fallen off the bus: the others are printed, then it
+        exits 15) are kept, and the failure said in `warnings`; a failure with no row is the whole sample's."""
         try:
             stdout, stderr = proc.communicate(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.communicate()
             raise RuntimeError("nvidia-smi did not answer within 10 s") from None
+        rows = [[c.strip() for c in line.split(",")] for line in stdout.splitlines() if "," in line]
         if proc.returncode != 0:
-            message = (stderr or stdout).strip().splitlines()
-            text = message[0] if message else "exit status %d" % proc.returncode
-            if "couldn't communicate with the NVIDIA driver" in text or "driver" in text.lower():
+            message = [line for line in (stderr + "\n" + stdout).splitlines() if line.strip() and "," not in line]
+            text = message[0].strip() if message else "exit status %d" % proc.returncode
+            if not rows and ("couldn't communicate with the NVIDIA driver" in text or "driver" in text.lower()):
                 raise NoDriver(text)
-            raise RuntimeError("nvidia-smi: " + text)
-        return [[c.strip() for c in line.split(",")] for line in stdout.splitlines() if line.strip()]
+            if not rows:
+                raise RuntimeError("nvidia-smi: " + text)
+            warnings.append("nvidia-smi: %s (exit status %d)" % (text[:300], proc.returncode))
+        return rows
 
     def sample(self) -> tuple[list[dict], list[dict]]:
         # both queries at once: nvidia-smi takes 0.1-0.5 s a call, and this is the first sample's wait
@@ -57,28 +62,34 @@ class SmiSource:
             gpu_query.kill()
             gpu_query.communicate()
             raise
+        warnings: list = []
         try:
-            gpu_rows = self._rows(gpu_query)
+            gpu_rows = self._rows(gpu_query, warnings)
         except BaseException:
             app_query.kill()
             app_query.communicate()
             raise
-        app_rows = self._rows(app_query)
+        app_rows = self._rows(app_query, warnings)
         gpus = []
         for row in gpu_rows:
-            if len(row) < 9:
+            if len(row) < 9 or _num(row[0]) is None:
+                warnings.append("a GPU row nvidia-smi printed was not read: %r" % ",".join(row)[:120])
                 continue
             gpus.append({
                 "index": _num(row[0]), "uuid": row[1], "name": row[2], "mem_used_mib": _num(row[3]),
                 "mem_total_mib": _num(row[4]), "util_pct": _num(row[5]), "temp_c": _num(row[6]),
                 "power_w": _num(row[7]), "power_limit_w": _num(row[8]),
             })
+        if not gpus:  # an answer with no GPU in it says nothing of the GPUs: never "all idle"
+            raise RuntimeError("nvidia-smi answered without a GPU row pivot can read" + (": " + warnings[0] if warnings else ""))
         by_uuid = {g["uuid"]: g["index"] for g in gpus}
         procs = []
         for row in app_rows:
-            if len(row) < 3 or _num(row[0]) is None:
+            if len(row) < 3 or not isinstance(_num(row[0]), int):
+                warnings.append("a process row nvidia-smi printed was not read: %r" % ",".join(row)[:120])
                 continue
             procs.append({"pid": _num(row[0]), "mem_mib": _num(row[1]), "gpu_uuid": row[2], "gpu": by_uuid.get(row[2])})
+        self.warnings = warnings
         return gpus, procs
 
 
