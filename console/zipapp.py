@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import io
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from functools import cache
 from importlib import resources
 
@@ -81,7 +81,19 @@ def loadgen_zip() -> tuple[str, bytes]:
                  ((name, root.joinpath(name.removeprefix("console/")).read_bytes()) for name in LOADGEN_MODULES))
 
 
+NOT_OURS = 99  # the file at the zipapp's name is not the one pivot built (truncated, empty, replaced)
+# Run argv only if the file $1 (relative to the workdir) has the digest $2: whatever sits at the zipapp's name is run
+# only if its bytes are pivot's. A host without sha256sum runs it as it is.
+VERIFY = ('f=$1 h=$2; shift 2; if command -v sha256sum >/dev/null 2>&1; then echo "$h  $f" | sha256sum -c --status '
+          '>/dev/null 2>&1 || { echo "pivot: $f is not the file pivot built" >&2; exit 99; }; fi; exec "$@"')
+
+
+def checked(path: str, data: bytes, argv: Sequence[str]) -> list[str]:
+    """argv, run on the host only if the file at `path` holds exactly `data` (else it exits NOT_OURS)."""
+    return ["sh", "-c", VERIFY, "sh", path, hashlib.sha256(data).hexdigest(), *argv]
+
+
 def not_there(status: int | None, stderr: Iterable[str]) -> bool:
-    """The host's python could not open the zipapp (CPython: "python: can't open file '…': [Errno 2] …", exit
-    status 2): this version is not on the host yet."""
-    return status == 2 and any("can't open file" in line for line in stderr)
+    """This version of the zipapp is not on the host as pivot built it: missing, cut short or replaced (NOT_OURS), or
+    (a host without sha256sum) the host's python could not open it ("can't open file '…'", exit status 2)."""
+    return status == NOT_OURS or (status == 2 and any("can't open file" in line for line in stderr))

@@ -18,7 +18,7 @@ from console.remote import Connection
 from console.remote.errors import RemoteError
 from console.remote.streams import RunResult
 from console.untrusted import visible
-from console.zipapp import agent_zip, not_there
+from console.zipapp import agent_zip, checked, not_there
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,8 @@ class RemoteTelemetry:
 
     def argv(self, *args: str) -> list[str]:
         """The agent command line on the host (its python, the agent's zip in the workdir, args)."""
-        return [self.spec.python, f"agent/{agent_zip()[0]}", *args]
+        name, data = agent_zip()
+        return checked(f"agent/{name}", data, [self.spec.python, f"agent/{name}", *args])
 
     async def events(self) -> AsyncGenerator[TelemetryEvent, None]:
         """Hello, then samples, forever: across agent restarts and reconnects."""

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -280,12 +281,14 @@ class Connection:
         await self._workdir(conn, remote_path)
         data = source if isinstance(source, bytes) else await asyncio.to_thread(Path(source).read_bytes)
         path = remote_path[2:] if remote_path.startswith("~/") else remote_path  # SFTP is relative to home
-        tmp = f"{path}.pivot-tmp-{os.getpid()}"
+        # an unpredictable name, created exclusively: a symlink planted at it is never followed (the rename then
+        # replaces whatever sits at the path, a symlink included, without following it)
+        tmp = f"{path}.pivot-tmp-{secrets.token_hex(8)}"
         async with conn.start_sftp_client() as sftp:
             parent = os.path.dirname(path)
             if parent:
                 await sftp.makedirs(parent, exist_ok=True)
-            async with sftp.open(tmp, "wb") as f:
+            async with sftp.open(tmp, "xb") as f:
                 await f.write(data)
             await sftp.chmod(tmp, mode)
             await sftp.posix_rename(tmp, path)

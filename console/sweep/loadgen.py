@@ -38,7 +38,7 @@ from console.sweep.runlock import RunLocked, run_lock
 from console.sweep.settings import SweepSettings
 from console.sweep.store import RunError, completed_levels, open_run_dir
 from console.untrusted import visible
-from console.zipapp import loadgen_zip, not_there
+from console.zipapp import checked, loadgen_zip, not_there
 
 EVENT_TYPES = frozenset({"sweep_started", "level_started", "request", "progress", "metrics", "level_retry", "level_done",
                          "sweep_done"})  # what console/sweep/generator.py emits (a test holds them to it)
@@ -67,7 +67,7 @@ async def on_host(conn: Connection, spec: config.HostSpec, port: int, order: dic
     """The load generator run on the host (uploaded when its python cannot open it), its events kept here: each
     line is the host's word, taken only as a JSON object of a known type, with this machine's time."""
     name, data = loadgen_zip()
-    argv = [spec.python, f"agent/{name}", "--port", str(port)]
+    argv = checked(f"agent/{name}", data, [spec.python, f"agent/{name}", "--port", str(port)])
     for attempt in (1, 2):
         stream = await conn.stream(argv, cwd=spec.workdir)
         stopper = asyncio.create_task(_stop_later(stream, stop_after_level))
