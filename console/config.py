@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import stat
 import tomllib
 import types
 import typing
@@ -29,6 +30,9 @@ from pydantic_core import PydanticCustomError
 
 # -- TOML schemas ---------------------------------------------------------------------------------------------------
 # Declared with pydantic types; a failure becomes Invalid, one line: `key.path: problem`.
+
+MAX_FILE = 1 << 20  # pivot.toml, a profile, a theme: far smaller
+MAX_JUMPS = 8
 
 
 class Invalid(ValueError):
@@ -322,8 +326,14 @@ def _build(path: Path, data: dict[str, Any]) -> Config:
     top = validate(ConfigFile, data)
     hosts = {name: _host(name, table) for name, table in top.hosts.items()}
     for host in hosts.values():
-        if host.jump == host.name:
-            raise Invalid(f"hosts.{host.name}.jump", "a host cannot jump through itself")
+        chain = [host.name]  # jumps through configured hosts: a loop, or a chain past MAX_JUMPS, is refused here
+        while (jump := hosts[chain[-1]].jump) is not None and jump in hosts:
+            if jump in chain:
+                raise Invalid(f"hosts.{host.name}.jump", "a jump loop: " + " -> ".join([*chain[chain.index(jump):], jump])
+                              if jump != host.name or len(chain) > 1 else "a host cannot jump through itself")
+            chain.append(jump)
+            if len(chain) > MAX_JUMPS + 1:
+                raise Invalid(f"hosts.{host.name}.jump", f"more than {MAX_JUMPS} jumps: " + " -> ".join(chain))
     if top.default_host is not None and top.default_host not in hosts:
         raise Invalid("default_host", f"names no host in [hosts] ({top.default_host!r})")
     for group, members in top.groups.items():
@@ -366,13 +376,27 @@ def find(explicit: str | os.PathLike[str] | None = None) -> Path | None:
     return None
 
 
+def read_small(path: Path, limit: int = MAX_FILE) -> str:
+    """A configuration file's text: a regular file (not a FIFO or a device, which would hang or never end) of at most
+    `limit` bytes, in UTF-8; raises ConfigError naming the file and, for a bad byte, its offset."""
+    try:
+        with open(path, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise ConfigError(path, None, "not a regular file")
+            data = f.read(limit + 1)
+    except OSError as e:
+        raise ConfigError(path, None, f"cannot read: {e.strerror}") from None
+    if len(data) > limit:
+        raise ConfigError(path, None, f"over {limit // 1024} KiB: not a configuration file")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(path, None, f"not UTF-8: byte 0x{data[e.start]:02x} at offset {e.start}") from None
+
+
 def load(explicit: str | os.PathLike[str] | None = None) -> Config:
     """The file's own keys, checked; the [sweep] table is checked by console.pivot_toml.load, which commands use."""
     path = find(explicit)
     if path is None:
         return Config(path=None, hosts={})
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise ConfigError(path, None, f"cannot read: {e.strerror}") from None
-    return parse(path, text)
+    return parse(path, read_small(path))

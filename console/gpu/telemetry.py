@@ -15,7 +15,7 @@ from console.config import HostSpec
 from console.gpu import agent
 from console.gpu.samples import AgentError, Hello, Sample, SampleParseError, parse_line
 from console.remote import Connection
-from console.remote.errors import RemoteError
+from console.remote.errors import Disconnected, RemoteError
 from console.remote.streams import RunResult
 from console.untrusted import visible
 from console.zipapp import agent_zip, checked, not_there
@@ -138,10 +138,16 @@ class RemoteTelemetry:
 
     async def kill(self, targets: list[str], grace_s: float) -> list[dict]:
         """Run the agent's kill on the host; one result per target."""
-        result = await self._run(("kill", "--grace", str(grace_s), *targets), timeout=grace_s * len(targets) + 30)
+        try:
+            result = await self._run(("kill", "--grace", str(grace_s), *targets), timeout=grace_s * len(targets) + 30)
+        except Disconnected:  # the link dropped mid-kill: each target's fate is unknown here, and said so
+            return [{"pid": int(t.split(":")[0]), "outcome": "unknown",
+                     "detail": "the link was lost before the host said; pivot gpus shows whether it still runs"}
+                    for t in targets if t.split(":")[0].isdigit()]
         outcomes = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
         if not outcomes and not result.ok:
-            raise RemoteError(self.conn.host, f"kill failed: {visible(result.stderr.strip()) or result.exit_status}")
+            why = visible(result.stderr.strip()) or f"exit status {result.exit_status}"
+            raise RemoteError(self.conn.host, f"kill failed: {why}")
         return outcomes
 
 

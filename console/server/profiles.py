@@ -34,7 +34,7 @@ from typing import Annotated, Any, cast
 from pydantic import AfterValidator, Field
 from pydantic_core import PydanticCustomError
 
-from console.config import Bool, Int, Invalid, Number, Port, Str, Table, choice, expect, must, validate
+from console.config import Bool, ConfigError, Int, Invalid, Number, Port, Str, Table, choice, expect, must, read_small, validate
 from console.remote.command import shell_line
 from console.server.engines import ENGINES, HEALTH_PATH, KINDS, MULTINODE, POSITIONAL, Engine
 from console.server.speculation import Drafting, drafting
@@ -216,9 +216,9 @@ def _show(value: FlagValue) -> str:
 def _read(path: Path) -> dict[str, Any]:
     """The file's own keys, each checked (the launcher and model path may come from the profile it extends)."""
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise ProfileError(path, None, f"cannot read: {e.strerror}") from None
+        data = tomllib.loads(read_small(path))
+    except ConfigError as e:
+        raise ProfileError(path, None, e.problem) from None
     except tomllib.TOMLDecodeError as e:
         raise ProfileError(path, None, f"not valid TOML: {e}") from None
     try:
@@ -228,11 +228,17 @@ def _read(path: Path) -> dict[str, Any]:
     return data
 
 
+MAX_EXTENDS = 16  # a chain of profiles each extending the next: deeper is a mistake, or a file not the operator's
+
+
 def _merged(name: str, files: dict[str, Path], chain: tuple[str, ...] = ()) -> dict[str, Any]:
     path = files[name]
     if name in chain:
         cycle = " -> ".join([*chain[chain.index(name):], name])
         raise ProfileError(path, "extends", f"cycle: {cycle}")
+    if len(chain) >= MAX_EXTENDS:
+        raise ProfileError(files[chain[0]], "extends", f"a chain of more than {MAX_EXTENDS} profiles: "
+                                                       f"{' -> '.join(chain[:3])} -> … -> {name}")
     data = _read(path)
     parent_name = data.get("extends")
     if parent_name is None:

@@ -4,6 +4,7 @@ concurrency) becomes a pivot run, one level per line, so it can be compared with
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,17 @@ def _ms(value: Any) -> float | None:
     return None if value is None else float(value) / 1000.0
 
 
+def _checked(line: dict[str, Any]) -> None:
+    """Every number a finite, non-negative one: NaN, infinities and negative counts are no measurement."""
+    for key, value in line.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{key} is {value}, not a measurement")
+        if isinstance(value, int | float) and not isinstance(value, bool) and value < 0:
+            raise ValueError(f"{key} is negative ({value})")
+
+
 def level_from_bench_serving(line: dict[str, Any]) -> dict[str, Any]:
+    _checked(line)
     c = line.get("max_concurrency") or line.get("concurrency")
     if not isinstance(c, (int, float)) or c < 1:
         raise ValueError("no max_concurrency: pivot compares runs by concurrency")

@@ -54,6 +54,11 @@ class RunbookTask:
     action: str
 
 
+# sweep settings a runbook may not set: what they would send to the server
+OPERATOR_ONLY = {"api_key_env": "an environment variable of yours as a bearer token",
+                 "prompt_file": "a file of this machine's as the prompts", "extra_body": "fields of its choosing"}
+
+
 def check_action(action: str) -> list[str]:
     words = shlex.split(action)
     if not words or words[0] not in ACTIONS:
@@ -210,6 +215,9 @@ class Actions:
         data = dict(self.cfg.sweep)
         for item in overrides:
             key, _, value = item.partition("=")
+            if key in OPERATOR_ONLY:  # a runbook is a file of the campaign's, not the operator's word
+                raise ActionFailed(f"a runbook may not set {key}: it would send {OPERATOR_ONLY[key]}; set it in "
+                                   "pivot.toml's [sweep] if you mean it")
             data[key] = [int(c) for c in value.split(",")] if key == "levels" else int(value) if value.isdigit() else value
         try:
             handle = await self.session.sweeps.start(SweepSettings.from_dict(data), via=self.VIA)
