@@ -313,11 +313,24 @@ def acceptance(level: dict[str, Any]) -> str | None:
     return f"{rate:.0%} accepted" + (f", {length:.1f} tokens a step" if isinstance(length, int | float) else "")
 
 
+def drafted_nothing(run: Run) -> bool:
+    """Set to draft, but by its server's own count of every request (llama-server's timings) it drafted no token at
+    any measured level: whatever differs from the other run is not speculation's doing."""
+    frame = run.measured()
+    if run.drafting is None or "server_spec_draft_tokens" not in frame.columns:
+        return False
+    counts = frame["server_spec_draft_tokens"].to_list()
+    return bool(counts) and all(n == 0 for n in counts)
+
+
 def _acceptance_notes(run: Run) -> list[str]:
     """Speculation's own numbers per level: a level where it loses with 99 % of drafts accepted is a draft too costly,
     one with 30 % a draft that guesses badly."""
     if run.drafting is None:
         return []
+    if drafted_nothing(run):
+        return [f"note: {label(run)} is set to draft ({run.drafting.method}), but its server drafted no token at any "
+                "level (its own count of every request)"]
     frame = run.measured()
     said = [f"C={row['c']}: {text}" for row in frame.iter_rows(named=True) if (text := acceptance(row))]
     if not said:
@@ -393,6 +406,9 @@ def recommend(a: Run, b: Run, cmp_levels: list[Level]) -> tuple[str, int | None]
         return _which_leads(a, b, cmp_levels), None
     spec_side = "a" if drafting(a, b) is a else "b"
     spec, base = (a, b) if spec_side == "a" else (b, a)
+    if drafted_nothing(spec):
+        return (f"{label(spec)} drafted no token in this run (its server's own count), so there is no speculation to "
+                f"judge: {_which_leads(a, b, cmp_levels)}"), None
     levels = [lv.c for lv in cmp_levels]
     wins = [lv.c for lv in cmp_levels if lv.total.leader == spec_side]
     losses = [lv.c for lv in cmp_levels if lv.total.leader not in (None, spec_side)]

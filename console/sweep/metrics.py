@@ -205,9 +205,13 @@ def drafted(records: Sequence[RequestRecord]) -> dict[str, float]:
     """Speculation over these requests from the server's own record of each (llama-server's timings: draft tokens
     proposed and accepted, exact per request); {} where none drafted."""
     timed = [r.timings for r in records if r.ok and not r.warmup and r.timings]
+    if not timed:
+        return {}
     proposed = sum(t.get("draft_n", 0) for t in timed)
     accepted = sum(t.get("draft_n_accepted", 0) for t in timed)
-    if proposed <= 0 or not 0 <= accepted <= proposed:
+    if proposed <= 0:  # the server's own record of every request: it drafted nothing (whatever it was set to do)
+        return {"spec_draft_tokens": 0.0}
+    if not 0 <= accepted <= proposed:
         return {}
     return {"spec_accept_rate": accepted / proposed, "spec_draft_tokens": proposed}
 
