@@ -199,7 +199,8 @@ async def print_sweep(handle: SweepHandle, out: Console, as_json: bool) -> int:
                 out.print(Text(f"C={event['c']} failed ({visible(str(event.get('reason')))}); the server answers "
                                "again: measuring the level once more", style="yellow"))
             elif kind == "failed":
-                out.print(Text(f"pivot: the load generator failed: {visible(str(event['message']))}", style="red"))
+                out.print(Text(f"pivot: the load generator failed: {visible(str(event['message']))}; what it measured is "
+                               f"kept, and `pivot sweep --resume {handle.run.name}` measures the rest", style="red"))
                 status = 1
             elif kind == "sweep_done" and event.get("failed"):
                 out.print(Text(f"pivot: the sweep stopped: {visible(str(event['failed']))}; the run is partial and "
