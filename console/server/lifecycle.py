@@ -1,11 +1,7 @@
 """The server pivot manages on a host: start, stop, restart, switch, and a state that is always true.
 
-On the host, in the workdir:
-    server.pid    the server's pid (the leader of its own session and process group)
-    server.log    its stdout and stderr (the previous run's is kept as server.log.1)
-    server.json   what pivot started: profile, argv, pid and start time, port, whether it was stopped
-
-A console started later reads these and adopts the server. Every observation
+On the host, in the workdir: server.pid, server.log, server.json and server.lock (console/server/scripts.py, with the
+scripts that read and change them). A console started later reads these and adopts the server. Every observation
 is one run of a constant script (no data in it) over a long-lived SSH channel,
 plus one HTTP request through a port forward to the server's own health
 endpoint, on a kept-alive connection: a 1 s poll opens no SSH session.
@@ -33,6 +29,7 @@ from console.server.health import HealthProbe
 from console.server.multinode import Rank
 from console.server.preflight import Check, after_stop, preflight
 from console.server.profiles import Profile, ProfileError, ProfileSet
+from console.server.scripts import LOG, MARK, PID_STANDIN, PROBE, RECORD, REWRITE, START, TICKS_STANDIN
 from console.server.state import (
     LifecycleError,
     NoHealthRoute,
@@ -48,31 +45,8 @@ from console.untrusted import visible
 if TYPE_CHECKING:  # imported where a health check needs it: `pivot --help` and the first screen do not wait
     import httpx
 
-RECORD, PIDFILE, LOG = "server.json", "server.pid", "server.log"
 CRASH_TAIL = 50
 UNHEALTHY_AFTER = 3  # failed health checks in a row, with the process alive
-MARK = "---pivot---"
-# One probe per poll: the record, the process's /proc stat, the last log line. Constant: no data in it.
-PROBE = f'head -c 262145 {RECORD} 2>/dev/null; echo; echo {MARK}; p=$(cat {PIDFILE} 2>/dev/null); ' \
-        f'[ -n "$p" ] && cat /proc/$p/stat 2>/dev/null; echo; echo {MARK}; tail -n 1 {LOG} 2>/dev/null'
-LOCK = "server.lock"
-# Every change of the record holds the host's lock (flock, util-linux; where a host has none, the compare still holds)
-# and first compares the record with the one the console acted on ($1, its text as read): a second console that
-# started, stopped or switched the server meanwhile makes this one refuse (exit 76) rather than overwrite its record.
-_LOCKED = (f'exec 9>>{LOCK}; if command -v flock >/dev/null; then flock -w 20 9 || {{ echo "another console holds '
-           f'{LOCK} on this host" >&2; exit 75; }}; fi; now=$(cat {RECORD} 2>/dev/null); [ "$now" = "$1" ] || '
-           '{ echo "the record of the server changed meanwhile: another console acted on this host" >&2; exit 76; }; ')
-# Detached start, the record written in the same remote step (an interrupted console leaves a server with its record,
-# or neither: HUP, INT and PIPE are ignored once the lock is held): its own session, no inherited descriptors (a process
-# holding the channel's makes SSH hang, one holding the lock blocks every later change). $2 $3 $4: the record's JSON
-# around its pid and its start time, then the argv.
-START = (_LOCKED + f'pre=$2 mid=$3 post=$4; shift 4; trap "" HUP PIPE INT; [ -f {LOG} ] && mv -f {LOG} {LOG}.1; '
-         f'setsid "$@" </dev/null >{LOG} 2>&1 9>&- & p=$!; t=$(sed "s/.*) //" /proc/$p/stat | cut -d" " -f20); '
-         f'printf "%s%s%s%s%s" "$pre" "$p" "$mid" "$t" "$post" >{RECORD}.tmp.$$ && mv -f {RECORD}.tmp.$$ {RECORD}; '
-         f'echo $p >{PIDFILE}; echo $p $t')
-# A record replaced (marked stopped) only if it is still the one read: $2 is the new text.
-REWRITE = _LOCKED + f'printf "%s" "$2" >{RECORD}.tmp.$$ && mv -f {RECORD}.tmp.$$ {RECORD}'
-_PID, _TICKS = 7_770_000_001, 7_770_000_002  # stand-ins in the record's JSON, for the pid and start time the host fills in
 
 
 class Lifecycle(Protocol):
@@ -283,11 +257,11 @@ class ServerLifecycle(HealthProbe):
         argv = await self.resolved_argv(profile)
         if profile.env:
             argv = ["env", *(f"{k}={v}" for k, v in profile.env.items()), *argv]
-        template = ServerRecord(profile.name, argv, _PID, _TICKS, time.time(), profile.host, profile.port, profile.kind,
+        template = ServerRecord(profile.name, argv, PID_STANDIN, TICKS_STANDIN, time.time(), profile.host, profile.port, profile.kind,
                                 health=profile.health_paths, rank=rank, nodes=nodes)
         text = json.dumps(asdict(template), indent=1)
-        pre, rest = text.split(str(_PID), 1)
-        mid, post = rest.split(str(_TICKS), 1)
+        pre, rest = text.split(str(PID_STANDIN), 1)
+        mid, post = rest.split(str(TICKS_STANDIN), 1)
         result = await self.conn.run(["sh", "-c", START, "sh", self.record_text or "", pre, mid, post, *argv],
                                      cwd=self.spec.workdir, timeout=30)
         words = result.stdout.split()

@@ -33,10 +33,11 @@ from console.gpu.samples import AgentError, Sample, SampleParseError
 from console.gpu.telemetry import RemoteTelemetry
 from console.remote import Connection
 from console.server.checks import Check
-from console.server.lifecycle import LOG, MARK, ServerLifecycle
+from console.server.lifecycle import ServerLifecycle
 from console.server.multinode import rank_flags
 from console.server.preflight import check_flags
 from console.server.profiles import Profile
+from console.server.scripts import LOG, MARK
 from console.server.state import (
     ADDRESS,
     LifecycleError,

@@ -190,8 +190,8 @@ class SimHost:
 
         The reaper, not Popen, collects it when it dies (it is adopted like any orphan).
         """
-        from console.server.lifecycle import LOG, PIDFILE, RECORD
         from console.server.profiles import load_profiles
+        from console.server.scripts import LOG, PIDFILE, RECORD
         from console.server.state import ServerRecord
 
         profile = load_profiles(shipped("profiles"), self.root / "profiles").get(profile_name)
