@@ -31,8 +31,7 @@ from pydantic_core import PydanticCustomError
 # -- TOML schemas ---------------------------------------------------------------------------------------------------
 # Declared with pydantic types; a failure becomes Invalid, one line: `key.path: problem`.
 
-MAX_FILE = 1 << 20  # pivot.toml, a profile, a theme: far smaller
-MAX_JUMPS = 8
+MAX_FILE, MAX_JUMPS = 1 << 20, 8  # a configuration file is far smaller; a chain of jump hosts far shorter
 
 
 class Invalid(ValueError):
@@ -377,8 +376,7 @@ def find(explicit: str | os.PathLike[str] | None = None) -> Path | None:
 
 
 def read_small(path: Path, limit: int = MAX_FILE) -> str:
-    """A configuration file's text: a regular file (not a FIFO or a device, which would hang or never end) of at most
-    `limit` bytes, in UTF-8; raises ConfigError naming the file and, for a bad byte, its offset."""
+    """A regular file's text (a FIFO or a device would hang or never end), at most `limit` bytes of UTF-8."""
     try:
         with open(path, "rb") as f:
             if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
