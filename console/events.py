@@ -73,6 +73,16 @@ class Start(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
+class Adopt(Event):
+    """A server that pivot did not start (or whose record was lost), taken over as a profile's."""
+
+    kind: ClassVar[str] = "adopt"
+    host: str
+    profile: str
+    pid: int
+
+
+@dataclass(frozen=True, kw_only=True)
 class Stop(Event):
     kind: ClassVar[str] = "stop"
     host: str

@@ -68,10 +68,12 @@ def build_parser() -> argparse.ArgumentParser:
     kill.add_argument("--grace", type=float, metavar="S", help="seconds between SIGTERM and SIGKILL (default: kill_grace_s)")
     kill.add_argument("--single", action="store_true", help="signal only the process, not its process group")
 
-    server = sub.add_parser("server", help="the managed server: status, start, stop, restart, switch, logs")
+    server = sub.add_parser("server", help="the managed server: status, start, stop, restart, switch, logs, adopt")
     server.set_defaults(run="console.cli.server:cmd_server")
-    server.add_argument("action", choices=["status", "start", "stop", "restart", "switch", "logs"])
-    server.add_argument("profile", nargs="?", help="profile to start or switch to")
+    server.add_argument("action", choices=["status", "start", "stop", "restart", "switch", "logs", "adopt"])
+    server.add_argument("profile", nargs="?", help="profile to start or switch to; adopt: the profile whose port a "
+                                                   "server pivot did not start is serving")
+    server.add_argument("--yes", action="store_true", help="adopt: do not ask")
     server.add_argument("--force", action="store_true", help="start even when a preflight check fails")
     server.add_argument("--skip", action="append", choices=list(CHECKS), default=[], metavar="CHECK",
                         help=f"start without this preflight check (one of {', '.join(CHECKS)}; repeatable)")

@@ -12,10 +12,10 @@ from rich.table import Table
 from rich.text import Text
 
 from console import pivot_toml
-from console.server.lifecycle import Check, Lifecycle
+from console.server.lifecycle import Check, Lifecycle, ServerLifecycle
 from console.server.multinode import ranks
 from console.server.profiles import diff, load_profiles
-from console.server.slurm import batch_script
+from console.server.slurm import SlurmLifecycle, batch_script
 from console.server.state import LifecycleError, PreflightFailed, ServerState
 from console.session import Session
 from console.untrusted import visible
@@ -92,7 +92,7 @@ def print_checks(out: Console, checks: list[Check]) -> None:
 
 
 async def cmd_server(args: argparse.Namespace) -> int:
-    if args.action in ("start", "switch") and not args.profile:
+    if args.action in ("start", "switch", "adopt") and not args.profile:
         print(f"pivot: server {args.action} needs a profile (see pivot profiles)", file=sys.stderr)
         return 2
     out = Console(highlight=False, soft_wrap=True)  # a check or a status is one line, however narrow the pipe
@@ -117,7 +117,16 @@ async def _server_action(session: Session, lifecycle: Lifecycle, args: argparse.
         if status.state == ServerState.CRASHED:
             out.print(Text("\n".join(status.log_tail[-STATUS_TAIL:]), style="dim"))
             out.print("(the last lines of its log; pivot server logs shows the rest)")
+        record = getattr(lifecycle, "record", None)
+        stopped = status.state in (ServerState.STOPPED, ServerState.CRASHED)
+        if stopped and isinstance(lifecycle, ServerLifecycle) and not isinstance(lifecycle, SlurmLifecycle) \
+                and record is not None and record.job is None \
+                and (found := await lifecycle.unmanaged(record.host, record.port)):  # its port served by another process
+            out.print(Text(f"{found.describe()}: pivot server adopt {visible(record.profile)} takes it over", style="yellow"))
+            return 1
         return 0 if status.state in (ServerState.READY, ServerState.STOPPED) else 1
+    if action == "adopt":
+        return await _adopt(session, lifecycle, args.profile, args.yes, out)
     if action == "logs":
         if not args.follow:
             for line in await lifecycle.log_tail(200):
@@ -149,6 +158,27 @@ async def _server_action(session: Session, lifecycle: Lifecycle, args: argparse.
     assert session.spec is not None
     out.print(f"started {lifecycle.status.profile} (pid {lifecycle.status.pid}); log: {session.spec.workdir}/server.log")
     return await _wait_ready(lifecycle, out) if args.wait else 0
+
+
+async def _adopt(session: Session, lifecycle: Lifecycle, name: str, yes: bool, out: Console) -> int:
+    """Take over the server serving the profile's port, after the operator says yes (or --yes)."""
+    if not isinstance(lifecycle, ServerLifecycle) or isinstance(lifecycle, SlurmLifecycle):
+        raise LifecycleError("adopt takes over a server on a GPU host; a Slurm job is pivot's only through sbatch")
+    profile = session.profiles().get(name)
+    await lifecycle.poll()
+    found = await lifecycle.unmanaged(profile.host, profile.port)
+    if found is None:
+        raise LifecycleError(f"nothing but the managed server serves {profile.host}:{profile.port}: nothing to adopt")
+    out.print(Text(found.describe()))
+    if not yes:
+        answer = await asyncio.to_thread(input, f"adopt pid {found.pid} as {profile.name}, so that pivot stops it "
+                                                "(its whole process group) from now on? [y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            out.print("nothing adopted")
+            return 1
+    record = await lifecycle.adopt(profile, found)
+    out.print(Text(f"adopted pid {record.pid} as {profile.name}: {lifecycle.status.describe()}"))
+    return 0
 
 
 async def _wait_ready(lifecycle: Lifecycle, out: Console) -> int:

@@ -32,4 +32,6 @@ START = (_LOCKED + f'pre=$2 mid=$3 post=$4; shift 4; trap "" HUP PIPE INT; [ -f 
          f'echo $p >{PIDFILE}; echo $p $t')
 # A record replaced (marked stopped) only if it is still the one read: $2 is the new text.
 REWRITE = _LOCKED + f'printf "%s" "$2" >{RECORD}.tmp.$$ && mv -f {RECORD}.tmp.$$ {RECORD}'
+# A server taken over: its record and pid file written together, if the record is still the one read ($3: its pid).
+ADOPT = _LOCKED + f'printf "%s" "$2" >{RECORD}.tmp.$$ && mv -f {RECORD}.tmp.$$ {RECORD} && echo "$3" >{PIDFILE}'
 PID_STANDIN, TICKS_STANDIN = 7_770_000_001, 7_770_000_002  # stand-ins in the record's JSON, for the pid and start time the host fills in

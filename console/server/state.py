@@ -93,6 +93,21 @@ class ServerRecord:
         return record
 
 
+@dataclass(frozen=True)
+class Unmanaged:
+    """A process serving a port on the host that is not the server pivot manages: pid None where it cannot be seen."""
+
+    port: int
+    pid: int | None  # the leader of its process group
+    start_ticks: int | None
+    cmd: str
+    argv: tuple[str, ...]
+
+    def describe(self) -> str:
+        who = f"pid {self.pid}" + (f" ({self.cmd})" if self.cmd else "") if self.pid else "a process pivot cannot see"
+        return f"unmanaged server on port {self.port}: {who}"
+
+
 class RecordError(ValueError):
     """server.json is there but is not a record of pivot's: the server's state is unknown, not "stopped"."""
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -74,3 +75,34 @@ async def test_a_stop_does_not_overwrite_a_record_written_meanwhile(host: Host, 
         await conn.close()
     status, out, err = await pivot(host.config_path, "server", "stop")
     assert status == 0, out + err
+
+
+async def test_a_server_serving_without_a_record_is_shown_as_what_it_is_and_adopted(host: Host, tmp_path: Path) -> None:
+    name = _profile(host, tmp_path)
+    start = ("server", "start", name, "--skip", "gpus-idle")
+    assert (await pivot(host.config_path, *start))[0] == 0
+    assert (await pivot(host.config_path, "server", "stop"))[0] == 0
+    record = json.loads((host.workdir / "server.json").read_text())
+    by_hand = subprocess.Popen([sys.executable, "-m", "console.sim.llama_server", "-m", str(tmp_path / "m.gguf"),
+                                "--port", str(record["port"])], start_new_session=True,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # started behind pivot's back
+    try:
+        for _ in range(100):
+            status, out, err = await pivot(host.config_path, "server", "status")
+            if "unmanaged" in out:
+                break
+            await asyncio.sleep(0.2)
+        assert status == 1 and f"unmanaged server on port {record['port']}: pid {by_hand.pid}" in out, out + err
+        assert f"pivot server adopt {name} takes it over" in out
+        status, out, err = await pivot(host.config_path, "server", "adopt", name, stdin=b"n\n")
+        assert status == 1 and "nothing adopted" in out
+        status, out, err = await pivot(host.config_path, "server", "adopt", name, stdin=b"y\n")
+        assert status == 0 and f"adopted pid {by_hand.pid} as {name}" in out, out + err
+        assert json.loads((host.workdir / "server.json").read_text())["pid"] == by_hand.pid
+        status, out, err = await pivot(host.config_path, "server", "stop")
+        assert status == 0, out + err
+        assert by_hand.wait(timeout=30) is not None  # pivot's to stop now
+    finally:
+        if by_hand.poll() is None:
+            by_hand.kill()
+            by_hand.wait()

@@ -10,18 +10,62 @@ import shutil
 import socket
 import subprocess
 
+from .procs import cmdline, proc_stat
 from .wire import emit
 
 
+def listener(port: int) -> dict | None:
+    """The process listening on TCP `port` (this user's, whose /proc/PID/fd can be read): its pid, process group, start
+    time and command line, from /proc/net/tcp{,6} and each process's socket descriptors; None when none is found."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            if len(fields) > 9 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:  # 0A: LISTEN
+                inodes.add("socket:[%s]" % fields[9])
+    if not inodes:
+        return None
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fds = os.listdir("/proc/%s/fd" % entry)
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink("/proc/%s/fd/%s" % (entry, fd)) in inodes:
+                    pid = int(entry)
+                    fields = proc_stat(pid) or []
+                    leader = int(fields[2]) if len(fields) > 2 and proc_stat(int(fields[2])) else pid
+                    lead = proc_stat(leader) or []
+                    try:
+                        with open("/proc/%d/cmdline" % leader, "rb") as f:
+                            argv = [a.decode("utf-8", "replace") for a in f.read(65536).split(b"\0") if a]
+                    except OSError:
+                        argv = []
+                    # the server is the leader of the listener's process group: what a stop signals
+                    return {"pid": pid, "leader": leader, "start_ticks": int(lead[19]) if len(lead) > 19 else None,
+                            "cmd": cmdline(leader), "argv": argv}
+            except OSError:
+                continue
+    return None
+
+
 def run_port(args: argparse.Namespace) -> int:
-    """Exit 0 when HOST:PORT can be bound (free), 1 when it is taken."""
+    """Exit 0 when HOST:PORT can be bound (free), 1 when it is taken (and by which process, where it can be seen)."""
     sock = socket.socket(socket.AF_INET6 if ":" in args.host else socket.AF_INET, socket.SOCK_STREAM)
     # as servers do: connections of a stopped server lingering in TIME_WAIT do not make the port busy
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((args.host, args.port))
     except OSError as e:
-        emit({"type": "port", "free": False, "detail": e.strerror or str(e)})
+        emit({"type": "port", "free": False, "detail": e.strerror or str(e), "listener": listener(args.port)})
         return 1
     finally:
         sock.close()

@@ -43,7 +43,7 @@ def proc_details(pid: int, btime: float) -> dict:
         user = pwd.getpwuid(uid).pw_name
     except (OSError, KeyError):
         user = "?"
-    cmd = _cmdline(pid)
+    cmd = cmdline(pid)
     if not cmd:
         try:
             with open("/proc/%d/comm" % pid) as f:
@@ -63,14 +63,14 @@ def proc_details(pid: int, btime: float) -> dict:
         parent = proc_stat(ppid)
         if parent is not None and ppid > 1:
             details["parent_start_ticks"] = int(parent[19])
-            details["parent_cmd"] = _cmdline(ppid)
+            details["parent_cmd"] = cmdline(ppid)
     return details
 
 
 MAX_CMD = 2048  # a command line is cut here: a sample of many processes with long arguments stays under the line limit
 
 
-def _cmdline(pid: int) -> str:
+def cmdline(pid: int) -> str:
     try:
         with open("/proc/%d/cmdline" % pid, "rb") as f:
             return f.read(MAX_CMD * 4).replace(b"\0", b" ").decode("utf-8", "replace").strip()[:MAX_CMD]
