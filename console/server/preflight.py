@@ -54,8 +54,11 @@ async def preflight(conn: Connection, agent: RemoteTelemetry, profile: Profile, 
         for name, host, port in (("port free", profile.host, profile.port),) if binds is None else binds:
             status, lines = await agent.agent("port", host, str(port))
             free = status == 0
+            holder = lines[0].get("listener") if lines and isinstance(lines[0], dict) else None
+            by = (f"; pid {holder['leader']}: {visible(str(holder.get('cmd', '')))[:120]}"
+                  if isinstance(holder, dict) and isinstance(holder.get("leader"), int) else "")
             checks.append(Check(name, free, f"{host}:{port} " + ("is free" if free else
-                                f"is in use ({visible(str(lines[0].get('detail', ''))) if lines else ''})")))
+                                f"is in use ({visible(str(lines[0].get('detail', ''))) if lines else ''}{by})")))
     if "flags-known" not in skip:
         flags, help_text = await check_flags(agent, profile, argv)
         checks += [flags, *filter(None, [interrupts(profile, help_text)])]
