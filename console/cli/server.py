@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from console import pivot_toml
+from console.server.adopt import adopt, unmanaged
 from console.server.lifecycle import Check, Lifecycle, ServerLifecycle
 from console.server.multinode import ranks
 from console.server.profiles import diff, load_profiles
@@ -121,7 +122,7 @@ async def _server_action(session: Session, lifecycle: Lifecycle, args: argparse.
         stopped = status.state in (ServerState.STOPPED, ServerState.CRASHED)
         if stopped and isinstance(lifecycle, ServerLifecycle) and not isinstance(lifecycle, SlurmLifecycle) \
                 and record is not None and record.job is None \
-                and (found := await lifecycle.unmanaged(record.host, record.port)):  # its port served by another process
+                and (found := await unmanaged(lifecycle, record.host, record.port)):  # its port served by another process
             out.print(Text(f"{found.describe()}: pivot server adopt {visible(record.profile)} takes it over", style="yellow"))
             return 1
         return 0 if status.state in (ServerState.READY, ServerState.STOPPED) else 1
@@ -166,7 +167,7 @@ async def _adopt(session: Session, lifecycle: Lifecycle, name: str, yes: bool, o
         raise LifecycleError("adopt takes over a server on a GPU host; a Slurm job is pivot's only through sbatch")
     profile = session.profiles().get(name)
     await lifecycle.poll()
-    found = await lifecycle.unmanaged(profile.host, profile.port)
+    found = await unmanaged(lifecycle, profile.host, profile.port)
     if found is None:
         raise LifecycleError(f"nothing but the managed server serves {profile.host}:{profile.port}: nothing to adopt")
     out.print(Text(found.describe()))
@@ -176,7 +177,7 @@ async def _adopt(session: Session, lifecycle: Lifecycle, name: str, yes: bool, o
         if answer.strip().lower() not in ("y", "yes"):
             out.print("nothing adopted")
             return 1
-    record = await lifecycle.adopt(profile, found)
+    record = await adopt(lifecycle, profile, found)
     out.print(Text(f"adopted pid {record.pid} as {profile.name}: {lifecycle.status.describe()}"))
     return 0
 

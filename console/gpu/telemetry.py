@@ -136,10 +136,11 @@ class RemoteTelemetry:
             raise RemoteError(self.conn.host, f"agent {args[0]}: {visible(result.stderr.strip().splitlines()[-1])}")
         return result.exit_status, lines
 
-    async def kill(self, targets: list[str], grace_s: float) -> list[dict]:
-        """Run the agent's kill on the host; one result per target."""
+    async def kill(self, targets: list[str], grace_s: float, via: tuple[str, ...] = ()) -> list[dict]:
+        """Run the agent's kill on the host; one result per target. via: a command the kill runs under (the lifecycle's
+        script that marks the record stopped in the same remote step)."""
         try:
-            result = await self._run(("kill", "--grace", str(grace_s), *targets), timeout=grace_s * len(targets) + 30)
+            result = await self._run(("kill", "--grace", str(grace_s), *targets), grace_s * len(targets) + 30, via)
         except Disconnected:  # the link dropped mid-kill: each target's fate is unknown here, and said so
             return [{"pid": int(t.split(":")[0]), "outcome": "unknown",
                      "detail": "the link was lost before the host said; pivot gpus shows whether it still runs"}

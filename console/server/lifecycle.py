@@ -17,7 +17,7 @@ from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Protocol
 
 from console.config import HostSpec
-from console.events import Adopt, EventLog, Restart, Start, Stop, Switch
+from console.events import EventLog, Restart, Start, Stop, Switch
 from console.gpu.kill import KillOutcome
 from console.gpu.samples import AgentError, GpuProcess
 from console.gpu.telemetry import RemoteTelemetry
@@ -29,7 +29,17 @@ from console.server.health import HealthProbe
 from console.server.multinode import Rank
 from console.server.preflight import Check, after_stop, preflight
 from console.server.profiles import Profile, ProfileError, ProfileSet
-from console.server.scripts import ADOPT, LOG, MARK, PID_STANDIN, PROBE, RECORD, REWRITE, START, TICKS_STANDIN
+from console.server.scripts import (
+    KILL_THEN_MARK,
+    LOG,
+    MARK,
+    PID_STANDIN,
+    PROBE,
+    RECORD,
+    REWRITE,
+    START,
+    TICKS_STANDIN,
+)
 from console.server.state import (
     LifecycleError,
     NoHealthRoute,
@@ -39,7 +49,6 @@ from console.server.state import (
     ServerState,
     ServerStatus,
     StopReport,
-    Unmanaged,
 )
 from console.untrusted import visible
 
@@ -287,7 +296,14 @@ class ServerLifecycle(HealthProbe):
         self._stopping = True
         self._set(replace(self.status, state=ServerState.STOPPING))
         try:
-            report = await self.stop_rank(record)
+            try:
+                report = await self.stop_rank(record)
+            except (asyncio.CancelledError, KeyboardInterrupt):  # the kill may have been sent: the log says so
+                if self.events is not None:
+                    self.events.append(Stop(via=via or self.via, host=self.spec.name, profile=visible(record.profile),
+                                            pid=record.pid, outcome="interrupted once the stop was sent to the host: "
+                                            "pivot server status shows whether it ended", during=during))
+                raise
             if record.nodes:
                 report = cluster.whole_report(self.spec.name, report, await cluster.stop_peers(self, record))
             if self.events is not None:
@@ -298,47 +314,6 @@ class ServerLifecycle(HealthProbe):
             return report
         finally:
             self._stopping = False
-
-    async def unmanaged(self, host: str, port: int) -> Unmanaged | None:
-        """Whoever serves host:port on this host, when it is not the server pivot manages (its record's process); None
-        when the port is free or served by the managed server."""
-        status, lines = await self.agent.agent("port", host, str(port))
-        if status == 0 or not lines:
-            return None
-        found = lines[0].get("listener") if isinstance(lines[0], dict) else None
-        if not isinstance(found, dict):
-            return Unmanaged(port, None, None, "", ())
-        leader, ticks, argv = found.get("leader"), found.get("start_ticks"), found.get("argv")
-        if not isinstance(leader, int) or isinstance(leader, bool) or leader < 1:
-            return Unmanaged(port, None, None, "", ())
-        record = self.record
-        if record is not None and not record.stopped and record.pid == leader:
-            return None
-        words = tuple(visible(a) for a in argv if isinstance(a, str)) if isinstance(argv, list) else ()
-        return Unmanaged(port, leader, ticks if isinstance(ticks, int) and not isinstance(ticks, bool) else None,
-                         visible(str(found.get("cmd", "")))[:200], words)
-
-    async def adopt(self, profile: Profile, found: Unmanaged, *, via: str | None = None) -> ServerRecord:
-        """Take over a server pivot did not start as `profile`'s: its record and pid file written under the host's
-        lock, if the record is still the one the last poll read. Its process group is what a stop then ends."""
-        current = await self.poll()
-        if current.state.running:
-            raise LifecycleError(f"{current.profile} (pid {current.pid}) is the server pivot manages here: stop it first")
-        if found.pid is None or found.start_ticks is None:
-            raise LifecycleError(f"port {found.port} is served by a process pivot cannot see (another user's?): "
-                                 "nothing to adopt")
-        record = ServerRecord(profile.name, list(found.argv) or [found.cmd], found.pid, found.start_ticks, time.time(),
-                              profile.host, profile.port, profile.kind, health=profile.health_paths)
-        text = json.dumps(asdict(record), indent=1)
-        result = await self.conn.run(["sh", "-c", ADOPT, "sh", self.record_text or "", text, str(found.pid)],
-                                     cwd=self.spec.workdir, timeout=30)
-        if not result.ok:
-            raise LifecycleError(f"{self.spec.name}: not adopted: {visible(result.stderr.strip()) or result.exit_status}")
-        if self.events is not None:
-            self.events.append(Adopt(via=via or self.via, host=self.spec.name, profile=profile.name, pid=found.pid))
-        self.status = ServerStatus(ServerState.STOPPED)  # learnt afresh: ready_at, model
-        await self.poll()
-        return record
 
     async def read_record(self) -> ServerRecord:
         text = (await self.conn.run(["head", "-c", "262145", RECORD], cwd=self.spec.workdir)).stdout
@@ -367,9 +342,15 @@ class ServerLifecycle(HealthProbe):
         record = record or await self.read_record()
         was_stopping, self._stopping = self._stopping, True
         try:
+            stopped = json.dumps(asdict(replace(record, stopped=True)), indent=1)
+            mark = ("sh", "-c", KILL_THEN_MARK, "sh", self.record_text or "", stopped)
             outcomes = tuple(KillOutcome.from_agent(d) for d in
-                             await self.agent.kill([f"{record.pid}:{record.start_ticks}:group"], self.grace_s))
-            await self.write_record(replace(record, stopped=True))
+                             await self.agent.kill([f"{record.pid}:{record.start_ticks}:group"], self.grace_s, via=mark))
+            if outcomes and outcomes[0].outcome == "unknown":  # the link dropped: whether it was marked is the host's
+                raise LifecycleError(f"{self.spec.name}: {outcomes[0].describe()}")
+            if (await self.read_record()).stopped is not True:
+                raise LifecycleError(f"{self.spec.name}: the record was not marked stopped: another console acted on "
+                                     "this host meanwhile (pivot server status shows what runs)")
             await self._forget_forward()
             leftovers: tuple[GpuProcess, ...] = ()
             gpus = "read" if self.spec.gpus else "none"

@@ -32,6 +32,11 @@ START = (_LOCKED + f'pre=$2 mid=$3 post=$4; shift 4; trap "" HUP PIPE INT; [ -f 
          f'echo $p >{PIDFILE}; echo $p $t')
 # A record replaced (marked stopped) only if it is still the one read: $2 is the new text.
 REWRITE = _LOCKED + f'printf "%s" "$2" >{RECORD}.tmp.$$ && mv -f {RECORD}.tmp.$$ {RECORD}'
+# A stop: the kill ("$@", the agent's) and then the record marked stopped ($2), in one remote step under the host's
+# lock, if the record is still the one read; an interrupted console leaves the record saying what was done. Not when
+# the agent could not run (exit 99, NOT_OURS: it is uploaded and the step run again).
+KILL_THEN_MARK = (_LOCKED + f'new=$2; shift 2; trap "" HUP PIPE INT; "$@" 9>&-; st=$?; [ $st -eq 99 ] || '
+                  f'{{ printf "%s" "$new" >{RECORD}.tmp.$$ && mv -f {RECORD}.tmp.$$ {RECORD}; }}; exit $st')
 # A server taken over: its record and pid file written together, if the record is still the one read ($3: its pid).
 ADOPT = _LOCKED + f'printf "%s" "$2" >{RECORD}.tmp.$$ && mv -f {RECORD}.tmp.$$ {RECORD} && echo "$3" >{PIDFILE}'
 PID_STANDIN, TICKS_STANDIN = 7_770_000_001, 7_770_000_002  # stand-ins in the record's JSON, for the pid and start time the host fills in
