@@ -106,3 +106,31 @@ async def test_a_server_serving_without_a_record_is_shown_as_what_it_is_and_adop
         if by_hand.poll() is None:
             by_hand.kill()
             by_hand.wait()
+
+
+async def test_a_stop_cut_off_after_it_was_sent_still_marks_the_record(host: Host, tmp_path: Path) -> None:
+    """The console is interrupted (or its link drops) once the stop reached the host: the host finishes it, the kill
+    and the record marked stopped, so that the server never reads 'crashed without a stop'."""
+    from dataclasses import asdict, replace
+
+    from console.server.scripts import KILL_THEN_MARK
+    from tests.conftest import wait_for
+
+    name = _profile(host, tmp_path)
+    assert (await pivot(host.config_path, "server", "start", name, "--no-wait", "--skip", "gpus-idle"))[0] == 0
+    conn = Connection(host.spec)
+    try:
+        lifecycle = ServerLifecycle(conn, host.spec, RemoteTelemetry(conn, host.spec), idle_threshold_mib=1024, grace_s=1)
+        record = await lifecycle.read_record()
+        await lifecycle.agent.sample_once()  # the agent is on the host
+        stopped = json.dumps(asdict(replace(record, stopped=True)), indent=1)
+        argv = ["sh", "-c", KILL_THEN_MARK, "sh", lifecycle.record_text or "", stopped,
+                *lifecycle.agent.argv("kill", "--grace", "1", f"{record.pid}:{record.start_ticks}:group")]
+        stream = await conn.stream(argv, cwd=host.spec.workdir)
+        await stream.stop(grace_s=0)  # cut off at once: the host is on its own now
+        await wait_for(lambda: json.loads((host.workdir / "server.json").read_text()).get("stopped"), timeout=30)
+        await wait_for(lambda: not _alive(record.pid), timeout=30)
+    finally:
+        await conn.close()
+    status, out, err = await pivot(host.config_path, "server", "status")
+    assert status == 0 and "stopped" in out and "crashed" not in out, out + err
