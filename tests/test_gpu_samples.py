@@ -41,7 +41,7 @@ def test_an_old_agent_is_told_apart() -> None:
 
 
 @pytest.mark.parametrize("line", [sample_line()[:40], "", "[1, 2]", '{"type":"sample","gpus":7,"procs":[]}',
-                                  '{"type":"telepathy"}', '{"type":"sample","gpus":[{"index":"zero"}],"procs":[]}'])
+                                  '{"type":"telepathy"}'])
 def test_truncated_or_malformed_lines_are_refused(line: str) -> None:
     with pytest.raises(SampleParseError):
         parse_line(line)
@@ -212,3 +212,8 @@ def test_idle_line_says_idle_or_what_holds_memory() -> None:
     assert isinstance(busy, Sample) and isinstance(idle, Sample)
     assert idle_line(idle, 1024) == "all GPUs idle (each below 1.0 GiB)"
     assert idle_line(busy, 512) == "GPU 0 holds 1.0 GiB (pid 4242)"
+
+
+def test_a_malformed_gpu_row_is_dropped_and_said_not_the_whole_sample() -> None:
+    sample = parse_line('{"type":"sample","gpus":[{"index":"zero"}],"procs":[]}')
+    assert isinstance(sample, Sample) and not sample.gpus and "a GPU row was not read" in sample.problems[0]
