@@ -15,9 +15,9 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from console.sweep.acceptance import ACCEPT_LENGTH, ACCEPT_RATE, acceptance_notes, drafted_nothing
 from console.sweep.intervals import Verdict, estimate, judge, more_requests
-from console.sweep.store import Run
-from console.untrusted import visible
+from console.sweep.store import Run, label
 
 if TYPE_CHECKING:
     import polars as pl
@@ -25,10 +25,6 @@ if TYPE_CHECKING:
 REFINE_TOLERANCE = 0.15  # a change of decision is located once it lies within ±15 % of the middle of its bracket
 SATURATION_GAIN = 0.10  # past this level, throughput grows by less than 10 % to the next
 NEGLIGIBLE = 0.01  # a difference under 1 % is not worth more requests, whatever they would show
-def label(run: Run) -> str:
-    """A run as every sentence names it: its name, with its profile when the name does not say it."""
-    name, profile = visible(run.name), visible(run.profile)
-    return name if profile in name else f"{name} ({profile})"
 
 
 @dataclass(frozen=True)
@@ -302,42 +298,6 @@ def _client_note(a: Run, b: Run) -> list[str]:
     return [f"note: {'; '.join(parts)}"] if parts else []
 
 
-ACCEPT_RATE, ACCEPT_LENGTH = "server_spec_accept_rate", "server_spec_accept_length"  # a level's row, from the server
-
-
-def acceptance(level: dict[str, Any]) -> str | None:
-    """A level's draft acceptance in words ("97 % accepted, 3.1 tokens a step"), where the server reported it."""
-    rate, length = level.get(ACCEPT_RATE), level.get(ACCEPT_LENGTH)
-    if not isinstance(rate, int | float):
-        return None
-    return f"{rate:.0%} accepted" + (f", {length:.1f} tokens a step" if isinstance(length, int | float) else "")
-
-
-def drafted_nothing(run: Run) -> bool:
-    """Set to draft, but by its server's own count of every request (llama-server's timings) it drafted no token at
-    any measured level: whatever differs from the other run is not speculation's doing."""
-    frame = run.measured()
-    if run.drafting is None or "server_spec_draft_tokens" not in frame.columns:
-        return False
-    counts = frame["server_spec_draft_tokens"].to_list()
-    return bool(counts) and all(n == 0 for n in counts)
-
-
-def _acceptance_notes(run: Run) -> list[str]:
-    """Speculation's own numbers per level: a level where it loses with 99 % of drafts accepted is a draft too costly,
-    one with 30 % a draft that guesses badly."""
-    if run.drafting is None:
-        return []
-    if drafted_nothing(run):
-        return [f"note: {label(run)} is set to draft ({run.drafting.method}), but its server drafted no token at any "
-                "level (its own count of every request)"]
-    frame = run.measured()
-    said = [f"C={row['c']}: {text}" for row in frame.iter_rows(named=True) if (text := acceptance(row))]
-    if not said:
-        return [f"note: {label(run)} drafts ({run.drafting.method}) but its server reported no draft acceptance"]
-    return [f"acceptance: {label(run)}: " + "; ".join(said)]
-
-
 def _quality_notes(run: Run) -> list[str]:
     frame = run.measured()
     notes = []
@@ -375,7 +335,7 @@ def compare(a: Run, b: Run) -> Comparison:
     recommendation, cut = recommend(a, b, cmp_levels)
     return Comparison(a, b, cmp_levels, excluded, _crossover(cmp_levels, "total", names),
                       _crossover(cmp_levels, "per_request", names), sat, recommendation, cut, _repeats(cmp_levels, names),
-                      _acceptance_notes(a) + _acceptance_notes(b) + _client_note(a, b) + _quality_notes(a)
+                      acceptance_notes(a) + acceptance_notes(b) + _client_note(a, b) + _quality_notes(a)
                       + _quality_notes(b))
 
 

@@ -376,3 +376,9 @@ def delete_run(campaign_dir: Path, name: str) -> Path:
         raise RunError(f"no run named {name!r} in {runs_dir(campaign_dir)}")
     shutil.rmtree(directory)
     return directory
+
+
+def label(run: Run) -> str:
+    """A run as every sentence names it: its name, with its profile when the name does not say it."""
+    name, profile = visible(run.name), visible(run.profile)
+    return name if profile in name else f"{name} ({profile})"
