@@ -295,20 +295,20 @@ class ServerLifecycle(HealthProbe):
                                  f"{record.nodes[0]}: stop it there (a stop ends every rank)")
         self._stopping = True
         self._set(replace(self.status, state=ServerState.STOPPING))
+        def said(outcome: str) -> None:
+            if self.events is not None:
+                self.events.append(Stop(via=via or self.via, host=self.spec.name, profile=visible(record.profile),
+                                        pid=record.pid, outcome=outcome, during=during))
+
         try:
             try:
                 report = await self.stop_rank(record)
             except (asyncio.CancelledError, KeyboardInterrupt):  # the kill may have been sent: the log says so
-                if self.events is not None:
-                    self.events.append(Stop(via=via or self.via, host=self.spec.name, profile=visible(record.profile),
-                                            pid=record.pid, outcome="interrupted once the stop was sent to the host: "
-                                            "pivot server status shows whether it ended", during=during))
+                said("interrupted once the stop was sent to the host: pivot server status shows whether it ended")
                 raise
             if record.nodes:
                 report = cluster.whole_report(self.spec.name, report, await cluster.stop_peers(self, record))
-            if self.events is not None:
-                self.events.append(Stop(via=via or self.via, host=self.spec.name, profile=visible(record.profile), pid=record.pid,
-                                        outcome=report.describe(), during=during))
+            said(report.describe())
             await self.poll()
             self._set(replace(self.status, state=ServerState.STOPPED, detail="" if report.ok else report.describe()))
             return report
