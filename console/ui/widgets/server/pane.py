@@ -134,14 +134,21 @@ class ServerPane(Vertical):
     async def follow_log(self) -> None:
         assert self.lifecycle is not None
         log = self.query_one(LogView)
+        failures = 0
         while True:
+            delay = 2.0  # the link came back, or tail ended: follow again
             try:
                 async with await self.lifecycle.follow_log(200) as stream:
                     async for line in stream:
                         log.add(line)
+                failures = 0
             except RemoteError:
                 pass
-            await asyncio.sleep(2.0)  # the link came back, or tail ended: follow again
+            except Exception as e:  # noqa: BLE001 - a value nobody foresaw must not end the follow for good
+                delay = WATCH_BACKOFF_S[min(failures, len(WATCH_BACKOFF_S) - 1)]
+                failures += 1
+                log.add(f"— following the log failed ({type(e).__name__}: {e}); trying again in {delay:g} s —")
+            await asyncio.sleep(delay)
 
     # -- state ----------------------------------------------------------------
     def on_status_changed(self, message: StatusChanged) -> None:
