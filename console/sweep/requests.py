@@ -9,7 +9,6 @@ and the request says so.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import random
 import time
@@ -79,27 +78,27 @@ class UniquePrompts:
     async def calibrate(self, session: aiohttp.ClientSession) -> None:
         """llama.cpp's llama-server: POST /tokenize {"content": text} answers {"tokens": [...]} (tools/server/server.cpp,
         handle_tokenize). A server without it keeps the estimate."""
-        sample = self.prompt(200)
-        try:
-            async with session.post("/tokenize", json={"content": sample}, allow_redirects=False,
-                                    timeout=aiohttp.ClientTimeout(total=10)) as response:
-                tokens = _loads(await response.content.read(1 << 20)).get("tokens") if response.status == 200 else None
-        except (aiohttp.ClientError, TimeoutError, ValueError, AttributeError):
+        tokens = await _count_tokens(session, self.prompt(200))
+        if tokens is None or not 10 <= tokens <= 10_000:
             return
-        if not isinstance(tokens, list) or not 10 <= len(tokens) <= 10_000:
-            return
-        self.words = max(1, round(self.input_tokens * 200 / len(tokens)))
+        self.words = max(1, round(self.input_tokens * 200 / tokens))
         self.counted_by = "the server's /tokenize"
-        check = self.prompt()
-        with contextlib.suppress(aiohttp.ClientError, TimeoutError, ValueError, AttributeError):
-            async with session.post("/tokenize", json={"content": check}, allow_redirects=False,
-                                    timeout=aiohttp.ClientTimeout(total=10)) as response:
-                counted = _loads(await response.content.read(1 << 20)).get("tokens")
-                self.tokens = len(counted) if isinstance(counted, list) else None
+        self.tokens = await _count_tokens(session, self.prompt())
 
     def describe(self) -> dict[str, Any]:
         return {"source": "unique per request", "input_tokens": self.input_tokens, "words": self.words,
                 "counted_by": self.counted_by, **({"tokens": self.tokens} if self.tokens is not None else {})}
+
+
+async def _count_tokens(session: aiohttp.ClientSession, text: str) -> int | None:
+    """The server's own count of `text`'s tokens, where it has /tokenize; None where it has not."""
+    try:
+        async with session.post("/tokenize", json={"content": text}, allow_redirects=False,
+                                timeout=aiohttp.ClientTimeout(total=10)) as response:
+            tokens = _loads(await response.content.read(1 << 20)).get("tokens") if response.status == 200 else None
+    except (aiohttp.ClientError, TimeoutError, ValueError, AttributeError):
+        return None
+    return len(tokens) if isinstance(tokens, list) else None
 
 
 def request_body(settings: SweepSettings, model: str, prompt: Any, *, ignore_eos: bool = True) -> tuple[str, dict[str, Any]]:

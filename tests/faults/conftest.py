@@ -124,9 +124,10 @@ async def pivot(config_path: Path, *args: str, stdin: bytes | None = None, timeo
     return proc.returncode, out.decode(), err.decode()
 
 
-def run_pivot(config_path: Path, *args: str, stdin: str | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def run_pivot(config_path: Path, *args: str, stdin: str | None = None, cwd: Path | None = None,
+              timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "console", "--config", str(config_path), *args], input=stdin,
-                          capture_output=True, text=True, timeout=120, cwd=cwd)
+                          capture_output=True, text=True, timeout=timeout, cwd=cwd)
 
 
 def rendered(widget: Widget) -> str:

@@ -6,21 +6,13 @@ from __future__ import annotations
 
 import json
 import stat
-import subprocess
-import sys
-from pathlib import Path
 
+from tests.faults.conftest import run_pivot
 from tests.real.conftest import RealHost, user_processes
 
 
-def run_pivot(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """A sweep of a CPU engine takes minutes: bounded, but not by the fault tests' two."""
-    return subprocess.run([sys.executable, "-m", "console", "--config", str(config), *args], capture_output=True,
-                          text=True, timeout=1200)
-
-
 def pivot(host: RealHost, *args: str) -> str:
-    done = run_pivot(host.config, *args)
+    done = run_pivot(host.config, *args, timeout=1200)  # a sweep of a CPU engine takes minutes
     assert done.returncode == 0, f"pivot {' '.join(args)}: {done.returncode}\n{done.stdout}\n{done.stderr}"
     return done.stdout
 
