@@ -153,7 +153,7 @@ def test_what_is_kept_from_the_host_is_what_the_generator_emits() -> None:
     import re
 
     from console.sweep import generator, server_view
-    from console.sweep.loadgen import EVENT_TYPES
+    from console.sweep.host_generator import EVENT_TYPES
 
     emitted = set()
     for module in (generator, server_view):

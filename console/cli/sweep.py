@@ -198,6 +198,8 @@ async def print_sweep(handle: SweepHandle, out: Console, as_json: bool) -> int:
             elif kind == "level_retry":
                 out.print(Text(f"C={event['c']} failed ({visible(str(event.get('reason')))}); the server answers "
                                "again: measuring the level once more", style="yellow"))
+            elif kind in ("link_lost", "link_back"):
+                out.print(Text(visible(str(event.get("message"))), style="yellow"))
             elif kind == "failed":
                 out.print(Text(f"pivot: the load generator failed: {visible(str(event['message']))}; what it measured is "
                                f"kept, and `pivot sweep --resume {handle.run.name}` measures the rest", style="red"))

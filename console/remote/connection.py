@@ -284,14 +284,19 @@ class Connection:
         # an unpredictable name, created exclusively: a symlink planted at it is never followed (the rename then
         # replaces whatever sits at the path, a symlink included, without following it)
         tmp = f"{path}.pivot-tmp-{secrets.token_hex(8)}"
-        async with conn.start_sftp_client() as sftp:
-            parent = os.path.dirname(path)
-            if parent:
-                await sftp.makedirs(parent, exist_ok=True)
-            async with sftp.open(tmp, "xb") as f:
-                await f.write(data)
-            await sftp.chmod(tmp, mode)
-            await sftp.posix_rename(tmp, path)
+        try:
+            async with conn.start_sftp_client() as sftp:
+                parent = os.path.dirname(path)
+                if parent:
+                    await sftp.makedirs(parent, exist_ok=True)
+                async with sftp.open(tmp, "xb") as f:
+                    await f.write(data)
+                await sftp.chmod(tmp, mode)
+                await sftp.posix_rename(tmp, path)
+        except asyncssh.SFTPError as e:
+            raise RemoteError(self.host, f"cannot write {visible(remote_path)}: {visible(e.reason)}") from e
+        except (asyncssh.Error, OSError) as e:  # the link, not the host's disk
+            raise Disconnected(self.host, f"connection lost while writing {visible(remote_path)}: {visible(str(e))}") from e
 
     async def forward(self, remote_host: str, remote_port: int, local_port: int = 0) -> PortForward:
         """Listen on 127.0.0.1:local_port and carry each connection to remote_host:remote_port.

@@ -32,16 +32,13 @@ import orjson
 from console import config
 from console.remote import Connection, RemoteError
 from console.sweep.generator import HostLoad, client_placement, sweep
+from console.sweep.host_generator import HostGenerator, NotOnHost, pending_spool
 from console.sweep.requests import prompts
 from console.sweep.runfiles import EventLogFile
 from console.sweep.runlock import RunLocked, run_lock
 from console.sweep.settings import SweepSettings
 from console.sweep.store import RunError, completed_levels, open_run_dir
 from console.untrusted import visible
-from console.zipapp import checked, loadgen_zip, not_there
-
-EVENT_TYPES = frozenset({"sweep_started", "level_started", "request", "progress", "metrics", "level_retry", "level_done",
-                         "sweep_done"})  # what console/sweep/generator.py emits (a test holds them to it)
 
 
 class EventSink(EventLogFile):
@@ -56,56 +53,6 @@ class EventSink(EventLogFile):
         """Printed only, not kept with the run: news of a level in progress."""
         sys.stdout.buffer.write(orjson.dumps(event) + b"\n")
         sys.stdout.buffer.flush()
-
-
-class NotOnHost(Exception):
-    """The host's python cannot run the load generator: why."""
-
-
-async def on_host(conn: Connection, spec: config.HostSpec, port: int, order: dict[str, Any], sink: EventSink,
-                  stop_after_level: asyncio.Event) -> int:
-    """The load generator run on the host (uploaded when its python cannot open it), its events kept here: each
-    line is the host's word, taken only as a JSON object of a known type, with this machine's time."""
-    name, data = loadgen_zip()
-    argv = checked(f"agent/{name}", data, [spec.python, f"agent/{name}", "--port", str(port)])
-    for attempt in (1, 2):
-        stream = await conn.stream(argv, cwd=spec.workdir)
-        stopper = asyncio.create_task(_stop_later(stream, stop_after_level))
-        seen: dict[str, Any] | None = None
-        try:
-            stream.write(orjson.dumps(order).decode() + "\n")
-            async for line in stream:
-                with contextlib.suppress(orjson.JSONDecodeError):
-                    event = orjson.loads(line)
-                    if not isinstance(event, dict) or event.get("type") not in EVENT_TYPES | {"unsupported"}:
-                        continue
-                    if event["type"] == "unsupported":
-                        if seen is None:
-                            raise NotOnHost(visible(str(event.get("why"))))
-                        continue
-                    seen = event
-                    if event["type"] == "progress":
-                        sink.show(event)
-                    else:
-                        sink.emit({**event, "pid": os.getpid()} if event["type"] == "sweep_started" else event)
-            status = await stream.finished()
-            if seen is None and attempt == 1 and not_there(status, stream.stderr_tail):
-                await conn.upload(data, f"{spec.workdir.rstrip('/')}/agent/{name}")
-                continue
-            if seen is None or seen["type"] != "sweep_done":
-                why = "; ".join(stream.stderr_tail) or f"exit status {status}"
-                raise RemoteError(conn.host, f"the load generator on the host ended before the sweep did: {why}")
-            return 130 if seen.get("aborted") else 3 if seen.get("failed") else 0  # as a sweep here ends
-        finally:
-            stopper.cancel()
-            await stream.stop()
-    raise AssertionError("unreachable")
-
-
-async def _stop_later(stream: Any, stop_after_level: asyncio.Event) -> None:
-    await stop_after_level.wait()
-    with contextlib.suppress(RemoteError):
-        stream.write("stop\n")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -139,23 +86,26 @@ def main(argv: list[str] | None = None) -> int:
         headers = {}
         if settings.api_key_env and os.environ.get(settings.api_key_env):
             headers["Authorization"] = f"Bearer {os.environ[settings.api_key_env]}"
-        done = completed_levels(args.run_dir) if args.resume else set()
-        common: dict[str, Any] = {"pool": prompts(settings), "headers": headers, "done": done, "repeat": args.repeat,
+        common: dict[str, Any] = {"pool": prompts(settings), "headers": headers, "repeat": args.repeat,
                                   "stop_after_level": stop_after_level, "kind": meta.get("kind"), "nodes": meta.get("nodes")}
         conn = None
         try:
             if args.url is not None:
-                return await sweep(args.url, sink, settings, placement=client_placement("direct"), **common)
+                done = completed_levels(args.run_dir) if args.resume else set()
+                return await sweep(args.url, sink, settings, placement=client_placement("direct"), done=done, **common)
             spec = config.load(args.config).host(args.host)
             conn = Connection(spec)
             await conn.up_now()
+            if args.resume:
+                await _fetch_pending(conn, spec, sink, args.run_dir)
+            done = completed_levels(args.run_dir) if args.resume else set()
             warnings: list[str] = []
             if settings.client != "console":
                 order = {"settings": settings.to_dict(), "prompts": common["pool"], "headers": headers,
                          "done": sorted(done), "repeat": args.repeat or [], "kind": meta.get("kind"),
                          "nodes": meta.get("nodes"), "address": args.address}
                 try:
-                    status = await on_host(conn, spec, args.port, order, sink, stop_after_level)
+                    status = await HostGenerator(conn, spec, sink, args.run_dir).run(args.port, order, stop_after_level)
                     sink.sync()
                     return status
                 except NotOnHost as e:
@@ -164,9 +114,13 @@ def main(argv: list[str] | None = None) -> int:
                     warnings.append(f"the load generator ran here, through an SSH forward, not on {args.host}: {e}")
             url = (await conn.forward(args.address, args.port)).url
             return await sweep(url, sink, settings, placement=client_placement("ssh-forward", args.host),
-                               host_load=_host_load(conn), warnings=warnings, **common)
+                               host_load=_host_load(conn), warnings=warnings, done=done, **common)
         except asyncio.CancelledError:
-            sink.emit({"type": "sweep_done", "aborted": True, "stopped": False})
+            if pending_spool(args.run_dir) is None:
+                sink.emit({"type": "sweep_done", "aborted": True, "stopped": False})
+            else:  # the host's events go on where those kept here end, when fetched
+                print(f"pivot-loadgen: what the load generator on {args.host} measured waits there: `pivot sweep "
+                      f"--resume {args.run_dir.name}` fetches it and measures the rest", file=sys.stderr)
             return 130
         finally:
             if conn is not None:
@@ -186,6 +140,21 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as e:  # the disk filled, the run's directory went away: one line, not a traceback
         print(f"pivot-loadgen: cannot write the run: {e.strerror or e}", file=sys.stderr)
         return 1
+
+
+async def _fetch_pending(conn: Connection, spec: config.HostSpec, sink: EventSink, run_dir: Path) -> None:
+    """A sweep of this run whose link was lost left its last events on the host: they come first."""
+    pending = pending_spool(run_dir)
+    if pending is None:
+        return
+    if pending.get("host") != spec.name:
+        raise RemoteError(spec.name, f"what the load generator on {visible(str(pending.get('host')))} measured for "
+                          "this run waits there: resume it on that host (pivot --host NAME sweep --resume)")
+    generator = HostGenerator(conn, spec, sink, run_dir)
+    generator.seq = pending["seq"]
+    sink.show({"type": "link_back", "message": f"fetching what the load generator on {spec.name} measured after the "
+               "link was lost"})
+    await generator.fetch_until_ended(pending["token"], 60.0)
 
 
 def _finish(run_dir: Path) -> None:

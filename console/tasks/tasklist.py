@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from console.files import write_atomically
 from console.locking import locked
 
 PRIORITIES = ("high", "medium", "low")
@@ -72,25 +72,6 @@ class Task:
                    status=str(data.get("status", "pending")), id=str(data.get("id") or uuid.uuid4().hex[:8]),
                    history=tuple((float(t), str(s)) for t, s in data.get("history", ())),
                    action=data.get("action"), result=data.get("result"))
-
-
-def write_atomically(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    directory = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(directory)  # the rename itself survives a power cut
-    finally:
-        os.close(directory)
 
 
 class NotATaskList(TaskError):

@@ -1,0 +1,197 @@
+"""The console's side of the load generator on the GPU host (console/sweep/on_host.py): started over SSH with the
+run's order, its events kept here as they come; when the link is lost, what it measured after is fetched from its
+spool on the host once the link is back (or by `pivot sweep --resume`, when it does not come back in time)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import secrets
+import time
+from pathlib import Path
+from typing import Any, Protocol
+
+import orjson
+
+from console import config
+from console.files import write_atomically
+from console.remote import Connection, RemoteError
+from console.remote.errors import Disconnected
+from console.untrusted import visible
+from console.zipapp import checked, loadgen_zip, not_there
+
+EVENT_TYPES = frozenset({"sweep_started", "level_started", "request", "progress", "metrics", "level_retry", "level_done",
+                         "sweep_done"})  # what console/sweep/generator.py emits (a test holds them to it)
+RECONNECT_S = 600.0  # how long a lost link is waited for before the sweep is left to `pivot sweep --resume`
+POLL_S = 2.0  # while the host's generator still measures, its spool is read this often
+PENDING = "host-spool.json"  # in the run's directory: a spool on the host not fetched yet
+
+
+class Sink(Protocol):
+    def emit(self, event: dict[str, Any]) -> None: ...
+    def show(self, event: dict[str, Any]) -> None: ...
+
+
+class NotOnHost(Exception):
+    """The host's python cannot run the load generator: why."""
+
+
+def pending_spool(run_dir: Path) -> dict[str, Any] | None:
+    """The host, spool token and last event kept of a sweep whose link was lost, if its spool is not fetched yet."""
+    try:
+        pending = json.loads((run_dir / PENDING).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if isinstance(pending, dict) and isinstance(pending.get("seq"), int) and isinstance(pending.get("token"), str):
+        return pending
+    return None
+
+
+class HostGenerator:
+    """The load generator on `spec`'s host, writing into the run at `run_dir` through `sink`."""
+
+    def __init__(self, conn: Connection, spec: config.HostSpec, sink: Sink, run_dir: Path):
+        self.conn, self.spec, self.sink, self.run_dir = conn, spec, sink, run_dir
+        self.name, self.data = loadgen_zip()
+        self.seq = 0  # the number of the last of the host's events kept here
+        self.last: dict[str, Any] | None = None  # and that event
+
+    def _argv(self, *args: str) -> list[str]:
+        return checked(f"agent/{self.name}", self.data, [self.spec.python, f"agent/{self.name}", *args])
+
+    async def run(self, port: int, order: dict[str, Any], stop_after_level: asyncio.Event) -> int:
+        """The sweep to its end, as a sweep here ends (0, 3 when a level failed, 130 aborted)."""
+        token = secrets.token_hex(16)
+        order = {**order, "spool": token}
+        for attempt in (1, 2):
+            stream = await self.conn.stream(self._argv("--port", str(port)), cwd=self.spec.workdir)
+            stopper = asyncio.create_task(_stop_later(stream, stop_after_level))
+            lost: str | None = None
+            try:
+                try:
+                    stream.write(orjson.dumps(order).decode() + "\n")  # (gone already when not there: its status says)
+                    async for line in stream:
+                        event = self._take(_parse(line), unsupported_ends=self.last is None)
+                        if event is not None and event["type"] == "sweep_done":
+                                with contextlib.suppress(RemoteError):
+                                    stream.write("ack\n")  # the host may remove its spool
+                except Disconnected as e:
+                    lost = str(e)
+                status = await stream.finished()
+                if self.last is None and attempt == 1 and not_there(status, stream.stderr_tail):
+                    await self.conn.upload(self.data, f"{self.spec.workdir.rstrip('/')}/agent/{self.name}")
+                    continue
+                if self.last is not None and self.last["type"] != "sweep_done" and status is None:  # the link ended
+                    return await self.recover(token, lost or f"{self.conn.host}: its channel closed without an exit status")
+                if self.last is None or self.last["type"] != "sweep_done":
+                    why = "; ".join(stream.stderr_tail) or f"exit status {status}"
+                    raise RemoteError(self.conn.host, f"the load generator on the host ended before the sweep did: {why}")
+                return _status(self.last)
+            except asyncio.CancelledError:
+                with contextlib.suppress(RemoteError):
+                    stream.write("abort\n")
+                raise
+            finally:
+                stopper.cancel()
+                await stream.stop()
+        raise AssertionError("unreachable")
+
+    def _take(self, event: dict[str, Any] | None, *, unsupported_ends: bool = False) -> dict[str, Any] | None:
+        """An event of the host's, kept if it is of a known type and was not kept before (its `seq`)."""
+        if event is None:
+            return None
+        kind = event.get("type")
+        if kind == "unsupported" and unsupported_ends:
+            raise NotOnHost(visible(str(event.get("why"))))
+        if kind == "progress":
+            self.sink.show(event)
+            return None
+        seq = event.pop("seq", None)
+        if kind not in EVENT_TYPES or not isinstance(seq, int) or seq <= self.seq:
+            return None
+        self.seq, self.last = seq, event
+        self.sink.emit({**event, "pid": os.getpid()} if kind == "sweep_started" else event)
+        return event
+
+    async def recover(self, token: str, why: str) -> int:
+        """The link was lost mid-sweep: the host's generator measures the level in progress to its end and begins no
+        other. Wait for the link, then keep what it measured from its spool, until it has ended."""
+        self._keep_pending(token)
+        why = why.removeprefix(f"{self.conn.host}: ")
+        self.sink.show({"type": "link_lost", "message": f"the link to {self.conn.host} was lost ({visible(why)}): "
+                        "the load generator there measures the level in progress to its end; what it measures is "
+                        "fetched when the link is back"})
+        return await self.fetch_until_ended(token, RECONNECT_S)
+
+    async def fetch_until_ended(self, token: str, within_s: float) -> int:
+        deadline = time.monotonic() + within_s
+        said_back = False
+        while True:
+            try:
+                await self.conn.connected(timeout=max(1.0, deadline - time.monotonic()))
+                if not said_back:
+                    self.sink.show({"type": "link_back", "message": f"the link to {self.conn.host} is back: fetching "
+                                    "what the load generator there measured"})
+                    said_back = True
+                running = await self._fetch(token)
+            except RemoteError as e:
+                if not e.retry or time.monotonic() >= deadline:
+                    raise RemoteError(self.conn.host, f"{e}; what the load generator there measured waits on the host, "
+                                      f"and `pivot sweep --resume {self.run_dir.name}` fetches it and measures the "
+                                      "rest") from None
+                await asyncio.sleep(POLL_S)
+                continue
+            if not running:
+                with contextlib.suppress(RemoteError):
+                    await self.conn.run(["rm", "-f", "--", f"sweeps/{token}.jsonl"], cwd=self.spec.workdir)
+                (self.run_dir / PENDING).unlink(missing_ok=True)
+                if self.last is None or self.last["type"] != "sweep_done":
+                    raise RemoteError(self.conn.host, "the load generator on the host ended before the sweep did "
+                                      "(what it measured is kept)")
+                return _status(self.last)
+            await asyncio.sleep(POLL_S)
+
+    async def _fetch(self, token: str) -> bool:
+        """The spool's events not kept yet, kept; whether its generator still runs."""
+        for attempt in (1, 2):
+            running = True
+            async with await self.conn.stream(self._argv("--fetch", token, "--after", str(self.seq)),
+                                              cwd=self.spec.workdir) as stream:
+                async for line in stream:
+                    event = _parse(line)
+                    if event is not None and event.get("type") == "spool":
+                        running = bool(event.get("running"))
+                    else:
+                        self._take(event)
+                status = await stream.finished()
+            self._keep_pending(token)
+            if status == 0:
+                return running
+            if attempt == 1 and not_there(status, stream.stderr_tail):
+                await self.conn.upload(self.data, f"{self.spec.workdir.rstrip('/')}/agent/{self.name}")
+                continue
+            why = "; ".join(stream.stderr_tail) or f"exit status {status}"
+            raise RemoteError(self.conn.host, f"cannot read the load generator's spool: {why}")
+        raise AssertionError("unreachable")
+
+    def _keep_pending(self, token: str) -> None:
+        write_atomically(self.run_dir / PENDING, json.dumps({"host": self.conn.host, "token": token, "seq": self.seq}))
+
+
+def _parse(line: str) -> dict[str, Any] | None:
+    with contextlib.suppress(orjson.JSONDecodeError):
+        event = orjson.loads(line)
+        return event if isinstance(event, dict) else None
+    return None
+
+
+def _status(last: dict[str, Any]) -> int:
+    return 130 if last.get("aborted") else 3 if last.get("failed") else 0
+
+
+async def _stop_later(stream: Any, stop_after_level: asyncio.Event) -> None:
+    await stop_after_level.wait()
+    with contextlib.suppress(RemoteError):
+        stream.write("stop\n")
