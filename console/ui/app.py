@@ -32,6 +32,7 @@ from console.ui.widgets.gpu.pane import GpuPane
 from console.ui.widgets.gpu.processes import ProcessTable
 from console.ui.widgets.host_status import HostStatus
 from console.ui.widgets.link_banner import LinkBanner
+from console.ui.widgets.problem import backoff, failure, pane_problem
 from console.ui.widgets.server.pane import ServerPane
 from console.ui.widgets.sweep.pane import SweepPane
 from console.ui.widgets.tasks.pane import TasksPane
@@ -172,6 +173,7 @@ class PivotApp(App[None]):
                 nodes, problem = [], str(e)
             else:
                 problem = ""
+            self._gpus_watched()
             lines = [node_line(name, sample, self.session.config.idle_threshold_mib) for name, sample in nodes]
             bars.no_gpus("\n".join(lines) if lines else problem or
                          f"{lifecycle.spec.name} is a Slurm login node: the GPUs are its jobs' nodes', shown here while "
@@ -212,6 +214,7 @@ class PivotApp(App[None]):
         if status is None or pane is None:
             return
         if isinstance(message.event, Sample):
+            self._gpus_watched()
             status.sampled(message.event)
             if not self._warmed:  # the screen is up: now what a sweep needs, in a thread, not at its start or end
                 self._warmed = True
@@ -223,10 +226,23 @@ class PivotApp(App[None]):
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """One place where a failed worker becomes something the operator sees."""
         if event.state == WorkerState.ERROR and event.worker.error is not None:
-            error = event.worker.error
-            self.notify(str(error) or type(error).__name__, title=f"{event.worker.group} failed", severity="error", timeout=10)
-            if event.worker.group == "telemetry":
-                self.set_timer(2.0, self.stream_telemetry)  # telemetry never stays dead
+            error, group = event.worker.error, event.worker.group
+            if group in ("telemetry", "job-gpus"):  # the GPUs never stay unwatched: said in their pane, tried again
+                self._gpu_watch_failures += 1
+                delay = backoff(self._gpu_watch_failures)
+                if self.gpu_pane is not None:
+                    pane_problem(self.gpu_pane, f"{failure('watching the GPUs', error)}; trying again in {delay:g} s")
+                self.set_timer(delay, self.stream_telemetry if group == "telemetry" else self.watch_job_gpus)
+                return
+            self.notify(str(error) or type(error).__name__, title=f"{group} failed", severity="error", timeout=10)
+
+    _gpu_watch_failures = 0
+
+    def _gpus_watched(self) -> None:
+        """The GPUs' watch answered: a failure said before is over."""
+        if self._gpu_watch_failures and self.gpu_pane is not None:
+            self._gpu_watch_failures = 0
+            pane_problem(self.gpu_pane, None)
 
     # -- panes ----------------------------------------------------------------
     def _pane_of(self, widget: Widget | None) -> Widget | None:

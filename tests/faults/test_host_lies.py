@@ -12,6 +12,7 @@ import pytest
 
 from console.server.state import ServerState, ServerStatus
 from tests.conftest import wait_for
+from tests.fake_telemetry import FakeTelemetry
 from tests.faults.conftest import Host, pivot
 
 GOOD = {"profile": "baseline", "argv": ["serve"], "pid": 1, "start_ticks": 1, "started": 1.0, "host": "127.0.0.1",
@@ -83,3 +84,63 @@ async def test_the_server_watch_survives_an_error_nobody_foresaw(tmp_path: Path)
         await wait_for(lambda: "watching the server failed (TypeError" in pane.status.detail, timeout=10)
         assert pane.status.state == ServerState.UNKNOWN
         await wait_for(lambda: pane.status.state == ServerState.READY, timeout=15)  # and it goes on
+
+
+class _FirstStreamFails(FakeTelemetry):
+    """Telemetry whose first stream meets a value nobody foresaw; the next ones are as usual."""
+
+    streams = 0
+
+    async def events(self):  # type: ignore[no-untyped-def,override]
+        self.streams += 1
+        if self.streams == 1:
+            raise TypeError("'NoneType' object is not subscriptable")
+        async for event in super().events():
+            yield event
+
+
+def _problem(pane) -> str:  # type: ignore[no-untyped-def]
+    from console.ui.widgets.problem import PaneProblem
+
+    line = pane.query_one(PaneProblem)
+    return str(line.render()) if line.has_class("-shown") else ""
+
+
+async def test_the_gpu_watch_survives_an_error_nobody_foresaw_and_says_it_in_its_pane(tmp_path: Path) -> None:
+    from console import config
+    from console.session import Session
+    from console.ui.app import PivotApp
+    from console.ui.widgets.gpu.pane import GpuPane
+
+    cfg = config.Config(path=None, hosts={}, campaign_dir=tmp_path / "campaign")
+    telemetry = _FirstStreamFails()
+    app = PivotApp(Session(cfg, None, local=True, via="console", telemetry=telemetry))  # type: ignore[arg-type]
+    async with app.run_test(size=(100, 30)):
+        pane = app.query_one(GpuPane)
+        await wait_for(lambda: "watching the GPUs failed (TypeError: 'NoneType' object is not subscriptable); "
+                               "trying again in 1 s" in _problem(pane), timeout=10)
+        await wait_for(lambda: pane.sample is not None, timeout=15)  # watched again
+        await wait_for(lambda: not _problem(pane), timeout=5)
+        assert app.is_running
+
+
+async def test_a_nonsense_level_from_the_host_fails_a_drawing_not_the_console(tmp_path: Path) -> None:
+    """A level_done whose numbers are not numbers (the host's generator is the host's word) reaches the Sweep pane:
+    its drawing fails and says so in the pane; the console and the next drawings go on."""
+    from console.ui.widgets.sweep.pane import SweepPane
+    from tests.test_app import canned_app
+
+    app = canned_app(tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        pane = app.query_one(SweepPane)
+        pane.data.live = {"done": 0, "requests": 0, "tokens": 0, "started": time.monotonic()}
+        pane._on_event({"type": "level_started", "c": 4, "requests": 8})
+        pane._on_event({"type": "level_done", "c": 4, "requests": 8, "errors": 0, "total_tok_s": "lots",
+                        "per_req_tok_s": {"x": 1}, "ttft_p50_ms": [], "itl_p50_ms": None})
+        await wait_for(lambda: "failed (" in _problem(pane), timeout=10)
+        await pilot.press("z")
+        await pilot.pause()
+        assert app.is_running
+        pane.data.levels.clear()  # what made it fail is gone: the next event and drawing work, and the line goes
+        pane._on_event({"type": "progress", "c": 4, "in_flight": 2, "streamed": 10})
+        await wait_for(lambda: not _problem(pane), timeout=10)

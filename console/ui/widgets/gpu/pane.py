@@ -20,6 +20,7 @@ from console.ui.colours import theme_style
 from console.ui.screens.confirm_kill import ask_to_kill
 from console.ui.widgets.gpu.bars import GpuBars
 from console.ui.widgets.gpu.processes import ProcessTable
+from console.ui.widgets.problem import PaneProblem, survives
 from console.ui.widgets.quiet import QuietStatic
 from console.untrusted import visible
 
@@ -56,8 +57,10 @@ class GpuPane(Vertical):
         yield QuietStatic("", id="gpu-idle")
         yield QuietStatic("", id="gpu-status")
         yield ProcessTable(id="gpu-procs")
+        yield PaneProblem()
 
     # -- telemetry ------------------------------------------------------------
+    @survives("showing the sample")
     def show(self, event: TelemetryEvent) -> None:
         if isinstance(event, Hello):
             self.hello = event

@@ -20,6 +20,7 @@ from console.session import Session
 from console.ui.colours import theme_style
 from console.ui.messages import StatusChanged
 from console.ui.screens.confirm import Confirm
+from console.ui.widgets.problem import backoff, failure
 from console.ui.widgets.quiet import QuietStatic
 from console.ui.widgets.server.log_view import LogView
 from console.untrusted import visible
@@ -34,7 +35,6 @@ LOOK = {  # state -> (glyph, theme colour)
     ServerState.STOPPING: ("◌", "warning"),
     ServerState.UNKNOWN: ("?", "warning"),
 }
-WATCH_BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0)
 
 
 class ServerPane(Vertical):
@@ -122,10 +122,9 @@ class ServerPane(Vertical):
             except RemoteError as e:  # the header shows the connection; the state is unknown until a poll answers
                 self.lifecycle.unreachable(str(e))
             except Exception as e:  # noqa: BLE001 - a value nobody foresaw must not end the watch for good
-                delay = WATCH_BACKOFF_S[min(failures, len(WATCH_BACKOFF_S) - 1)]
                 failures += 1
-                self.lifecycle.unreachable(f"watching the server failed ({type(e).__name__}: {visible(str(e))}); "
-                                           f"trying again in {delay:g} s")
+                delay = backoff(failures)
+                self.lifecycle.unreachable(f"{failure('watching the server', e)}; trying again in {delay:g} s")
                 await asyncio.sleep(delay)
                 continue
             await asyncio.sleep(POLL_S)
@@ -145,9 +144,9 @@ class ServerPane(Vertical):
             except RemoteError:
                 pass
             except Exception as e:  # noqa: BLE001 - a value nobody foresaw must not end the follow for good
-                delay = WATCH_BACKOFF_S[min(failures, len(WATCH_BACKOFF_S) - 1)]
                 failures += 1
-                log.add(f"— following the log failed ({type(e).__name__}: {e}); trying again in {delay:g} s —")
+                delay = backoff(failures)
+                log.add(f"— {failure('following the log', e)}; trying again in {delay:g} s —")
             await asyncio.sleep(delay)
 
     # -- state ----------------------------------------------------------------

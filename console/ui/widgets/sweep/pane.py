@@ -23,6 +23,7 @@ from console.sweep.settings import SweepSettings
 from console.sweep.store import Run, RunError, list_runs
 from console.ui.colours import theme_style
 from console.ui.screens.confirm import Confirm
+from console.ui.widgets.problem import PaneProblem, survives
 from console.ui.widgets.quiet import QuietStatic
 from console.ui.widgets.sweep.chart import SECOND, ChartData, SweepChart, earlier_runs
 from console.ui.widgets.sweep.comparison import ComparisonView
@@ -96,6 +97,7 @@ class SweepPane(Vertical):
         yield QuietStatic("", id="sweep-progress")
         yield LevelTable(id="sweep-levels")
         yield ComparisonView(id="sweep-compare")
+        yield PaneProblem()
 
     def on_mount(self) -> None:
         self.set_interval(REDRAW_S, self._redraw_if_dirty)
@@ -129,6 +131,7 @@ class SweepPane(Vertical):
             self.data.overlays = overlays
             self.dirty = True
 
+    @survives("drawing the sweep")
     def _redraw_if_dirty(self) -> None:
         if self.dirty:
             self.dirty = False
@@ -186,6 +189,7 @@ class SweepPane(Vertical):
         handle.subscribe(self._on_event, ended=self._ended)
         self.refresh_bindings()
 
+    @survives("showing the sweep's events")  # a drawing's error must not end the sweep that calls this
     def _on_event(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
         live = self.data.live

@@ -19,6 +19,7 @@ from console.tasks.tasklist import PRIORITIES, Task, TaskError, TaskList, clippe
 from console.ui.colours import theme_style
 from console.ui.messages import ShowComparison
 from console.ui.screens.confirm import Confirm
+from console.ui.widgets.problem import PaneProblem, survives
 from console.ui.widgets.quiet import QuietStatic
 from console.untrusted import visible
 
@@ -98,6 +99,7 @@ class TasksPane(Vertical):
     def compose(self) -> ComposeResult:
         yield DataTable(id="tasks-table", cursor_type="row", zebra_stripes=False)
         yield QuietStatic("", id="tasks-detail")
+        yield PaneProblem()
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
@@ -108,6 +110,7 @@ class TasksPane(Vertical):
         self._draw()
         self.set_interval(2.0, self._reload_if_changed)  # another console's edits, and the in-progress clocks
 
+    @survives("reading the task list")
     def _reload_if_changed(self) -> None:
         try:
             mtime = self.tasks.path.stat().st_mtime if self.tasks else 0.0
