@@ -118,6 +118,17 @@ class ServerLifecycle(HealthProbe):
                 callback(status)
         return status
 
+    async def _server_process(self, record: ServerRecord, stat_text: str) -> bool:
+        """Whether the record's process runs (not a zombie) with the record's start time. The probe read the stat of
+        the pid file's process; when that is not the record's pid (a stale or hand-written pid file, or the moment
+        between a start's two writes), the record's own pid is asked."""
+        if _stat_pid(stat_text) != record.pid:
+            stat_text = (await self.conn.run(["cat", f"/proc/{int(record.pid)}/stat"], timeout=20)).stdout
+            if _stat_pid(stat_text) != record.pid:
+                return False
+        fields = stat_text.strip().rsplit(")", 1)[-1].split()
+        return len(fields) > 19 and fields[0] != "Z" and (record.start_ticks is None or fields[19] == str(record.start_ticks))
+
     async def poll(self) -> ServerStatus:
         """Look at the host once and update the state."""
         out = await self._probe.ask(timeout=20)
@@ -133,8 +144,7 @@ class ServerLifecycle(HealthProbe):
             return self._set(ServerStatus(ServerState.STOPPED))
         base = ServerStatus(ServerState.STOPPED, visible(record.profile), record.pid, record.started, self.status.ready_at,
                             last_line, model=self.status.model, nodes=record.nodes, rank=record.rank)
-        fields = stat_text.strip().rsplit(")", 1)[-1].split() if stat_text.strip() else []
-        alive = bool(fields) and fields[0] != "Z" and (record.start_ticks is None or int(fields[19]) == record.start_ticks)
+        alive = await self._server_process(record, stat_text)
         if not alive:
             await self._forget_forward()
             if record.stopped or self._stopping:
@@ -410,3 +420,9 @@ class ServerLifecycle(HealthProbe):
             if not report.ok and not force:
                 raise LifecycleError(report.describe())
         return current
+
+
+def _stat_pid(stat_text: str) -> int | None:
+    """The pid /proc/PID/stat names itself by."""
+    head = stat_text.strip().split(" ", 1)[0]
+    return int(head) if head.isdigit() else None

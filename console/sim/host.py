@@ -233,7 +233,7 @@ class SimHost:
     def _simulated_pids(self) -> set[int]:
         pids = {c["pid"] for c in state.live_claims(self.sim)} | {s["pid"] for s in state.live_servers(self.sim)}
         for pidfile in (self.home / ".pivot").rglob("*.pid") if (self.home / ".pivot").is_dir() else ():
-            with contextlib.suppress(OSError, ValueError):
+            with contextlib.suppress(OSError, ValueError, IndexError):
                 pids.add(int(pidfile.read_text().split()[0]))
         return pids
 

@@ -144,3 +144,42 @@ async def test_a_nonsense_level_from_the_host_fails_a_drawing_not_the_console(tm
         pane.data.levels.clear()  # what made it fail is gone: the next event and drawing work, and the line goes
         pane._on_event({"type": "progress", "c": 4, "in_flight": 2, "streamed": 10})
         await wait_for(lambda: not _problem(pane), timeout=10)
+
+
+@pytest.mark.parametrize("pidfile", ["4100 4101\n", "garbage\n", ""], ids=["two", "word", "empty"])
+async def test_a_model_info_list_and_a_malformed_pid_file_leave_the_state_readable(host: Host, pidfile: str) -> None:
+    """/model_info answers a JSON list (an unexpected TypeError in `server status`), server.pid holds nonsense (an
+    IndexError): the server reads ready by its health and its record, the model unknown."""
+    import asyncio
+    import subprocess
+    import sys
+
+    from console.sim.state import proc_start_ticks
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = (await reader.readuntil(b"\r\n\r\n")).decode()
+                body = b"[1, 2, 3]" if head.startswith("GET /model_info") else b"ok"
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+                             + str(len(body)).encode() + b"\r\n\r\n" + body)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+    try:
+        host.workdir.mkdir(mode=0o700, exist_ok=True)
+        (host.workdir / "server.json").write_text(json.dumps({
+            **GOOD, "pid": process.pid, "start_ticks": proc_start_ticks(process.pid), "started": time.time(),
+            "port": port}))
+        (host.workdir / "server.pid").write_text(pidfile)
+        status, out, err = await pivot(host.config_path, "server", "status")
+        assert "Traceback" not in out + err and "unexpected" not in err, out + err
+        assert status == 0 and "ready" in out, out + err
+    finally:
+        process.kill()
+        process.wait()
+        server.close()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -134,3 +135,25 @@ async def test_a_stop_cut_off_after_it_was_sent_still_marks_the_record(host: Hos
         await conn.close()
     status, out, err = await pivot(host.config_path, "server", "status")
     assert status == 0 and "stopped" in out and "crashed" not in out, out + err
+
+
+async def test_ctrl_c_once_the_launch_began_leaves_a_record_naming_the_server(host: Host, tmp_path: Path) -> None:
+    """Ctrl-C on `pivot server start` once the server's process exists (a start that seems to hang over a slow link):
+    the host finishes the step it began, so the record and the pid file name the server that runs, and pivot
+    follows and stops it."""
+    from tests.conftest import wait_for
+
+    name = _profile(host, tmp_path)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "console", "--config", str(host.config_path), "server", "start", name, "--skip",
+        "gpus-idle", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    await wait_for(lambda: (host.workdir / "server.log").exists(), timeout=60)  # launched: the record is being written
+    proc.send_signal(signal.SIGINT)
+    await proc.communicate()
+    await wait_for(lambda: (host.workdir / "server.pid").exists(), timeout=30)  # the host's step went on to its end
+    record = json.loads((host.workdir / "server.json").read_text())
+    assert _alive(record["pid"]) and not record["stopped"]
+    assert int((host.workdir / "server.pid").read_text()) == record["pid"]
+    status, out, err = await pivot(host.config_path, "server", "stop")
+    assert status == 0 and "stopped" in out, out + err
+    assert not _alive(record["pid"])

@@ -87,7 +87,7 @@ def server_info(pidfile: str | None) -> dict | None:
     except (OSError, ValueError, IndexError):
         return None
     fields = proc_stat(pid)
-    # The record beside the pid file names the server's start time: a pid reused by another process is not the server
+    # The record beside the pid file names the server's start time: a pid reused by another process is not the server,
     ticks = None
     try:
         with open(os.path.join(os.path.dirname(os.path.expanduser(pidfile)), "server.json")) as f:
@@ -96,6 +96,7 @@ def server_info(pidfile: str | None) -> dict | None:
             ticks = record["start_ticks"]
     except (OSError, ValueError):
         pass
-    alive = fields is not None and fields[0] != "Z" and (ticks is None or fields[19] == str(ticks))
+    # and a pid file alone (no record naming it) is not enough
+    alive = fields is not None and fields[0] != "Z" and ticks is not None and fields[19] == str(ticks)
     return {"pid": pid, "alive": alive}
 
