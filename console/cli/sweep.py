@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from console import config, pivot_toml
+from console.campaign import Campaign
 from console.cli.prompt import ask
 from console.sweep.compare import compare, counterpart
 from console.sweep.runlock import holder
@@ -226,7 +227,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
     if action == "show":
         if len(names) != 1:
             raise RunError("runs show takes one run (pivot runs lists them)")
-        run = open_run(cfg.campaign_dir, names[0])
+        run = Campaign(cfg.campaign_dir).resolve(names[0])
         state = run.state
         title = f"{run.name} ({visible(run.profile)}, {state})"
         if run.corrupt:
@@ -297,14 +298,5 @@ def terminal(stderr: bool = False) -> Console:
 
 def resolve_runs(cfg: config.Config, names: list[str]) -> list[Run]:
     """Runs by name; `last` and `previous` as runbooks say them (the newest, the one before)."""
-    measured = [r for r in list_runs(cfg.campaign_dir) if r.state != "corrupt" and r.measured().height]
-    picks = {"last": -1, "previous": -2}
-    runs = []
-    for name in names:
-        if name in picks:
-            if len(measured) < -picks[name]:
-                raise RunError(f"no {name!r} run: {len(measured)} run(s) with measured levels")
-            runs.append(measured[picks[name]])
-        else:
-            runs.append(open_run(cfg.campaign_dir, name))
-    return runs
+    campaign = Campaign(cfg.campaign_dir)
+    return [campaign.resolve(name) for name in names]

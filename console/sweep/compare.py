@@ -157,8 +157,7 @@ def drafting(a: Run, b: Run) -> Run:
 def counterpart(run: Run, runs: list[Run]) -> Run | None:
     """The earlier run to hold this one against: the newest of the other kind (drafting or not), so that an
     adaptive profile is checked against the baseline; else the newest of another profile; None without one."""
-    others = [r for r in runs if r.name != run.name and r.profile != run.profile and r.state != "corrupt"
-              and r.measured().height]
+    others = [r for r in runs if r.name != run.name and r.profile != run.profile and r.has_measured_levels]
     other_kind = [r for r in others if r.speculative != run.speculative]
     candidates = other_kind or others
     return candidates[-1] if candidates else None

@@ -258,6 +258,10 @@ class Run:
             return self._stored_levels()
         return frame
 
+    @property
+    def has_measured_levels(self) -> bool:
+        return self.state != "corrupt" and bool(self.measured().height)
+
     def measured(self) -> pl.DataFrame:
         """The levels that are measurements: not failed (client-bound ones are kept, and flagged)."""
         import polars as pl

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from console.actions import kill
 from console.actions.sweep import SweepHandle
+from console.campaign import Campaign
 from console.config import Config, user_config_dir
 from console.gpu.format import idle_line
 from console.gpu.samples import AgentError, Sample
@@ -35,7 +36,7 @@ from console.session import Session
 from console.sweep.compare import compare
 from console.sweep.refine import refine
 from console.sweep.settings import SweepSettings
-from console.sweep.store import Run, RunError, list_runs, open_run
+from console.sweep.store import Run, RunError
 from console.tasks.tasklist import TaskError, TaskList
 
 ACTIONS = ("kill-stray", "verify-idle", "check-files", "start", "stop", "switch", "sweep", "compare", "refine")
@@ -238,13 +239,11 @@ class Actions:
             raise ActionFailed(f"the sweep stopped: {handle.reason}")
 
     def _runs(self, a: str, b: str) -> tuple[Run, Run]:
-        runs = [r for r in list_runs(self.cfg.campaign_dir) if r.state != "corrupt" and r.measured().height]
-        names = {"last": runs[-1].name if runs else None, "previous": runs[-2].name if len(runs) > 1 else None}
+        campaign = Campaign(self.cfg.campaign_dir)
         try:
-            first, second = (open_run(self.cfg.campaign_dir, names.get(x) or x) for x in (a, b))
+            return campaign.resolve(a), campaign.resolve(b)
         except RunError as e:
             raise ActionFailed(str(e)) from None
-        return first, second
 
     async def do_compare(self, a: str, b: str) -> str:
         first, second = self._runs(a, b)

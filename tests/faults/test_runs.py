@@ -300,3 +300,13 @@ def test_a_long_first_wave_says_how_far_it_is_while_no_request_has_finished(star
         loadgen.send_signal(signal.SIGTERM)
         loadgen.wait(timeout=60)
     assert "progress" not in (run.dir / EVENTS).read_text()
+
+
+def test_last_and_previous_name_the_same_runs_for_every_command(campaign: Path, tmp_path: Path) -> None:
+    """`runs show last` was refused while `compare last` worked: every command resolves them in one place."""
+    shown = pivot(tmp_path / "pivot.toml", "runs", "show", "last")
+    assert shown.returncode == 0 and shown.stdout.startswith("spec "), shown.stdout + shown.stderr
+    before = pivot(tmp_path / "pivot.toml", "runs", "show", "previous")
+    assert before.returncode == 0 and before.stdout.startswith("base "), before.stdout + before.stderr
+    compared = pivot(tmp_path / "pivot.toml", "compare", "previous", "last")
+    assert compared.returncode == 0 and "base" in compared.stdout and "spec" in compared.stdout

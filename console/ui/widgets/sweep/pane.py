@@ -15,6 +15,7 @@ from textual.containers import Vertical
 
 from console.actions.adaptive import write_adaptive_profile
 from console.actions.sweep import ServerBusy, SweepHandle
+from console.campaign import Campaign
 from console.remote.errors import RemoteError
 from console.session import Session
 from console.sweep.adaptive import AdaptivePlan, NoAdaptiveProfile, plan, spec_host
@@ -391,11 +392,11 @@ class SweepPane(Vertical):
         if self.query_one(ComparisonView).shown:
             self.hide_comparison()
             return
-        runs = [r for r in list_runs(self.session.config.campaign_dir) if r.state != "corrupt" and r.measured().height]
-        if len(runs) < 2:
+        pair = Campaign(self.session.config.campaign_dir).latest_pair()
+        if pair is None:
             self.notify("two runs with completed levels are needed to compare", severity="warning")
             return
-        self.show_comparison(runs[-2], runs[-1])
+        self.show_comparison(*pair)
 
     def hide_comparison(self) -> None:
         view = self.query_one(ComparisonView)

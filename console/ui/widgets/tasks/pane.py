@@ -12,9 +12,9 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Input, Static
 
+from console.campaign import Campaign
 from console.events import TaskChange
 from console.session import Session
-from console.sweep.store import list_runs
 from console.tasks.tasklist import PRIORITIES, Task, TaskError, TaskList, clipped
 from console.ui.colours import theme_style
 from console.ui.messages import ShowComparison
@@ -345,7 +345,7 @@ class TasksPane(Vertical):
             self._draw()
         last = self.tasks.tasks[numbers[-1] - 1] if numbers else None
         if ok and last is not None and last.action and last.action.startswith("compare"):
-            runs = [r for r in list_runs(self.session.config.campaign_dir) if r.state != "corrupt" and r.measured().height]
-            if len(runs) >= 2:
-                self.post_message(ShowComparison(runs[-2], runs[-1]))  # the verdict where the curves are
+            pair = Campaign(self.session.config.campaign_dir).latest_pair()
+            if pair is not None:
+                self.post_message(ShowComparison(*pair))  # the verdict where the curves are
         self.notify("runbook finished" if ok else "runbook stopped at a failed step", severity="information" if ok else "error")
