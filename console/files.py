@@ -2,27 +2,39 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 
-def write_atomically(path: Path, data: str | bytes) -> None:
-    """A temporary file beside `path`, fsync, rename, fsync of the directory: a crash, a kill -9, a full disk or a
-    power cut leaves the old file or the new one, never half of either."""
+@contextlib.contextmanager
+def replacing(path: Path, *, durable: bool = True) -> Iterator[Path]:
+    """A temporary path beside `path` to write; when the block ends, it replaces `path` in one rename (and, durable,
+    after an fsync of the file and then of the directory: a crash, a kill -9, a full disk or a power cut leaves the
+    old file or the new one, never half of either). When the block fails, the temporary file goes."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    tmp = Path(name)
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data.encode() if isinstance(data, str) else data)
-            f.flush()
-            os.fsync(f.fileno())
+        yield tmp
+        if durable:
+            with open(tmp, "rb+") as f:
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
-    directory = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
+    if durable:
+        directory = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
+
+
+def write_atomically(path: Path, data: str | bytes, *, durable: bool = True) -> None:
+    with replacing(path, durable=durable) as tmp:
+        tmp.write_bytes(data.encode() if isinstance(data, str) else data)

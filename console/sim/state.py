@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from console.files import write_atomically
 from console.sim.calibration import DEFAULT
 
 ENV = "PIVOT_SIM_HOME"
@@ -46,15 +46,8 @@ class GpuSpec:
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Whole, not durable: the simulated host's own state, written at every claim (a crash of it loses nothing real)."""
+    write_atomically(path, json.dumps(data), durable=False)
 
 
 def _read_json(path: Path) -> Any | None:

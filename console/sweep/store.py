@@ -14,7 +14,6 @@ shown as failed, never averaged, and a resume runs that level again.
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import time
 import tomllib
@@ -26,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import tomli_w
 
 from console import version
+from console.files import replacing, write_atomically
 from console.server.speculation import Drafting, command_argv, drafting
 from console.sweep.metrics import level_metrics
 from console.sweep.runevents import Attempt, RequestColumns, RunEvents, read_run_events
@@ -134,12 +134,10 @@ def _atomic_parquet(frame: pl.DataFrame, path: Path, row_group_size: int | None 
     """row_group_size: rows written at a time (the writer's memory grows with it)."""
     import polars as pl
 
-    tmp = path.with_suffix(".parquet.tmp")
     try:
-        frame.write_parquet(tmp, row_group_size=row_group_size)
-        os.replace(tmp, path)
+        with replacing(path) as tmp:
+            frame.write_parquet(tmp, row_group_size=row_group_size)
     except (OSError, pl.exceptions.PolarsError) as e:
-        tmp.unlink(missing_ok=True)
         raise RunError(f"cannot write {path}: {getattr(e, 'strerror', None) or e}") from None
 
 
@@ -311,12 +309,9 @@ class Run:
 
 
 def write_meta(run_dir: Path, meta: dict[str, Any]) -> None:
-    tmp = run_dir / (META + ".tmp")
     try:
-        tmp.write_text(tomli_w.dumps(_tomlable(meta)), encoding="utf-8")
-        os.replace(tmp, run_dir / META)
+        write_atomically(run_dir / META, tomli_w.dumps(_tomlable(meta)))
     except OSError as e:
-        tmp.unlink(missing_ok=True)
         raise RunError(f"cannot write {run_dir / META}: {e.strerror}") from None
 
 
