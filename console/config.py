@@ -378,7 +378,8 @@ def find(explicit: str | os.PathLike[str] | None = None) -> Path | None:
 def read_small(path: Path, limit: int = MAX_FILE) -> str:
     """A regular file's text (a FIFO or a device would hang or never end), at most `limit` bytes of UTF-8."""
     try:
-        with open(path, "rb") as f:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO with no writer would block the open itself
+        with os.fdopen(fd, "rb") as f:
             if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
                 raise ConfigError(path, None, "not a regular file")
             data = f.read(limit + 1)

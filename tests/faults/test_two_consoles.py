@@ -157,3 +157,15 @@ async def test_ctrl_c_once_the_launch_began_leaves_a_record_naming_the_server(ho
     status, out, err = await pivot(host.config_path, "server", "stop")
     assert status == 0 and "stopped" in out, out + err
     assert not _alive(record["pid"])
+
+
+def test_two_starts_checking_the_same_engine_at_once_both_read_its_flags(tmp_path: Path) -> None:
+    """Two consoles' preflights ask the agent for the same engine's --help at once: each writes the cache under a name
+    of its own (a shared temporary name failed the second: `FileNotFoundError … help-cache/….txt.tmp`)."""
+    engine = tmp_path / "engine.py"
+    engine.write_text("import time\ntime.sleep(0.3)\nprint('usage: serve --port N')\n")
+    argv = [sys.executable, "-m", "console.gpu.agent", "help", "--cache-dir", str(tmp_path / "cache"), "--",
+            sys.executable, str(engine)]
+    askers = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(16)]
+    answers = [json.loads(p.communicate(timeout=120)[0].splitlines()[-1]) for p in askers]
+    assert all(a["ok"] for a in answers), answers

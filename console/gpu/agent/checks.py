@@ -137,9 +137,10 @@ def run_help(args: argparse.Namespace) -> int:
             emit({"type": "help", "ok": False, "detail": "--help exited %d: %s" % (out.returncode, text.strip()[-300:])})
             return 1
         os.makedirs(args.cache_dir, exist_ok=True)
-        with open(cache + ".tmp", "w", encoding="utf-8") as f:
+        tmp = "%s.%d.tmp" % (cache, os.getpid())  # two agents asking at once (two starts' checks) each write their own
+        with open(tmp, "w", encoding="utf-8") as f:
             f.write(text)
-        os.replace(cache + ".tmp", cache)
+        os.replace(tmp, cache)
     emit({"type": "help", "ok": True, "cached": cached, "text": text})
     return 0
 
