@@ -66,7 +66,7 @@ def write_run(campaign: Path, name: str, *, speculative: bool, requests: int, se
             wall = count / c * per_token * MAX_TOKENS
             metrics = level_metrics(c, records, wall)
             emit({"type": "level_done", "c": c, "peak_in_flight": c, "repeat": False,
-                  **{k: v for k, v in vars(metrics).items() if k != "c"}, "client_cpu": 0.3, "loop_lag_p50": 0.0,
+                  **metrics.model_dump(exclude={"c"}), "client_cpu": 0.3, "loop_lag_p50": 0.0,
                   "loop_lag_p90": 0.001, "loop_lag_p99": 0.002, "load_avg": 1.0, "client_bound": None, "lagging": None})
         emit({"type": "sweep_done", "aborted": False, "stopped": False, "failed": None})
 

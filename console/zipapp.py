@@ -27,7 +27,7 @@ runpy.run_module("pivot_agent", run_name="__main__", alter_sys=True)
 LOADGEN_MODULES = (
     "console/__init__.py", "console/untrusted.py", "console/config.py", "console/server/__init__.py",
     "console/server/engines.py", "console/sweep/__init__.py", "console/sweep/generator.py", "console/sweep/metrics.py",
-    "console/sweep/on_host.py", "console/sweep/requests.py", "console/sweep/server_view.py",
+    "console/sweep/model.py", "console/sweep/on_host.py", "console/sweep/requests.py", "console/sweep/server_view.py",
     "console/sweep/settings.py", "console/sweep/sse.py",
 )
 LOADGEN_NEEDS = ("aiohttp", "orjson", "pydantic", "prometheus_client")

@@ -76,6 +76,12 @@ def host_process(tmp_path: Path, time_scale: float, *, server: str = "none", hos
             proc.wait()
 
 
+# After `p=PID` in a script run in the workdir: the server's record as pivot's start writes it beside the pid file (the
+# pid and its start time: the agent takes the pid file's process for the server only when the record names it).
+RECORD_BESIDE = ('t=$(sed "s/.*) //" /proc/$p/stat | cut -d" " -f20); '
+                 'printf \'{"pid": %s, "start_ticks": %s}\' "$p" "$t" > server.json')
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

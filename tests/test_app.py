@@ -24,7 +24,7 @@ from console.ui.widgets.link_banner import LinkBanner
 from console.ui.widgets.sweep.chart import SweepChart
 from console.ui.widgets.sweep.pane import SweepPane
 from console.ui.widgets.tasks.pane import TextPrompt
-from tests.conftest import HostProcess, free_port, wait_for
+from tests.conftest import RECORD_BESIDE, HostProcess, free_port, wait_for
 from tests.fake_telemetry import FakeTelemetry
 
 
@@ -189,8 +189,9 @@ async def test_operator_kills_the_zombies_a_killed_server_left(sim_host_process:
     async with app.run_test(size=(80, 24)) as pilot:
         conn = app.session.pool.get("demo")
         script = (f"setsid python3 -m console.sim.launch_server --model-path ~/models/kimi-k2.5-int4 --tp 8 "
-                  f"--port {free_port()} </dev/null >~/.pivot/server.log 2>&1 & echo $! > ~/.pivot/server.pid; cat ~/.pivot/server.pid")
-        main_pid = int((await conn.run(["sh", "-c", script])).stdout)
+                  f"--port {free_port()} </dev/null >server.log 2>&1 & p=$!; echo $p > server.pid; {RECORD_BESIDE}; "
+                  "cat server.pid")
+        main_pid = int((await conn.run(["sh", "-c", script], cwd="~/.pivot")).stdout)
         pane = app.query_one(GpuPane)
         await wait_for(lambda: pane.sample is not None and len(pane.sample.procs) == 9, timeout=30)
         assert not pane.sample.stray  # type: ignore[union-attr]

@@ -13,7 +13,7 @@ from console.gpu.kill import KillOutcome, ReleaseWatch, plan_kill
 from console.gpu.samples import Hello, Sample
 from console.gpu.telemetry import RemoteTelemetry
 from console.remote import Connection
-from tests.conftest import HostProcess, free_port, wait_for
+from tests.conftest import RECORD_BESIDE, HostProcess, free_port, wait_for
 
 LAUNCH = "python3 -m console.sim.launch_server --model-path ~/models/kimi-k2.5-int4 --tp 8 --port {port}"
 
@@ -28,8 +28,8 @@ async def telemetry(sim_host_process: HostProcess) -> AsyncIterator[RemoteTeleme
 
 async def start_server(conn: Connection) -> int:
     """Started the way the lifecycle will: detached, with the pid file the agent reads."""
-    script = (f"setsid {LAUNCH.format(port=free_port())} </dev/null >server.log 2>&1 & "
-              "echo $! > server.pid; cat server.pid")
+    script = (f"setsid {LAUNCH.format(port=free_port())} </dev/null >server.log 2>&1 & p=$!; "
+              f"echo $p > server.pid; {RECORD_BESIDE}; cat server.pid")
     return int((await conn.run(["sh", "-c", script], cwd=conn.spec.workdir)).stdout)  # pivot makes the workdir
 
 

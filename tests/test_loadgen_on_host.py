@@ -150,12 +150,21 @@ def test_stop_after_the_level_and_abort_reach_the_generator_on_the_host(host: Ho
 
 
 def test_what_is_kept_from_the_host_is_what_the_generator_emits() -> None:
+    """The events the generator writes (a dict's "type", or a model of console/sweep/model.py) are the union's members:
+    each one the decoder reads, and nothing else."""
     import re
+    import typing
 
-    from console.sweep import generator, server_view
-    from console.sweep.host_generator import EVENT_TYPES
+    from console.sweep import generator, model, server_view
 
     emitted = set()
     for module in (generator, server_view):
-        emitted |= set(re.findall(r'"type": "([a-z_]+)"', Path(module.__file__).read_text()))
-    assert emitted == EVENT_TYPES
+        text = Path(module.__file__).read_text()
+        emitted |= set(re.findall(r'"type": "([a-z_]+)"', text))
+        emitted |= {m.model_fields["type"].default for name in re.findall(r"\b([A-Z][A-Za-z]+)\(", text)
+                    if isinstance(m := getattr(model, name, None), type) and "type" in getattr(m, "model_fields", {})}
+        emitted |= {m.model_fields["type"].default for name in re.findall(r"\b([A-Z][A-Za-z]+)\.model_validate", text)
+                    if isinstance(m := getattr(model, name, None), type)}
+    members = typing.get_args(typing.get_args(model.Event)[0])
+    tags = {typing.get_args(m.model_fields["type"].annotation)[0] for m in members}
+    assert emitted == tags == model.EVENT_TYPES

@@ -199,7 +199,7 @@ async def print_sweep(handle: SweepHandle, out: Console, as_json: bool) -> int:
             elif kind == "level_retry":
                 out.print(Text(f"C={event['c']} failed ({visible(str(event.get('reason')))}); the server answers "
                                "again: measuring the level once more", style="yellow"))
-            elif kind in ("link_lost", "link_back"):
+            elif kind in ("link_lost", "link_back", "notice"):
                 out.print(Text(visible(str(event.get("message"))), style="yellow"))
             elif kind == "failed":
                 out.print(Text(f"pivot: the load generator failed: {visible(str(event['message']))}; what it measured is "

@@ -11,6 +11,7 @@ or stops with the reason.
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import socket
 import time
@@ -19,6 +20,7 @@ from typing import Any, Protocol
 
 from console.server.engines import ENGINES, Engine
 from console.sweep.metrics import FAILED_ERROR_RATE, RequestRecord, level_metrics, percentile
+from console.sweep.model import LevelDone
 from console.sweep.requests import Client, TokensPerChunk, UniquePrompts, one_request, request_body
 from console.sweep.server_view import metrics_text, scrape, server_answers, server_facts, spec_counters, speculation, warnings_for
 from console.sweep.settings import SweepSettings
@@ -127,8 +129,8 @@ async def run_level(client: Client, settings: SweepSettings, pool: list[Any] | U
             helper.cancel()
     wall = time.monotonic() - level_t0
     cpu = (time.process_time() - cpu0) / wall if wall > 0 else 0.0
-    server = {k: sum(s[k] for s in server_samples if k in s) / max(1, sum(k in s for s in server_samples))
-              for k in {k for s in server_samples for k in s}}
+    server = {k: mean for k in {k for s in server_samples for k in s}  # a NaN gauge of the server's is no measurement
+              if math.isfinite(mean := sum(s[k] for s in server_samples if k in s) / max(1, sum(k in s for s in server_samples)))}
     if counted_before is not None:  # counted over the level, not averaged from gauges
         server |= speculation(counted_before, spec_counters(await metrics_text(client.session()) or ""))
     over = sum(r.over_asked for r in records)
@@ -141,10 +143,11 @@ async def run_level(client: Client, settings: SweepSettings, pool: list[Any] | U
               "client_bound": client_bound(cpu), "lagging": lagging(lag_p90, metrics.itl_mean)}
     if host_load is not None:
         client_side["host_load_avg"] = await host_load()
-    sink.emit({"type": "level_done", "c": c, "peak_in_flight": peak, "repeat": repeat, **({"nodes": ",".join(nodes)} if nodes else {}),
-               **{k: v for k, v in vars(metrics).items() if k != "c"}, **client_side})
+    done = LevelDone.model_validate({**metrics.model_dump(), "peak_in_flight": peak, "repeat": repeat,
+                                     "nodes": ",".join(nodes) if nodes else None, **client_side})
+    sink.emit(done.model_dump(exclude=set() if nodes else {"nodes"}))
     sink.sync()
-    return {**vars(metrics), **client_side}
+    return {**metrics.model_dump(), **client_side}
 
 
 def client_placement(path: str, host: str | None = None) -> dict[str, Any]:

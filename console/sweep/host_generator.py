@@ -19,11 +19,10 @@ from console import config
 from console.files import write_atomically
 from console.remote import Connection, RemoteError
 from console.remote.errors import Disconnected
+from console.sweep.model import EVENT_TYPES, EventError, decode_event
 from console.untrusted import visible
 from console.zipapp import checked, loadgen_zip, not_there
 
-EVENT_TYPES = frozenset({"sweep_started", "level_started", "request", "progress", "metrics", "level_retry", "level_done",
-                         "sweep_done"})  # what console/sweep/generator.py emits (a test holds them to it)
 RECONNECT_S = 600.0  # how long a lost link is waited for before the sweep is left to `pivot sweep --resume`
 POLL_S = 2.0  # while the host's generator still measures, its spool is read this often
 PENDING = "host-spool.json"  # in the run's directory: a spool on the host not fetched yet
@@ -111,7 +110,14 @@ class HostGenerator:
         seq = event.pop("seq", None)
         if kind not in EVENT_TYPES or not isinstance(seq, int) or seq <= self.seq:
             return None
-        self.seq, self.last = seq, event
+        self.seq = seq
+        try:
+            decode_event(event)
+        except EventError as e:  # the host's word: a number that is not one is not kept, and said
+            self.sink.show({"type": "notice", "message": f"the load generator on {self.conn.host} sent a {visible(str(kind))} "
+                            f"event pivot cannot read ({visible(str(e))}): not kept"})
+            return None
+        self.last = event
         self.sink.emit({**event, "pid": os.getpid()} if kind == "sweep_started" else event)
         return event
 

@@ -21,9 +21,11 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Any
+
+from console.sweep.model import LevelMetrics
 
 BURST_S = 0.001  # chunks closer than this came in one read: no request decodes 1,000 tokens a second
 FAILED_ERROR_RATE = 0.05  # a level with more failed requests than this is not measured: it is marked failed
@@ -148,52 +150,6 @@ def ratio_relative_halfwidth(ys: Sequence[float], xs: Sequence[float]) -> float 
     residuals = [y - ratio * x for x, y in zip(xs, ys, strict=True)]
     se = math.sqrt(sum(r * r for r in residuals) / (n - 1) / n) / mean_x
     return t975(n - 1) * se / ratio
-
-
-@dataclass(frozen=True)
-class LevelMetrics:
-    c: int
-    requests: int
-    errors: int
-    wall_s: float
-    output_tokens: int
-    total_tok_s: float
-    steady_tok_s: float | None  # only while all C slots were busy
-    req_tok_s_mean: float | None
-    req_tok_s_p50: float | None
-    ttft_p50: float | None
-    ttft_p90: float | None
-    ttft_p99: float | None
-    itl_p50: float | None
-    itl_p90: float | None
-    itl_p99: float | None
-    e2e_p50: float | None
-    e2e_p90: float | None
-    e2e_p99: float | None
-    requests_per_s: float
-    usage_missing: int = 0
-    server: dict[str, float] = field(default_factory=dict)  # the server's own view (/metrics), means over the level
-    # 95 % intervals (None where the level has too few requests to say)
-    total_tok_s_lo: float | None = None
-    total_tok_s_hi: float | None = None
-    req_tok_s_lo: float | None = None
-    req_tok_s_hi: float | None = None
-    ttft_mean: float | None = None
-    ttft_lo: float | None = None
-    ttft_hi: float | None = None
-    itl_mean: float | None = None  # the mean of each request's mean inter-token latency
-    itl_lo: float | None = None
-    itl_hi: float | None = None
-    short: int = 0  # requests that ended early with finish_reason "stop": their tokens count
-    over_asked: int = 0  # requests whose usage exceeded max_tokens
-    first_error: str | None = None
-    failed: str | None = None  # why the level is not a measurement (errors, the link, the server); None: it is
-    attempts: int = 1  # repeats of the level merged into these numbers
-    retried: int = 0  # requests sent again on a connection of their own (the server closed a kept-alive one)
-
-    @property
-    def error_rate(self) -> float:
-        return self.errors / self.requests if self.requests else 0.0
 
 
 def _request_itl_mean(r: RequestRecord) -> float | None:

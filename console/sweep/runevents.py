@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from console.sweep.metrics import RequestRecord
-from console.sweep.runfiles import EVENTS, SHAPES, EventsCorrupt, RunError, request_fields
+from console.sweep.model import EventError, decode_event
+from console.sweep.runfiles import EVENTS, EventsCorrupt, RunError, request_fields
 
 if TYPE_CHECKING:
     import polars as pl
@@ -183,9 +184,10 @@ def _read(path: Path, lines: Iterable[bytes], keep: bool) -> RunEvents:
             if event["c"] in current:
                 current[event["c"]].append(row)
             continue
-        shape = SHAPES.get(kind)
-        if shape is not None and not shape(event):
-            raise EventsCorrupt(path, number, f"a {kind} event without the fields it needs")
+        try:
+            decode_event(event)
+        except EventError as e:
+            raise EventsCorrupt(path, number, f"a {kind} event pivot cannot read ({e})") from None
         events.append(event)
         if kind == "level_started":
             current[event["c"]] = []

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -94,12 +93,3 @@ def _number(e: dict[str, Any], key: str, *, optional: bool = False) -> bool:
 
 def request_fields(e: dict[str, Any]) -> bool:
     return _int(e, "c", 1) and _int(e, "i") and _number(e, "start") and _int(e, "tokens")
-
-
-# The fields each kind of event must have (a request's chunks are checked by the reader, `runevents`).
-SHAPES: dict[str, Callable[[dict[str, Any]], bool]] = {
-    "level_started": lambda e: _int(e, "c", 1),
-    "level_done": lambda e: _int(e, "c", 1) and _int(e, "requests") and _int(e, "errors") and _number(e, "total_tok_s"),
-    "metrics": lambda e: _int(e, "c", 1),
-    "level_retry": lambda e: _int(e, "c", 1),
-}

@@ -55,11 +55,11 @@ def _pooled(c: int, attempts: list[Attempt], requests: RequestColumns | None) ->
     """One level's numbers from the requests of several good attempts."""
     assert requests is not None, "read with its requests (RunEvents.pooled)"
     records = [requests.record(r) for a in attempts for r in a.rows]
-    servers = [a.done.get("server") or {} for a in attempts]
+    servers = [{k: v for k, v in (a.done.get("server") or {}).items() if v is not None} for a in attempts]
     server = {k: sum(s[k] for s in servers if k in s) / sum(k in s for s in servers) for k in {k for s in servers for k in s}}
     metrics = level_metrics(c, records, sum(float(a.done.get("wall_s") or 0) for a in attempts), server,
                             attempts=len(attempts))
-    row = _row({**vars(metrics), "server": server})
+    row = _row({**metrics.model_dump(), "server": server})
     for key in _CLIENT_MAX:
         values = [a.done[key] for a in attempts if isinstance(a.done.get(key), (int, float))]
         row[key] = max(values) if values else None

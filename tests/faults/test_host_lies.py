@@ -183,3 +183,34 @@ async def test_a_model_info_list_and_a_malformed_pid_file_leave_the_state_readab
         process.kill()
         process.wait()
         server.close()
+
+
+def test_a_level_from_the_host_whose_numbers_are_not_numbers_is_not_kept_and_is_said(tmp_path: Path) -> None:
+    """The host's load generator is the host's word: each event is read by the one decoder (console/sweep/model.py)
+    before it is kept or shown; one that is not what it claims is dropped and said, and the sweep goes on."""
+    from types import SimpleNamespace
+
+    from console.sweep.host_generator import HostGenerator
+
+    class Sink:
+        def __init__(self) -> None:
+            self.kept: list[dict] = []
+            self.shown: list[dict] = []
+
+        def emit(self, event: dict) -> None:
+            self.kept.append(event)
+
+        def show(self, event: dict) -> None:
+            self.shown.append(event)
+
+    sink = Sink()
+    generator = HostGenerator(SimpleNamespace(host="gpu1"), SimpleNamespace(python="python3"), sink, tmp_path)  # type: ignore[arg-type]
+    level = {"type": "level_done", "c": 4, "requests": 8, "errors": 0}
+    assert generator._take({**level, "seq": 1, "total_tok_s": "lots"}) is None
+    assert generator._take({**level, "seq": 2, "total_tok_s": float("nan")}) is None
+    assert not sink.kept and [s["message"] for s in sink.shown] == [
+        "the load generator on gpu1 sent a level_done event pivot cannot read (level_done.total_tok_s: Input should be "
+        "a valid number): not kept",
+        "the load generator on gpu1 sent a level_done event pivot cannot read (level_done.total_tok_s: Input should be "
+        "a finite number): not kept"]
+    assert generator._take({**level, "seq": 3, "total_tok_s": 812.5}) is not None and len(sink.kept) == 1

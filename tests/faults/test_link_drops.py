@@ -87,7 +87,10 @@ def test_a_drop_mid_level_keeps_what_the_host_measured_and_ends_with_the_resume_
     proc = loadgen(linked.config, server_port(host), run_dir)
     before = wait_for_line(proc, "request")
     linked.link.cut()
-    out, err = proc.communicate(timeout=300)
+    assert proc.stdout is not None and proc.stderr is not None
+    out = proc.stdout.read()  # through the same buffer as the lines read so far (communicate() would bypass it)
+    err = proc.stderr.read()
+    proc.wait(timeout=300)
     events = before + [json.loads(line) for line in out.splitlines()]
     assert proc.returncode == 3, err  # as a sweep that stopped on a failure ends
     said = [e["message"] for e in events if e["type"] in ("link_lost", "link_back")]

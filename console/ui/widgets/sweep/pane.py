@@ -210,7 +210,7 @@ class SweepPane(Vertical):
         elif kind == "level_retry":
             self.notify(f"C={event['c']} failed ({visible(str(event.get('reason')))}); the server answers again: "
                         "measuring it once more", severity="warning", timeout=8)
-        elif kind in ("link_lost", "link_back"):
+        elif kind in ("link_lost", "link_back", "notice"):
             self.notify(visible(str(event.get("message"))), severity="warning", timeout=10)
         elif kind == "failed":
             self.notify(f"the load generator failed: {visible(str(event['message']))}", severity="error", timeout=10)

@@ -1,0 +1,165 @@
+"""The sweep's vocabulary: what the load generator writes, typed once. A level's numbers (`LevelMetrics`, computed by
+console/sweep/metrics.py) and the events of a run, as one tagged union that `decode_event` reads: at the two places
+where events come from elsewhere, the host's load generator (console/sweep/host_generator.py) and a run's
+events.jsonl (console/sweep/runevents.py). Strict: a number is a number (not "12", not NaN), a count an integer.
+Fields pivot does not know are kept (an older or newer pivot's). Shipped to the host in the load generator's zipapp:
+pydantic 2 only."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt, TypeAdapter, ValidationError
+
+__all__ = ["EVENT_TYPES", "Event", "EventError", "LevelDone", "LevelMetrics", "decode_event"]
+
+Seconds = Annotated[float, Field(ge=0)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(strict=True, allow_inf_nan=False, extra="allow", frozen=True)
+
+
+class LevelMetrics(_Strict):
+    """One level's numbers, from its requests (console/sweep/metrics.py level_metrics)."""
+
+    c: PositiveInt
+    requests: NonNegativeInt
+    errors: NonNegativeInt
+    wall_s: Seconds | None = None  # None: an imported run that did not say
+    output_tokens: NonNegativeInt | None = None
+    total_tok_s: float
+    steady_tok_s: float | None = None  # only while all C slots were busy
+    req_tok_s_mean: float | None = None
+    req_tok_s_p50: float | None = None
+    ttft_p50: float | None = None
+    ttft_p90: float | None = None
+    ttft_p99: float | None = None
+    itl_p50: float | None = None
+    itl_p90: float | None = None
+    itl_p99: float | None = None
+    e2e_p50: float | None = None
+    e2e_p90: float | None = None
+    e2e_p99: float | None = None
+    requests_per_s: float | None = None
+    usage_missing: NonNegativeInt = 0
+    server: dict[str, float | None] = Field(default_factory=dict)  # the server's own view (/metrics), level means
+    # 95 % intervals (None where the level has too few requests to say)
+    total_tok_s_lo: float | None = None
+    total_tok_s_hi: float | None = None
+    req_tok_s_lo: float | None = None
+    req_tok_s_hi: float | None = None
+    ttft_mean: float | None = None
+    ttft_lo: float | None = None
+    ttft_hi: float | None = None
+    itl_mean: float | None = None  # the mean of each request's mean inter-token latency
+    itl_lo: float | None = None
+    itl_hi: float | None = None
+    short: NonNegativeInt = 0  # requests that ended early with finish_reason "stop": their tokens count
+    over_asked: NonNegativeInt = 0  # requests whose usage exceeded max_tokens
+    first_error: str | None = None
+    failed: str | None = None  # why the level is not a measurement (errors, the link, the server); None: it is
+    attempts: PositiveInt = 1  # repeats of the level merged into these numbers
+    retried: NonNegativeInt = 0  # requests sent again on a connection of their own (the server closed a kept-alive one)
+
+    @property
+    def error_rate(self) -> float:
+        return self.errors / self.requests if self.requests else 0.0
+
+
+class LevelDone(LevelMetrics):
+    """A level measured: its numbers, and what the client saw of itself while it measured them."""
+
+    type: Literal["level_done"] = "level_done"
+    repeat: bool = False  # a repeat of the level, pooled with the attempt before
+    nodes: str | None = None  # a server across nodes: the hosts that served it, rank 0 first
+    peak_in_flight: NonNegativeInt | None = None
+    client_cpu: float | None = None
+    loop_lag_p50: float | None = None
+    loop_lag_p90: float | None = None
+    loop_lag_p99: float | None = None
+    load_avg: float | None = None
+    host_load_avg: float | None = None
+    client_bound: str | None = None  # why the client, not the server, may have been the limit
+    lagging: str | None = None  # why the level's latencies cannot be trusted
+
+
+class SweepStarted(_Strict):
+    type: Literal["sweep_started"]
+    url: str | None = None
+    model: str | None = None
+    server: dict[str, Any] | None = None  # what the server said of itself
+    resumed: list[int] = Field(default_factory=list)
+    repeat: list[int] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+    pid: int | None = None
+    client: dict[str, Any] | None = None  # where the load generator ran
+    prompts: dict[str, Any] | None = None
+
+
+class LevelStarted(_Strict):
+    type: Literal["level_started"]
+    c: PositiveInt
+    requests: NonNegativeInt = 0
+    warmup: NonNegativeInt = 0
+    repeat: bool = False
+
+
+class Request(_Strict):
+    """One request (its chunks, [[t, n], …], are read by runevents at C speed, not here)."""
+
+    type: Literal["request"]
+    c: PositiveInt
+    i: NonNegativeInt
+    start: float
+    tokens: NonNegativeInt
+    chunks: list[Any] = Field(default_factory=list)
+
+
+class ServerMetrics(_Strict):
+    """The server's /metrics, scraped while a level runs."""
+
+    type: Literal["metrics"]
+    c: PositiveInt
+
+
+class LevelRetry(_Strict):
+    type: Literal["level_retry"]
+    c: PositiveInt
+    reason: str | None = None
+
+
+class SweepDone(_Strict):
+    type: Literal["sweep_done"]
+    aborted: bool = False
+    stopped: bool = False
+    failed: str | None = None  # why the sweep stopped before its last level
+
+
+class Progress(_Strict):
+    """News of a level in progress: shown, never kept."""
+
+    type: Literal["progress"]
+    c: PositiveInt
+
+
+Event = Annotated[SweepStarted | LevelStarted | Request | ServerMetrics | LevelRetry | LevelDone | SweepDone | Progress,
+                  Field(discriminator="type")]
+_EVENT: TypeAdapter[Event] = TypeAdapter(Event)
+EVENT_TYPES = frozenset(("sweep_started", "level_started", "request", "metrics", "level_retry", "level_done", "sweep_done",
+                         "progress"))
+
+
+class EventError(ValueError):
+    """An event pivot cannot read: what is wrong, in one line."""
+
+
+def decode_event(event: Any) -> Event:
+    """The event as its type, or EventError saying the first thing wrong (`level_done.total_tok_s: Input should be a
+    valid number`)."""
+    try:
+        return _EVENT.validate_python(event)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise EventError(f"{where}: {first['msg']}" if where else first["msg"]) from None
