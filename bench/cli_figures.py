@@ -25,7 +25,7 @@ PEAK = "int(next(l for l in open('/proc/self/status') if l.startswith('VmHWM')).
 FINISH = f"""
 import sys, time
 from pathlib import Path
-from console.sweep.store import open_run
+from console.sweep.runs.store import open_run
 run = open_run(Path(sys.argv[1]), sys.argv[2])
 before = {PEAK}
 t0 = time.perf_counter()

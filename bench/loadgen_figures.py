@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import ROOT, OpenSshHost, SimHost, load, median, tree_env
-from console.sweep.store import create_run
+from console.sweep.runs.store import create_run
 
 LEVELS = (250, 1000)
 

@@ -24,8 +24,8 @@ import urllib.request
 from pathlib import Path
 
 from console.sweep.metrics import RequestRecord
+from console.sweep.runs.store import create_run
 from console.sweep.settings import SweepSettings
-from console.sweep.store import create_run
 from tests.conftest import free_port
 
 

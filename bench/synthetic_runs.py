@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from console.sweep.metrics import RequestRecord, level_metrics
-from console.sweep.store import EVENTS, create_run
+from console.sweep.runs.store import EVENTS, create_run
 
 LEVELS = (1, 2, 5, 10, 30, 70, 100, 250, 500, 1000)
 SPEC_FLAGS = ["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3"]

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from console.events import EventLog
-from console.sweep.runfiles import RunError
-from console.sweep.store import Run, list_runs, open_run
+from console.sweep.runs.files import RunError
+from console.sweep.runs.store import Run, list_runs, open_run
 from console.tasks.tasklist import TaskList
 
 PICKS = {"last": -1, "previous": -2}

@@ -1,5 +1,5 @@
 """What pivot runs on a host with the host's own python, each as one file to upload: the telemetry agent
-(console/gpu/agent) and the load generator (console/sweep/on_host.py with the modules it imports). Zipapps the host's
+(console/gpu/agent) and the load generator (console/sweep/loadgen/on_host.py with the modules it imports). Zipapps the host's
 python runs as they are. The same source gives the same bytes (sorted names, fixed timestamps), so a name, from their
 hash, changes only with the code, and a host keeps one copy per version, in its workdir's agent/."""
 
@@ -23,12 +23,13 @@ import runpy
 runpy.run_module("pivot_agent", run_name="__main__", alter_sys=True)
 """
 
-# The load generator's modules (console.sweep.generator and what it imports), checked by a test against its imports.
+# The load generator's modules (console.sweep.loadgen.generator and what it imports), checked by a test against its imports.
 LOADGEN_MODULES = (
     "console/__init__.py", "console/untrusted.py", "console/config.py", "console/server/__init__.py",
-    "console/server/engines.py", "console/sweep/__init__.py", "console/sweep/generator.py", "console/sweep/metrics.py",
-    "console/sweep/model.py", "console/sweep/on_host.py", "console/sweep/requests.py", "console/sweep/server_view.py",
-    "console/sweep/settings.py", "console/sweep/sse.py",
+    "console/server/engines.py", "console/sweep/__init__.py", "console/sweep/metrics.py", "console/sweep/model.py",
+    "console/sweep/settings.py", "console/sweep/loadgen/__init__.py", "console/sweep/loadgen/generator.py",
+    "console/sweep/loadgen/on_host.py", "console/sweep/loadgen/requests.py", "console/sweep/loadgen/server_view.py",
+    "console/sweep/loadgen/sse.py",
 )
 LOADGEN_NEEDS = ("aiohttp", "orjson", "pydantic", "prometheus_client")
 # Python 3.8 can read this much: a host whose python cannot run the load generator says why, as its one event.
@@ -46,7 +47,7 @@ import pydantic
 if not pydantic.VERSION.startswith("2."):
     unsupported("the host's pydantic is %s; the load generator needs 2" % pydantic.VERSION)
 import runpy
-runpy.run_module("console.sweep.on_host", run_name="__main__", alter_sys=True)
+runpy.run_module("console.sweep.loadgen.on_host", run_name="__main__", alter_sys=True)
 """.encode()
 
 

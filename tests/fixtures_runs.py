@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from console.sweep.store import EVENTS, create_run
+from console.sweep.runs.store import EVENTS, create_run
 
 BASELINE = {1: (84.5, 92.6), 2: (166.0, 84.0), 5: (315.0, 64.0), 10: (450.0, 46.0), 30: (631.0, 21.5),
             70: (713.0, 10.5), 100: (735.0, 7.5), 250: (773.0, 3.1)}

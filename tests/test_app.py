@@ -348,7 +348,7 @@ async def test_a_sweep_from_the_pane_over_ssh(sim_host_measured: HostProcess, tm
 
     from console.server.profiles import load_profiles
     from console.server.state import ServerState
-    from console.sweep.store import list_runs
+    from console.sweep.runs.store import list_runs
     from console.ui.widgets.sweep.form import SweepForm
     from console.ui.widgets.sweep.pane import SweepPane
     from tests.fixtures_runs import EAGLE3, write_run

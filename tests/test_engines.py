@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from console.server.profiles import ProfileError, load_profiles
-from console.sweep.runfiles import EVENTS
+from console.sweep.runs.files import EVENTS
 from tests.conftest import HostProcess, free_port
 from tests.faults.conftest import run_pivot
 

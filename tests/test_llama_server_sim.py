@@ -14,8 +14,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from console.sweep.runs.store import create_run
 from console.sweep.settings import SweepSettings
-from console.sweep.store import create_run
 from tests.conftest import free_port
 
 

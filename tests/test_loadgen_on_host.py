@@ -1,4 +1,4 @@
-"""The load generator on the GPU host itself (console/sweep/on_host.py, uploaded as a zipapp), against the simulated
+"""The load generator on the GPU host itself (console/sweep/loadgen/on_host.py, uploaded as a zipapp), against the simulated
 host over SSH: where it ran is recorded, what it sends is kept here, a host whose python cannot run it is said so,
 and stop and abort reach it."""
 
@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from console.sweep.store import create_run, open_run
+from console.sweep.runs.store import create_run, open_run
 from tests.conftest import HostProcess, host_process
 
 
@@ -155,7 +155,8 @@ def test_what_is_kept_from_the_host_is_what_the_generator_emits() -> None:
     import re
     import typing
 
-    from console.sweep import generator, model, server_view
+    from console.sweep import model
+    from console.sweep.loadgen import generator, server_view
 
     emitted = set()
     for module in (generator, server_view):

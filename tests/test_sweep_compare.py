@@ -10,8 +10,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from console.sweep.compare import compare, counterpart, saturation
-from console.sweep.store import EVENTS, list_runs, open_run
+from console.sweep.analysis.compare import compare, counterpart, saturation
+from console.sweep.runs.store import EVENTS, list_runs, open_run
 from tests.fixtures_runs import BASELINE, EAGLE3, level, write_run
 
 
@@ -198,7 +198,7 @@ def test_client_bound_levels_are_in_no_verdict_and_lagging_ones_have_no_latency_
 
 
 def test_a_difference_in_where_the_load_generator_ran_is_noted(campaign: Path) -> None:
-    from console.sweep.store import write_meta
+    from console.sweep.runs.store import write_meta
 
     for name, client in (("base", {"machine": "jump1", "cpus": 8, "path": "ssh-forward", "forwarded_from": "gpu1"}),
                          ("spec", {"machine": "gpu1", "cpus": 64, "path": "direct"})):

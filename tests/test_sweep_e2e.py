@@ -14,10 +14,10 @@ from console.remote import Connection
 from console.server.lifecycle import ServerLifecycle
 from console.server.profiles import load_profiles
 from console.server.state import ServerState
-from console.sweep.compare import compare
-from console.sweep.runner import SweepProcess, describe_server
+from console.sweep.analysis.compare import compare
+from console.sweep.loadgen.runner import SweepProcess, describe_server
+from console.sweep.runs.store import completed_levels, create_run
 from console.sweep.settings import SweepSettings
-from console.sweep.store import completed_levels, create_run
 from tests.conftest import HostProcess, free_port, wait_for
 
 SHIPPED = Path(__file__).parent.parent / "profiles"
@@ -76,7 +76,7 @@ async def test_exactly_c_in_flight_and_the_campaigns_shape(sim_host_measured: Ho
     assert all(e["errors"] == 0 and e["usage_missing"] == 0 for e in done)
     port = await serve(lifecycle, tmp_path, "eagle3")
     await sweep(sim_host_measured, campaign, port, settings, "spec")
-    from console.sweep.store import open_run
+    from console.sweep.runs.store import open_run
 
     cmp = compare(open_run(campaign, "base"), open_run(campaign, "spec"))
     # real time: the campaign's numbers and its verdict
@@ -108,7 +108,7 @@ async def test_abort_keeps_finished_requests_and_resume_reruns_only_the_interrup
     on_disk = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
     assert sum(1 for e in on_disk if e["type"] == "request" and e["c"] == 4) >= 2  # finished requests were kept
 
-    from console.sweep.store import open_run
+    from console.sweep.runs.store import open_run
 
     run = open_run(campaign, "cut")
     assert run.state == "partial"

@@ -58,7 +58,7 @@ def test_percentiles_interpolate() -> None:
 
 
 def test_a_server_already_busy_before_the_sweep_is_warned_about() -> None:
-    from console.sweep.server_view import server_gauges, warnings_for
+    from console.sweep.loadgen.server_view import server_gauges, warnings_for
     exposition = ('# HELP sglang:num_running_reqs The number of running requests.\n# TYPE sglang:num_running_reqs gauge\n'
                   'sglang:num_running_reqs{model_name="m"} 12.0\n'
                   '# HELP sglang:num_queue_reqs The number of requests in the waiting queue.\n# TYPE sglang:num_queue_reqs gauge\n'

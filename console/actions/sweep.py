@@ -15,9 +15,9 @@ from typing import Any
 from console.events import Sweep, Swept
 from console.remote.errors import RemoteError
 from console.session import Session
-from console.sweep.runner import SweepProcess, describe_server, identity_mismatch
+from console.sweep.loadgen.runner import SweepProcess, describe_server, identity_mismatch
+from console.sweep.runs.store import Run, RunError, create_run
 from console.sweep.settings import SweepSettings
-from console.sweep.store import Run, RunError, create_run
 from console.untrusted import visible
 
 Subscriber = Callable[[dict[str, Any]], None]
@@ -82,7 +82,7 @@ async def busy(url: str) -> dict[str, int]:
     cannot be reached (the load generator will say what it cannot reach)."""
     import aiohttp  # here, not at the top: the console's first screen does not wait for it
 
-    from console.sweep.server_view import HTTP_ERRORS, server_facts
+    from console.sweep.loadgen.server_view import HTTP_ERRORS, server_facts
 
     try:
         async with aiohttp.ClientSession(url) as client:

@@ -13,7 +13,7 @@ from console import config
 from console.cli.parser import build_parser
 from console.remote.errors import RemoteError
 from console.server.profiles import ProfileError
-from console.sweep.runfiles import RunError
+from console.sweep.runs.files import RunError
 from console.tasks.tasklist import TaskError
 from console.untrusted import visible
 

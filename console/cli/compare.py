@@ -16,10 +16,10 @@ from rich.text import Text
 from console import config, pivot_toml
 from console.actions.adaptive import write_adaptive_profile
 from console.cli.sweep import fmt_value, resolve_runs, terminal
-from console.sweep.adaptive import NoAdaptiveProfile, plan, spec_host
-from console.sweep.compare import Comparison, compare
-from console.sweep.intervals import Verdict
-from console.sweep.store import RunError
+from console.sweep.analysis.adaptive import NoAdaptiveProfile, plan, spec_host
+from console.sweep.analysis.compare import Comparison, compare
+from console.sweep.analysis.intervals import Verdict
+from console.sweep.runs.store import RunError
 
 
 def _ratio(v: Verdict | None) -> str:

@@ -17,10 +17,10 @@ from rich.text import Text
 from console import config, pivot_toml
 from console.campaign import Campaign
 from console.cli.prompt import ask
-from console.sweep.compare import compare, counterpart
-from console.sweep.runlock import holder
+from console.sweep.analysis.compare import compare, counterpart
+from console.sweep.runs.lock import holder
+from console.sweep.runs.store import Run, RunError, delete_run, list_runs, open_run
 from console.sweep.settings import SweepSettings
-from console.sweep.store import Run, RunError, delete_run, list_runs, open_run
 from console.untrusted import visible
 
 if TYPE_CHECKING:  # the session (SSH, telemetry) only for the commands that sweep: `runs` and `compare` read files
@@ -261,7 +261,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 def _import(cfg: config.Config, names: list[str], name: str | None, profile: str, out: Console) -> int:
     from console.server.profiles import ProfileError, load_profiles
-    from console.sweep.imports import import_bench_serving
+    from console.sweep.runs.imports import import_bench_serving
 
     if len(names) != 1:
         raise RunError("runs import takes one bench_serving JSONL file")

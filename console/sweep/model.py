@@ -1,7 +1,7 @@
 """The sweep's vocabulary: what the load generator writes, typed once. A level's numbers (`LevelMetrics`, computed by
 console/sweep/metrics.py) and the events of a run, as one tagged union that `decode_event` reads: at the two places
-where events come from elsewhere, the host's load generator (console/sweep/host_generator.py) and a run's
-events.jsonl (console/sweep/runevents.py). Strict: a number is a number (not "12", not NaN), a count an integer.
+where events come from elsewhere, the host's load generator (console/sweep/loadgen/host_generator.py) and a run's
+events.jsonl (console/sweep/runs/reader.py). Strict: a number is a number (not "12", not NaN), a count an integer.
 Fields pivot does not know are kept (an older or newer pivot's). Shipped to the host in the load generator's zipapp:
 pydantic 2 only."""
 

@@ -47,7 +47,7 @@ class SweepSettings:
     server_wait_s: Seconds = 60.0  # after a failed level: how long to wait for the server to answer again
     seed: Int = 0
     # where the load generator runs when the server is on an SSH host: on the host itself, next to the server (no
-    # SSH forward or jump host between them: console/sweep/loadgen.py), on the console's machine, or the host when
+    # SSH forward or jump host between them: console/sweep/loadgen/__main__.py), on the console's machine, or the host when
     # its python can (else here, saying why)
     client: Annotated[Literal["auto", "host", "console"], expect("auto, host or console")] = "auto"
 

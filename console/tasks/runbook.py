@@ -33,10 +33,10 @@ from console.gpu.samples import AgentError, Sample
 from console.remote.errors import RemoteError
 from console.server.state import ServerState
 from console.session import Session
-from console.sweep.compare import compare
-from console.sweep.refine import refine
+from console.sweep.analysis.compare import compare
+from console.sweep.analysis.refine import refine
+from console.sweep.runs.store import Run, RunError
 from console.sweep.settings import SweepSettings
-from console.sweep.store import Run, RunError
 from console.tasks.tasklist import TaskError, TaskList
 
 ACTIONS = ("kill-stray", "verify-idle", "check-files", "start", "stop", "switch", "sweep", "compare", "refine")

@@ -38,7 +38,7 @@ from console.ui.widgets.sweep.pane import SweepPane
 from console.ui.widgets.tasks.pane import TasksPane
 from console.untrusted import visible
 
-IMPORT_LATER = ("polars", "aiohttp", "console.sweep.server_view")  # not before the first screen; not on the loop either
+IMPORT_LATER = ("polars", "aiohttp", "console.sweep.loadgen.server_view")  # not before the first screen; not on the loop either
 
 
 def _import_later() -> None:

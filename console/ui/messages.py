@@ -5,7 +5,7 @@ from textual.message import Message
 from console.gpu.telemetry import TelemetryEvent
 from console.remote import ConnectionEvent
 from console.server.state import ServerStatus
-from console.sweep.store import Run
+from console.sweep.runs.store import Run
 
 
 class ConnectionChanged(Message):

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from console.sweep.generator import client_bound, lagging
+from console.sweep.loadgen.generator import client_bound, lagging
+from console.sweep.runs.store import create_run
 from console.sweep.settings import SweepSettings
-from console.sweep.store import create_run
 from tests.test_sim_server import sim_env, start_server  # noqa: F401  (fixtures)
 
 

@@ -190,7 +190,7 @@ def test_a_level_from_the_host_whose_numbers_are_not_numbers_is_not_kept_and_is_
     before it is kept or shown; one that is not what it claims is dropped and said, and the sweep goes on."""
     from types import SimpleNamespace
 
-    from console.sweep.host_generator import HostGenerator
+    from console.sweep.loadgen.host_generator import HostGenerator
 
     class Sink:
         def __init__(self) -> None:

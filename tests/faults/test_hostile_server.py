@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from console.sweep.runs.store import create_run, open_run
 from console.sweep.settings import SweepSettings
-from console.sweep.store import create_run, open_run
 from tests.conftest import free_port
 
 FAST = SweepSettings(levels=(1,), requests=4, max_tokens=16, input_tokens=8, idle_timeout_s=2, timeout_s=20,
@@ -111,7 +111,7 @@ def test_a_request_the_model_ends_early_is_short_not_an_error(hostile, tmp_path:
 
 
 def test_extra_body_fields_reach_the_server(tmp_path: Path) -> None:
-    from console.sweep.requests import request_body
+    from console.sweep.loadgen.requests import request_body
 
     settings = SweepSettings(extra_body={"min_tokens": 16, "logit_bias": {"2": -100}})
     _, body = request_body(settings, "m", "hello")

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from console.sweep.store import create_run, open_run
+from console.sweep.runs.store import create_run, open_run
 from tests.conftest import HostProcess, host_process
 from tests.link import Link
 from tests.test_loadgen_on_host import server_port, wait_for_line

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from console.sweep.runfiles import EVENTS, EventLogFile, RunError
+from console.sweep.runs.files import EVENTS, EventLogFile, RunError
+from console.sweep.runs.store import create_run, list_runs, open_run
 from console.sweep.settings import SweepSettings
-from console.sweep.store import create_run, list_runs, open_run
 from tests.fixtures_runs import BASELINE, EAGLE3, write_run
 from tests.test_sim_server import sim_env, start_server  # noqa: F401  (fixtures)
 
@@ -139,7 +139,7 @@ def test_a_cut_event_log_falls_back_on_the_tables(campaign: Path) -> None:
 
 
 def test_two_load_generators_never_write_one_run(tmp_path: Path) -> None:
-    from console.sweep.runlock import run_lock
+    from console.sweep.runs.lock import run_lock
 
     run = create_run(tmp_path, {"profile": "p", "settings": {"levels": [1]}})
     with run_lock(run.dir):
@@ -152,7 +152,7 @@ def test_two_load_generators_never_write_one_run(tmp_path: Path) -> None:
 def test_a_killed_load_generator_is_named_with_its_signal(tmp_path: Path) -> None:
     import asyncio
 
-    from console.sweep.runner import SweepProcess
+    from console.sweep.loadgen.runner import SweepProcess
 
     run = create_run(tmp_path, {"profile": "p", "settings": {"levels": [1], "server_wait_s": 30}})
 

@@ -22,8 +22,8 @@ from textual.message import Message
 from textual.theme import Theme
 from textual_plotext import PlotextPlot
 
-from console.sweep.compare import label
-from console.sweep.store import Run, list_runs
+from console.sweep.analysis.compare import label
+from console.sweep.runs.store import Run, list_runs
 from console.ui.colours import theme_style
 
 OVERLAYS = [("chart-1", "•"), ("chart-2", "+"), ("chart-3", "o"), ("chart-4", "*")]  # earlier runs, oldest first:

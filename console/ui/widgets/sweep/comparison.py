@@ -13,8 +13,8 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from console.sweep.compare import Comparison
-from console.sweep.intervals import Verdict
+from console.sweep.analysis.compare import Comparison
+from console.sweep.analysis.intervals import Verdict
 from console.ui.colours import theme_style
 
 

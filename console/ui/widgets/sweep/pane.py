@@ -18,10 +18,10 @@ from console.actions.sweep import ServerBusy, SweepHandle
 from console.campaign import Campaign
 from console.remote.errors import RemoteError
 from console.session import Session
-from console.sweep.adaptive import AdaptivePlan, NoAdaptiveProfile, plan, spec_host
-from console.sweep.compare import bracket, compare, counterpart
+from console.sweep.analysis.adaptive import AdaptivePlan, NoAdaptiveProfile, plan, spec_host
+from console.sweep.analysis.compare import bracket, compare, counterpart
+from console.sweep.runs.store import Run, RunError, list_runs
 from console.sweep.settings import SweepSettings
-from console.sweep.store import Run, RunError, list_runs
 from console.ui.colours import theme_style
 from console.ui.screens.confirm import Confirm
 from console.ui.widgets.problem import PaneProblem, survives

@@ -28,8 +28,8 @@ from console import version
 from console.files import replacing, write_atomically
 from console.server.speculation import Drafting, command_argv, drafting
 from console.sweep.metrics import level_metrics
-from console.sweep.runevents import Attempt, RequestColumns, RunEvents, read_run_events
-from console.sweep.runfiles import EVENTS, LEVELS, META, REQUESTS, EventLogFile, EventsCorrupt, RunError, check_run_name, name_part
+from console.sweep.runs.files import EVENTS, LEVELS, META, REQUESTS, EventLogFile, EventsCorrupt, RunError, check_run_name, name_part
+from console.sweep.runs.reader import Attempt, RequestColumns, RunEvents, read_run_events
 from console.untrusted import visible
 
 if TYPE_CHECKING:  # polars is imported where a table is read or written: not by the console's first screen

@@ -1,4 +1,4 @@
-"""The load generator's work, wherever it runs (console/sweep/loadgen.py on the console's machine, on_host.py on the GPU
+"""The load generator's work, wherever it runs (console/sweep/loadgen/__main__.py on the console's machine, on_host.py on the GPU
 host): for each level, exactly C streaming requests in flight until the level's requests are done, each request's
 record an event, the level's figures with how far the client itself can be trusted (its CPU, its loop's lateness).
 
@@ -19,10 +19,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from console.server.engines import ENGINES, Engine
+from console.sweep.loadgen.requests import Client, TokensPerChunk, UniquePrompts, one_request, request_body
+from console.sweep.loadgen.server_view import metrics_text, scrape, server_answers, server_facts, spec_counters, speculation, warnings_for
 from console.sweep.metrics import FAILED_ERROR_RATE, RequestRecord, level_metrics, percentile
 from console.sweep.model import LevelDone
-from console.sweep.requests import Client, TokensPerChunk, UniquePrompts, one_request, request_body
-from console.sweep.server_view import metrics_text, scrape, server_answers, server_facts, spec_counters, speculation, warnings_for
 from console.sweep.settings import SweepSettings
 
 LAG_TICK_S = 0.01

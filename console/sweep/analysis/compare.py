@@ -15,9 +15,9 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from console.sweep.acceptance import ACCEPT_LENGTH, ACCEPT_RATE, acceptance_notes, drafted_nothing
-from console.sweep.intervals import Verdict, estimate, judge, more_requests
-from console.sweep.store import Run, label
+from console.sweep.analysis.acceptance import ACCEPT_LENGTH, ACCEPT_RATE, acceptance_notes, drafted_nothing
+from console.sweep.analysis.intervals import Verdict, estimate, judge, more_requests
+from console.sweep.runs.store import Run, label
 
 if TYPE_CHECKING:
     import polars as pl

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from console.sweep.store import Run, label
+from console.sweep.runs.store import Run, label
 
 ACCEPT_RATE, ACCEPT_LENGTH = "server_spec_accept_rate", "server_spec_accept_length"  # a level's row, from the server
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from console.sweep.compare import Comparison, bracket, compare, label
-from console.sweep.store import Run
+from console.sweep.analysis.compare import Comparison, bracket, compare, label
+from console.sweep.runs.store import Run
 
 
 class Driver(Protocol):

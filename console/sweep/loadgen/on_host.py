@@ -1,6 +1,6 @@
 """The load generator on the GPU host itself, next to the server: no SSH forward and no jump host between client and
 server. Uploaded with what it needs as one zipapp (console/zipapp.py) and run with the host's python by
-console/sweep/loadgen.py, which keeps the run and the events.
+console/sweep/loadgen/__main__.py, which keeps the run and the events.
 
     python pivot_loadgen_HASH.pyz --port PORT
     python pivot_loadgen_HASH.pyz --fetch TOKEN --after SEQ
@@ -28,7 +28,7 @@ from typing import IO, Any
 
 import orjson
 
-from console.sweep.generator import client_placement, sweep
+from console.sweep.loadgen.generator import client_placement, sweep
 from console.sweep.settings import SweepSettings
 
 ORDER_LIMIT = 1 << 26  # the first line carries the prompts

@@ -18,9 +18,9 @@ from typing import Any
 import aiohttp
 import orjson
 
+from console.sweep.loadgen.sse import SSEError, sse_data
 from console.sweep.metrics import RequestRecord
 from console.sweep.settings import SweepSettings
-from console.sweep.sse import SSEError, sse_data
 from console.untrusted import visible
 
 WORDS = "the quick brown fox jumps over a lazy dog while engines batch many tokens in each step".split()

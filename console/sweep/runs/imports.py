@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from console.remote.command import shell_line
-from console.sweep.store import EVENTS, Run, RunError, create_run
+from console.sweep.runs.store import EVENTS, Run, RunError, create_run
 
 
 def _ms(value: Any) -> float | None:

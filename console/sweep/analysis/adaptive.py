@@ -29,7 +29,7 @@ from console.server.speculation import (
     sglang_decode_batch_sizes,
     vllm_dynamic_unsupported,
 )
-from console.sweep.compare import Comparison, label
+from console.sweep.analysis.compare import Comparison, label
 from console.untrusted import visible
 
 SGLANG_DEFAULT_STEPS = 3  # `_auto_choose_speculative_params` (speculative_hook.py): 3 steps for most architectures

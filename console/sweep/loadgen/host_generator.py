@@ -1,4 +1,4 @@
-"""The console's side of the load generator on the GPU host (console/sweep/on_host.py): started over SSH with the
+"""The console's side of the load generator on the GPU host (console/sweep/loadgen/on_host.py): started over SSH with the
 run's order, its events kept here as they come; when the link is lost, what it measured after is fetched from its
 spool on the host once the link is back (or by `pivot sweep --resume`, when it does not come back in time)."""
 

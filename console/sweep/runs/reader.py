@@ -22,7 +22,7 @@ import orjson
 
 from console.sweep.metrics import RequestRecord
 from console.sweep.model import EventError, decode_event
-from console.sweep.runfiles import EVENTS, EventsCorrupt, RunError, request_fields
+from console.sweep.runs.files import EVENTS, EventsCorrupt, RunError, request_fields
 
 if TYPE_CHECKING:
     import polars as pl

@@ -31,13 +31,13 @@ import orjson
 
 from console import config
 from console.remote import Connection, RemoteError
-from console.sweep.generator import HostLoad, client_placement, sweep
-from console.sweep.host_generator import HostGenerator, NotOnHost, pending_spool
-from console.sweep.requests import prompts
-from console.sweep.runfiles import EventLogFile
-from console.sweep.runlock import RunLocked, run_lock
+from console.sweep.loadgen.generator import HostLoad, client_placement, sweep
+from console.sweep.loadgen.host_generator import HostGenerator, NotOnHost, pending_spool
+from console.sweep.loadgen.requests import prompts
+from console.sweep.runs.files import EventLogFile
+from console.sweep.runs.lock import RunLocked, run_lock
+from console.sweep.runs.store import RunError, completed_levels, open_run_dir
 from console.sweep.settings import SweepSettings
-from console.sweep.store import RunError, completed_levels, open_run_dir
 from console.untrusted import visible
 
 

@@ -18,7 +18,7 @@ from console.remote import Connection
 from console.remote.command import shell_line
 from console.server.slurm import lifecycle_of
 from console.server.state import ServerRecord, ServerState
-from console.sweep.store import Run, RunError
+from console.sweep.runs.store import Run, RunError
 from console.untrusted import visible
 
 

@@ -1,0 +1,2 @@
+"""What the runs say: comparisons and their intervals, speculation's acceptance, refinements, adaptive
+profiles."""
