@@ -113,7 +113,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 async def refine_runs(cfg: config.Config, host: str | None, names: list[str], *, yes: bool) -> int:
     """Measure between the levels where the drafting decision changes, switching between the two runs' servers."""
-    from console.tasks.runbook import ActionFailed, Actions
+    from console.actions.campaign import ActionFailed, CampaignActions
 
     a, b = resolve_runs(cfg, names)
     if not yes:
@@ -127,7 +127,7 @@ async def refine_runs(cfg: config.Config, host: str | None, names: list[str], *,
     async with Session(cfg, host) as session:
         await session.connect()
         try:
-            print(await Actions(session, confirm_kill=_never).do_refine(a.name, b.name))
+            print(await CampaignActions(session, confirm_kill=_never).do_refine(a.name, b.name))
         except ActionFailed as e:
             print(f"pivot: {e}", file=sys.stderr)
             return 1

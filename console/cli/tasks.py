@@ -85,7 +85,8 @@ def cmd_tasks(cli: argparse.Namespace) -> int:
 
 
 async def cmd_run(cli: argparse.Namespace) -> int:
-    from console.tasks.runbook import Actions, find_runbook, install, read_runbook, run_tasks
+    from console.actions.campaign import CampaignActions
+    from console.tasks.runbook import find_runbook, install, read_runbook, run_tasks
 
     cfg = pivot_toml.load(cli.config)
     runbook = read_runbook(find_runbook(cfg, cli.runbook))
@@ -102,7 +103,7 @@ async def cmd_run(cli: argparse.Namespace) -> int:
 
     async with Session(cfg, cli.host) as session:
         await session.connect()
-        ok = await run_tasks(tasks, Actions(session, confirm_kill=confirm, say=say), numbers, say)
+        ok = await run_tasks(tasks, CampaignActions(session, confirm_kill=confirm, say=say), numbers, say)
     for line in render(tasks):
         Console(highlight=False).print(line)
     return 0 if ok else 1

@@ -17,35 +17,17 @@ the runbook is read, never faked.
 
 from __future__ import annotations
 
-import asyncio
 import shlex
 import tomllib
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from console.actions import kill
-from console.actions.sweep import SweepHandle
-from console.campaign import Campaign
+from console.actions.campaign import ActionFailed, CampaignActions
 from console.config import Config, user_config_dir
-from console.gpu.format import idle_line
-from console.gpu.samples import AgentError, Sample
-from console.remote.errors import RemoteError
-from console.server.state import ServerState
-from console.session import Session
-from console.sweep.analysis.compare import compare
-from console.sweep.analysis.refine import refine
-from console.sweep.runs.store import Run, RunError
-from console.sweep.settings import SweepSettings
 from console.tasks.tasklist import TaskError, TaskList
 
 ACTIONS = ("kill-stray", "verify-idle", "check-files", "start", "stop", "switch", "sweep", "compare", "refine")
-READY_TIMEOUT_S = 1800.0
-RELEASE_TIMEOUT_S = 60.0
-
-
-class ActionFailed(Exception):
-    pass
 
 
 @dataclass(frozen=True)
@@ -53,11 +35,6 @@ class RunbookTask:
     content: str
     priority: str
     action: str
-
-
-# sweep settings a runbook may not set: what they would send to the server
-OPERATOR_ONLY = {"api_key_env": "an environment variable of yours as a bearer token",
-                 "prompt_file": "a file of this machine's as the prompts", "extra_body": "fields of its choosing"}
 
 
 def check_action(action: str) -> list[str]:
@@ -111,177 +88,13 @@ def read_runbook(path: Path) -> list[RunbookTask]:
     return tasks
 
 
-class Actions:
-    """What a task's action does, on the session's host, through the same actions the panes and the commands use;
-    each event it causes says `via="runbook"`. In the console the session is the console's own, so its panes show
-    each step (the Server pane follows the lifecycle, the Sweep pane every sweep started through the session)."""
-
-    VIA = "runbook"
-
-    def __init__(self, session: Session, *, confirm_kill: Callable[[str], Awaitable[bool]],
-                 say: Callable[[str], None] = print):
-        if session.lifecycle is None:
-            raise ActionFailed("runbooks run on a host from pivot.toml, not on --local")
-        self.session, self.lifecycle, self.say = session, session.lifecycle, say
-        self.cfg = session.config
-        self.confirm_kill = confirm_kill
-
-    async def run(self, action: str) -> str:
-        words = check_action(action)
-        handler = getattr(self, "do_" + words[0].replace("-", "_"))
-        return await handler(*words[1:])
-
-    async def _sample(self) -> Sample:
-        sample = await self.session.telemetry.sample_once()
-        if isinstance(sample, AgentError):
-            raise ActionFailed(sample.message)
-        return sample
-
-    async def do_kill_stray(self) -> str:
-        sample = await self._sample()
-        stray = sorted({p.pid for p in sample.stray})
-        if not stray:
-            return "no stray processes"
-        chosen = kill.plan(self.session, sample, stray)
-        listing = ", ".join(f"{p.pid} ({p.cmd or p.state})" for p in chosen.targets)
-        if not await self.confirm_kill(f"kill {len(chosen.targets)} stray processes: {listing}?"):
-            raise ActionFailed("not confirmed: nothing was killed")
-        report = await kill.kill(self.session, chosen, via=self.VIA)
-        released: list[str] = []
-        samples = kill.only_samples(self.session)
-        try:
-            done = await kill.follow_release(samples, chosen, released.append, timeout_s=RELEASE_TIMEOUT_S)
-        finally:
-            await samples.aclose()
-        if not done:
-            raise ActionFailed(released[-1])
-        return f"killed {len(report.outcomes)}; " + "; ".join(released)
-
-    async def do_verify_idle(self) -> str:
-        sample = await self._sample()
-        line = idle_line(sample, self.cfg.idle_threshold_mib)
-        if not sample.idle(self.cfg.idle_threshold_mib):
-            raise ActionFailed(line)
-        return line
-
-    async def do_check_files(self, *paths: str) -> str:
-        missing = []
-        conn = self.session.conn
-        for path in paths:
-            if not (await conn.run(["test", "-e", await conn.expand(path)])).ok:
-                missing.append(path)
-        if missing:
-            raise ActionFailed("missing on the host: " + ", ".join(missing))
-        return f"{len(paths)} present"
-
-    async def _ready(self) -> str:
-        deadline = asyncio.get_running_loop().time() + READY_TIMEOUT_S
-        while asyncio.get_running_loop().time() < deadline:
-            status = await self.lifecycle.poll()
-            if status.state == ServerState.READY:
-                return status.describe()
-            if status.state == ServerState.CRASHED:
-                raise ActionFailed(f"{status.describe()}; last line: {status.log_tail[-1] if status.log_tail else ''}")
-            await asyncio.sleep(1.0)
-        raise ActionFailed("not ready in time")
-
-    async def do_start(self, name: str) -> str:
-        return await self._launch("start", name)
-
-    async def do_switch(self, name: str) -> str:
-        return await self._launch("switch", name)
-
-    async def _launch(self, how: str, name: str) -> str:
-        launch = self.lifecycle.start if how == "start" else self.lifecycle.switch
-        try:
-            await launch(self.session.profiles().get(name), via=self.VIA)  # the lifecycle writes the events
-        except Exception as e:  # noqa: BLE001 - a refused preflight, a broken profile, a lost link: the step fails with why
-            raise ActionFailed(str(e)) from None
-        return await self._ready()
-
-    async def do_stop(self) -> str:
-        """Idempotent, as a runbook step should be: nothing running is already the state the step asks for."""
-        try:
-            current = await self.lifecycle.poll()
-            if not current.state.running:
-                return f"no server running ({current.describe()})"
-            report = await self.lifecycle.stop(via=self.VIA)  # the lifecycle writes it in the event log
-        except Exception as e:  # noqa: BLE001 - as _launch: the step fails with why
-            raise ActionFailed(str(e)) from None
-        if not report.ok:
-            raise ActionFailed(report.describe())
-        return report.describe()
-
-    async def do_sweep(self, *overrides: str) -> str:
-        data = dict(self.cfg.sweep)
-        for item in overrides:
-            key, _, value = item.partition("=")
-            if key in OPERATOR_ONLY:  # a runbook is a file of the campaign's, not the operator's word
-                raise ActionFailed(f"a runbook may not set {key}: it would send {OPERATOR_ONLY[key]}; set it in "
-                                   "pivot.toml's [sweep] if you mean it")
-            data[key] = [int(c) for c in value.split(",")] if key == "levels" else int(value) if value.isdigit() else value
-        try:
-            handle = await self.session.sweeps.start(SweepSettings.from_dict(data), via=self.VIA)
-        except (RunError, RemoteError, ValueError) as e:
-            raise ActionFailed(str(e)) from None
-        await self._follow(handle)
-        summary = handle.run.summary()
-        if summary is None:
-            raise ActionFailed(f"run {handle.run.name} has no completed level")
-        return summary
-
-    async def _follow(self, handle: SweepHandle) -> None:
-        async for event in handle.events():
-            if event.get("type") == "level_done":
-                failed = f" FAILED ({event['failed']})" if event.get("failed") else ""
-                self.say(f"    C={event['c']}: {event['total_tok_s']:.1f} tok/s{failed}")
-        if handle.end == "failed":
-            raise ActionFailed(f"the sweep stopped: {handle.reason}")
-
-    def _runs(self, a: str, b: str) -> tuple[Run, Run]:
-        campaign = Campaign(self.cfg.campaign_dir)
-        try:
-            return campaign.resolve(a), campaign.resolve(b)
-        except RunError as e:
-            raise ActionFailed(str(e)) from None
-
-    async def do_compare(self, a: str, b: str) -> str:
-        first, second = self._runs(a, b)
-        try:
-            result = compare(first, second)
-        except ValueError as e:
-            raise ActionFailed(str(e)) from None
-        return result.recommendation
-
-    async def do_refine(self, a: str = "previous", b: str = "last") -> str:
-        first, second = self._runs(a, b)
-        actions = self
-
-        class Driver:
-            async def switch_to(self, run: Run) -> None:
-                await actions._launch("switch", run.profile)
-
-            async def measure(self, run: Run, level: int) -> None:
-                settings = SweepSettings.from_dict(run.meta.get("settings", {}))
-                try:
-                    handle = await actions.session.sweeps.start(settings, run=run, how="refine", levels=[level],
-                                                                via=actions.VIA)
-                except (RunError, RemoteError) as e:
-                    raise ActionFailed(str(e)) from None
-                await actions._follow(handle)
-
-            def running(self) -> str | None:
-                return actions.lifecycle.status.profile if actions.lifecycle.status.state.running else None
-
-        await self.lifecycle.poll()
-        try:
-            result = await refine(first, second, Driver(), say=self.say)
-        except ValueError as e:
-            raise ActionFailed(str(e)) from None
-        return result.recommendation
+async def run_action(actions: CampaignActions, action: str) -> str:
+    """A task's action, checked, done by the campaign's verb of that name."""
+    words = check_action(action)
+    return str(await getattr(actions, "do_" + words[0].replace("-", "_"))(*words[1:]))
 
 
-async def run_tasks(tasks: TaskList, actions: Actions, numbers: list[int], say: Callable[[str], None]) -> bool:
+async def run_tasks(tasks: TaskList, actions: CampaignActions, numbers: list[int], say: Callable[[str], None]) -> bool:
     """Run the actions of these task numbers in order; stop at the first failure. True when all passed."""
     for number in numbers:
         task = tasks.tasks[number - 1]
@@ -293,7 +106,7 @@ async def run_tasks(tasks: TaskList, actions: Actions, numbers: list[int], say: 
         tasks.set_status(number, "in_progress", insist=True)
         say(f"{number}. {task.content}  [{task.action}]")
         try:
-            result = await actions.run(task.action)
+            result = await run_action(actions, task.action)
         except Exception as e:  # noqa: BLE001 - any failure of a step stops the runbook and is written on its task
             e = e if isinstance(e, (ActionFailed, TaskError)) else ActionFailed(f"{type(e).__name__}: {e}")
             tasks.set_status(number, "in_progress", insist=True, result=f"failed: {e}")

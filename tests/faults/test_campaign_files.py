@@ -11,10 +11,10 @@ from types import SimpleNamespace
 
 import pytest
 
+from console.actions.campaign import ActionFailed, CampaignActions
 from console.config import HostSpec
 from console.gpu.telemetry import RemoteTelemetry
 from console.remote.errors import Disconnected
-from console.tasks.runbook import ActionFailed, Actions
 
 
 def pivot(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -70,7 +70,7 @@ def test_pivot_config_must_be_a_small_regular_utf8_file(tmp_path: Path) -> None:
 async def test_a_runbook_may_not_send_a_secret_or_a_local_file(setting: str) -> None:
     actions = SimpleNamespace(cfg=SimpleNamespace(sweep={}))
     with pytest.raises(ActionFailed, match=f"a runbook may not set {setting.split('=')[0]}"):
-        await Actions.do_sweep(actions, setting)  # type: ignore[arg-type]
+        await CampaignActions.do_sweep(actions, setting)  # type: ignore[arg-type]
 
 
 async def test_a_kill_over_a_dropping_link_says_each_targets_fate() -> None:

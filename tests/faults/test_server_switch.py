@@ -64,8 +64,8 @@ def test_a_refused_switch_from_the_cli_leaves_the_server_running(switch_config: 
 async def test_a_refused_switch_from_the_pane_and_the_runbook_leaves_the_server_running(switch_config: Path) -> None:
     from textual.widgets import OptionList
 
+    from console.actions.campaign import ActionFailed, CampaignActions
     from console.session import Session
-    from console.tasks.runbook import ActionFailed, Actions
     from console.ui.app import PivotApp
     from console.ui.widgets.server.pane import ServerPane
 
@@ -84,7 +84,7 @@ async def test_a_refused_switch_from_the_pane_and_the_runbook_leaves_the_server_
         await wait_for(lambda: any("nothing was stopped" in n.message for n in app._notifications), timeout=60)
         assert "model path" in str(app.query_one("#preflight").render())
 
-        actions = Actions(app.session, confirm_kill=lambda q: _no())
+        actions = CampaignActions(app.session, confirm_kill=lambda q: _no())
         with pytest.raises(ActionFailed, match=r"nothing was stopped: t-baseline \(pid \d+\) still runs"):
             await actions.do_switch("t-nomodel")
         status = await app.session.lifecycle.poll()

@@ -367,13 +367,13 @@ class SweepPane(Vertical):
 
     @work(exclusive=True, group="refine", exit_on_error=False)
     async def refine(self, a: Run, b: Run) -> None:
-        from console.tasks.runbook import ActionFailed, Actions
+        from console.actions.campaign import ActionFailed, CampaignActions
 
         async def never(question: str) -> bool:
             return False
 
         try:
-            actions = Actions(self.session, confirm_kill=never, say=lambda line: self.notify(line.strip(), timeout=6))
+            actions = CampaignActions(self.session, confirm_kill=never, say=lambda line: self.notify(line.strip(), timeout=6))
             await actions.do_refine(a.name, b.name)  # each measurement shows here through the session's sweeps
         except ActionFailed as e:
             self.notify(f"refinement stopped: {e}", severity="error", timeout=12)

@@ -316,7 +316,8 @@ class TasksPane(Vertical):
     async def run_tasks(self, numbers: list[int]) -> None:
         """The tasks' actions, through the session the whole console shares: the other panes show each step as it
         happens (the Server pane follows the lifecycle, the Sweep pane any sweep started through the session)."""
-        from console.tasks.runbook import ActionFailed, Actions, run_tasks
+        from console.actions.campaign import ActionFailed, CampaignActions
+        from console.tasks.runbook import run_tasks
 
         if self.session.lifecycle is None or self.tasks is None:
             return
@@ -331,7 +332,7 @@ class TasksPane(Vertical):
             self._draw(follow=next((n for n in numbers if self.tasks.tasks[n - 1].status == "in_progress"), None))
 
         try:
-            actions = Actions(self.session, confirm_kill=confirm, say=say)
+            actions = CampaignActions(self.session, confirm_kill=confirm, say=say)
         except ActionFailed as e:
             self.notify(str(e), severity="error")
             return
