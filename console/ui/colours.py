@@ -20,6 +20,18 @@ from textual.app import App
 from textual.color import Color, ColorParseError
 from textual.filter import LineFilter
 
+from console.server.state import ServerState
+
+# How a server's state looks wherever it is drawn (the header, the Server pane): a glyph and a theme colour.
+SERVER_LOOK = {
+    ServerState.STOPPED: ("○", "foreground"),
+    ServerState.STARTING: ("◌", "warning"),
+    ServerState.READY: ("●", "success"),
+    ServerState.UNHEALTHY: ("▲", "error"),
+    ServerState.CRASHED: ("✕", "error"),
+    ServerState.STOPPING: ("◌", "warning"),
+    ServerState.UNKNOWN: ("?", "warning"),
+}
 THEMED = "pivot-colour"  # a style's meta: (the theme variable, the colour it had when the style was made)
 
 

@@ -11,8 +11,8 @@ from textual.widgets import Static
 
 from console.gpu.samples import Sample, ServerRef
 from console.remote import ConnectionEvent, ConnState
-from console.server.state import ServerState, ServerStatus
-from console.ui.colours import theme_style
+from console.server.state import ServerStatus
+from console.ui.colours import SERVER_LOOK, theme_style
 
 _LOOK = {  # state -> (glyph, theme colour)
     ConnState.UP: ("●", "success"),
@@ -97,9 +97,7 @@ class HostStatus(Static):
         text.append(" │ ", "dim")
         status = self.server_status
         if status is not None and status.profile:
-            colours = {ServerState.READY: "success", ServerState.STARTING: "warning", ServerState.STOPPING: "warning",
-                       ServerState.UNKNOWN: "warning"}
-            colour = colours.get(status.state, "error")
+            _, colour = SERVER_LOOK[status.state]  # its colour as the Server pane's (the glyph: no room here)
             text.append(f"{status.profile} ", "bold").append(str(status.state), self._colour(colour, bold=True))
         elif self.server is None:
             text.append("no managed server", "dim")

@@ -17,7 +17,7 @@ from console.server.lifecycle import Check
 from console.server.profiles import Profile, diff
 from console.server.state import LifecycleError, PreflightFailed, ServerState, ServerStatus
 from console.session import Session
-from console.ui.colours import theme_style
+from console.ui.colours import SERVER_LOOK, theme_style
 from console.ui.messages import StatusChanged
 from console.ui.screens.confirm import Confirm
 from console.ui.widgets.problem import backoff, failure
@@ -26,15 +26,6 @@ from console.ui.widgets.server.log_view import LogView
 from console.untrusted import visible
 
 POLL_S = 1.0
-LOOK = {  # state -> (glyph, theme colour)
-    ServerState.STOPPED: ("○", "foreground"),
-    ServerState.STARTING: ("◌", "warning"),
-    ServerState.READY: ("●", "success"),
-    ServerState.UNHEALTHY: ("▲", "error"),
-    ServerState.CRASHED: ("✕", "error"),
-    ServerState.STOPPING: ("◌", "warning"),
-    ServerState.UNKNOWN: ("?", "warning"),
-}
 
 
 class ServerPane(Vertical):
@@ -170,7 +161,7 @@ class ServerPane(Vertical):
 
     def _show_state(self) -> None:
         status = self.status
-        glyph, colour = LOOK[status.state]
+        glyph, colour = SERVER_LOOK[status.state]
         # Three lines at most, each cut rather than wrapped, so that a narrow pane never shows half a line
         head = Text(f"{glyph} {status.headline()}", theme_style(self.app, colour, bold=True))
         if self.busy:
