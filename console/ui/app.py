@@ -32,6 +32,7 @@ from console.ui.widgets.gpu.pane import GpuPane
 from console.ui.widgets.gpu.processes import ProcessTable
 from console.ui.widgets.host_status import HostStatus
 from console.ui.widgets.link_banner import LinkBanner
+from console.ui.widgets.pane import Pane
 from console.ui.widgets.problem import backoff, failure, pane_problem
 from console.ui.widgets.server.pane import ServerPane
 from console.ui.widgets.sweep.pane import SweepPane
@@ -47,13 +48,6 @@ def _import_later() -> None:
 
 PANES = ("gpus", "server", "tasks", "sweep")
 JOB_GPUS_S = 5.0  # a Slurm login node: how often its job's nodes are sampled (each time a short srun step)
-# what --readonly removes: every action that changes the host, the servers, the runs or the campaign's tasks
-READONLY_ACTIONS = {
-    "kill", "kill_stray", "kill_parent", "cleanup",  # GPU pane
-    "start", "force_start", "stop", "restart", "switch",  # Server pane
-    "new_sweep", "abort", "write_adaptive", "repeat_uncertain", "refine",  # Sweep pane
-    "add", "edit", "status", "insist", "priority", "move", "delete", "run_one", "run_from_here", "load_runbook",  # Tasks
-}
 
 
 class PivotApp(App[None]):
@@ -306,16 +300,11 @@ class PivotApp(App[None]):
     def on_key(self, event: events.Key) -> None:
         """A key of an action --readonly removed (its binding is off, so the key reaches the app): say why nothing
         happens, rather than nothing."""
-        if not self.readonly:
-            return
         pane = self._pane_of(self.focused)
-        widgets = [w for w in (self.focused, pane) if w is not None]
-        for binding in (b for w in widgets for b in w._bindings.key_to_bindings.get(event.key, [])):
-            if binding.action.split("(")[0] in READONLY_ACTIONS:
-                self.notify(f"read-only: {binding.description.lower()} is off (pivot was started with --readonly)",
-                            severity="warning", timeout=4)
-                event.stop()
-                return
+        if isinstance(pane, Pane) and (binding := pane.readonly_binding(event.key)) is not None:
+            self.notify(f"read-only: {binding.description.lower()} is off (pivot was started with --readonly)",
+                        severity="warning", timeout=4)
+            event.stop()
 
     def action_reconnect(self) -> None:
         if self.session.spec is not None:

@@ -8,7 +8,6 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
 
 from console.actions import kill
 from console.gpu.format import idle_line
@@ -20,12 +19,13 @@ from console.ui.colours import theme_style
 from console.ui.screens.confirm_kill import ask_to_kill
 from console.ui.widgets.gpu.bars import GpuBars
 from console.ui.widgets.gpu.processes import ProcessTable
+from console.ui.widgets.pane import Pane
 from console.ui.widgets.problem import PaneProblem, survives
 from console.ui.widgets.quiet import QuietStatic
 from console.untrusted import visible
 
 
-class GpuPane(Vertical):
+class GpuPane(Pane):
     DEFAULT_CSS = """
     GpuPane { padding: 0 1; }
     GpuPane > #gpu-idle { height: 1; margin-top: 1; }
@@ -41,9 +41,10 @@ class GpuPane(Vertical):
         Binding("c", "cleanup", "Cleanup", id="gpu.cleanup", tooltip="Run the hypervisor's cleanup command, after a confirmation"),
     ]
 
+    READONLY = frozenset({"kill", "kill_stray", "kill_parent", "cleanup"})
+
     def __init__(self, session: Session, *, readonly: bool = False, **kw: object):
-        super().__init__(**kw)  # type: ignore[arg-type]
-        self.session, self.readonly = session, readonly
+        super().__init__(session, readonly=readonly, **kw)
         self.border_title = "GPUs"
         self.sample: Sample | None = None
         self.hello: Hello | None = None
@@ -109,9 +110,7 @@ class GpuPane(Vertical):
         self.query_one("#gpu-status", QuietStatic).update(Text("\n").join(self.messages))
 
     # -- kill -----------------------------------------------------------------
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in ("kill", "kill_stray", "kill_parent", "cleanup") and self.readonly:
-            return False
+    def can(self, action: str) -> bool | None:
         if action == "kill_parent":
             return bool(self.offered_parents)
         if action == "cleanup":

@@ -8,7 +8,7 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal
 from textual.widgets import Input, OptionList
 from textual.widgets.option_list import Option
 
@@ -20,6 +20,7 @@ from console.session import Session
 from console.ui.colours import SERVER_LOOK, theme_style
 from console.ui.messages import StatusChanged
 from console.ui.screens.confirm import Confirm
+from console.ui.widgets.pane import Pane
 from console.ui.widgets.problem import backoff, failure
 from console.ui.widgets.quiet import QuietStatic
 from console.ui.widgets.server.log_view import LogView
@@ -28,7 +29,7 @@ from console.untrusted import visible
 POLL_S = 1.0
 
 
-class ServerPane(Vertical):
+class ServerPane(Pane):
     DEFAULT_CSS = """
     ServerPane { padding: 0 1; }
     ServerPane #server-state { height: auto; max-height: 3; }
@@ -54,10 +55,11 @@ class ServerPane(Vertical):
         Binding("G", "follow", "Follow", show=False, id="server.follow", tooltip="Jump to the end of the log and follow it again"),
     ]
 
+    READONLY = frozenset({"start", "force_start", "stop", "restart", "switch"})
+
     def __init__(self, session: Session, *, readonly: bool = False, **kw: object):
-        super().__init__(**kw)  # type: ignore[arg-type]
+        super().__init__(session, readonly=readonly, **kw)
         self.border_title = "Server"
-        self.session, self.readonly = session, readonly
         self.lifecycle = session.lifecycle
         self.profiles = session.profiles()
         self.status = ServerStatus(ServerState.UNKNOWN)
@@ -243,9 +245,9 @@ class ServerPane(Vertical):
         self.query_one("#preflight", QuietStatic).update(text)
 
     # -- actions --------------------------------------------------------------
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+    def can(self, action: str) -> bool | None:
         if action in ("start", "stop", "restart", "switch", "force_start"):
-            if self.lifecycle is None or self.readonly or self.busy:
+            if self.lifecycle is None or self.busy:
                 return False
             state = self.status.state
             if action in ("start", "force_start"):

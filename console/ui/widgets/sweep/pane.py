@@ -11,7 +11,6 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
 
 from console.actions.adaptive import write_adaptive_profile
 from console.actions.sweep import ServerBusy, SweepHandle
@@ -24,6 +23,7 @@ from console.sweep.runs.store import Run, RunError, list_runs
 from console.sweep.settings import SweepSettings
 from console.ui.colours import theme_style
 from console.ui.screens.confirm import Confirm
+from console.ui.widgets.pane import Pane
 from console.ui.widgets.problem import PaneProblem, survives
 from console.ui.widgets.quiet import QuietStatic
 from console.ui.widgets.sweep.chart import SECOND, ChartData, SweepChart, earlier_runs
@@ -37,7 +37,7 @@ REDRAW_S = 0.5  # the chart redraws at most this often, however fast requests fi
 SHORT_ROWS = 14  # a pane shorter than this shows the chart and its progress line, not the level table
 
 
-class SweepPane(Vertical):
+class SweepPane(Pane):
     DEFAULT_CSS = """
     SweepPane { padding: 0 1; }
     SweepPane SweepChart { height: 2fr; min-height: 4; }
@@ -66,9 +66,10 @@ class SweepPane(Vertical):
 
     can_focus = True  # a short pane hides its level table: the pane itself then holds the focus and its keys
 
+    READONLY = frozenset({"new_sweep", "abort", "write_adaptive", "repeat_uncertain", "refine"})
+
     def __init__(self, session: Session, *, readonly: bool = False, **kw: object):
-        super().__init__(**kw)  # type: ignore[arg-type]
-        self.session, self.readonly = session, readonly
+        super().__init__(session, readonly=readonly, **kw)
         self.border_title = "Sweep"
         self.handle: SweepHandle | None = None  # the sweep in progress, whoever started it
         self.data = ChartData()
@@ -230,14 +231,14 @@ class SweepPane(Vertical):
         self._show_run(handle.run)
 
     # -- actions --------------------------------------------------------------
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+    def can(self, action: str) -> bool | None:
         running = self.handle is not None
         if action == "new_sweep":
-            return not running and self.session.lifecycle is not None and not self.readonly
+            return not running and self.session.lifecycle is not None
         if action in ("stop", "abort"):
             return running
         if action in ("write_adaptive", "repeat_uncertain", "refine"):  # offered with a comparison; they say why not
-            return self.query_one(ComparisonView).shown and not running and not self.readonly
+            return self.query_one(ComparisonView).shown and not running
         return True
 
     def action_new_sweep(self) -> None:

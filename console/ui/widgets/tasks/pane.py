@@ -19,6 +19,7 @@ from console.tasks.tasklist import PRIORITIES, Task, TaskError, TaskList, clippe
 from console.ui.colours import theme_style
 from console.ui.messages import ShowComparison
 from console.ui.screens.confirm import Confirm
+from console.ui.widgets.pane import Pane
 from console.ui.widgets.problem import PaneProblem, survives
 from console.ui.widgets.quiet import QuietStatic
 from console.untrusted import visible
@@ -58,7 +59,7 @@ class TextPrompt(ModalScreen[str | None]):
         self.dismiss(None)
 
 
-class TasksPane(Vertical):
+class TasksPane(Pane):
     DEFAULT_CSS = """
     TasksPane { padding: 0 1; }
     TasksPane DataTable { height: 1fr; overflow-x: hidden; }
@@ -85,9 +86,11 @@ class TasksPane(Vertical):
                 tooltip="Add a runbook's tasks (from profiles/runbooks/ or the campaign)"),
     ]
 
+    READONLY = frozenset({"add", "edit", "status", "insist", "priority", "move", "delete", "run_one", "run_from_here",
+                          "load_runbook"})  # the list is shown, never changed
+
     def __init__(self, session: Session, *, readonly: bool = False, **kw: object):
-        super().__init__(**kw)  # type: ignore[arg-type]
-        self.session, self.readonly = session, readonly
+        super().__init__(session, readonly=readonly, **kw)
         self.border_title = "Tasks"
         self.tasks: TaskList | None = None
         self.folded = False
@@ -276,9 +279,7 @@ class TasksPane(Vertical):
         self._draw()
 
     # -- runbooks -------------------------------------------------------------
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if self.readonly and action not in ("fold",):
-            return False  # --readonly: the list is shown, never changed
+    def can(self, action: str) -> bool | None:
         if action in ("run_one", "run_from_here"):
             return self.session.lifecycle is not None and not self.running
         return True
