@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,6 +89,30 @@ class FakeServer:
     log: Path
 
 
+Answer = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+@contextlib.asynccontextmanager
+async def serving(host: Host, answer: Answer, pidfile: str | None = None, **record: object) -> AsyncIterator[FakeServer]:
+    """An HTTP server of the test's own (`answer`) on a loopback port, and a process that stands for it, written into
+    the host's workdir as pivot writes a running server: its record (with `record`'s fields) and its pid file
+    (`pidfile`'s text, else the pid)."""
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+    host.workdir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    (host.workdir / "server.json").write_text(json.dumps({
+        "profile": "baseline", "argv": ["serve"], "pid": process.pid, "start_ticks": proc_start_ticks(process.pid),
+        "started": time.time(), "host": "127.0.0.1", "port": port, "kind": "sglang", **record}))
+    (host.workdir / "server.pid").write_text(f"{process.pid}\n" if pidfile is None else pidfile)
+    try:
+        yield FakeServer(process, port, host.workdir / "server.log")
+    finally:
+        process.kill()
+        process.wait()
+        server.close()
+
+
 @pytest.fixture
 async def managed_server(host: Host) -> AsyncIterator[FakeServer]:
     async def healthy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -96,22 +121,9 @@ async def managed_server(host: Host) -> AsyncIterator[FakeServer]:
         await writer.drain()
         writer.close()
 
-    health = await asyncio.start_server(healthy, "127.0.0.1", 0)
-    port = health.sockets[0].getsockname()[1]
-    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
-    record = {"profile": "baseline", "argv": ["serve"], "pid": process.pid, "start_ticks": proc_start_ticks(process.pid),
-              "started": time.time(), "host": "127.0.0.1", "port": port, "kind": "sglang"}
-    host.workdir.mkdir(parents=True, exist_ok=True)
-    (host.workdir / "server.json").write_text(json.dumps(record))
-    (host.workdir / "server.pid").write_text(f"{process.pid}\n")
-    log = host.workdir / "server.log"
-    log.write_bytes(b"The server is fired up and ready to roll!\n")
-    try:
-        yield FakeServer(process, port, log)
-    finally:
-        process.kill()
-        process.wait()
-        health.close()
+    async with serving(host, healthy) as server:
+        server.log.write_bytes(b"The server is fired up and ready to roll!\n")
+        yield server
 
 
 async def pivot(config_path: Path, *args: str, stdin: bytes | None = None, timeout: float = 120) -> tuple[int, str, str]:

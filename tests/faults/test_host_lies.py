@@ -13,7 +13,7 @@ import pytest
 from console.server.state import ServerState, ServerStatus
 from tests.conftest import wait_for
 from tests.fake_telemetry import FakeTelemetry
-from tests.faults.conftest import Host, pivot
+from tests.faults.conftest import Host, pivot, serving
 
 GOOD = {"profile": "baseline", "argv": ["serve"], "pid": 1, "start_ticks": 1, "started": 1.0, "host": "127.0.0.1",
         "port": 30000, "kind": "sglang"}
@@ -151,10 +151,6 @@ async def test_a_model_info_list_and_a_malformed_pid_file_leave_the_state_readab
     """/model_info answers a JSON list (an unexpected TypeError in `server status`), server.pid holds nonsense (an
     IndexError): the server reads ready by its health and its record, the model unknown."""
     import asyncio
-    import subprocess
-    import sys
-
-    from console.sim.state import proc_start_ticks
 
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -167,22 +163,10 @@ async def test_a_model_info_list_and_a_malformed_pid_file_leave_the_state_readab
         except (asyncio.IncompleteReadError, ConnectionError):
             writer.close()
 
-    server = await asyncio.start_server(answer, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
-    try:
-        host.workdir.mkdir(mode=0o700, exist_ok=True)
-        (host.workdir / "server.json").write_text(json.dumps({
-            **GOOD, "pid": process.pid, "start_ticks": proc_start_ticks(process.pid), "started": time.time(),
-            "port": port}))
-        (host.workdir / "server.pid").write_text(pidfile)
+    async with serving(host, answer, pidfile=pidfile):
         status, out, err = await pivot(host.config_path, "server", "status")
-        assert "Traceback" not in out + err and "unexpected" not in err, out + err
-        assert status == 0 and "ready" in out, out + err
-    finally:
-        process.kill()
-        process.wait()
-        server.close()
+    assert "Traceback" not in out + err and "unexpected" not in err, out + err
+    assert status == 0 and "ready" in out, out + err
 
 
 def test_a_level_from_the_host_whose_numbers_are_not_numbers_is_not_kept_and_is_said(tmp_path: Path) -> None:

@@ -6,19 +6,14 @@ stream's bound."""
 from __future__ import annotations
 
 import asyncio
-import json
-import subprocess
-import sys
-import time
 import zlib
 
 from console.gpu.telemetry import RemoteTelemetry
 from console.remote import Connection
 from console.server.lifecycle import ServerLifecycle
 from console.server.state import ServerState
-from console.sim.state import proc_start_ticks
 from console.untrusted import visible
-from tests.faults.conftest import Host
+from tests.faults.conftest import Host, serving
 from tests.faults.test_hostile_server import errors, hostile, sweep  # noqa: F401  (hostile: a fixture)
 
 
@@ -47,26 +42,17 @@ async def test_endless_and_inflating_answers_neither_hang_nor_grow_a_poll(host: 
         except (asyncio.IncompleteReadError, ConnectionError):
             writer.close()
 
-    server = await asyncio.start_server(answer, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
-    host.workdir.mkdir(mode=0o700, exist_ok=True)
-    (host.workdir / "server.json").write_text(json.dumps({
-        "profile": "hostile", "argv": ["serve"], "pid": process.pid, "start_ticks": proc_start_ticks(process.pid),
-        "started": time.time(), "host": "127.0.0.1", "port": port, "kind": "sglang", "health": ["/ready"]}))
-    (host.workdir / "server.pid").write_text(f"{process.pid}\n")
-    conn = Connection(host.spec)
-    try:
-        lifecycle = ServerLifecycle(conn, host.spec, RemoteTelemetry(conn, host.spec), idle_threshold_mib=1024, grace_s=1)
-        status = await asyncio.wait_for(lifecycle.poll(), 60)
-        assert status.state == ServerState.READY  # by its status: the endless body was never read
-        assert status.model is None  # the bomb was not inflated past the bound
-        await lifecycle.close()
-    finally:
-        await conn.close()
-        process.kill()
-        process.wait()
-        server.close()
+    async with serving(host, answer, profile="hostile", health=["/ready"]):
+        conn = Connection(host.spec)
+        try:
+            lifecycle = ServerLifecycle(conn, host.spec, RemoteTelemetry(conn, host.spec), idle_threshold_mib=1024,
+                                        grace_s=1)
+            status = await asyncio.wait_for(lifecycle.poll(), 60)
+            assert status.state == ServerState.READY  # by its status: the endless body was never read
+            assert status.model is None  # the bomb was not inflated past the bound
+            await lifecycle.close()
+        finally:
+            await conn.close()
 
 
 def test_a_redirect_from_the_completions_endpoint_fails_the_request(hostile, tmp_path) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
