@@ -377,6 +377,7 @@ async def test_a_sweep_from_the_pane_over_ssh(sim_host_measured: HostProcess, tm
         runs = [r for r in list_runs(cfg.campaign_dir) if r.profile == "t-baseline"]
         assert len(runs) == 1 and runs[0].state == "complete"
         assert (runs[0].dir / "levels.parquet").exists() and (runs[0].dir / "requests.parquet").exists()
+        await wait_for(lambda: pane.comparison_text is not None, timeout=30)  # read and computed in a thread
         assert pane.comparison_text is not None and "recommendation:" in pane.comparison_text.plain
 
 

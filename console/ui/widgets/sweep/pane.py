@@ -18,7 +18,7 @@ from console.campaign import Campaign
 from console.remote.errors import RemoteError
 from console.session import Session
 from console.sweep.analysis.adaptive import AdaptivePlan, NoAdaptiveProfile, plan, spec_host
-from console.sweep.analysis.compare import bracket, compare, counterpart
+from console.sweep.analysis.compare import Comparison, bracket, compare, counterpart
 from console.sweep.runs.store import Run, RunError, list_runs
 from console.sweep.settings import SweepSettings
 from console.ui.colours import theme_style
@@ -228,7 +228,18 @@ class SweepPane(Pane):
             self.handle, self.data.live = None, {}
         self.refresh_bindings()
         self.dirty = True
-        self._show_run(handle.run)
+        self._read_finished(handle.run)
+
+    @work(thread=True, exclusive=True, group="sweep-read", exit_on_error=False)
+    def _read_finished(self, run: Run) -> None:
+        """The finished run's levels as its tables have them (pooled repeats, failed levels marked), read in a thread:
+        a long run's files are not read on the screen's loop."""
+        levels = list(run.levels().iter_rows(named=True))
+        self.app.call_from_thread(self._show_finished, run, levels)
+
+    def _show_finished(self, run: Run, levels: list[dict[str, Any]]) -> None:
+        if self.handle is None and self.data.run is run:  # unless another sweep or run is on screen meanwhile
+            self._put_run(run, levels)
 
     # -- actions --------------------------------------------------------------
     def can(self, action: str) -> bool | None:
@@ -283,9 +294,7 @@ class SweepPane(Pane):
             return
         async for _ in handle.events():  # drawn by _on_event, as a runbook's sweep is
             pass
-        other = counterpart(handle.run, list_runs(self.session.config.campaign_dir)) if handle.run.measured().height else None
-        if other is not None:
-            self.show_comparison(other, handle.run)
+        self._compare_with_counterpart(handle.run)
 
     def action_write_adaptive(self) -> None:
         cmp = self.comparison
@@ -393,11 +402,34 @@ class SweepPane(Pane):
         if self.query_one(ComparisonView).shown:
             self.hide_comparison()
             return
+        self._compare_latest()
+
+    # Comparisons are read and computed in a thread: every run's state, two runs' tables and their intervals.
+    @work(thread=True, exclusive=True, group="sweep-compare", exit_on_error=False)
+    def _compare_latest(self) -> None:
         pair = Campaign(self.session.config.campaign_dir).latest_pair()
         if pair is None:
-            self.notify("two runs with completed levels are needed to compare", severity="warning")
+            self.app.call_from_thread(self.notify, "two runs with completed levels are needed to compare", severity="warning")
             return
-        self.show_comparison(*pair)
+        self._compare_in_thread(*pair)
+
+    @work(thread=True, exclusive=True, group="sweep-compare", exit_on_error=False)
+    def _compare_with_counterpart(self, run: Run) -> None:
+        """After a sweep: the earlier run to hold it against (console/sweep/analysis/compare.py counterpart), if any."""
+        if run.has_measured_levels and (other := counterpart(run, list_runs(self.session.config.campaign_dir))):
+            self._compare_in_thread(other, run)
+
+    @work(thread=True, exclusive=True, group="sweep-compare", exit_on_error=False)
+    def show_comparison(self, a: Run, b: Run) -> None:
+        self._compare_in_thread(a, b)
+
+    def _compare_in_thread(self, a: Run, b: Run) -> None:
+        try:
+            cmp = compare(a, b)
+        except ValueError as e:
+            self.app.call_from_thread(self.notify, str(e), severity="error")
+            return
+        self.app.call_from_thread(self._show_comparison, cmp)
 
     def hide_comparison(self) -> None:
         view = self.query_one(ComparisonView)
@@ -408,12 +440,7 @@ class SweepPane(Pane):
             self.query_one(LevelTable).focus()
         self.refresh_bindings()
 
-    def show_comparison(self, a: Run, b: Run) -> None:
-        try:
-            cmp = compare(a, b)
-        except ValueError as e:
-            self.notify(str(e), severity="error")
-            return
+    def _show_comparison(self, cmp: Comparison) -> None:
         view = self.query_one(ComparisonView)
         view.show(cmp)
         if self.has_focus_within:
