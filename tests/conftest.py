@@ -111,6 +111,15 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+SWEEP_READS = ("sweep-load", "sweep-overlays", "sweep-read", "sweep-compare")  # the Sweep pane's thread workers
+
+
+async def compared(pilot) -> None:  # type: ignore[no-untyped-def]
+    """After `c` (or anything that compares runs): the comparison read and computed in its thread, and shown."""
+    await wait_for(lambda: not any(w.group == "sweep-compare" and not w.is_finished for w in pilot.app.workers))
+    await pilot.pause()
+
+
 async def settled(pilot) -> None:  # type: ignore[no-untyped-def]
     """The screen as it stays until something changes: the first sample shown, the campaign's last run read, and the
     Sweep pane's chart drawn at the size it has, its legend where that size puts it, nothing left to redraw."""
@@ -122,8 +131,8 @@ async def settled(pilot) -> None:  # type: ignore[no-untyped-def]
     pane, chart = app.query_one(SweepPane), app.query_one(SweepChart)
 
     def done() -> bool:
-        if any(w.group in ("sweep-load", "sweep-overlays") and not w.is_finished for w in app.workers):
-            return False  # the campaign's runs are still being read
+        if any(w.group in SWEEP_READS and not w.is_finished for w in app.workers):
+            return False  # the campaign's runs are still being read, or compared
         if app.query_one(ProcessTable).last_sample is None or pane.dirty:
             return False
         if not chart.display or not pane.display:

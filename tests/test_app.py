@@ -24,7 +24,7 @@ from console.ui.widgets.link_banner import LinkBanner
 from console.ui.widgets.sweep.chart import SweepChart
 from console.ui.widgets.sweep.pane import SweepPane
 from console.ui.widgets.tasks.pane import TextPrompt
-from tests.conftest import RECORD_BESIDE, HostProcess, free_port, wait_for
+from tests.conftest import RECORD_BESIDE, HostProcess, compared, free_port, wait_for
 from tests.fake_telemetry import FakeTelemetry
 
 
@@ -468,7 +468,7 @@ async def test_a_runbook_run_from_the_tasks_pane_drives_the_other_panes(sim_host
         await wait_for(lambda: app.query_one(ServerPane).status.state == ServerState.READY, timeout=15)
         sweep = app.query_one(SweepPane)
         assert [e["c"] for e in sweep.levels] == [1, 2]
-        await wait_for(lambda: sweep.comparison_text is not None, timeout=10)
+        await wait_for(lambda: sweep.comparison_text is not None, timeout=30)
         assert "recommendation:" in sweep.comparison_text.plain  # type: ignore[union-attr]
         assert pane.border_title == "Tasks — 4 of 4 done"
 
@@ -509,7 +509,7 @@ async def test_a_short_chart_has_its_legend_under_it_and_the_comparison_scrolls(
                        and chart.legend_inside is not legend_under_chart
                        and (legend in str(app.query_one("#sweep-progress").render())) is legend_under_chart)
         await pilot.press("c")
-        await pilot.pause()
+        await compared(pilot)
         box = app.query_one("#sweep-compare")
         assert app.focused is box  # the arrows reach every level of a comparison taller than the pane
         await pilot.press("end")
@@ -529,7 +529,9 @@ async def test_the_comparison_offers_the_adaptive_profile_it_recommends(tmp_path
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("4", "w")
         assert not isinstance(app.screen, Confirm)  # nothing compared yet: nothing to write
-        await pilot.press("c", "w")
+        await pilot.press("c")
+        await compared(pilot)
+        await pilot.press("w")
         assert isinstance(app.screen, Confirm)
         body = " ".join(str(s.render()) for s in app.screen.query(".body"))
         assert "drafting for running batches up to 1 (measured C ≤ 1), off from 2" in body and "no host configured" in body
@@ -552,7 +554,9 @@ async def test_w_says_why_no_adaptive_profile_is_written(tmp_path: Path) -> None
     cfg = config.Config(path=tmp_path / "pivot.toml", hosts={}, campaign_dir=tmp_path / "campaign")
     app = PivotApp(Session(cfg, None, local=True, via="console", telemetry=FakeTelemetry()))
     async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.press("4", "c", "w")
+        await pilot.press("4", "c")
+        await compared(pilot)
+        await pilot.press("w")
         assert not isinstance(app.screen, Confirm)
         said = [str(n.message) for n in app._notifications]
         assert any(m.startswith("no adaptive profile: base (baseline) and base2 (baseline) neither drafts") for m in said)
