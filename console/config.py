@@ -360,8 +360,11 @@ def parse(path: Path, text: str) -> Config:
 
 
 def user_config_dir() -> Path:
-    base = os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")
-    return Path(base) / "pivot"
+    """~/.config/pivot on Linux ($XDG_CONFIG_HOME/pivot), the platform's own place elsewhere. (Imported here: the
+    load generator's zipapp ships this module to hosts that have no platformdirs.)"""
+    from platformdirs import user_config_path
+
+    return user_config_path("pivot", appauthor=False)
 
 
 def find(explicit: str | os.PathLike[str] | None = None) -> Path | None:

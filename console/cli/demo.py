@@ -6,7 +6,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -20,8 +19,9 @@ from console.cli.console import open_console, open_fleet
 
 def demo_home() -> Path:
     """Where a demo's campaign is kept between demos, so that its runs can be compared after it ends."""
-    base = os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share")
-    return Path(base) / "pivot" / "demo"
+    from platformdirs import user_data_path
+
+    return user_data_path("pivot", appauthor=False) / "demo"  # ~/.local/share/pivot/demo on Linux ($XDG_DATA_HOME)
 
 
 def campaign_of(args: argparse.Namespace, root: Path) -> Path:
