@@ -25,6 +25,7 @@ from console.remote import Connection, PortForward
 from console.remote.loop import RemoteLoop
 from console.remote.streams import LineStream, RemoteStream
 from console.server import cluster
+from console.server.decide import Fetch, Seen, next_status
 from console.server.health import HealthProbe
 from console.server.multinode import Rank
 from console.server.preflight import Check, after_stop, preflight
@@ -56,7 +57,6 @@ if TYPE_CHECKING:  # imported where a health check needs it: `pivot --help` and 
     import httpx
 
 CRASH_TAIL = 50
-UNHEALTHY_AFTER = 3  # failed health checks in a row, with the process alive
 
 
 class Lifecycle(Protocol):
@@ -139,58 +139,44 @@ class ServerLifecycle(HealthProbe):
         except RecordError as e:  # the host's file, not pivot's: say so rather than "stopped"
             self.record = None
             return self._set(ServerStatus(ServerState.UNKNOWN, detail=str(e)))
-        last_line = visible(last_line.strip())
+        seen = Seen(record, last_line=visible(last_line.strip()), host=self.spec.name)
         if record is None:
-            return self._set(ServerStatus(ServerState.STOPPED))
-        base = ServerStatus(ServerState.STOPPED, visible(record.profile), record.pid, record.started, self.status.ready_at,
-                            last_line, model=self.status.model, nodes=record.nodes, rank=record.rank)
-        alive = await self._server_process(record, stat_text)
-        if not alive:
+            return self._set(next_status(self.status, seen, stopping=self._stopping, crash_known=False, failures=0,
+                                         now=time.time()).status)
+        seen = replace(seen, alive=await self._server_process(record, stat_text))
+        across = bool(record.nodes) and record.rank == 0 and self.peers is not None
+        if not seen.alive:
             await self._forget_forward()
-            if record.stopped or self._stopping:
-                return self._set(replace(base, state=ServerState.STOPPED, ready_at=None))
-            across = bool(record.nodes) and record.rank == 0 and self.peers is not None
-            if self._crash_for != record.pid or (across and not self._crash_final):
+            if across and not (record.stopped or self._stopping) and (self._crash_for != record.pid or not self._crash_final):
+                # a server across nodes: the first rank to end is the cause; said again once rank 0 has ended too
                 self._crash_for, self._crash_final = record.pid, True
                 tail = tuple(await self.log_tail(CRASH_TAIL))
-                if across:  # the first rank to end is the cause; said again once rank 0 has ended too
-                    return self._set(replace(base, state=ServerState.CRASHED, ready_at=None,
-                                             **await cluster.crash_of(self, record, tail)))
-                ended = f"rank {record.rank} on {self.spec.name}" if record.nodes else "the process"
-                return self._set(replace(base, state=ServerState.CRASHED, ready_at=None, log_tail=tail,
-                                         detail=f"{ended} ended without a stop"))
-            return self._set(replace(base, state=ServerState.CRASHED, ready_at=None, log_tail=self.status.log_tail,
-                                     detail=self.status.detail))
-        if record.rank > 0:  # a rank that serves no API (or a dummy /health): its process is what there is to see
-            return self._set(replace(base, state=ServerState.STOPPING if self._stopping else ServerState.READY,
-                                     detail=f"rank 0 on {record.nodes[0]} serves it"))
-        if record.nodes and self.peers is not None and not self._stopping and not self.launching and \
-                (crashed := await cluster.crashed_rank(self, record)):
+                return self._set(ServerStatus(ServerState.CRASHED, visible(record.profile), record.pid, record.started,
+                                              None, seen.last_line, model=self.status.model, nodes=record.nodes,
+                                              rank=record.rank, **await cluster.crash_of(self, record, tail)))
+        elif across and not self._stopping and not self.launching and (crashed := await cluster.crashed_rank(self, record)):
             if self._crash_for != record.pid:  # the first cause stays the server's, whatever rank 0 does next
                 self._crash_for, self._crash_final = record.pid, False
-                return self._set(replace(base, state=ServerState.CRASHED, ready_at=None,
-                                         **await cluster.crash_of(self, record, None, crashed)))
-            return self._set(replace(base, state=ServerState.CRASHED, ready_at=None, log_tail=self.status.log_tail,
-                                     detail=self.status.detail))
-        if self._stopping:
-            return self._set(replace(base, state=ServerState.STOPPING))
-        try:
-            healthy, why = await self._health(record)
-        except NoHealthRoute as e:  # it will not change by waiting: say so while it starts
-            healthy, why = False, str(e)
-            if self.status.state not in (ServerState.READY, ServerState.UNHEALTHY):
-                return self._set(replace(base, state=ServerState.STARTING, ready_at=None, detail=why))
-        if healthy:
-            self._health_failures = 0
-            ready_at = self.status.ready_at if self.status.state in (ServerState.READY, ServerState.UNHEALTHY) else time.time()
-            model = self.status.model or await self._model_name(record)
-            return self._set(replace(base, state=ServerState.READY, ready_at=ready_at, model=model, last_line=last_line))
-        if self.status.state in (ServerState.READY, ServerState.UNHEALTHY):
-            self._health_failures += 1
-            if self._health_failures >= UNHEALTHY_AFTER:
-                return self._set(replace(base, state=ServerState.UNHEALTHY, detail=why))
-            return self._set(replace(base, state=self.status.state))
-        return self._set(replace(base, state=ServerState.STARTING, ready_at=None))
+                return self._set(ServerStatus(ServerState.CRASHED, visible(record.profile), record.pid, record.started,
+                                              None, seen.last_line, model=self.status.model, nodes=record.nodes,
+                                              rank=record.rank, **await cluster.crash_of(self, record, None, crashed)))
+            return self._set(replace(self.status, state=ServerState.CRASHED, ready_at=None, last_line=seen.last_line,
+                                     at=time.time()))
+        elif record.rank == 0 and not self._stopping:
+            try:
+                healthy, why = await self._health(record)
+                seen = replace(seen, healthy=healthy, why=why)
+            except NoHealthRoute as e:  # it will not change by waiting: said while it starts
+                seen = replace(seen, healthy=False, why=str(e), no_health_route=True)
+        decided = next_status(self.status, seen, stopping=self._stopping, crash_known=self._crash_for == record.pid,
+                              failures=self._health_failures, now=time.time())
+        self._health_failures, status = decided.failures, decided.status
+        if decided.fetch == Fetch.CRASH_TAIL:
+            self._crash_for, self._crash_final = record.pid, True
+            status = replace(status, log_tail=tuple(await self.log_tail(CRASH_TAIL)))
+        elif decided.fetch == Fetch.MODEL:
+            status = replace(status, model=await self._model_name(record))
+        return self._set(status)
 
     def unreachable(self, why: str) -> ServerStatus:
         """A poll that could not reach the host: the state is unknown, not what it was (nor "stopped")."""
