@@ -86,8 +86,13 @@ class FakeLifecycle:
                                    "The server is fired up and ready to roll!", model="/models/kimi-k2.5-int4")
         self.listeners: list[Callable[[ServerStatus], None]] = []
 
+    runs_jobs = False
+
     def add_listener(self, callback: Callable[[ServerStatus], None]) -> None:
         self.listeners.append(callback)
+
+    async def job_gpus(self) -> list:
+        return []
 
     async def poll(self) -> ServerStatus:
         for callback in self.listeners:

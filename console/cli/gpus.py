@@ -21,7 +21,8 @@ from console.gpu.format import age, flags, gib, idle_line
 from console.gpu.samples import AgentError, Sample
 from console.gpu.telemetry import LinkDown
 from console.remote.errors import RemoteError
-from console.server.slurm import SlurmLifecycle, node_line
+from console.server.lifecycle import ServerLifecycle
+from console.server.slurm import node_line
 from console.session import Session
 
 
@@ -89,7 +90,7 @@ async def cmd_gpus(args: argparse.Namespace) -> int:
         raise
 
 
-async def _job_gpus(lifecycle: SlurmLifecycle, threshold_mib: float, as_json: bool) -> int:
+async def _job_gpus(lifecycle: ServerLifecycle, threshold_mib: float, as_json: bool) -> int:
     """A Slurm login node: the GPUs of its running job's nodes, one line (or JSON object) per node."""
     await lifecycle.conn.connected(30, fail_fast=True)
     status = await lifecycle.poll()
@@ -111,7 +112,8 @@ async def _gpus(args: argparse.Namespace) -> int:
     if args.all:
         return await _fleet(cfg, out, args.json)
     async with Session(cfg, args.host, local=args.local) as session:
-        if isinstance(session.lifecycle, SlurmLifecycle):
+        if session.lifecycle is not None and session.lifecycle.runs_jobs:
+            assert isinstance(session.lifecycle, ServerLifecycle)  # a login node's, over SSH
             return await _job_gpus(session.lifecycle, cfg.idle_threshold_mib, args.json)
         if session.spec is not None and not session.spec.gpus:
             raise ConfigError(cfg.path, f"hosts.{session.spec.name}", "this host has no GPUs (gpus = false)")

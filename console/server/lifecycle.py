@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Protocol
 from console.config import HostSpec
 from console.events import EventLog, Restart, Start, Stop, Switch
 from console.gpu.kill import KillOutcome
-from console.gpu.samples import AgentError, GpuProcess
+from console.gpu.samples import AgentError, GpuProcess, Sample
 from console.gpu.telemetry import RemoteTelemetry
 from console.remote import Connection, PortForward
 from console.remote.loop import RemoteLoop
@@ -64,8 +64,10 @@ class Lifecycle(Protocol):
     fake."""
 
     status: ServerStatus
+    runs_jobs: bool  # the server runs as a batch job on other nodes (a Slurm login node): its GPUs are job_gpus()'s
 
     def add_listener(self, callback: Callable[[ServerStatus], None]) -> None: ...
+    async def job_gpus(self) -> list[tuple[str, Sample | AgentError]]: ...
     async def poll(self) -> ServerStatus: ...
     def unreachable(self, why: str) -> ServerStatus: ...
     async def log_tail(self, lines: int = CRASH_TAIL) -> list[str]: ...
@@ -82,6 +84,7 @@ class Lifecycle(Protocol):
 
 
 class ServerLifecycle(HealthProbe):
+    runs_jobs = False  # the server is a process of this host; its GPUs are the host's own
     def __init__(self, conn: Connection, spec: HostSpec, agent: RemoteTelemetry, *, idle_threshold_mib: float,
                  grace_s: float, events: EventLog | None = None, via: str = "cli", peers: cluster.Peers | None = None):
         """events: the campaign's log, where every start, switch and stop is written (a stop alone, or inside a switch
@@ -177,6 +180,10 @@ class ServerLifecycle(HealthProbe):
         elif decided.fetch == Fetch.MODEL:
             status = replace(status, model=await self._model_name(record))
         return self._set(status)
+
+    async def job_gpus(self) -> list[tuple[str, Sample | AgentError]]:
+        """No job's nodes: this host's GPUs are sampled by its telemetry (SlurmLifecycle's are its job's)."""
+        return []
 
     def unreachable(self, why: str) -> ServerStatus:
         """A poll that could not reach the host: the state is unknown, not what it was (nor "stopped")."""

@@ -103,6 +103,8 @@ class SlurmLifecycle(ServerLifecycle):
     """The managed server of a Slurm login node: a job. Records, log and forward as ServerLifecycle's; the process
     is the job, reached at its first node's address (scontrol's NodeAddr of its batch host)."""
 
+    runs_jobs = True
+
     job: Job | None = None  # as Slurm last said it, asked again after JOB_POLL_S (squeue is slurmctld's work)
     _job_id: int | None = None  # the job `job` is of
     _address: tuple[int, str] | None = None  # (job, its first node's address)

@@ -19,7 +19,7 @@ from console.gpu.samples import AgentError, Sample
 from console.gpu.telemetry import EarlyStream
 from console.remote.connection import ConnectionEvent
 from console.remote.errors import RemoteError
-from console.server.slurm import SlurmLifecycle, node_line
+from console.server.slurm import node_line
 from console.session import Session
 from console.ui.colours import Recolour
 from console.ui.commands import PivotCommands
@@ -146,7 +146,7 @@ class PivotApp(App[None]):
             self.notify(problem, title="Theme", severity="warning", timeout=8)
         if self.session.spec is not None:
             self.session.conn.add_listener(self._connection_changed)
-        if isinstance(self.session.lifecycle, SlurmLifecycle):
+        if self.session.lifecycle is not None and self.session.lifecycle.runs_jobs:
             self.watch_job_gpus()
         elif self.session.spec is not None and not self.session.spec.gpus:  # said once; nothing to sample
             self.query_one(GpuBars).no_gpus(f"{self.session.spec.name} has no GPUs (gpus = false in pivot.toml)")
@@ -158,7 +158,7 @@ class PivotApp(App[None]):
     async def watch_job_gpus(self) -> None:
         """A Slurm login node: its job's nodes, each sampled in a step overlapping the job, every JOB_GPUS_S."""
         lifecycle = self.session.lifecycle
-        assert isinstance(lifecycle, SlurmLifecycle)
+        assert lifecycle is not None
         bars = self.query_one(GpuBars)
         while True:
             try:
@@ -170,7 +170,7 @@ class PivotApp(App[None]):
             self._gpus_watched()
             lines = [node_line(name, sample, self.session.config.idle_threshold_mib) for name, sample in nodes]
             bars.no_gpus("\n".join(lines) if lines else problem or
-                         f"{lifecycle.spec.name} is a Slurm login node: the GPUs are its jobs' nodes', shown here while "
+                         f"{self.session.host_label} is a Slurm login node: the GPUs are its jobs' nodes', shown here while "
                          "pivot's job runs (read-only: kill from the GPU hosts' own consoles)")
             await asyncio.sleep(JOB_GPUS_S)
 

@@ -39,6 +39,8 @@ async def test_a_record_pivot_did_not_write_reads_unknown_with_why(host: Host, t
 class _Flaky:
     """A lifecycle whose second poll meets a value nobody foresaw."""
 
+    runs_jobs = False
+
     def __init__(self) -> None:
         self.polls = 0
         self.status = ServerStatus(ServerState.READY, "demo-eagle3", 4100, time.time(), time.time())
