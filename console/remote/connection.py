@@ -91,11 +91,12 @@ class Connection:
             self._supervisor = asyncio.create_task(self._supervise(), name=f"ssh:{self.host}")
 
     async def close(self) -> None:
-        if self._supervisor:
-            self._supervisor.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._supervisor
-            self._supervisor = None
+        supervisor, self._supervisor = self._supervisor, None
+        while supervisor is not None and not supervisor.done():
+            # again each second until it ends: a cancellation that lands as a connect attempt's own wait ends is lost
+            # inside asyncio.wait_for (Python 3.11), and the supervisor would go on reconnecting, for ever
+            supervisor.cancel()
+            await asyncio.wait({supervisor}, timeout=1.0)
         for forward in list(self._forwards.values()):
             forward.close()
         if self._echo is not None:
@@ -103,8 +104,8 @@ class Connection:
             self._echo = None
         if self._conn:
             self._conn.close()
-            with contextlib.suppress(Exception):
-                await self._conn.wait_closed()
+            with contextlib.suppress(Exception):  # a peer that never answers the close is not waited for
+                await asyncio.wait_for(self._conn.wait_closed(), 5.0)
             self._conn = None
         self._up.clear()
         self._emit(ConnState.CLOSED)
