@@ -74,8 +74,8 @@ class HostGenerator:
                     async for line in stream:
                         event = self._take(_parse(line), unsupported_ends=self.last is None)
                         if event is not None and event["type"] == "sweep_done":
-                                with contextlib.suppress(RemoteError):
-                                    stream.write("ack\n")  # the host may remove its spool
+                            with contextlib.suppress(RemoteError):
+                                stream.write("ack\n")  # the host may remove its spool
                 except Disconnected as e:
                     lost = str(e)
                 status = await stream.finished()
