@@ -78,3 +78,13 @@ def next_status(previous: ServerStatus, seen: Seen, *, stopping: bool, crash_kno
             return Next(replace(base, state=ServerState.UNHEALTHY, detail=seen.why), failures)
         return Next(replace(base, state=previous.state), failures)
     return Next(replace(base, state=ServerState.STARTING, ready_at=None), failures)
+
+
+def runs_as_recorded(record: ServerRecord, stat_text: str) -> bool | None:
+    """Whether /proc/PID/stat shows the record's process running (not a zombie) with the record's start time; None
+    when the stat is of another pid (or none): the pid file did not name the record's process."""
+    head = stat_text.strip().split(" ", 1)[0]
+    if not head.isdigit() or int(head) != record.pid:
+        return None
+    fields = stat_text.strip().rsplit(")", 1)[-1].split()
+    return len(fields) > 19 and fields[0] != "Z" and (record.start_ticks is None or fields[19] == str(record.start_ticks))

@@ -25,7 +25,7 @@ from console.remote import Connection, PortForward
 from console.remote.loop import RemoteLoop
 from console.remote.streams import LineStream, RemoteStream
 from console.server import cluster
-from console.server.decide import Fetch, Seen, next_status
+from console.server.decide import Fetch, Seen, next_status, runs_as_recorded
 from console.server.health import HealthProbe
 from console.server.multinode import Rank
 from console.server.preflight import Check, after_stop, preflight
@@ -125,12 +125,9 @@ class ServerLifecycle(HealthProbe):
         """Whether the record's process runs (not a zombie) with the record's start time. The probe read the stat of
         the pid file's process; when that is not the record's pid (a stale or hand-written pid file, or the moment
         between a start's two writes), the record's own pid is asked."""
-        if _stat_pid(stat_text) != record.pid:
-            stat_text = (await self.conn.run(["cat", f"/proc/{int(record.pid)}/stat"], timeout=20)).stdout
-            if _stat_pid(stat_text) != record.pid:
-                return False
-        fields = stat_text.strip().rsplit(")", 1)[-1].split()
-        return len(fields) > 19 and fields[0] != "Z" and (record.start_ticks is None or fields[19] == str(record.start_ticks))
+        if (alive := runs_as_recorded(record, stat_text)) is None:
+            alive = runs_as_recorded(record, (await self.conn.run(["cat", f"/proc/{int(record.pid)}/stat"], timeout=20)).stdout)
+        return bool(alive)
 
     async def poll(self) -> ServerStatus:
         """Look at the host once and update the state."""
@@ -413,9 +410,3 @@ class ServerLifecycle(HealthProbe):
             if not report.ok and not force:
                 raise LifecycleError(report.describe())
         return current
-
-
-def _stat_pid(stat_text: str) -> int | None:
-    """The pid /proc/PID/stat names itself by."""
-    head = stat_text.strip().split(" ", 1)[0]
-    return int(head) if head.isdigit() else None

@@ -11,7 +11,7 @@ import os
 import secrets
 import time
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import orjson
 
@@ -19,6 +19,7 @@ from console import config
 from console.files import write_atomically
 from console.remote import Connection, RemoteError
 from console.remote.errors import Disconnected
+from console.sweep.loadgen.generator import Sink
 from console.sweep.model import EVENT_TYPES, EventError, decode_event
 from console.untrusted import visible
 from console.zipapp import checked, loadgen_zip, not_there
@@ -26,11 +27,6 @@ from console.zipapp import checked, loadgen_zip, not_there
 RECONNECT_S = 600.0  # how long a lost link is waited for before the sweep is left to `pivot sweep --resume`
 POLL_S = 2.0  # while the host's generator still measures, its spool is read this often
 PENDING = "host-spool.json"  # in the run's directory: a spool on the host not fetched yet
-
-
-class Sink(Protocol):
-    def emit(self, event: dict[str, Any]) -> None: ...
-    def show(self, event: dict[str, Any]) -> None: ...
 
 
 class NotOnHost(Exception):
