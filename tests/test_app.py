@@ -372,7 +372,7 @@ async def test_a_sweep_from_the_pane_over_ssh(sim_host_measured: HostProcess, tm
         pane = app.query_one(SweepPane)
         await wait_for(lambda: pane.handle is not None, timeout=10)
         await wait_for(lambda: pane.handle is None, timeout=60)
-        assert [e["c"] for e in pane.levels] == [1, 2]
+        assert [e.c for e in pane.levels] == [1, 2]
         assert app.query_one("#sweep-levels", DataTable).row_count == 2
         runs = [r for r in list_runs(cfg.campaign_dir) if r.profile == "t-baseline"]
         assert len(runs) == 1 and runs[0].state == "complete"
@@ -467,7 +467,7 @@ async def test_a_runbook_run_from_the_tasks_pane_drives_the_other_panes(sim_host
         await wait_for(lambda: [t.status for t in pane.tasks.tasks] == ["completed"] * 4, timeout=120)  # type: ignore[union-attr]
         await wait_for(lambda: app.query_one(ServerPane).status.state == ServerState.READY, timeout=15)
         sweep = app.query_one(SweepPane)
-        assert [e["c"] for e in sweep.levels] == [1, 2]
+        assert [e.c for e in sweep.levels] == [1, 2]
         await wait_for(lambda: sweep.comparison_text is not None, timeout=30)
         assert "recommendation:" in sweep.comparison_text.plain  # type: ignore[union-attr]
         assert pane.border_title == "Tasks — 4 of 4 done"

@@ -18,6 +18,7 @@ from console.session import Session
 from console.ui.app import PivotApp
 from console.ui.widgets.gpu.pane import GpuPane
 from console.ui.widgets.sweep.pane import SweepPane
+from console.ui.widgets.sweep.progress import LiveLevel
 from tests.conftest import settled
 from tests.fake_telemetry import FakeLifecycle, FakeTelemetry
 from tests.fixtures_runs import BASELINE, EAGLE3, write_run
@@ -49,8 +50,8 @@ async def stage(pilot) -> None:  # type: ignore[no-untyped-def]
     app.query_one(GpuPane).say("kill failed: pid 2004 is still there", "error")  # the server log has both kinds too
     pane = app.query_one(SweepPane)
     pane.warnings = ["C = 250 exceeds the server's max_running_requests (128)"]
-    pane.levels[3]["client_bound"] = "the client's CPU at 97 %"
-    pane.data.live = {"c": 500, "tokens": 6000, "started": time.monotonic() - 2.0, "done": 3, "requests": 8}
+    pane.levels[3] = pane.levels[3].model_copy(update={"client_bound": "the client's CPU at 97 %"})
+    pane.data.live = LiveLevel(c=500, tokens=6000, started=time.monotonic() - 2.0, done=3, requests=8)
     pane.dirty = True
     await pilot.press("4", "z", "c")
     await settled(pilot)

@@ -68,7 +68,7 @@ def test_auto_runs_the_load_generator_on_the_host_and_keeps_its_events_here(host
     assert started["client"]["path"] == "on-host" and started["pid"] == proc.pid
     assert [e["c"] for e in events(out) if e["type"] == "level_done"] == [2, 8]
     run = open_run(tmp_path / "campaign", run_dir.name)
-    assert run.state == "complete" and run.levels()["requests"].to_list() == [8, 8]
+    assert run.state == "complete" and [level.requests for level in run.levels()] == [8, 8]
     assert run.client_placement is not None and run.client_placement.endswith("on the GPU host, next to the server")
     uploaded = list((host.root / "home" / ".pivot" / "agent").glob("pivot_loadgen_*.pyz"))
     assert len(uploaded) == 1  # uploaded once, beside the agent

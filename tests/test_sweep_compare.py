@@ -105,7 +105,7 @@ def test_store_tables_partial_and_corrupt_runs(campaign: Path) -> None:
     assert levels["c"].to_list() == sorted(BASELINE) and "total_tok_s" in levels.columns
     with open(campaign / "runs" / "base" / "events.jsonl", "a") as f:
         f.write('{"type": "level_do')  # a line cut by a crash
-    assert open_run(campaign, "base").levels().height == 8
+    assert len(open_run(campaign, "base").levels()) == 8
 
 
 def pivot(config: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -55,7 +55,8 @@ async def sweep(host: HostProcess, campaign: Path, port: int, settings: SweepSet
     run = create_run(campaign, {**meta, "settings": settings.to_dict()}, name=name)
     process = SweepProcess(run, ["--config", str(host.config_path), "--host", "demo", "--port", str(port)])
     events = []
-    async for event in process.events():
+    async for typed in process.events():
+        event = typed.model_dump()  # the event as the load generator wrote it, with every field it has
         events.append(event)
         if on_event:
             on_event(process, event)
@@ -114,10 +115,10 @@ async def test_abort_keeps_finished_requests_and_resume_reruns_only_the_interrup
     assert run.state == "partial"
     process = SweepProcess(run, ["--config", str(sim_host_measured.config_path), "--host", "demo", "--port", str(port)],
                            resume=True)
-    resumed = [e async for e in process.events()]
+    resumed = [e.model_dump() async for e in process.events()]
     assert [e["c"] for e in resumed if e["type"] == "level_started"] == [4, 2]
     assert open_run(campaign, "cut").state == "complete"
-    assert open_run(campaign, "cut").levels()["c"].to_list() == [1, 2, 4]
+    assert [level.c for level in open_run(campaign, "cut").levels()] == [1, 2, 4]
 
 
 async def test_a_server_killed_mid_level_gives_errors_and_a_clean_stop(sim_host_measured: HostProcess,

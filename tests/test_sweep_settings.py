@@ -63,12 +63,11 @@ def test_the_progress_line_moves_with_the_tokens_streamed_before_any_request_end
     import time
     from types import SimpleNamespace
 
-    from console.ui.widgets.sweep.progress import progress_line
+    from console.ui.widgets.sweep.progress import LiveLevel, progress_line
 
     settings = SweepSettings(levels=(250, 500), requests=250, max_tokens=100)
     handle = SimpleNamespace(settings=settings, process=SimpleNamespace(repeat=None))
-    live = {"c": 250, "requests": 250, "done": 0, "tokens": 0, "in_flight": 250, "streamed": 5000,
-            "started": time.monotonic() - 10}
+    live = LiveLevel(c=250, requests=250, in_flight=250, streamed=5000, started=time.monotonic() - 10)
     line = progress_line(handle, live, [], 10.0)  # type: ignore[arg-type]
     # 5,000 tokens in 10 s: the 20,000 left of this level and the 25,000 of the next at 500 tok/s
     assert line.startswith("level 1 of 2 (C=250): 0/250 requests, 250 in flight, 5000 tokens, 10 s, about ")

@@ -17,6 +17,7 @@ from console.server.state import ServerState
 from console.session import Session
 from console.sweep.analysis.compare import compare
 from console.sweep.analysis.refine import refine
+from console.sweep.model import LevelDone
 from console.sweep.runs.store import Run, RunError
 from console.sweep.settings import SweepSettings
 
@@ -151,9 +152,9 @@ class CampaignActions:
 
     async def _follow(self, handle: SweepHandle) -> None:
         async for event in handle.events():
-            if event.get("type") == "level_done":
-                failed = f" FAILED ({event['failed']})" if event.get("failed") else ""
-                self.say(f"    C={event['c']}: {event['total_tok_s']:.1f} tok/s{failed}")
+            if isinstance(event, LevelDone):
+                failed = f" FAILED ({event.failed})" if event.failed else ""
+                self.say(f"    C={event.c}: {event.total_tok_s:.1f} tok/s{failed}")
         if handle.end == "failed":
             raise ActionFailed(f"the sweep stopped: {handle.reason}")
 

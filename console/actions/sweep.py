@@ -16,11 +16,12 @@ from console.events import Sweep, Swept
 from console.remote.errors import RemoteError
 from console.session import Session
 from console.sweep.loadgen.runner import SweepProcess, describe_server, identity_mismatch
+from console.sweep.model import Said, Shown, SweepDone
 from console.sweep.runs.store import Run, RunError, create_run
 from console.sweep.settings import SweepSettings
 from console.untrusted import visible
 
-Subscriber = Callable[[dict[str, Any]], None]
+Subscriber = Callable[[Shown], None]
 
 
 @dataclass
@@ -41,7 +42,7 @@ class SweepHandle:
         if ended is not None:
             self.ended.append(ended)
 
-    async def events(self) -> AsyncIterator[dict[str, Any]]:
+    async def events(self) -> AsyncIterator[Shown]:
         """Run the load generator to its end, handing each event to the subscribers and the caller."""
         try:
             async for event in self.process.events():
@@ -54,15 +55,14 @@ class SweepHandle:
             for on_end in list(self.ended):
                 on_end(self)
 
-    def _note(self, event: dict[str, Any]) -> None:
-        kind = event.get("type")
-        if kind == "failed":
-            self.end, self.reason = "failed", visible(str(event.get("message")))
-        elif kind == "sweep_done" and self.end is None:
-            if event.get("failed"):
-                self.end, self.reason = "failed", visible(str(event["failed"]))
+    def _note(self, event: Shown) -> None:
+        if isinstance(event, Said) and event.type == "failed":
+            self.end, self.reason = "failed", visible(event.message)
+        elif isinstance(event, SweepDone) and self.end is None:
+            if event.failed:
+                self.end, self.reason = "failed", visible(event.failed)
             else:
-                self.end = "aborted" if event.get("aborted") else "stopped" if event.get("stopped") else "done"
+                self.end = "aborted" if event.aborted else "stopped" if event.stopped else "done"
 
     def stop(self) -> None:
         """After the level in progress; every finished level is kept."""

@@ -37,8 +37,8 @@ def comparison_table(cmp: Comparison) -> Table:
     for lv in cmp.levels:
         table.add_row(str(lv.c), fmt_value(lv.total.a.value), fmt_value(lv.total.b.value), _ratio(lv.total),
                       fmt_value(lv.per_request.a.value), fmt_value(lv.per_request.b.value), _ratio(lv.per_request),
-                      _ratio(lv.itl), _ratio(lv.ttft), f"{lv.a.get('errors', 0)}/{lv.a.get('requests', 0)}",
-                      f"{lv.b.get('errors', 0)}/{lv.b.get('requests', 0)}")
+                      _ratio(lv.itl), _ratio(lv.ttft), f"{lv.a.errors}/{lv.a.requests}",
+                      f"{lv.b.errors}/{lv.b.requests}")
     return table
 
 

@@ -18,6 +18,7 @@ from console import config, pivot_toml
 from console.campaign import Campaign
 from console.cli.prompt import ask
 from console.sweep.analysis.compare import compare, counterpart
+from console.sweep.model import LevelDone, LevelProgress, LevelRetry, LevelStarted, Request, Said, SweepDone, SweepStarted
 from console.sweep.runs.lock import holder
 from console.sweep.runs.store import Run, RunError, delete_run, list_runs, open_run
 from console.sweep.settings import SweepSettings
@@ -43,37 +44,35 @@ def _pm(value: float | None, lo: float | None, hi: float | None) -> str:
     return f"{value:.1f} ±{(hi - lo) / 2 / value * 100:.0f}%"
 
 
-def level_notes(e: dict[str, Any]) -> str:
+def level_notes(e: LevelDone) -> str:
     """What the operator must know about a level's numbers, in a few words."""
     notes = []
-    if e.get("failed"):
-        notes.append(f"FAILED: {e['failed']}")
-    if e.get("client_bound"):
+    if e.failed:
+        notes.append(f"FAILED: {e.failed}")
+    if e.client_bound:
         notes.append("client-bound")
-    if e.get("lagging"):
+    if e.lagging:
         notes.append("latencies not measured (client loop late)")
-    if e.get("short"):
-        notes.append(f"{e['short']} ended early")
-    if e.get("usage_missing"):
-        notes.append(f"{e['usage_missing']} without usage")
-    if (e.get("attempts") or 1) > 1:
-        notes.append(f"{e['attempts']} attempts merged")
-    if e.get("retried"):
-        notes.append(f"{e['retried']} sent again (the server closed a kept-alive connection)")
-    server: dict[str, Any] = e["server"] if isinstance(e.get("server"), dict) else {}  # live, or a stored row's columns
-    rate = e.get("server_spec_accept_rate", server.get("spec_accept_rate"))
-    if isinstance(rate, int | float):
-        length = e.get("server_spec_accept_length", server.get("spec_accept_length"))
-        notes.append(f"drafts {rate:.0%} accepted" + (f", {length:.1f}/step" if isinstance(length, int | float) else ""))
+    if e.short:
+        notes.append(f"{e.short} ended early")
+    if e.usage_missing:
+        notes.append(f"{e.usage_missing} without usage")
+    if e.attempts > 1:
+        notes.append(f"{e.attempts} attempts merged")
+    if e.retried:
+        notes.append(f"{e.retried} sent again (the server closed a kept-alive connection)")
+    if e.accept_rate is not None:
+        length = e.accept_length
+        notes.append(f"drafts {e.accept_rate:.0%} accepted" + (f", {length:.1f}/step" if length is not None else ""))
     return visible("; ".join(notes))
 
 
-def level_row(e: dict[str, Any]) -> list[str]:
+def level_row(e: LevelDone) -> list[str]:
     ms = lambda v: None if v is None else v * 1000
-    return [str(e["c"]), _pm(e["total_tok_s"], e.get("total_tok_s_lo"), e.get("total_tok_s_hi")),
-            _pm(e.get("req_tok_s_mean"), e.get("req_tok_s_lo"), e.get("req_tok_s_hi")),
-            fmt_value(ms(e.get("ttft_p50")), 0), fmt_value(ms(e.get("itl_p50"))), fmt_value(ms(e.get("e2e_p90")), 0),
-            f"{e['errors']}/{e['requests']}", level_notes(e)]
+    return [str(e.c), _pm(e.total_tok_s, e.total_tok_s_lo, e.total_tok_s_hi),
+            _pm(e.req_tok_s_mean, e.req_tok_s_lo, e.req_tok_s_hi),
+            fmt_value(ms(e.ttft_p50), 0), fmt_value(ms(e.itl_p50)), fmt_value(ms(e.e2e_p90), 0),
+            f"{e.errors}/{e.requests}", level_notes(e)]
 
 
 LEVEL_COLUMNS = ["C", "tok/s", "per-req tok/s", "TTFT p50 ms", "ITL p50 ms", "E2E p90 ms", "errors", "notes"]
@@ -180,37 +179,38 @@ async def print_sweep(handle: SweepHandle, out: Console, as_json: bool) -> int:
     with progress:
         task = None
         async for event in handle.events():
-            kind = event.get("type")
-            if as_json and kind not in ("request", "progress"):  # a run's events, as its events.jsonl holds them
-                print(json.dumps(event), flush=True)
-            if kind == "sweep_started":
-                for warning in event.get("warnings", []):
-                    out.print(Text(f"warning: {visible(str(warning))}", style="yellow"))
-            elif kind == "level_started":
-                if task is not None:
-                    progress.remove_task(task)
-                task = progress.add_task(f"C={event['c']}", total=event["requests"] + event.get("warmup", 0))
-            elif kind == "request" and task is not None:
-                progress.advance(task)
-            elif kind == "level_done":
-                table.add_row(*level_row(event))
-                if not as_json:
-                    progress.console.print(Text("  ".join(f"{h}={v}" for h, v in zip(LEVEL_COLUMNS, level_row(event), strict=True) if v)))
-            elif kind == "level_retry":
-                out.print(Text(f"C={event['c']} failed ({visible(str(event.get('reason')))}); the server answers "
-                               "again: measuring the level once more", style="yellow"))
-            elif kind in ("link_lost", "link_back", "notice"):
-                out.print(Text(visible(str(event.get("message"))), style="yellow"))
-            elif kind == "failed":
-                out.print(Text(f"pivot: the load generator failed: {visible(str(event['message']))}; what it measured is "
-                               f"kept, and `pivot sweep --resume {handle.run.name}` measures the rest", style="red"))
-                status = 1
-            elif kind == "sweep_done" and event.get("failed"):
-                out.print(Text(f"pivot: the sweep stopped: {visible(str(event['failed']))}; the run is partial and "
-                               f"`pivot sweep --resume {handle.run.name}` measures the rest", style="red"))
-                status = 3
-            elif kind == "sweep_done" and (event.get("aborted") or event.get("stopped")):
-                out.print("sweep " + ("aborted" if event.get("aborted") else "stopped") + ": finished requests are kept")
+            if as_json and not isinstance(event, Request | LevelProgress):  # a run's events, as its events.jsonl holds them
+                print(json.dumps(event.model_dump(mode="json", exclude_unset=True)), flush=True)
+            match event:
+                case SweepStarted():
+                    for warning in event.warnings:
+                        out.print(Text(f"warning: {visible(warning)}", style="yellow"))
+                case LevelStarted():
+                    if task is not None:
+                        progress.remove_task(task)
+                    task = progress.add_task(f"C={event.c}", total=event.requests + event.warmup)
+                case Request() if task is not None:
+                    progress.advance(task)
+                case LevelDone():
+                    cells = level_row(event)
+                    table.add_row(*cells)
+                    if not as_json:
+                        progress.console.print(Text("  ".join(f"{h}={v}" for h, v in zip(LEVEL_COLUMNS, cells, strict=True) if v)))
+                case LevelRetry():
+                    out.print(Text(f"C={event.c} failed ({visible(str(event.reason))}); the server answers "
+                                   "again: measuring the level once more", style="yellow"))
+                case Said(type="failed"):
+                    out.print(Text(f"pivot: the load generator failed: {visible(event.message)}; what it measured is "
+                                   f"kept, and `pivot sweep --resume {handle.run.name}` measures the rest", style="red"))
+                    status = 1
+                case Said():
+                    out.print(Text(visible(event.message), style="yellow"))
+                case SweepDone() if event.failed:
+                    out.print(Text(f"pivot: the sweep stopped: {visible(event.failed)}; the run is partial and "
+                                   f"`pivot sweep --resume {handle.run.name}` measures the rest", style="red"))
+                    status = 3
+                case SweepDone() if event.aborted or event.stopped:
+                    out.print("sweep " + ("aborted" if event.aborted else "stopped") + ": finished requests are kept")
     if not as_json:
         out.print(table)
         out.print(f"saved: {handle.run.dir}")
@@ -237,8 +237,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
         table = Table(box=None, header_style="bold", pad_edge=False, title=title, title_justify="left")
         for col in LEVEL_COLUMNS:
             table.add_column(col, justify="left" if col == "notes" else "right")
-        for row in run.levels().iter_rows(named=True):
-            table.add_row(*level_row(row))
+        for level in run.levels():
+            table.add_row(*level_row(level))
         out.print(table)
         if run.client_placement:
             out.print(f"the load generator ran {run.client_placement}", markup=False, highlight=False)
@@ -249,7 +249,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
     for run in list_runs(cfg.campaign_dir):
         levels = run.levels() if not run.meta.get("corrupt") else None
         state = run.state
-        cells = ",".join(map(str, levels["c"].to_list())) if levels is not None else ""
+        cells = ",".join(str(level.c) for level in levels) if levels is not None else ""
         if run.corrupt:
             cells = visible(run.corrupt)
         rows.append((run.name, visible(run.profile), state, cells, str(run.meta.get("started", ""))))
@@ -271,7 +271,7 @@ def _import(cfg: config.Config, names: list[str], name: str | None, profile: str
     except ProfileError:
         argv, kind = None, None  # a profile unknown here: the run is imported without its command line
     run = import_bench_serving(cfg.campaign_dir, Path(names[0]), name=name, profile=profile, argv=argv, kind=kind)
-    out.print(f"imported {run.name}: levels {', '.join(map(str, run.levels()['c'].to_list()))}")
+    out.print(f"imported {run.name}: levels {', '.join(str(level.c) for level in run.levels())}")
     return 0
 
 

@@ -7,11 +7,14 @@ pydantic 2 only."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt, TypeAdapter, ValidationError
 
-__all__ = ["EVENT_TYPES", "Event", "EventError", "LevelDone", "LevelMetrics", "decode_event"]
+__all__ = ["EVENT_TYPES", "Event", "EventError", "LevelDone", "LevelMetrics", "Said", "Shown", "SweepDone", "SweepStarted",
+           "decode_event", "decode_shown"]
 
 Seconds = Annotated[float, Field(ge=0)]
 
@@ -83,6 +86,54 @@ class LevelDone(LevelMetrics):
     client_bound: str | None = None  # why the client, not the server, may have been the limit
     lagging: str | None = None  # why the level's latencies cannot be trusted
 
+    # A level is one type wherever it is: the live event, a run's stored table, a pooled or imported level. The
+    # table holds it flat (the server's view as server_* columns); these two are the only places that know it.
+    def row(self) -> dict[str, Any]:
+        """The level as a row of the run's levels table."""
+        row = {k: v for k, v in self.model_dump().items() if k not in ("type", "t", "server", "repeat")}
+        row.update({f"server_{k}": v for k, v in self.server.items()})
+        return row
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> LevelDone:
+        """A row of a levels table as the level it was (a table's column may hold 12.0 for 12, and a missing value
+        as null or NaN: both are "not measured"); EventError when it is not one."""
+        known = {k: v for k, v in row.items() if v is not None and not (isinstance(v, float) and math.isnan(v))}
+        server = {k.removeprefix("server_"): known.pop(k) for k in [k for k in known if k.startswith("server_")]}
+        try:
+            return cls.model_validate({**known, "server": server}, strict=False)
+        except ValidationError as e:
+            raise EventError(_first_error(e)) from None
+
+    @property
+    def measured(self) -> bool:
+        """A point of the curve: not failed (a client-bound level is one, flagged)."""
+        return not self.failed
+
+    @property
+    def accept_rate(self) -> float | None:
+        """Of the drafted tokens, the share the target model accepted, as the server reported it."""
+        return self.server.get("spec_accept_rate")
+
+    @property
+    def accept_length(self) -> float | None:
+        """Tokens a verification step kept, as the server reported it."""
+        return self.server.get("spec_accept_length")
+
+    @property
+    def draft_tokens(self) -> float | None:
+        """Tokens drafted in the level, by the server's own count (llama-server's timings, vLLM's counters)."""
+        return self.server.get("spec_draft_tokens")
+
+
+class Said(_Strict):
+    """What the console's side of a sweep says while it runs (the load generator failed, the link to the host dropped
+    or came back): shown, never written to a run."""
+
+    type: Literal["failed", "link_lost", "link_back", "notice"]
+    message: str
+    status: int | None = None  # of "failed": the load generator's exit status (None: it was not that)
+
 
 class SweepStarted(_Strict):
     type: Literal["sweep_started"]
@@ -136,16 +187,20 @@ class SweepDone(_Strict):
     failed: str | None = None  # why the sweep stopped before its last level
 
 
-class Progress(_Strict):
+class LevelProgress(_Strict):
     """News of a level in progress: shown, never kept."""
 
     type: Literal["progress"]
     c: PositiveInt
+    in_flight: NonNegativeInt | None = None
+    streamed: NonNegativeInt | None = None  # tokens streamed in the level so far, finished requests or not
 
 
-Event = Annotated[SweepStarted | LevelStarted | Request | ServerMetrics | LevelRetry | LevelDone | SweepDone | Progress,
+Event = Annotated[SweepStarted | LevelStarted | Request | ServerMetrics | LevelRetry | LevelDone | SweepDone | LevelProgress,
                   Field(discriminator="type")]
+Shown = Annotated[Event | Said, Field(discriminator="type")]  # what a sweep's followers are handed
 _EVENT: TypeAdapter[Event] = TypeAdapter(Event)
+_SHOWN: TypeAdapter[Shown] = TypeAdapter(Shown)
 EVENT_TYPES = frozenset(("sweep_started", "level_started", "request", "metrics", "level_retry", "level_done", "sweep_done",
                          "progress"))
 
@@ -160,6 +215,18 @@ def decode_event(event: Any) -> Event:
     try:
         return _EVENT.validate_python(event)
     except ValidationError as e:
-        first = e.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise EventError(f"{where}: {first['msg']}" if where else first["msg"]) from None
+        raise EventError(_first_error(e)) from None
+
+
+def decode_shown(event: Any) -> Shown:
+    """An event of a sweep as its followers are handed it: the load generator's, or the console side's `Said`."""
+    try:
+        return _SHOWN.validate_python(event)
+    except ValidationError as e:
+        raise EventError(_first_error(e)) from None
+
+
+def _first_error(e: ValidationError) -> str:
+    first = e.errors()[0]
+    where = ".".join(str(p) for p in first["loc"])
+    return f"{where}: {first['msg']}" if where else first["msg"]

@@ -127,24 +127,27 @@ async def test_the_gpu_watch_survives_an_error_nobody_foresaw_and_says_it_in_its
 
 
 async def test_a_nonsense_level_from_the_host_fails_a_drawing_not_the_console(tmp_path: Path) -> None:
-    """A level_done whose numbers are not numbers (the host's generator is the host's word) reaches the Sweep pane:
-    its drawing fails and says so in the pane; the console and the next drawings go on."""
+    """A level whose numbers are not numbers is refused where events are read (console/sweep/model.py); one that got
+    past anyway (a value nobody foresaw) reaches the Sweep pane: its drawing fails and says so in the pane; the
+    console and the next drawings go on."""
+    from console.sweep.model import EventError, LevelDone, LevelProgress, LevelStarted, decode_shown
     from console.ui.widgets.sweep.pane import SweepPane
     from tests.test_app import canned_app
 
+    nonsense = {"type": "level_done", "c": 4, "requests": 8, "errors": 0, "total_tok_s": "lots"}
+    with pytest.raises(EventError, match="total_tok_s"):
+        decode_shown(nonsense)
     app = canned_app(tmp_path)
     async with app.run_test(size=(100, 30)) as pilot:
         pane = app.query_one(SweepPane)
-        pane.data.live = {"done": 0, "requests": 0, "tokens": 0, "started": time.monotonic()}
-        pane._on_event({"type": "level_started", "c": 4, "requests": 8})
-        pane._on_event({"type": "level_done", "c": 4, "requests": 8, "errors": 0, "total_tok_s": "lots",
-                        "per_req_tok_s": {"x": 1}, "ttft_p50_ms": [], "itl_p50_ms": None})
+        pane._on_event(LevelStarted(type="level_started", c=4, requests=8))
+        pane._on_event(LevelDone.model_construct(**nonsense))
         await wait_for(lambda: "failed (" in _problem(pane), timeout=10)
         await pilot.press("z")
         await pilot.pause()
         assert app.is_running
         pane.data.levels.clear()  # what made it fail is gone: the next event and drawing work, and the line goes
-        pane._on_event({"type": "progress", "c": 4, "in_flight": 2, "streamed": 10})
+        pane._on_event(LevelProgress(type="progress", c=4, in_flight=2, streamed=10))
         await wait_for(lambda: not _problem(pane), timeout=10)
 
 

@@ -103,7 +103,7 @@ def test_a_drop_mid_level_keeps_what_the_host_measured_and_ends_with_the_resume_
     assert requests_of(on_disk, 4) == sorted(set(requests_of(on_disk, 4)))  # none kept twice
     assert "seq" not in on_disk[-1]
     run = open_run(tmp_path / "campaign", run_dir.name)
-    assert run.state == "partial" and run.measured()["c"].to_list() == [4]
+    assert run.state == "partial" and [level.c for level in run.measured()] == [4]
     assert not list((linked.workdir / "sweeps").iterdir())  # fetched, then removed from the host
     assert not (run_dir / "host-spool.json").exists()
 
@@ -111,7 +111,7 @@ def test_a_drop_mid_level_keeps_what_the_host_measured_and_ends_with_the_resume_
     out, err = resumed.communicate(timeout=300)
     assert resumed.returncode == 0, err
     run = open_run(tmp_path / "campaign", run_dir.name)
-    assert run.state == "complete" and run.measured()["c"].to_list() == [4, 8]
+    assert run.state == "complete" and [level.c for level in run.measured()] == [4, 8]
 
 
 def test_a_link_not_back_in_time_leaves_the_host_s_measurements_to_resume(
@@ -135,5 +135,5 @@ def test_a_link_not_back_in_time_leaves_the_host_s_measurements_to_resume(
     on_disk = kept(run_dir)
     assert requests_of(on_disk, 4) == sorted(set(requests_of(on_disk, 4)))
     run = open_run(tmp_path / "campaign", run_dir.name)
-    assert run.state == "complete" and run.measured()["c"].to_list() == [4, 8]
-    assert run.levels()["requests"].to_list() == [24, 24]
+    assert run.state == "complete" and [level.c for level in run.measured()] == [4, 8]
+    assert [level.requests for level in run.levels()] == [24, 24]

@@ -135,7 +135,7 @@ def test_a_cut_event_log_falls_back_on_the_tables(campaign: Path) -> None:
     events = campaign / "runs" / "base" / EVENTS
     events.write_text(events.read_text()[:10])  # cut inside the first line; levels.parquet is intact
     run = open_run(campaign, "base")
-    assert run.levels().height == 8 and run.state != "empty"
+    assert len(run.levels()) == 8 and run.state != "empty"
 
 
 def test_two_load_generators_never_write_one_run(tmp_path: Path) -> None:
@@ -160,8 +160,8 @@ def test_a_killed_load_generator_is_named_with_its_signal(tmp_path: Path) -> Non
         process = SweepProcess(run, ["--url", "http://127.0.0.1:9"])
         events = []
         async for event in process.events():
-            events.append(event)
-            if event["type"] == "sweep_started" and process.proc is not None:
+            events.append(event.model_dump())
+            if event.type == "sweep_started" and process.proc is not None:
                 process.proc.send_signal(signal.SIGKILL)
         return events
 
@@ -197,7 +197,7 @@ def test_a_server_killed_mid_level_fails_the_level_and_the_sweep_says_why(start_
     run.finish()
     assert run.state == "partial" and run.stopped_because and run.stopped_because.startswith("C=2: ")
     assert "the server did not answer for 2 s" in run.stopped_because
-    assert not run.measured().height and run.levels()["failed"].to_list()[0]
+    assert not run.measured() and run.levels()[0].failed
     # the server is back: --resume measures the failed level and the rest
     again = start_server()
     resumed = subprocess.run([sys.executable, "-m", "console.sweep.loadgen", "--url", again.url, "--run-dir",
@@ -205,7 +205,7 @@ def test_a_server_killed_mid_level_fails_the_level_and_the_sweep_says_why(start_
     assert resumed.returncode == 0, resumed.stderr
     run = open_run(tmp_path / "campaign", run.name)
     run.finish()
-    assert run.state == "complete" and run.measured()["c"].to_list() == [2, 4]
+    assert run.state == "complete" and [level.c for level in run.measured()] == [2, 4]
 
 
 @pytest.mark.parametrize("client", ["console", "host"])
@@ -245,7 +245,7 @@ def test_a_stalled_link_is_waited_for_and_the_level_measured_again(sim_host_proc
     assert any(e["type"] == "level_retry" for e in events) == (client == "console")
     assert client == "console" or not any(e["type"] == "request" and e.get("error") for e in events)
     run = open_run(host.config.campaign_dir, run_dir.name)
-    assert run.state == "complete" and run.measured()["c"].to_list() == [2]
+    assert run.state == "complete" and [level.c for level in run.measured()] == [2]
 
 
 def test_small_command_line_faults_are_one_line(campaign: Path, tmp_path: Path) -> None:

@@ -39,10 +39,10 @@ async def test_the_console_starts_sweeps_and_stops_the_real_server(real_host: Re
         pane = app.query_one(SweepPane)
         await wait_for(lambda: pane.handle is not None, timeout=30)
         await wait_for(lambda: pane.handle is None, timeout=600)
-        assert [e["c"] for e in pane.levels] == [1, 2] and not any(e.get("failed") for e in pane.levels)
+        assert [e.c for e in pane.levels] == [1, 2] and all(e.measured for e in pane.levels)
         assert app.query_one("#sweep-levels", DataTable).row_count == 2
         chart = app.query_one(SweepChart)
-        assert [e["c"] for e in chart.data.levels] == [1, 2]  # its points on the chart
+        assert [e.c for e in chart.data.levels] == [1, 2]  # its points on the chart
         assert app.session.lifecycle is not None
         await app.session.lifecycle.stop()
         await wait_for(lambda: server.status.state == ServerState.STOPPED, timeout=60)

@@ -3,29 +3,23 @@ run set to draft drafted at all."""
 
 from __future__ import annotations
 
-from typing import Any
-
+from console.sweep.model import LevelDone
 from console.sweep.runs.store import Run, label
 
-ACCEPT_RATE, ACCEPT_LENGTH = "server_spec_accept_rate", "server_spec_accept_length"  # a level's row, from the server
 
-
-def acceptance(level: dict[str, Any]) -> str | None:
+def acceptance(level: LevelDone) -> str | None:
     """A level's draft acceptance in words ("97 % accepted, 3.1 tokens a step"), where the server reported it."""
-    rate, length = level.get(ACCEPT_RATE), level.get(ACCEPT_LENGTH)
-    if not isinstance(rate, int | float):
+    rate, length = level.accept_rate, level.accept_length
+    if rate is None:
         return None
-    return f"{rate:.0%} accepted" + (f", {length:.1f} tokens a step" if isinstance(length, int | float) else "")
+    return f"{rate:.0%} accepted" + (f", {length:.1f} tokens a step" if length is not None else "")
 
 
 def drafted_nothing(run: Run) -> bool:
     """Set to draft, but by its server's own count of every request (llama-server's timings) it drafted no token at
     any measured level: whatever differs from the other run is not speculation's doing."""
-    frame = run.measured()
-    if run.drafting is None or "server_spec_draft_tokens" not in frame.columns:
-        return False
-    counts = frame["server_spec_draft_tokens"].to_list()
-    return bool(counts) and all(n == 0 for n in counts)
+    counts = [level.draft_tokens for level in run.measured()]
+    return run.drafting is not None and bool(counts) and all(n == 0 for n in counts)
 
 
 def acceptance_notes(run: Run) -> list[str]:
@@ -36,8 +30,7 @@ def acceptance_notes(run: Run) -> list[str]:
     if drafted_nothing(run):
         return [f"note: {label(run)} is set to draft ({run.drafting.method}), but its server drafted no token at any "
                 "level (its own count of every request)"]
-    frame = run.measured()
-    said = [f"C={row['c']}: {text}" for row in frame.iter_rows(named=True) if (text := acceptance(row))]
+    said = [f"C={level.c}: {text}" for level in run.measured() if (text := acceptance(level))]
     if not said:
         return [f"note: {label(run)} drafts ({run.drafting.method}) but its server reported no draft acceptance"]
     return [f"acceptance: {label(run)}: " + "; ".join(said)]

@@ -15,8 +15,9 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from console.sweep.analysis.acceptance import ACCEPT_LENGTH, ACCEPT_RATE, acceptance_notes, drafted_nothing
+from console.sweep.analysis.acceptance import acceptance_notes, drafted_nothing
 from console.sweep.analysis.intervals import Verdict, estimate, judge, more_requests
+from console.sweep.model import LevelDone
 from console.sweep.runs.store import Run, label
 
 if TYPE_CHECKING:
@@ -34,8 +35,8 @@ class Level:
     per_request: Verdict
     ttft: Verdict | None  # None where latencies were not measurable (the client's loop ran late)
     itl: Verdict | None
-    a: dict[str, Any]
-    b: dict[str, Any]
+    a: LevelDone
+    b: LevelDone
 
 
 @dataclass(frozen=True)
@@ -89,10 +90,10 @@ class Comparison:
                 row[f"spread_{name}"] = v.spread if v else None
                 row[f"leader_{name}"] = v.leader if v else None
             for side, level in (("a", lv.a), ("b", lv.b)):  # speculation's own figures, where the server gave them
-                row[f"{side}_accept_rate"] = level.get(ACCEPT_RATE)
-                row[f"{side}_accept_length"] = level.get(ACCEPT_LENGTH)
-            row["a_errors"], row["b_errors"] = lv.a.get("errors"), lv.b.get("errors")
-            row["a_requests"], row["b_requests"] = lv.a.get("requests"), lv.b.get("requests")
+                row[f"{side}_accept_rate"] = level.accept_rate
+                row[f"{side}_accept_length"] = level.accept_length
+            row["a_errors"], row["b_errors"] = lv.a.errors, lv.b.errors
+            row["a_requests"], row["b_requests"] = lv.a.requests, lv.b.requests
             rows.append(row)
         return pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame({"c": []})
 
@@ -163,25 +164,25 @@ def counterpart(run: Run, runs: list[Run]) -> Run | None:
     return candidates[-1] if candidates else None
 
 
-def _why_out(row: dict[str, Any]) -> str | None:
-    if row.get("failed"):
-        return f"failed ({row['failed']})"
-    if row.get("client_bound"):
-        return f"client-bound ({row['client_bound']})"
+def _why_out(level: LevelDone) -> str | None:
+    if level.failed:
+        return f"failed ({level.failed})"
+    if level.client_bound:
+        return f"client-bound ({level.client_bound})"
     return None
 
 
 def _levels(a: Run, b: Run) -> tuple[list[Level], dict[int, str]]:
-    rows_a = {r["c"]: r for r in a.levels().iter_rows(named=True)}
-    rows_b = {r["c"]: r for r in b.levels().iter_rows(named=True)}
+    levels_a = {level.c: level for level in a.levels()}
+    levels_b = {level.c: level for level in b.levels()}
     levels, excluded = [], {}
-    for c in sorted(set(rows_a) & set(rows_b)):
-        ra, rb = rows_a[c], rows_b[c]
-        why = [f"{label(run)}: {w}" for run, row in ((a, ra), (b, rb)) if (w := _why_out(row))]
+    for c in sorted(set(levels_a) & set(levels_b)):
+        ra, rb = levels_a[c], levels_b[c]
+        why = [f"{label(run)}: {w}" for run, level in ((a, ra), (b, rb)) if (w := _why_out(level))]
         if why:
             excluded[c] = "; ".join(why)
             continue
-        latency = not (ra.get("lagging") or rb.get("lagging"))
+        latency = not (ra.lagging or rb.lagging)
         levels.append(Level(
             c, judge(estimate(ra, "total"), estimate(rb, "total")),
             judge(estimate(ra, "per_request"), estimate(rb, "per_request")),
@@ -249,7 +250,7 @@ def _repeats(cmp_levels: list[Level], names: dict[str, str]) -> list[Repeat]:
         alike: Repeat | None = None
         for metric, unit in (("total", "tok/s"), ("per_request", "per-request tok/s")):
             v: Verdict = getattr(lv, metric)
-            n = min(int(lv.a.get("requests") or 0), int(lv.b.get("requests") or 0))
+            n = min(lv.a.requests, lv.b.requests)
             if v.leader or v.a.value is None or v.b.value is None or n < 2:
                 continue
             half_a, half_b = v.a.value * v.a.relative_half, v.b.value * v.b.relative_half
@@ -281,8 +282,7 @@ def _repeats(cmp_levels: list[Level], names: dict[str, str]) -> list[Repeat]:
 def _client_note(a: Run, b: Run) -> list[str]:
     """The client's CPU and the machines' load, when they differ between the runs (noise that is not the server's)."""
     def worst(run: Run, key: str) -> float | None:
-        frame = run.levels()
-        values = [v for v in frame[key].to_list() if v is not None] if key in frame.columns else []
+        values = [v for level in run.levels() if (v := getattr(level, key)) is not None]
         return max(values) if values else None
 
     parts = []
@@ -298,39 +298,33 @@ def _client_note(a: Run, b: Run) -> list[str]:
 
 
 def _quality_notes(run: Run) -> list[str]:
-    frame = run.measured()
+    measured = run.measured()
     notes = []
-    for key, text in (("usage_missing", "usage missing: tokens counted from chunks or finish_reason"),
-                      ("short", "ended early (finish_reason stop): their tokens count"),
-                      ("lagging", None)):
-        if key not in frame.columns:
-            continue
-        values = [(c, v) for c, v in zip(frame["c"].to_list(), frame[key].to_list(), strict=True) if v]
-        if not values:
-            continue
-        if key == "lagging":
-            notes.append(f"note: {label(run)}: latencies not measured at {where([c for c, _ in values], frame['c'].to_list())}"
-                         f" ({values[0][1]})")
-        else:
-            notes.append(f"note: {label(run)}: {sum(int(v) for _, v in values)} request(s) {text}")
-    if any(r.get("total_tok_s_lo") is None for r in frame.iter_rows(named=True)):
+    for what, count in (("usage missing: tokens counted from chunks or finish_reason", sum(lv.usage_missing for lv in measured)),
+                        ("ended early (finish_reason stop): their tokens count", sum(lv.short for lv in measured))):
+        if count:
+            notes.append(f"note: {label(run)}: {count} request(s) {what}")
+    if lagging := [lv for lv in measured if lv.lagging]:
+        notes.append(f"note: {label(run)}: latencies not measured at {where([lv.c for lv in lagging], [lv.c for lv in measured])}"
+                     f" ({lagging[0].lagging})")
+    if any(lv.total_tok_s_lo is None for lv in measured):
         notes.append(f"note: {label(run)} has levels without per-request data (imported, or under two requests): "
                      "their numbers carry no interval")
     return notes
 
 
 def compare(a: Run, b: Run) -> Comparison:
-    if not a.measured().height or not b.measured().height:
-        missing = a if not a.measured().height else b
+    la, lb = a.measured(), b.measured()
+    if not la or not lb:
+        missing = a if not la else b
         raise ValueError(f"{label(missing)} has no measured level" + (f" ({missing.corrupt})" if missing.corrupt else ""))
     cmp_levels, excluded = _levels(a, b)
     if not cmp_levels:
         raise ValueError(f"{label(a)} and {label(b)} have no level that both measured"
                          + (": " + "; ".join(f"C={c} {w}" for c, w in excluded.items()) if excluded else ""))
     names = {"a": label(a), "b": label(b)}
-    la, lb = a.measured(), b.measured()
-    sat = {names["a"]: saturation(la["c"].to_list(), la["total_tok_s"].to_list()),
-           names["b"]: saturation(lb["c"].to_list(), lb["total_tok_s"].to_list())}
+    sat = {names["a"]: saturation([lv.c for lv in la], [lv.total_tok_s for lv in la]),
+           names["b"]: saturation([lv.c for lv in lb], [lv.total_tok_s for lv in lb])}
     recommendation, cut = recommend(a, b, cmp_levels)
     return Comparison(a, b, cmp_levels, excluded, _crossover(cmp_levels, "total", names),
                       _crossover(cmp_levels, "per_request", names), sat, recommendation, cut, _repeats(cmp_levels, names),

@@ -5,18 +5,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 from console.sweep.metrics import t975
+from console.sweep.model import LevelDone
 
 MAX_REPEAT_FACTOR = 100  # more than 100x the requests to tell two levels apart: call them alike
-METRICS = {  # name -> (value column, low, high)
+METRICS = {  # name -> (the level's value, low, high)
     "total": ("total_tok_s", "total_tok_s_lo", "total_tok_s_hi"),
     "per_request": ("req_tok_s_mean", "req_tok_s_lo", "req_tok_s_hi"),
     "ttft": ("ttft_mean", "ttft_lo", "ttft_hi"),
     "itl": ("itl_mean", "itl_lo", "itl_hi"),
 }
-
 
 
 @dataclass(frozen=True)
@@ -42,9 +41,8 @@ class Estimate:
         return (self.hi - self.lo) / 2 / abs(self.value)
 
 
-def estimate(row: dict[str, Any], metric: str) -> Estimate:
-    value, lo, hi = METRICS[metric]
-    return Estimate(row.get(value), row.get(lo), row.get(hi))
+def estimate(level: LevelDone, metric: str) -> Estimate:
+    return Estimate(*(getattr(level, name) for name in METRICS[metric]))
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from console.remote import Connection
 from console.remote.command import shell_line
 from console.server.slurm import lifecycle_of
 from console.server.state import ServerRecord, ServerState
+from console.sweep.model import EventError, Said, Shown, decode_shown
 from console.sweep.runs.store import Run, RunError
 from console.untrusted import visible
 
@@ -34,7 +35,7 @@ class SweepProcess:
         self.proc: asyncio.subprocess.Process | None = None
         self.stderr = ""
 
-    async def events(self) -> AsyncIterator[dict[str, Any]]:
+    async def events(self) -> AsyncIterator[Shown]:
         argv = [sys.executable, "-m", "console.sweep.loadgen", *self.target, "--run-dir", str(self.run.dir)]
         if self.resume:
             argv.append("--resume")
@@ -52,20 +53,20 @@ class SweepProcess:
         try:
             while line := await self.proc.stdout.readline():
                 try:
-                    event = orjson.loads(line)
+                    yield decode_shown(orjson.loads(line))
                 except orjson.JSONDecodeError:
-                    continue
-                if isinstance(event, dict):
-                    yield event
+                    continue  # not an event: a line a library printed
+                except EventError as e:  # kept out of the run by the load generator's own check; said, not fatal
+                    yield Said(type="notice", message=f"an event the console cannot read ({e}): left out of the screen")
             status = await self.proc.wait()
             self.stderr = (await stderr_task).decode(errors="replace")
             if status not in (0, 3, 130):
-                yield {"type": "failed", "status": status, "message": self._why(status)}
+                yield Said(type="failed", status=status, message=self._why(status))
             finished = True
             try:  # the load generator wrote the tables; else (it was killed, the disk was full) here, off the loop
                 await asyncio.to_thread(self._tables)
             except RunError as e:
-                yield {"type": "failed", "status": None, "message": str(e)}
+                yield Said(type="failed", message=str(e))
         finally:
             if self.proc.returncode is None:  # the caller went away: end the generator we started
                 self.proc.send_signal(signal.SIGTERM)

@@ -16,12 +16,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 
 from console.sweep.metrics import RequestRecord
-from console.sweep.model import EventError, decode_event
+from console.sweep.model import Event, EventError, LevelDone, LevelStarted, decode_event
 from console.sweep.runs.files import EVENTS, EventsCorrupt, RunError, request_fields
 
 if TYPE_CHECKING:
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 CHUNKS = "chunks"
 _SKIP = ("type", "t", CHUNKS)
+E = TypeVar("E")
 
 
 class RequestColumns:
@@ -89,17 +90,17 @@ class RequestColumns:
 
 @dataclass
 class Attempt:
-    done: dict[str, Any]
+    done: LevelDone
     rows: list[int] = field(default_factory=list)  # its requests, rows of RunEvents.requests
 
     @property
     def failed(self) -> bool:
-        return bool(self.done.get("failed"))
+        return not self.done.measured
 
 
 @dataclass
 class RunEvents:
-    events: list[dict[str, Any]]  # every event but the requests, in order
+    events: list[Event]  # every event but the requests, in order
     requests: RequestColumns | None  # None when read without them
     attempts: dict[int, list[Attempt]]  # per C, the attempts that count now: the last fresh one and the repeats after it
 
@@ -108,8 +109,8 @@ class RunEvents:
         """A level's numbers come from the requests of several attempts (a repeat): they must be read."""
         return any(sum(not a.failed for a in group) > 1 for group in self.attempts.values())
 
-    def of_type(self, kind: str) -> list[dict[str, Any]]:
-        return [e for e in self.events if e["type"] == kind]
+    def of_type(self, kind: type[E]) -> list[E]:
+        return [e for e in self.events if isinstance(e, kind)]
 
 
 _NUMBERS = {int, float}
@@ -163,7 +164,7 @@ def _parse(path: Path, number: int, raw: bytes) -> dict[str, Any]:
 
 
 def _read(path: Path, lines: Iterable[bytes], keep: bool) -> RunEvents:
-    events: list[dict[str, Any]] = []
+    events: list[Event] = []
     requests = RequestColumns()
     seen = 0
     attempts: dict[int, list[Attempt]] = {}
@@ -185,16 +186,16 @@ def _read(path: Path, lines: Iterable[bytes], keep: bool) -> RunEvents:
                 current[event["c"]].append(row)
             continue
         try:
-            decode_event(event)
+            typed = decode_event(event)
         except EventError as e:
             raise EventsCorrupt(path, number, f"a {kind} event pivot cannot read ({e})") from None
-        events.append(event)
-        if kind == "level_started":
-            current[event["c"]] = []
-        elif kind == "level_done":
-            attempt = Attempt(event, current.pop(event["c"], []))
-            if event.get("repeat") and attempts.get(event["c"]):
-                attempts[event["c"]].append(attempt)
+        events.append(typed)
+        if isinstance(typed, LevelStarted):
+            current[typed.c] = []
+        elif isinstance(typed, LevelDone):
+            attempt = Attempt(typed, current.pop(typed.c, []))
+            if typed.repeat and attempts.get(typed.c):
+                attempts[typed.c].append(attempt)
             else:
-                attempts[event["c"]] = [attempt]
+                attempts[typed.c] = [attempt]
     return RunEvents(events, requests if keep else None, attempts)

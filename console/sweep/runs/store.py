@@ -28,6 +28,7 @@ from console import version
 from console.files import replacing, write_atomically
 from console.server.speculation import Drafting, command_argv, drafting
 from console.sweep.metrics import level_metrics
+from console.sweep.model import EventError, LevelDone, SweepDone, SweepStarted
 from console.sweep.runs.files import EVENTS, LEVELS, META, REQUESTS, EventLogFile, EventsCorrupt, RunError, check_run_name, name_part
 from console.sweep.runs.reader import Attempt, RequestColumns, RunEvents, read_run_events
 from console.untrusted import visible
@@ -44,49 +45,36 @@ def runs_dir(campaign_dir: Path) -> Path:
     return campaign_dir / "runs"
 
 
-def _row(done: dict[str, Any]) -> dict[str, Any]:
-    row = {k: v for k, v in done.items() if k not in ("type", "t", "server", "repeat")}
-    for key, value in (done.get("server") or {}).items():
-        row[f"server_{key}"] = value
-    return row
-
-
-def _pooled(c: int, attempts: list[Attempt], requests: RequestColumns | None) -> dict[str, Any]:
+def _pooled(c: int, attempts: list[Attempt], requests: RequestColumns | None) -> LevelDone:
     """One level's numbers from the requests of several good attempts."""
     assert requests is not None, "read with its requests (RunEvents.pooled)"
     records = [requests.record(r) for a in attempts for r in a.rows]
-    servers = [{k: v for k, v in (a.done.get("server") or {}).items() if v is not None} for a in attempts]
+    servers = [{k: v for k, v in a.done.server.items() if v is not None} for a in attempts]
     server = {k: sum(s[k] for s in servers if k in s) / sum(k in s for s in servers) for k in {k for s in servers for k in s}}
-    metrics = level_metrics(c, records, sum(float(a.done.get("wall_s") or 0) for a in attempts), server,
-                            attempts=len(attempts))
-    row = _row({**metrics.model_dump(), "server": server})
+    metrics = level_metrics(c, records, sum(a.done.wall_s or 0 for a in attempts), server, attempts=len(attempts))
+    client: dict[str, Any] = {}
     for key in _CLIENT_MAX:
-        values = [a.done[key] for a in attempts if isinstance(a.done.get(key), (int, float))]
-        row[key] = max(values) if values else None
-    for key in ("client_bound", "lagging"):
-        row[key] = next((a.done[key] for a in attempts if a.done.get(key)), None)
-    if nodes := next((a.done["nodes"] for a in attempts if a.done.get("nodes")), None):
-        row["nodes"] = nodes  # a server across nodes: the hosts that served the level
-    return row
+        values = [v for a in attempts if (v := getattr(a.done, key)) is not None]
+        client[key] = max(values) if values else None
+    for key in ("client_bound", "lagging", "nodes"):  # nodes: a server across nodes, the hosts that served the level
+        client[key] = next((v for a in attempts if (v := getattr(a.done, key))), None)
+    return LevelDone.model_validate({**metrics.model_dump(), **client})
 
 
-def _level_rows(scan: RunEvents) -> list[dict[str, Any]]:
-    rows = []
+def _levels(scan: RunEvents) -> list[LevelDone]:
+    levels = []
     for c, group in sorted(scan.attempts.items()):
         good = [a for a in group if not a.failed]
-        if len(good) > 1:
-            rows.append(_pooled(c, good, scan.requests))
-        else:
-            rows.append(_row((good or group)[-1].done))
-    return rows
+        levels.append(_pooled(c, good, scan.requests) if len(good) > 1 else (good or group)[-1].done)
+    return levels
 
 
-def _frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
+def _frame(levels: list[LevelDone]) -> pl.DataFrame:
     import polars as pl
 
-    if not rows:
+    if not levels:
         return pl.DataFrame({"c": pl.Series([], dtype=pl.Int64), "total_tok_s": pl.Series([], dtype=pl.Float64)})
-    return pl.DataFrame(rows, infer_schema_length=None)
+    return pl.DataFrame([level.row() for level in levels], infer_schema_length=None)
 
 
 @dataclass(frozen=True)
@@ -94,7 +82,7 @@ class _Summary:
     """What the run's readers ask of its events (levels, state, why it stopped): small, so kept per version of the
     file for the life of the process, where the events themselves are not."""
 
-    levels: list[dict[str, Any]]
+    levels: list[LevelDone]
     state: str
     stopped_because: str | None
     server: dict[str, Any] | None  # what the server said of itself at the last start
@@ -102,18 +90,18 @@ class _Summary:
 
 
 def _summarize(scan: RunEvents, wanted: set[int]) -> _Summary:
-    rows = _level_rows(scan)
-    measured = {row["c"] for row in rows if not row.get("failed")}
-    done = scan.of_type("sweep_done")
-    last = done[-1] if done else {}
-    if done and not any(last.get(k) for k in ("aborted", "stopped", "failed")) and wanted <= measured:
+    levels = _levels(scan)
+    measured = {level.c for level in levels if level.measured}
+    done = scan.of_type(SweepDone)
+    last = done[-1] if done else None
+    if last is not None and not (last.aborted or last.stopped or last.failed) and wanted <= measured:
         state = "complete"
     else:
         state = "partial" if measured or scan.attempts else "empty"
-    started = [e for e in scan.of_type("sweep_started") if isinstance(e.get("server"), dict)]
-    server = {k: v for k, v in started[-1]["server"].items() if k != "busy"} if started else None
-    clients = [e["client"] for e in scan.of_type("sweep_started") if isinstance(e.get("client"), dict)]
-    return _Summary(rows, state, (last.get("failed") or None) if done else None, server, clients[-1] if clients else None)
+    started = scan.of_type(SweepStarted)
+    server = next(({k: v for k, v in e.server.items() if k != "busy"} for e in reversed(started) if e.server), None)
+    client = next((e.client for e in reversed(started) if e.client), None)
+    return _Summary(levels, state, (last.failed or None) if last else None, server, client)
 
 
 _SUMMARIES: dict[Path, tuple[tuple[int, int, int], _Summary | EventsCorrupt]] = {}
@@ -127,7 +115,7 @@ def _read_levels(run_dir: Path) -> RunEvents:
 
 def completed_levels(run_dir: Path) -> set[int]:
     """Levels measured (not failed): a resume leaves them alone."""
-    return {row["c"] for row in _level_rows(_read_levels(run_dir)) if not row.get("failed")}
+    return {level.c for level in _levels(_read_levels(run_dir)) if level.measured}
 
 
 def _atomic_parquet(frame: pl.DataFrame, path: Path, row_group_size: int | None = None) -> None:
@@ -225,7 +213,7 @@ class Run:
         summary = self._summary()
         if summary is None:
             return "corrupt"
-        if summary.state == "empty" and self._stored_levels().height:  # events cut short; the tables hold the levels
+        if summary.state == "empty" and self._stored_levels():  # events cut short; the tables hold the levels
             return str(self.meta.get("state") or "partial")
         return summary.state
 
@@ -237,42 +225,47 @@ class Run:
         summary = self._summary()
         return summary.stopped_because if summary is not None else None
 
-    def _stored_levels(self) -> pl.DataFrame:
+    def _stored_levels(self) -> list[LevelDone]:
+        """The levels as the run's table holds them (written when the sweep ended, or imported)."""
         import polars as pl
 
-        with contextlib.suppress(OSError, pl.exceptions.PolarsError):
-            return pl.read_parquet(self.dir / LEVELS)
-        return _frame([])
+        path = self.dir / LEVELS
+        try:
+            rows = pl.read_parquet(path).to_dicts()
+        except (OSError, pl.exceptions.PolarsError):
+            return []
+        try:
+            return [LevelDone.from_row(row) for row in rows]
+        except EventError as e:
+            self.corrupt = f"{path}: a level pivot cannot read ({e})"
+            return []
 
-    def levels(self) -> pl.DataFrame:
-        """One row per level (its attempts merged), sorted by C; failed levels carry their reason in `failed`."""
+    def levels(self) -> list[LevelDone]:
+        """One per level (its attempts merged), by C; a failed level carries its reason in `failed`."""
         if self._finished_since_last_event():
             stored = self._stored_levels()
-            if stored.height:
+            if stored:
                 return stored
         summary = self._summary()
-        frame = _frame(summary.levels if summary is not None else [])
-        if not frame.height and not self.corrupt:  # events cut short: tables written earlier still hold the levels
+        levels = summary.levels if summary is not None else []
+        if not levels and not self.corrupt:  # events cut short: tables written earlier still hold the levels
             return self._stored_levels()
-        return frame
+        return levels
 
     @property
     def has_measured_levels(self) -> bool:
-        return self.state != "corrupt" and bool(self.measured().height)
+        return self.state != "corrupt" and bool(self.measured())
 
-    def measured(self) -> pl.DataFrame:
+    def measured(self) -> list[LevelDone]:
         """The levels that are measurements: not failed (client-bound ones are kept, and flagged)."""
-        import polars as pl
-
-        frame = self.levels()
-        return frame.filter(pl.col("failed").is_null()) if "failed" in frame.columns else frame
+        return [level for level in self.levels() if level.measured]
 
     def summary(self) -> str | None:
         """One line for a runbook step; None when no level finished."""
         levels = self.measured()
-        if not levels.height:
+        if not levels:
             return None
-        return f"run {self.name}: {levels.height} levels, peak {max(levels['total_tok_s'].to_list()):.1f} tok/s"
+        return f"run {self.name}: {len(levels)} levels, peak {max(level.total_tok_s for level in levels):.1f} tok/s"
 
     def reload(self) -> bool:
         """run.toml read again; True when it holds the state of tables written after the last event (the load

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,22 +24,21 @@ from textual.theme import Theme
 from textual_plotext import PlotextPlot
 
 from console.sweep.analysis.compare import label
+from console.sweep.model import LevelDone
 from console.sweep.runs.store import Run, list_runs
 from console.ui.colours import theme_style
+from console.ui.widgets.sweep.progress import LiveLevel
 
 OVERLAYS = [("chart-1", "•"), ("chart-2", "+"), ("chart-3", "o"), ("chart-4", "*")]  # earlier runs, oldest first:
 # a theme colour and a marker of its own for each, so that the chart reads without colour
 LEGEND_INSIDE_ROWS = 16  # a shorter chart would be mostly legend: the legend goes under it instead
-SECOND = [("per-request tok/s", "req_tok_s_mean", 1.0), ("TTFT p50 ms", "ttft_p50", 1000.0),
-          ("server's own gen tok/s", "server_gen_tok_s", 1.0), (None, None, 1.0)]
+Figure = Callable[[LevelDone], float | None]
+SECOND: list[tuple[str, Figure] | None] = [  # the right axis' series, in the order `y` steps through them
+    ("per-request tok/s", lambda lv: lv.req_tok_s_mean),
+    ("TTFT p50 ms", lambda lv: None if lv.ttft_p50 is None else lv.ttft_p50 * 1000),
+    ("server's own gen tok/s", lambda lv: lv.server.get("gen_tok_s")),
+    None]
 PlotextColour = str | int | tuple[int, int, int]
-
-
-def _value(level: dict[str, Any], key: str) -> float | None:
-    """A level's number, from a live level_done event (server view nested) or a stored row (flattened)."""
-    if key.startswith("server_") and key not in level:
-        return (level.get("server") or {}).get(key.removeprefix("server_"))
-    return level.get(key)
 
 
 def _log(levels: list[int]) -> list[float]:
@@ -57,19 +57,19 @@ def plotext_colour(value: str | None) -> PlotextColour:
     return colour.ansi if colour.ansi is not None else colour.rgb
 
 
-def earlier_runs(campaign_dir: Path, run: Run | None, count: int) -> list[tuple[Run, Any]]:
+def earlier_runs(campaign_dir: Path, run: Run | None, count: int) -> list[tuple[Run, list[LevelDone]]]:
     """The last `count` runs but the one on screen, oldest first, with their measured levels (none: left out)."""
     runs = [r for r in list_runs(campaign_dir) if r.state != "corrupt" and (run is None or r.name != run.name)]
     chosen = runs[-count:] if count else []
-    return [(r, frame) for r, frame in ((r, r.measured()) for r in chosen) if frame.height]
+    return [(r, levels) for r, levels in ((r, r.measured()) for r in chosen) if levels]
 
 
 @dataclass
 class ChartData:
     run: Run | None = None
-    levels: list[dict[str, Any]] = field(default_factory=list)  # level_done events of the run on screen
-    overlays: list[tuple[Run, Any]] = field(default_factory=list)  # earlier runs, oldest first, with measured levels
-    live: dict[str, Any] = field(default_factory=dict)  # the level in progress: c, started, tokens
+    levels: list[LevelDone] = field(default_factory=list)  # the levels of the run on screen
+    overlays: list[tuple[Run, list[LevelDone]]] = field(default_factory=list)  # earlier runs, oldest first, measured
+    live: LiveLevel | None = None  # the level in progress
     second: int = 0  # which SECOND series
 
 
@@ -137,39 +137,40 @@ class SweepChart(PlotextPlot):
             self.legend.append((marker, name, variable))
             return name if inside else None
 
-        shown = bool(data.levels or data.overlays or data.live.get("c"))
+        live = data.live if data.live is not None and data.live.c is not None else None
+        shown = bool(data.levels or data.overlays or live)
         self.display = shown
         if not shown:
             return False
         # a log C axis drawn as log10(C) with C on the ticks: plotext's own log scale breaks on edge cases
-        ticks = sorted({e["c"] for e in data.levels} | {c for _, f in data.overlays for c in f["c"].to_list()}
-                       | ({data.live["c"]} if data.live.get("c") else set()))
+        ticks = sorted({e.c for e in data.levels} | {lv.c for _, levels in data.overlays for lv in levels}
+                       | ({live.c} if live and live.c else set()))
         plt.xticks([math.log10(c) for c in ticks], [str(c) for c in ticks])
         plt.xlabel("concurrency C (log scale)")
         plt.ylabel("total output tok/s")
-        for (run, frame), (variable, marker) in zip(data.overlays, OVERLAYS, strict=False):  # at most as many as OVERLAYS
-            plt.plot(_log(frame["c"].to_list()), frame["total_tok_s"].to_list(),
+        for (run, levels), (variable, marker) in zip(data.overlays, OVERLAYS, strict=False):  # at most as many as OVERLAYS
+            plt.plot(_log([lv.c for lv in levels]), [lv.total_tok_s for lv in levels],
                      label=series(marker, label(run), variable), color=colours[variable], marker=marker)
-        measured = [e for e in data.levels if not e.get("failed")]  # a failed level is not a point of the curve
+        measured = [e for e in data.levels if e.measured]  # a failed level is not a point of the curve
         if measured:
-            xs = _log([e["c"] for e in measured])
-            plt.plot(xs, [e["total_tok_s"] for e in measured], color=colours["chart-run"], marker="braille",
+            xs = _log([e.c for e in measured])
+            plt.plot(xs, [e.total_tok_s for e in measured], color=colours["chart-run"], marker="braille",
                      label=series("⣿", label(data.run) if data.run else "this run", "chart-run"))
-            suspect = [e for e in measured if e.get("client_bound")]
+            suspect = [e for e in measured if e.client_bound]
             if suspect:
-                plt.scatter(_log([e["c"] for e in suspect]), [e["total_tok_s"] for e in suspect], marker="?",
+                plt.scatter(_log([e.c for e in suspect]), [e.total_tok_s for e in suspect], marker="?",
                             color=colours["chart-live"],
                             label=series("?", "client-bound: not the server's limit", "chart-live"))
-            name, key, scale = SECOND[data.second]
-            if key is not None and name is not None:
-                ys = [(_value(e, key) or 0) * scale for e in measured]
+            if (second := SECOND[data.second]) is not None:
+                name, figure = second
+                ys = [figure(e) or 0 for e in measured]
                 plt.plot(xs, ys, label=series("x", name, "chart-second"), color=colours["chart-second"],
                          yside="right", marker="x")
                 plt.ylabel(name, yside="right")  # type: ignore[call-arg]  # the stub says xside; plotext takes yside
-        if data.live.get("c") and data.live.get("tokens"):
-            elapsed = max(1e-6, time.monotonic() - data.live["started"])
-            plt.scatter(_log([data.live["c"]]), [data.live["tokens"] / elapsed], marker="●", color=colours["chart-live"],
-                        label=series("●", f"C={data.live['c']} now", "chart-live"))
+        if live and live.c and live.tokens:
+            elapsed = max(1e-6, time.monotonic() - live.started)
+            plt.scatter(_log([live.c]), [live.tokens / elapsed], marker="●", color=colours["chart-live"],
+                        label=series("●", f"C={live.c} now", "chart-live"))
         plt.title("total output tok/s by concurrency")
         self.refresh()
         return True

@@ -41,7 +41,7 @@ class ComparisonView(VerticalScroll):
             table.add_column(header, justify="right")
         for lv in cmp.levels:
             table.add_row(str(lv.c), f"{lv.total.a.value:.1f}", f"{lv.total.b.value:.1f}", self._ratio(lv.total),
-                          self._ratio(lv.per_request), self._ratio(lv.itl), f"{lv.a.get('errors', 0)}/{lv.b.get('errors', 0)}")
+                          self._ratio(lv.per_request), self._ratio(lv.itl), f"{lv.a.errors}/{lv.b.errors}")
         self.query_one("#sweep-compare-text", Static).update(Group(self.text, table))
         self.add_class("-shown")
 

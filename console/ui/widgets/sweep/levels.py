@@ -7,20 +7,21 @@ from typing import Any
 
 from textual.widgets import DataTable
 
+from console.sweep.model import LevelDone
+
 COLUMNS = ("C", "tok/s", "±", "per-req", "TTFT p50", "ITL p50", "errors", "note")
 
 
-def note(e: dict[str, Any]) -> str:
-    if e.get("failed"):
+def note(e: LevelDone) -> str:
+    if e.failed:
         return "FAILED"
-    if e.get("client_bound"):
+    if e.client_bound:
         return "client-bound"
-    if e.get("lagging"):
+    if e.lagging:
         return "ITL?"
-    if e.get("short"):
-        return f"{e['short']} short"
-    rate = e.get("server_spec_accept_rate", (e.get("server") or {}).get("spec_accept_rate"))
-    return f"acc {rate:.0%}" if isinstance(rate, int | float) else ""
+    if e.short:
+        return f"{e.short} short"
+    return f"acc {e.accept_rate:.0%}" if e.accept_rate is not None else ""
 
 
 class LevelTable(DataTable[str]):
@@ -31,16 +32,15 @@ class LevelTable(DataTable[str]):
         for col in COLUMNS:
             self.add_column(col, key=col)
 
-    def show(self, levels: list[dict[str, Any]]) -> None:
+    def show(self, levels: list[LevelDone]) -> None:
         self.clear()
         for e in levels:
             self.add(e)
 
-    def add(self, e: dict[str, Any]) -> None:
+    def add(self, e: LevelDone) -> None:
         ms = lambda v: "—" if v is None else f"{v * 1000:.0f}"
         num = lambda v: "—" if v is None else f"{v:.1f}"
-        lo, hi, total = e.get("total_tok_s_lo"), e.get("total_tok_s_hi"), e.get("total_tok_s")
+        lo, hi, total = e.total_tok_s_lo, e.total_tok_s_hi, e.total_tok_s
         spread = f"{(hi - lo) / 2 / total * 100:.0f}%" if lo is not None and hi is not None and total else "—"
-        self.add_row(str(e["c"]), num(total), spread, num(e.get("req_tok_s_mean")), ms(e.get("ttft_p50")),
-                     "—" if e.get("itl_p50") is None else f"{e['itl_p50'] * 1000:.1f}",
-                     f"{e.get('errors', 0)}/{e.get('requests', 0)}", note(e))
+        self.add_row(str(e.c), num(total), spread, num(e.req_tok_s_mean), ms(e.ttft_p50),
+                     "—" if e.itl_p50 is None else f"{e.itl_p50 * 1000:.1f}", f"{e.errors}/{e.requests}", note(e))

@@ -5,7 +5,6 @@ verdicts: `w` writes the adaptive profile it recommends, `u` repeats its uncerta
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from rich.text import Text
 from textual import work
@@ -19,6 +18,7 @@ from console.remote.errors import RemoteError
 from console.session import Session
 from console.sweep.analysis.adaptive import AdaptivePlan, NoAdaptiveProfile, plan, spec_host
 from console.sweep.analysis.compare import Comparison, bracket, compare, counterpart
+from console.sweep.model import LevelDone, LevelProgress, LevelRetry, LevelStarted, Request, Said, Shown, SweepDone, SweepStarted
 from console.sweep.runs.store import Run, RunError, list_runs
 from console.sweep.settings import SweepSettings
 from console.ui.colours import theme_style
@@ -30,7 +30,7 @@ from console.ui.widgets.sweep.chart import SECOND, ChartData, SweepChart, earlie
 from console.ui.widgets.sweep.comparison import ComparisonView
 from console.ui.widgets.sweep.form import SweepForm
 from console.ui.widgets.sweep.levels import LevelTable
-from console.ui.widgets.sweep.progress import progress_line
+from console.ui.widgets.sweep.progress import LiveLevel, progress_line
 from console.untrusted import visible
 
 REDRAW_S = 0.5  # the chart redraws at most this often, however fast requests finish
@@ -83,7 +83,7 @@ class SweepPane(Pane):
         return self.data.run
 
     @property
-    def levels(self) -> list[dict[str, Any]]:
+    def levels(self) -> list[LevelDone]:
         return self.data.levels
 
     @property
@@ -113,9 +113,9 @@ class SweepPane(Pane):
         not wait for them."""
         runs = [r for r in list_runs(self.session.config.campaign_dir) if r.state != "corrupt"]
         if runs:
-            self.app.call_from_thread(self._show_loaded, runs[-1], list(runs[-1].levels().iter_rows(named=True)))
+            self.app.call_from_thread(self._show_loaded, runs[-1], runs[-1].levels())
 
-    def _show_loaded(self, run: Run, levels: list[dict[str, Any]]) -> None:
+    def _show_loaded(self, run: Run, levels: list[LevelDone]) -> None:
         if self.data.run is None:  # unless a sweep (or the operator) put another run on screen meanwhile
             self._put_run(run, levels)
 
@@ -128,7 +128,7 @@ class SweepPane(Pane):
         overlays = earlier_runs(self.session.config.campaign_dir, run, count)
         self.app.call_from_thread(self._show_overlays, run, count, overlays)
 
-    def _show_overlays(self, run: Run | None, count: int, overlays: list[tuple[Run, Any]]) -> None:
+    def _show_overlays(self, run: Run | None, count: int, overlays: list[tuple[Run, list[LevelDone]]]) -> None:
         if self.run is run and self.overlay_count == count:  # still the run on screen, and as many as asked
             self.data.overlays = overlays
             self.dirty = True
@@ -158,7 +158,7 @@ class SweepPane(Pane):
         the warnings under it."""
         text = Text()
         live, handle = self.data.live, self.handle
-        if handle is not None and live.get("c"):
+        if handle is not None and live is not None and live.c is not None:
             text.append(progress_line(handle, live, self.levels, time.monotonic() - self.started), "bold")
         elif handle is not None:
             text.append("starting the load generator…", "bold")
@@ -174,9 +174,9 @@ class SweepPane(Pane):
         self.query_one("#sweep-progress", QuietStatic).update(text)
 
     def _show_run(self, run: Run) -> None:
-        self._put_run(run, list(run.levels().iter_rows(named=True)))
+        self._put_run(run, run.levels())
 
-    def _put_run(self, run: Run, levels: list[dict[str, Any]]) -> None:
+    def _put_run(self, run: Run, levels: list[LevelDone]) -> None:
         self.data.run, self.data.levels = run, levels
         self.query_one(LevelTable).show(levels)
         self._refresh_overlays()
@@ -187,45 +187,43 @@ class SweepPane(Pane):
         self.handle, self.started, self.warnings = handle, time.monotonic(), []
         self._show_run(handle.run)
         self.hide_comparison()
-        self.data.live = {"done": 0, "requests": 0, "tokens": 0, "started": time.monotonic()}
+        self.data.live = LiveLevel()
         handle.subscribe(self._on_event, ended=self._ended)
         self.refresh_bindings()
 
     @survives("showing the sweep's events")  # a drawing's error must not end the sweep that calls this
-    def _on_event(self, event: dict[str, Any]) -> None:
-        kind = event.get("type")
+    def _on_event(self, event: Shown) -> None:
         live = self.data.live
-        if kind == "sweep_started":
-            self.warnings = [visible(str(w)) for w in event.get("warnings", [])]
-        elif kind == "level_started":
-            live.update(c=event["c"], requests=event["requests"] + event.get("warmup", 0), done=0, tokens=0,
-                        streamed=0, in_flight=None, started=time.monotonic())
-        elif kind == "request":
-            live["done"] = live.get("done", 0) + 1
-            live["tokens"] = live.get("tokens", 0) + (event.get("tokens") or 0)
-        elif kind == "progress" and event.get("c") == live.get("c"):
-            live.update(in_flight=event.get("in_flight"), streamed=event.get("streamed"))
-        elif kind == "level_done":
-            self.data.levels.append(event)
-            self.query_one(LevelTable).add(event)
-        elif kind == "level_retry":
-            self.notify(f"C={event['c']} failed ({visible(str(event.get('reason')))}); the server answers again: "
-                        "measuring it once more", severity="warning", timeout=8)
-        elif kind in ("link_lost", "link_back", "notice"):
-            self.notify(visible(str(event.get("message"))), severity="warning", timeout=10)
-        elif kind == "failed":
-            self.notify(f"the load generator failed: {visible(str(event['message']))}", severity="error", timeout=10)
-        elif kind == "sweep_done" and event.get("failed"):
-            self.notify(f"the sweep stopped: {visible(str(event['failed']))}; the run is partial", severity="error",
-                        timeout=15)
-        elif kind == "sweep_done":
-            word = "aborted" if event.get("aborted") else "stopped" if event.get("stopped") else "finished"
-            self.notify(f"sweep {word}: {self.run.name if self.run else ''}", timeout=6)
+        match event:
+            case SweepStarted():
+                self.warnings = [visible(w) for w in event.warnings]
+            case LevelStarted():
+                self.data.live = LiveLevel(c=event.c, requests=event.requests + event.warmup)
+            case Request() if live is not None:
+                live.done += 1
+                live.tokens += event.tokens
+            case LevelProgress() if live is not None and event.c == live.c:
+                live.in_flight, live.streamed = event.in_flight, event.streamed or 0
+            case LevelDone():
+                self.data.levels.append(event)
+                self.query_one(LevelTable).add(event)
+            case LevelRetry():
+                self.notify(f"C={event.c} failed ({visible(str(event.reason))}); the server answers again: "
+                            "measuring it once more", severity="warning", timeout=8)
+            case Said(type="failed"):
+                self.notify(f"the load generator failed: {visible(event.message)}", severity="error", timeout=10)
+            case Said():
+                self.notify(visible(event.message), severity="warning", timeout=10)
+            case SweepDone() if event.failed:
+                self.notify(f"the sweep stopped: {visible(event.failed)}; the run is partial", severity="error", timeout=15)
+            case SweepDone():
+                word = "aborted" if event.aborted else "stopped" if event.stopped else "finished"
+                self.notify(f"sweep {word}: {self.run.name if self.run else ''}", timeout=6)
         self.dirty = True
 
     def _ended(self, handle: SweepHandle) -> None:
         if self.handle is handle:
-            self.handle, self.data.live = None, {}
+            self.handle, self.data.live = None, None
         self.refresh_bindings()
         self.dirty = True
         self._read_finished(handle.run)
@@ -234,10 +232,9 @@ class SweepPane(Pane):
     def _read_finished(self, run: Run) -> None:
         """The finished run's levels as its tables have them (pooled repeats, failed levels marked), read in a thread:
         a long run's files are not read on the screen's loop."""
-        levels = list(run.levels().iter_rows(named=True))
-        self.app.call_from_thread(self._show_finished, run, levels)
+        self.app.call_from_thread(self._show_finished, run, run.levels())
 
-    def _show_finished(self, run: Run, levels: list[dict[str, Any]]) -> None:
+    def _show_finished(self, run: Run, levels: list[LevelDone]) -> None:
         if self.handle is None and self.data.run is run:  # unless another sweep or run is on screen meanwhile
             self._put_run(run, levels)
 
