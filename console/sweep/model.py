@@ -136,7 +136,7 @@ class Said(_Strict):
 
 
 class SweepStarted(_Strict):
-    type: Literal["sweep_started"]
+    type: Literal["sweep_started"] = "sweep_started"
     url: str | None = None
     model: str | None = None
     server: dict[str, Any] | None = None  # what the server said of itself
@@ -149,7 +149,7 @@ class SweepStarted(_Strict):
 
 
 class LevelStarted(_Strict):
-    type: Literal["level_started"]
+    type: Literal["level_started"] = "level_started"
     c: PositiveInt
     requests: NonNegativeInt = 0
     warmup: NonNegativeInt = 0
@@ -159,7 +159,7 @@ class LevelStarted(_Strict):
 class Request(_Strict):
     """One request (its chunks, [[t, n], …], are read by runevents at C speed, not here)."""
 
-    type: Literal["request"]
+    type: Literal["request"] = "request"
     c: PositiveInt
     i: NonNegativeInt
     start: float
@@ -170,18 +170,18 @@ class Request(_Strict):
 class ServerMetrics(_Strict):
     """The server's /metrics, scraped while a level runs."""
 
-    type: Literal["metrics"]
+    type: Literal["metrics"] = "metrics"
     c: PositiveInt
 
 
 class LevelRetry(_Strict):
-    type: Literal["level_retry"]
+    type: Literal["level_retry"] = "level_retry"
     c: PositiveInt
     reason: str | None = None
 
 
 class SweepDone(_Strict):
-    type: Literal["sweep_done"]
+    type: Literal["sweep_done"] = "sweep_done"
     aborted: bool = False
     stopped: bool = False
     failed: str | None = None  # why the sweep stopped before its last level
@@ -190,7 +190,7 @@ class SweepDone(_Strict):
 class LevelProgress(_Strict):
     """News of a level in progress: shown, never kept."""
 
-    type: Literal["progress"]
+    type: Literal["progress"] = "progress"
     c: PositiveInt
     in_flight: NonNegativeInt | None = None
     streamed: NonNegativeInt | None = None  # tokens streamed in the level so far, finished requests or not
@@ -203,6 +203,21 @@ _EVENT: TypeAdapter[Event] = TypeAdapter(Event)
 _SHOWN: TypeAdapter[Shown] = TypeAdapter(Shown)
 EVENT_TYPES = frozenset(("sweep_started", "level_started", "request", "metrics", "level_retry", "level_done", "sweep_done",
                          "progress"))
+
+
+class HostOrder(_Strict):
+    """What the console's side sends the load generator on the host (console/sweep/loadgen/on_host.py), one JSON line
+    on its stdin: the sweep to run, against which server, and where to spool its events."""
+
+    settings: dict[str, Any]  # console/sweep/settings.py SweepSettings, as run.toml holds it
+    prompts: list[Any]
+    headers: dict[str, str]
+    done: list[int] = Field(default_factory=list)  # levels measured already (a resume)
+    repeat: list[int] = Field(default_factory=list)  # levels to measure again
+    kind: str | None = None  # the managed server's engine kind: what its requests may carry
+    nodes: list[str] | None = None  # a server across nodes: its hosts, rank 0 first
+    address: str | None = None  # the server's address seen from the host (a Slurm job's first node); None: loopback
+    spool: str | None = None  # the token of the spool the events go to
 
 
 class EventError(ValueError):

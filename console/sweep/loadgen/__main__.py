@@ -34,6 +34,7 @@ from console.remote import Connection, RemoteError
 from console.sweep.loadgen.generator import HostLoad, client_placement, sweep
 from console.sweep.loadgen.host_generator import HostGenerator, NotOnHost, pending_spool
 from console.sweep.loadgen.requests import prompts
+from console.sweep.model import Event, HostOrder, LevelProgress, Said, SweepDone
 from console.sweep.runs.files import EventLogFile
 from console.sweep.runs.lock import RunLocked, run_lock
 from console.sweep.runs.store import RunError, completed_levels, open_run_dir
@@ -44,14 +45,14 @@ from console.untrusted import visible
 class EventSink(EventLogFile):
     """Each event appended to the run and printed, as one JSON line, for whoever started this process."""
 
-    def emit(self, event: dict[str, Any]) -> None:
-        line = self.append({"t": round(time.time(), 4), **event})
+    def emit(self, event: Event) -> None:
+        line = self.append({"t": round(time.time(), 4), **event.model_dump()})
         sys.stdout.buffer.write(line)
         sys.stdout.buffer.flush()
 
-    def show(self, event: dict[str, Any]) -> None:
-        """Printed only, not kept with the run: news of a level in progress."""
-        sys.stdout.buffer.write(orjson.dumps(event) + b"\n")
+    def show(self, event: LevelProgress | Said) -> None:
+        """Printed only, not kept with the run: news of a level in progress, the link to the host."""
+        sys.stdout.buffer.write(orjson.dumps(event.model_dump()) + b"\n")
         sys.stdout.buffer.flush()
 
 
@@ -101,9 +102,9 @@ def main(argv: list[str] | None = None) -> int:
             done = completed_levels(args.run_dir) if args.resume else set()
             warnings: list[str] = []
             if settings.client != "console":
-                order = {"settings": settings.to_dict(), "prompts": common["pool"], "headers": headers,
-                         "done": sorted(done), "repeat": args.repeat or [], "kind": meta.get("kind"),
-                         "nodes": meta.get("nodes"), "address": args.address}
+                order = HostOrder(settings=settings.to_dict(), prompts=common["pool"], headers=headers, done=sorted(done),
+                                  repeat=args.repeat or [], kind=meta.get("kind"), nodes=meta.get("nodes"),
+                                  address=args.address)
                 try:
                     status = await HostGenerator(conn, spec, sink, args.run_dir).run(args.port, order, stop_after_level)
                     sink.sync()
@@ -117,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
                                host_load=_host_load(conn), warnings=warnings, done=done, **common)
         except asyncio.CancelledError:
             if pending_spool(args.run_dir) is None:
-                sink.emit({"type": "sweep_done", "aborted": True, "stopped": False})
+                sink.emit(SweepDone(aborted=True))
             else:  # the host's events go on where those kept here end, when fetched
                 print(f"pivot-loadgen: what the load generator on {args.host} measured waits there: `pivot sweep "
                       f"--resume {args.run_dir.name}` fetches it and measures the rest", file=sys.stderr)
@@ -152,8 +153,8 @@ async def _fetch_pending(conn: Connection, spec: config.HostSpec, sink: EventSin
                           "this run waits there: resume it on that host (pivot --host NAME sweep --resume)")
     generator = HostGenerator(conn, spec, sink, run_dir)
     generator.seq = pending["seq"]
-    sink.show({"type": "link_back", "message": f"fetching what the load generator on {spec.name} measured after the "
-               "link was lost"})
+    sink.show(Said(type="link_back", message=f"fetching what the load generator on {spec.name} measured after the link "
+                   "was lost"))
     await generator.fetch_until_ended(pending["token"], 60.0)
 
 

@@ -22,7 +22,7 @@ from console.server.engines import ENGINES, Engine
 from console.sweep.loadgen.requests import Client, TokensPerChunk, UniquePrompts, one_request, request_body
 from console.sweep.loadgen.server_view import metrics_text, scrape, server_answers, server_facts, spec_counters, speculation, warnings_for
 from console.sweep.metrics import FAILED_ERROR_RATE, RequestRecord, level_metrics, percentile
-from console.sweep.model import LevelDone
+from console.sweep.model import Event, LevelDone, LevelProgress, LevelRetry, LevelStarted, Request, Said, SweepDone, SweepStarted
 from console.sweep.settings import SweepSettings
 
 LAG_TICK_S = 0.01
@@ -32,9 +32,9 @@ PROGRESS_S = 1.0  # how often a level in progress says how far it is
 class Sink(Protocol):
     """Where the generator's events go: kept with the run (emit) or only shown (show, news of a level in progress)."""
 
-    def emit(self, event: dict[str, Any]) -> None: ...
+    def emit(self, event: Event) -> None: ...
 
-    def show(self, event: dict[str, Any]) -> None: ...
+    def show(self, event: LevelProgress | Said) -> None: ...
 
     def sync(self) -> None: ...
 
@@ -70,11 +70,11 @@ HostLoad = Callable[[], Awaitable[float | None]]
 
 async def run_level(client: Client, settings: SweepSettings, pool: list[Any] | UniquePrompts, model: str, c: int, sink: Sink,
                     scrape_metrics: bool, per_chunk: TokensPerChunk, host_load: HostLoad | None,
-                    repeat: bool = False, ignore_eos: bool = True, nodes: list[str] | None = None) -> dict[str, Any]:
+                    repeat: bool = False, ignore_eos: bool = True, nodes: list[str] | None = None) -> LevelDone:
     """One level to its end; nodes: the hosts of a server across nodes (each rank serves every request), written in
     the level's row."""
     total = settings.requests_for(c)
-    sink.emit({"type": "level_started", "c": c, "requests": total, "warmup": settings.warmup, "repeat": repeat})
+    sink.emit(LevelStarted(c=c, requests=total, warmup=settings.warmup, repeat=repeat))
     level_t0 = time.monotonic()
     cpu0 = time.process_time()
     deadline = level_t0 + settings.duration_s if settings.duration_s else None
@@ -106,7 +106,7 @@ async def run_level(client: Client, settings: SweepSettings, pool: list[Any] | U
                 in_flight -= 1
             errors += not record.ok
             records.append(record)
-            sink.emit({"type": "request", **record.to_dict()})
+            sink.emit(Request.model_construct(**record.to_dict()))  # made here, from a record: checked already
 
     async def progress() -> None:
         """Once a second while the level runs: requests in flight and tokens streamed so far, so that a long first
@@ -114,8 +114,7 @@ async def run_level(client: Client, settings: SweepSettings, pool: list[Any] | U
         seen0 = per_chunk.seen
         while True:
             await asyncio.sleep(PROGRESS_S)
-            sink.show({"type": "progress", "c": c, "in_flight": in_flight,
-                       "streamed": round((per_chunk.seen - seen0) * per_chunk.ratio)})
+            sink.show(LevelProgress(c=c, in_flight=in_flight, streamed=round((per_chunk.seen - seen0) * per_chunk.ratio)))
 
     helpers = [asyncio.create_task(watch_lag(lags)), asyncio.create_task(progress())]
     counted_before = None
@@ -145,9 +144,9 @@ async def run_level(client: Client, settings: SweepSettings, pool: list[Any] | U
         client_side["host_load_avg"] = await host_load()
     done = LevelDone.model_validate({**metrics.model_dump(), "peak_in_flight": peak, "repeat": repeat,
                                      "nodes": ",".join(nodes) if nodes else None, **client_side})
-    sink.emit(done.model_dump(exclude=set() if nodes else {"nodes"}))
+    sink.emit(done)
     sink.sync()
-    return {**metrics.model_dump(), **client_side}
+    return done
 
 
 def client_placement(path: str, host: str | None = None) -> dict[str, Any]:
@@ -177,10 +176,10 @@ async def sweep(url: str, sink: Sink, settings: SweepSettings, *, pool: list[Any
             source = UniquePrompts(settings.input_tokens)
             await source.calibrate(client.session())
         said = [*(warnings or []), *warnings_for(levels, facts), *engine_warnings(engine)]
-        sink.emit({"type": "sweep_started", "url": url, "model": model, "server": facts, "resumed": sorted(done),
-                   "repeat": repeat or [], "warnings": said, "pid": os.getpid(), "client": placement,
-                   "prompts": source.describe() if isinstance(source, UniquePrompts) else
-                   {"source": settings.prompt_file or f"{len(pool)} seeded prompts (unique_prompts = false)"}})
+        sink.emit(SweepStarted(url=url, model=model, server=facts, resumed=sorted(done), repeat=repeat or [], warnings=said,
+                               pid=os.getpid(), client=placement,
+                               prompts=source.describe() if isinstance(source, UniquePrompts) else
+                               {"source": settings.prompt_file or f"{len(pool)} seeded prompts (unique_prompts = false)"}))
         stopped = False
         for c in levels:
             if c in done:
@@ -190,17 +189,17 @@ async def sweep(url: str, sink: Sink, settings: SweepSettings, *, pool: list[Any
                 break
             result = await run_level(client, settings, source, model, c, sink, bool(facts.get("metrics")), per_chunk,
                                      host_load, repeat=bool(repeat), ignore_eos=ignore_eos, nodes=nodes)
-            if result["failed"]:
+            if result.failed:
                 answering = await server_answers(client.session(), settings.server_wait_s)
                 if answering:
-                    sink.emit({"type": "level_retry", "c": c, "reason": result["failed"]})
+                    sink.emit(LevelRetry(c=c, reason=result.failed))
                     result = await run_level(client, settings, source, model, c, sink, bool(facts.get("metrics")),
                                              per_chunk, host_load, repeat=bool(repeat), ignore_eos=ignore_eos, nodes=nodes)
-                if result["failed"]:
+                if result.failed:
                     why = "" if answering else f"; the server did not answer for {settings.server_wait_s:g} s"
-                    failed = f"C={c}: {result['failed']}" + (f" ({result['first_error']})" if result["first_error"] else "") + why
+                    failed = f"C={c}: {result.failed}" + (f" ({result.first_error})" if result.first_error else "") + why
                     break
-        sink.emit({"type": "sweep_done", "aborted": False, "stopped": stopped, "failed": failed})
+        sink.emit(SweepDone(stopped=stopped, failed=failed))
     sink.sync()
     return 3 if failed else 0
 

@@ -20,7 +20,7 @@ from console.files import write_atomically
 from console.remote import Connection, RemoteError
 from console.remote.errors import Disconnected
 from console.sweep.loadgen.generator import Sink
-from console.sweep.model import EVENT_TYPES, EventError, decode_event
+from console.sweep.model import EVENT_TYPES, Event, EventError, HostOrder, LevelProgress, Said, SweepDone, SweepStarted, decode_event
 from console.untrusted import visible
 from console.zipapp import checked, loadgen_zip, not_there
 
@@ -51,25 +51,25 @@ class HostGenerator:
         self.conn, self.spec, self.sink, self.run_dir = conn, spec, sink, run_dir
         self.name, self.data = loadgen_zip()
         self.seq = 0  # the number of the last of the host's events kept here
-        self.last: dict[str, Any] | None = None  # and that event
+        self.last: Event | None = None  # and that event
 
     def _argv(self, *args: str) -> list[str]:
         return checked(f"agent/{self.name}", self.data, [self.spec.python, f"agent/{self.name}", *args])
 
-    async def run(self, port: int, order: dict[str, Any], stop_after_level: asyncio.Event) -> int:
+    async def run(self, port: int, order: HostOrder, stop_after_level: asyncio.Event) -> int:
         """The sweep to its end, as a sweep here ends (0, 3 when a level failed, 130 aborted)."""
         token = secrets.token_hex(16)
-        order = {**order, "spool": token}
+        order = order.model_copy(update={"spool": token})
         for attempt in (1, 2):
             stream = await self.conn.stream(self._argv("--port", str(port)), cwd=self.spec.workdir)
             stopper = asyncio.create_task(_stop_later(stream, stop_after_level))
             lost: str | None = None
             try:
                 try:
-                    stream.write(orjson.dumps(order).decode() + "\n")  # (gone already when not there: its status says)
+                    stream.write(order.model_dump_json() + "\n")  # (gone already when not there: its status says)
                     async for line in stream:
                         event = self._take(_parse(line), unsupported_ends=self.last is None)
-                        if event is not None and event["type"] == "sweep_done":
+                        if isinstance(event, SweepDone):
                             with contextlib.suppress(RemoteError):
                                 stream.write("ack\n")  # the host may remove its spool
                 except Disconnected as e:
@@ -78,9 +78,9 @@ class HostGenerator:
                 if self.last is None and attempt == 1 and not_there(status, stream.stderr_tail):
                     await self.conn.upload(self.data, f"{self.spec.workdir.rstrip('/')}/agent/{self.name}")
                     continue
-                if self.last is not None and self.last["type"] != "sweep_done" and status is None:  # the link ended
+                if self.last is not None and not isinstance(self.last, SweepDone) and status is None:  # the link ended
                     return await self.recover(token, lost or f"{self.conn.host}: its channel closed without an exit status")
-                if self.last is None or self.last["type"] != "sweep_done":
+                if not isinstance(self.last, SweepDone):
                     why = "; ".join(stream.stderr_tail) or f"exit status {status}"
                     raise RemoteError(self.conn.host, f"the load generator on the host ended before the sweep did: {why}")
                 return _status(self.last)
@@ -93,38 +93,38 @@ class HostGenerator:
                 await stream.stop()
         raise AssertionError("unreachable")
 
-    def _take(self, event: dict[str, Any] | None, *, unsupported_ends: bool = False) -> dict[str, Any] | None:
+    def _take(self, event: dict[str, Any] | None, *, unsupported_ends: bool = False) -> Event | None:
         """An event of the host's, kept if it is of a known type and was not kept before (its `seq`)."""
         if event is None:
             return None
         kind = event.get("type")
         if kind == "unsupported" and unsupported_ends:
             raise NotOnHost(visible(str(event.get("why"))))
-        if kind == "progress":
-            self.sink.show(event)
-            return None
         seq = event.pop("seq", None)
-        if kind not in EVENT_TYPES or not isinstance(seq, int) or seq <= self.seq:
+        if kind != "progress" and (kind not in EVENT_TYPES or not isinstance(seq, int) or seq <= self.seq):
+            return None
+        try:
+            typed = decode_event(event)
+        except EventError as e:  # the host's word: a number that is not one is not kept, and said
+            self.sink.show(Said(type="notice", message=f"the load generator on {self.conn.host} sent a {visible(str(kind))} "
+                                f"event pivot cannot read ({visible(str(e))}): not kept"))
+            return None
+        if isinstance(typed, LevelProgress):
+            self.sink.show(typed)
             return None
         self.seq = seq
-        try:
-            decode_event(event)
-        except EventError as e:  # the host's word: a number that is not one is not kept, and said
-            self.sink.show({"type": "notice", "message": f"the load generator on {self.conn.host} sent a {visible(str(kind))} "
-                            f"event pivot cannot read ({visible(str(e))}): not kept"})
-            return None
-        self.last = event
-        self.sink.emit({**event, "pid": os.getpid()} if kind == "sweep_started" else event)
-        return event
+        self.last = typed.model_copy(update={"pid": os.getpid()}) if isinstance(typed, SweepStarted) else typed
+        self.sink.emit(self.last)
+        return self.last
 
     async def recover(self, token: str, why: str) -> int:
         """The link was lost mid-sweep: the host's generator measures the level in progress to its end and begins no
         other. Wait for the link, then keep what it measured from its spool, until it has ended."""
         self._keep_pending(token)
         why = why.removeprefix(f"{self.conn.host}: ")
-        self.sink.show({"type": "link_lost", "message": f"the link to {self.conn.host} was lost ({visible(why)}): "
-                        "the load generator there measures the level in progress to its end; what it measures is "
-                        "fetched when the link is back"})
+        self.sink.show(Said(type="link_lost", message=f"the link to {self.conn.host} was lost ({visible(why)}): the load "
+                            "generator there measures the level in progress to its end; what it measures is fetched when "
+                            "the link is back"))
         return await self.fetch_until_ended(token, RECONNECT_S)
 
     async def fetch_until_ended(self, token: str, within_s: float) -> int:
@@ -134,8 +134,8 @@ class HostGenerator:
             try:
                 await self.conn.connected(timeout=max(1.0, deadline - time.monotonic()))
                 if not said_back:
-                    self.sink.show({"type": "link_back", "message": f"the link to {self.conn.host} is back: fetching "
-                                    "what the load generator there measured"})
+                    self.sink.show(Said(type="link_back", message=f"the link to {self.conn.host} is back: fetching what "
+                                        "the load generator there measured"))
                     said_back = True
                 running = await self._fetch(token)
             except RemoteError as e:
@@ -149,7 +149,7 @@ class HostGenerator:
                 with contextlib.suppress(RemoteError):
                     await self.conn.run(["rm", "-f", "--", f"sweeps/{token}.jsonl"], cwd=self.spec.workdir)
                 (self.run_dir / PENDING).unlink(missing_ok=True)
-                if self.last is None or self.last["type"] != "sweep_done":
+                if not isinstance(self.last, SweepDone):
                     raise RemoteError(self.conn.host, "the load generator on the host ended before the sweep did "
                                       "(what it measured is kept)")
                 return _status(self.last)
@@ -189,8 +189,8 @@ def _parse(line: str) -> dict[str, Any] | None:
     return None
 
 
-def _status(last: dict[str, Any]) -> int:
-    return 130 if last.get("aborted") else 3 if last.get("failed") else 0
+def _status(last: SweepDone) -> int:
+    return 130 if last.aborted else 3 if last.failed else 0
 
 
 async def _stop_later(stream: Any, stop_after_level: asyncio.Event) -> None:

@@ -24,11 +24,12 @@ import re
 import signal
 import sys
 import time
-from typing import IO, Any
+from typing import IO
 
 import orjson
 
 from console.sweep.loadgen.generator import client_placement, sweep
+from console.sweep.model import Event, HostOrder, LevelDone, LevelProgress, LevelStarted, Said, SweepDone
 from console.sweep.settings import SweepSettings
 
 ORDER_LIMIT = 1 << 26  # the first line carries the prompts
@@ -108,18 +109,18 @@ class PipeSink:
         self.orphaned: str | None = None  # why nobody reads the pipe any more
         self.level: int | None = None
 
-    def emit(self, event: dict[str, Any]) -> None:
+    def emit(self, event: Event) -> None:
         self.seq += 1
-        if event.get("type") in ("level_started", "level_done"):
-            self.level = event.get("c") if event["type"] == "level_started" else None
-        elif event.get("type") == "sweep_done" and self.orphaned and not event.get("failed"):
-            event = {**event, "failed": self.orphaned}
-        line = orjson.dumps({**event, "seq": self.seq}, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE)
+        if isinstance(event, LevelStarted | LevelDone):
+            self.level = event.c if isinstance(event, LevelStarted) else None
+        elif isinstance(event, SweepDone) and self.orphaned and not event.failed:
+            event = event.model_copy(update={"failed": self.orphaned})
+        line = orjson.dumps({**event.model_dump(), "seq": self.seq}, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE)
         self.spool.write(line)
         self.show_line(line)
 
-    def show(self, event: dict[str, Any]) -> None:
-        self.show_line(orjson.dumps(event, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE))
+    def show(self, event: LevelProgress | Said) -> None:
+        self.show_line(orjson.dumps(event.model_dump(), option=orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE))
 
     def show_line(self, line: bytes) -> None:
         if not self.transport.is_closing():
@@ -148,10 +149,10 @@ async def run(port: int) -> int:
         loop.add_signal_handler(sig, task.cancel)
     stdin = asyncio.StreamReader(limit=ORDER_LIMIT)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(stdin), sys.stdin)
-    order = orjson.loads(await stdin.readline())
+    order = HostOrder.model_validate(orjson.loads(await stdin.readline()), strict=False)
     stop, acked = asyncio.Event(), asyncio.Event()
     transport, _ = await loop.connect_write_pipe(asyncio.Protocol, sys.stdout)
-    sink = PipeSink(transport, Spool(str(order["spool"])))
+    sink = PipeSink(transport, Spool(str(order.spool)))
 
     async def listen() -> None:
         while line := await stdin.readline():
@@ -169,20 +170,19 @@ async def run(port: int) -> int:
 
     listener = asyncio.create_task(listen())
     try:
-        address = str(order.get("address") or "127.0.0.1")  # a Slurm job's first node, seen from its login node
+        address = order.address or "127.0.0.1"  # a Slurm job's first node, seen from its login node
         host = f"[{address}]" if ":" in address else address
-        status = await sweep(f"http://{host}:{port}", sink, SweepSettings.from_dict(order["settings"]),
-                           pool=order["prompts"], headers=order["headers"], done=set(order["done"]),
-                           repeat=order["repeat"] or None, stop_after_level=stop, kind=order.get("kind"),
-                           nodes=order.get("nodes"),
-                           placement=client_placement("on-host"))
+        status = await sweep(f"http://{host}:{port}", sink, SweepSettings.from_dict(order.settings), pool=order.prompts,
+                             headers=order.headers, done=set(order.done), repeat=order.repeat or None,
+                             stop_after_level=stop, kind=order.kind, nodes=order.nodes,
+                             placement=client_placement("on-host"))
         await sink.drained(float("inf"))
         ack = asyncio.ensure_future(acked.wait())
         await asyncio.wait({ack, listener}, timeout=ACK_WAIT_S, return_when=asyncio.FIRST_COMPLETED)
         ack.cancel()
         return status
     except asyncio.CancelledError:
-        sink.emit({"type": "sweep_done", "aborted": True, "stopped": False})
+        sink.emit(SweepDone(aborted=True))
         await sink.drained(5.0)
         return 130
     finally:

@@ -18,6 +18,7 @@ import aiohttp
 import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
+from console.sweep.model import ServerMetrics
 from console.untrusted import decode
 
 SERVER_GAUGES = {  # Prometheus name -> our name
@@ -101,7 +102,7 @@ async def metrics_text(client: aiohttp.ClientSession) -> str | None:
     return None
 
 
-async def scrape(session: Callable[[], aiohttp.ClientSession], c: int, emit: Callable[[dict[str, Any]], None],
+async def scrape(session: Callable[[], aiohttp.ClientSession], c: int, emit: Callable[[ServerMetrics], None],
                  samples: list[dict[str, float]]) -> None:
     """session: the client's current one (it changes when the server turns out to close kept-alive connections)."""
     while True:
@@ -111,7 +112,7 @@ async def scrape(session: Callable[[], aiohttp.ClientSession], c: int, emit: Cal
                 values = server_gauges(decode(body))
                 if values:
                     samples.append(values)
-                    emit({"type": "metrics", "c": c, **values})
+                    emit(ServerMetrics.model_validate({"c": c, **values}))  # the gauges as fields of their own
         await asyncio.sleep(1.0)
 
 
