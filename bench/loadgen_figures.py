@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import ROOT, OpenSshHost, SimHost, load, median, tree_env
+from console.sweep.model import RunMeta
 from console.sweep.runs.store import create_run
 
 LEVELS = (250, 1000)
@@ -34,7 +35,7 @@ def one_sweep(tree: Path, target: list[str], campaign: Path, client: str) -> lis
     settings = {"levels": list(LEVELS), "requests": "c", "min_requests": 2 * max(LEVELS), "max_tokens": 64}
     if has_on_host(tree):  # (an older tree knows no `client`, and generates every load itself)
         settings["client"] = client
-    run = create_run(campaign, {"profile": "bench", "settings": settings})
+    run = create_run(campaign, RunMeta(profile="bench", settings=settings))
     before, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic()
     done = subprocess.run([sys.executable, "-m", "console.sweep.loadgen", *target, "--run-dir", str(run.dir)],
                           capture_output=True, text=True, env=tree_env(tree), cwd=tree, timeout=300)

@@ -24,6 +24,7 @@ import urllib.request
 from pathlib import Path
 
 from console.sweep.metrics import RequestRecord
+from console.sweep.model import RunMeta
 from console.sweep.runs.store import create_run
 from console.sweep.settings import SweepSettings
 from tests.conftest import free_port
@@ -54,7 +55,7 @@ def start_server(spec_type: str | None) -> tuple[subprocess.Popen[bytes], str]:
 def measure(url: str, requests: int) -> dict[int, dict[str, float]]:
     settings = SweepSettings(levels=(1, 4), requests=requests, max_tokens=128, input_tokens=128)
     with tempfile.TemporaryDirectory() as tmp:
-        run = create_run(Path(tmp), {"profile": "bench", "kind": "llamacpp", "settings": settings.to_dict()})
+        run = create_run(Path(tmp), RunMeta(profile="bench", kind="llamacpp", settings=settings.to_dict()))
         subprocess.run([sys.executable, "-m", "console.sweep.loadgen", "--url", url, "--run-dir", str(run.dir)],
                        check=True, capture_output=True, timeout=1800)
         events = [json.loads(line) for line in (run.dir / "events.jsonl").read_text().splitlines()]

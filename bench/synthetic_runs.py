@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from console.sweep.metrics import RequestRecord, level_metrics
+from console.sweep.model import RunMeta
 from console.sweep.runs.store import EVENTS, create_run
 
 LEVELS = (1, 2, 5, 10, 30, 70, 100, 250, 500, 1000)
@@ -46,8 +47,9 @@ def _record(rng: random.Random, c: int, index: int, start: float, per_token: flo
 def write_run(campaign: Path, name: str, *, speculative: bool, requests: int, seed: int) -> None:
     rng = random.Random(seed)
     argv = ["python3", "-m", "sglang.launch_server", "--model-path", "/models/m", *(SPEC_FLAGS if speculative else [])]
-    run = create_run(campaign, {"profile": name, "kind": "sglang", "argv": argv, "host": "bench",
-                                "settings": {"levels": list(LEVELS), "max_tokens": MAX_TOKENS}}, name=name)
+    meta = RunMeta(profile=name, kind="sglang", argv=argv, host="bench",
+                   settings={"levels": list(LEVELS), "max_tokens": MAX_TOKENS})
+    run = create_run(campaign, meta, name=name)
     now = time.time()
     with open(run.dir / EVENTS, "w") as f:
         def emit(event: dict) -> None:

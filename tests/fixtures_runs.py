@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from console.sweep.model import RunMeta
 from console.sweep.runs.store import EVENTS, create_run
 
 BASELINE = {1: (84.5, 92.6), 2: (166.0, 84.0), 5: (315.0, 64.0), 10: (450.0, 46.0), 30: (631.0, 21.5),
@@ -28,7 +29,7 @@ def write_run(campaign: Path, name: str, profile: str, numbers: dict[int, tuple[
               complete: bool = True, spread: float = 0.01, kind: str = "sglang", argv: list[str] | None = None) -> None:
     levels = sorted(numbers) if complete else sorted(numbers)[:3]
     argv = argv or ["python", "-m", "sglang.launch_server", *(SPEC_FLAGS if speculative else [])]
-    run = create_run(campaign, {"profile": profile, "kind": kind, "argv": argv, "settings": {"levels": sorted(numbers)}},
+    run = create_run(campaign, RunMeta(profile=profile, kind=kind, argv=argv, settings={"levels": sorted(numbers)}),
                      name=name)
     with open(run.dir / EVENTS, "a") as f:
         f.write(json.dumps({"type": "sweep_started"}) + "\n")

@@ -14,6 +14,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from console.sweep.model import RunMeta
 from console.sweep.runs.store import create_run
 from console.sweep.settings import SweepSettings
 from tests.conftest import free_port
@@ -62,7 +63,7 @@ async def _plain_client(url: str, c: int, n: int) -> list[str]:
 
 
 def sweep(url: str, tmp_path: Path, settings: SweepSettings) -> list[dict]:
-    run = create_run(tmp_path / "campaign", {"profile": "ls", "kind": "llamacpp", "settings": settings.to_dict()})
+    run = create_run(tmp_path / "campaign", RunMeta(profile="ls", kind="llamacpp", settings=settings.to_dict()))
     done = subprocess.run([sys.executable, "-m", "console.sweep.loadgen", "--url", url, "--run-dir", str(run.dir)],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from console.sweep.model import RunMeta
 from console.sweep.runs.store import create_run, open_run
 from tests.conftest import HostProcess, host_process
 
@@ -42,7 +43,7 @@ def loadgen(host: HostProcess, config: Path, run_dir: Path, **kw: Any) -> subpro
 
 def new_run(campaign: Path, client: str, levels: list[int], max_tokens: int = 32) -> Path:
     settings = {"levels": levels, "requests": "c", "min_requests": 8, "max_tokens": max_tokens, "client": client}
-    return create_run(campaign, {"profile": "t-baseline", "settings": settings}).dir
+    return create_run(campaign, RunMeta(profile="t-baseline", settings=settings)).dir
 
 
 def events(out: str) -> list[dict[str, Any]]:

@@ -99,8 +99,12 @@ def test_store_tables_partial_and_corrupt_runs(campaign: Path) -> None:
     write_run(campaign, "cut", "baseline", BASELINE, speculative=False, complete=False)
     (campaign / "runs" / "junk").mkdir()
     (campaign / "runs" / "junk" / "run.toml").write_text("not = [toml")
-    states = {r.name: r.state for r in list_runs(campaign)}
-    assert states == {"base": "complete", "cut": "partial", "junk": "corrupt", "spec": "complete"}
+    (campaign / "runs" / "typo").mkdir()
+    (campaign / "runs" / "typo" / "run.toml").write_text('profile = 3\nsettings = { levels = [1] }\n')
+    runs = {r.name: r for r in list_runs(campaign)}
+    assert {name: r.state for name, r in runs.items()} == {"base": "complete", "cut": "partial", "junk": "corrupt",
+                                                           "spec": "complete", "typo": "corrupt"}
+    assert runs["typo"].corrupt == f"{campaign / 'runs' / 'typo' / 'run.toml'}: profile: Input should be a valid string"
     levels = pl.read_parquet(campaign / "runs" / "base" / "levels.parquet")
     assert levels["c"].to_list() == sorted(BASELINE) and "total_tok_s" in levels.columns
     with open(campaign / "runs" / "base" / "events.jsonl", "a") as f:
@@ -203,7 +207,7 @@ def test_a_difference_in_where_the_load_generator_ran_is_noted(campaign: Path) -
     for name, client in (("base", {"machine": "jump1", "cpus": 8, "path": "ssh-forward", "forwarded_from": "gpu1"}),
                          ("spec", {"machine": "gpu1", "cpus": 64, "path": "direct"})):
         run = open_run(campaign, name)
-        write_meta(run.dir, {**run.meta, "client": client})
+        write_meta(run.dir, run.meta.model_copy(update={"client": client}))
     notes = compare(open_run(campaign, "base"), open_run(campaign, "spec")).notes
     assert any("the load generator ran on jump1, through an SSH forward to gpu1" in n and "on gpu1, direct" in n
                for n in notes), notes

@@ -52,7 +52,7 @@ async def sweep(host: HostProcess, campaign: Path, port: int, settings: SweepSet
         meta, _, _ = await describe_server(conn, host.config, "demo")
     finally:
         await conn.close()
-    run = create_run(campaign, {**meta, "settings": settings.to_dict()}, name=name)
+    run = create_run(campaign, meta.model_copy(update={"settings": settings.to_dict()}), name=name)
     process = SweepProcess(run, ["--config", str(host.config_path), "--host", "demo", "--port", str(port)])
     events = []
     async for typed in process.events():

@@ -182,7 +182,7 @@ class CampaignActions:
                 await actions._launch("switch", run.profile)
 
             async def measure(self, run: Run, level: int) -> None:
-                settings = SweepSettings.from_dict(run.meta.get("settings", {}))
+                settings = run.settings
                 try:
                     handle = await actions.session.sweeps.start(settings, run=run, how="refine", levels=[level],
                                                                 via=actions.VIA)

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from console.events import Sweep, Swept
 from console.remote.errors import RemoteError
 from console.session import Session
 from console.sweep.loadgen.runner import SweepProcess, describe_server, identity_mismatch
-from console.sweep.model import Said, Shown, SweepDone
+from console.sweep.model import RunMeta, Said, Shown, SweepDone
 from console.sweep.runs.store import Run, RunError, create_run
 from console.sweep.settings import SweepSettings
 from console.untrusted import visible
@@ -108,7 +107,7 @@ class Sweeps:
         `levels` of it measured again and merged (`how="repeat"` or `"refine"`). Raises RunError with one line; ServerBusy
         (before anything is created) when the server already serves requests, unless `allow_busy`."""
         session = self.session
-        meta: dict[str, Any] = {"host": "direct", "profile": "direct", "url": url}
+        meta = RunMeta(host="direct", profile="direct", url=url)
         target = ["--url", url] if url else []
         if url is None:
             if session.config.path is None or session.spec is None:
@@ -119,7 +118,7 @@ class Sweeps:
         if not allow_busy:
             await self._check_idle(url, (address, port) if url is None else None)
         if run is None:
-            run = create_run(session.config.campaign_dir, {**meta, "settings": settings.to_dict()})
+            run = create_run(session.config.campaign_dir, meta.model_copy(update={"settings": settings.to_dict()}))
         elif (mismatch := identity_mismatch(run.meta, meta)) and not other_server:
             raise RunError(f"run {run.name} was measured on another server ({mismatch}): switch back to it, "
                            "or give --other-server to add to it anyway")

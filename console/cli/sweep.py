@@ -100,7 +100,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         run = resolve_runs(cfg, [args.resume or args.repeat_uncertain])[0]
         if (pid := holder(run.dir)) is not None:
             raise RunError(f"run {run.name} is being written by a load generator now (pid {pid}): stop that sweep first")
-        settings = SweepSettings.from_dict(run.meta.get("settings", {}))
+        settings = run.settings
         how = "resume" if args.resume else "repeat"
         if args.repeat_uncertain:
             levels, settings = repeat_plan(cfg, run, args.against, settings)
@@ -247,12 +247,12 @@ def cmd_runs(args: argparse.Namespace) -> int:
         return 0
     rows = [("RUN", "PROFILE", "STATE", "LEVELS", "STARTED")]
     for run in list_runs(cfg.campaign_dir):
-        levels = run.levels() if not run.meta.get("corrupt") else None
+        levels = run.levels() if not run.meta.corrupt else None
         state = run.state
         cells = ",".join(str(level.c) for level in levels) if levels is not None else ""
         if run.corrupt:
             cells = visible(run.corrupt)
-        rows.append((run.name, visible(run.profile), state, cells, str(run.meta.get("started", ""))))
+        rows.append((run.name, visible(run.profile), state, cells, run.meta.started or ""))
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
     for cells_of_run in rows:  # plain columns, never truncated: run names are meant to be copied
         print("  ".join(cell.ljust(w) for cell, w in zip(cells_of_run, widths, strict=True)).rstrip())

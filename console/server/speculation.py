@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,17 +55,6 @@ def parse_flags(argv: Sequence[str]) -> dict[str, str | bool]:
         else:
             flags[name] = True
     return flags
-
-
-def command_argv(meta: dict[str, Any]) -> list[str]:
-    """A run's server command line: its argv list, or (runs recorded before it was kept) its command line split."""
-    argv = meta.get("argv")
-    if isinstance(argv, list):
-        return [str(a) for a in argv]
-    try:
-        return shlex.split(str(meta.get("command_line", "")))
-    except ValueError:  # an unquoted join of a JSON value: its words still carry the flags
-        return str(meta.get("command_line", "")).split()
 
 
 def _int(value: Any) -> int | None:

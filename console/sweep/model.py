@@ -8,6 +8,7 @@ pydantic 2 only."""
 from __future__ import annotations
 
 import math
+import shlex
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
@@ -203,6 +204,48 @@ _EVENT: TypeAdapter[Event] = TypeAdapter(Event)
 _SHOWN: TypeAdapter[Shown] = TypeAdapter(Shown)
 EVENT_TYPES = frozenset(("sweep_started", "level_started", "request", "metrics", "level_retry", "level_done", "sweep_done",
                          "progress"))
+
+
+class RunMeta(BaseModel):
+    """A run's run.toml: what was measured (the server, its host, the settings) and how the sweep ended. Read leniently
+    (a TOML file holds 12 where 12.0 was meant); fields pivot does not know are kept."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str | None = None
+    profile: str = "?"
+    kind: str | None = None  # the engine (console/server/engines.py)
+    argv: list[str] | None = None  # the server's command line
+    command_line: str | None = None  # the same in words (the only record of runs from before argv was kept)
+    host: str | None = None  # the pivot.toml host, or "direct"
+    url: str | None = None  # a sweep of a URL, not of a managed server
+    model: str | None = None
+    gpu_count: int | None = None
+    gpu_names: list[str] = Field(default_factory=list)
+    gpu_memory_mib: float | None = None
+    nodes: list[str] | None = None  # a server across nodes: its hosts, rank 0 first
+    slurm_job: int | None = None
+    address: str | None = None  # a Slurm job's first node
+    settings: dict[str, Any] = Field(default_factory=dict)  # console/sweep/settings.py SweepSettings
+    server: dict[str, Any] | None = None  # what the server said of itself at the last start (CUDA-graph sizes, speculation)
+    client: dict[str, Any] | None = None  # where the load generator ran, at the last start
+    imported_from: str | None = None
+    source: str | None = None
+    pivot_version: str | None = None
+    started: str | None = None
+    ended: str | None = None
+    state: str | None = None  # as the tables written at `ended` have it
+    stopped_because: str | None = None
+    corrupt: bool = False  # run.toml itself could not be read
+
+    def argv_or_words(self) -> list[str]:
+        """The server's command line: its argv, or (runs recorded before it was kept) its command line split."""
+        if self.argv is not None:
+            return self.argv
+        try:
+            return shlex.split(self.command_line or "")
+        except ValueError:  # an unquoted join of a JSON value: its words still carry the flags
+            return (self.command_line or "").split()
 
 
 class HostOrder(_Strict):

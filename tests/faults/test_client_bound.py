@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from console.sweep.loadgen.generator import client_bound, lagging
+from console.sweep.model import RunMeta
 from console.sweep.runs.store import create_run
 from console.sweep.settings import SweepSettings
 from tests.test_sim_server import sim_env, start_server  # noqa: F401  (fixtures)
@@ -41,7 +42,7 @@ def test_a_starved_load_generator_flags_its_levels(start_server, sim_env, tmp_pa
     hogs = [subprocess.Popen(["taskset", "-c", str(cpu), sys.executable, "-c", "while True: pass"]) for _ in range(3)]
     try:
         settings = SweepSettings(levels=(8,), requests=24, max_tokens=64, input_tokens=16)
-        run = create_run(tmp_path / "campaign", {"profile": "p", "settings": settings.to_dict()})
+        run = create_run(tmp_path / "campaign", RunMeta(profile="p", settings=settings.to_dict()))
         done = subprocess.run(["taskset", "-c", str(cpu), sys.executable, "-m", "console.sweep.loadgen", "--url",
                                server.url, "--run-dir", str(run.dir)], capture_output=True, text=True, timeout=300)
     finally:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from console.sweep.model import RunMeta
 from console.sweep.runs.store import create_run, open_run
 from console.sweep.settings import SweepSettings
 from tests.conftest import free_port
@@ -39,7 +40,7 @@ def hostile() -> Iterator[object]:
 
 
 def sweep(url: str, tmp_path: Path, settings: SweepSettings = FAST) -> tuple[int, list[dict], str]:
-    run = create_run(tmp_path / "campaign", {"profile": "hostile", "settings": settings.to_dict()})
+    run = create_run(tmp_path / "campaign", RunMeta(profile="hostile", settings=settings.to_dict()))
     done = subprocess.run([sys.executable, "-m", "console.sweep.loadgen", "--url", url, "--run-dir", str(run.dir)],
                           capture_output=True, text=True, timeout=120)
     events = [json.loads(line) for line in done.stdout.splitlines()]

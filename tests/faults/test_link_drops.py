@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from console.sweep.model import RunMeta
 from console.sweep.runs.store import create_run, open_run
 from tests.conftest import HostProcess, host_process
 from tests.link import Link
@@ -74,7 +75,7 @@ def kept(run_dir: Path) -> list[dict[str, Any]]:
 
 def new_run(tmp_path: Path) -> Path:
     settings = {"levels": [4, 8], "requests": 24, "max_tokens": 2048, "client": "host"}
-    return create_run(tmp_path / "campaign", {"profile": "t-baseline", "settings": settings}).dir
+    return create_run(tmp_path / "campaign", RunMeta(profile="t-baseline", settings=settings)).dir
 
 
 def requests_of(events: list[dict[str, Any]], c: int) -> list[int]:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from console.sweep.model import RunMeta
 from console.sweep.runs.files import EVENTS, EventLogFile, RunError
 from console.sweep.runs.store import create_run, list_runs, open_run
 from console.sweep.settings import SweepSettings
@@ -35,7 +36,7 @@ def campaign(tmp_path: Path) -> Path:
 
 
 def test_a_profile_name_from_the_host_cannot_place_a_run_outside_the_campaign(tmp_path: Path) -> None:
-    run = create_run(tmp_path / "campaign", {"profile": "../../../../../../elsewhere/x"})
+    run = create_run(tmp_path / "campaign", RunMeta(profile="../../../../../../elsewhere/x"))
     assert run.dir.parent == tmp_path / "campaign" / "runs" and "/" not in run.name and not run.name.startswith(".")
     assert not (tmp_path / "elsewhere").exists()
 
@@ -92,7 +93,7 @@ def test_one_wrong_line_makes_one_run_corrupt_and_the_others_work(campaign: Path
 
 
 def test_a_torn_last_line_is_cut_before_the_next_event(tmp_path: Path) -> None:
-    run = create_run(tmp_path, {"profile": "p"})
+    run = create_run(tmp_path, RunMeta(profile="p"))
     with open(run.dir / EVENTS, "a") as f:
         f.write('{"type":"sweep_started"}\n{"type":"level_st')  # the disk filled in the middle of a line
     sink = EventLogFile(run.dir)
@@ -123,7 +124,7 @@ def test_a_full_disk_at_the_end_of_a_sweep_is_one_line_and_leaves_no_temporary_f
 
 
 def test_the_load_generator_says_so_in_one_line_when_it_cannot_write(tmp_path: Path) -> None:
-    run = create_run(tmp_path, {"profile": "p", "settings": {"levels": [1]}})
+    run = create_run(tmp_path, RunMeta(profile="p", settings={"levels": [1]}))
     (run.dir / EVENTS).unlink()
     (run.dir / EVENTS).symlink_to("/dev/full")
     done = subprocess.run([sys.executable, "-m", "console.sweep.loadgen", "--url", "http://127.0.0.1:9", "--run-dir",
@@ -141,7 +142,7 @@ def test_a_cut_event_log_falls_back_on_the_tables(campaign: Path) -> None:
 def test_two_load_generators_never_write_one_run(tmp_path: Path) -> None:
     from console.sweep.runs.lock import run_lock
 
-    run = create_run(tmp_path, {"profile": "p", "settings": {"levels": [1]}})
+    run = create_run(tmp_path, RunMeta(profile="p", settings={"levels": [1]}))
     with run_lock(run.dir):
         second = subprocess.run([sys.executable, "-m", "console.sweep.loadgen", "--url", "http://127.0.0.1:9",
                                  "--run-dir", str(run.dir), "--resume"], capture_output=True, text=True, timeout=60)
@@ -154,7 +155,7 @@ def test_a_killed_load_generator_is_named_with_its_signal(tmp_path: Path) -> Non
 
     from console.sweep.loadgen.runner import SweepProcess
 
-    run = create_run(tmp_path, {"profile": "p", "settings": {"levels": [1], "server_wait_s": 30}})
+    run = create_run(tmp_path, RunMeta(profile="p", settings={"levels": [1], "server_wait_s": 30}))
 
     async def go() -> list[dict]:
         process = SweepProcess(run, ["--url", "http://127.0.0.1:9"])
@@ -187,7 +188,7 @@ def _events(run_dir: Path) -> list[dict]:
 def test_a_server_killed_mid_level_fails_the_level_and_the_sweep_says_why(start_server, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
     server = start_server()
     settings = SweepSettings(levels=(2, 4), requests=40, max_tokens=64, input_tokens=16, server_wait_s=2, idle_timeout_s=5)
-    run = create_run(tmp_path / "campaign", {"profile": "p", "settings": settings.to_dict()})
+    run = create_run(tmp_path / "campaign", RunMeta(profile="p", settings=settings.to_dict()))
     loadgen = subprocess.Popen([sys.executable, "-m", "console.sweep.loadgen", "--url", server.url, "--run-dir",
                                 str(run.dir)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     _wait(lambda: sum(e["type"] == "request" for e in _events(run.dir)) >= 3)
@@ -294,7 +295,7 @@ def test_a_long_first_wave_says_how_far_it_is_while_no_request_has_finished(star
     the run: the Sweep pane's line moves before the first request ends."""
     server = start_server("--time-scale", "1")  # real time: a 2,000-token request takes some 20 s
     settings = SweepSettings(levels=(2,), requests=2, max_tokens=2000, input_tokens=16)
-    run = create_run(tmp_path / "campaign", {"profile": "p", "settings": settings.to_dict()})
+    run = create_run(tmp_path / "campaign", RunMeta(profile="p", settings=settings.to_dict()))
     loadgen = subprocess.Popen([sys.executable, "-m", "console.sweep.loadgen", "--url", server.url, "--run-dir",
                                 str(run.dir)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:

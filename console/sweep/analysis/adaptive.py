@@ -134,8 +134,7 @@ def plan(cfg: Config, cmp: Comparison) -> AdaptivePlan:
     cut = cmp.helps_up_to
     warnings: list[str] = []
     if spec.kind == "sglang":
-        sizes = run.meta.get("server", {}).get("cuda_graph_bs") or sglang_decode_batch_sizes(
-            spec.argv(), run.meta.get("gpu_memory_mib"))
+        sizes = (run.meta.server or {}).get("cuda_graph_bs") or sglang_decode_batch_sizes(spec.argv(), run.meta.gpu_memory_mib)
         kept, config = sglang_schedule(cut, measured, found.steps or SGLANG_DEFAULT_STEPS, sizes)
         if kept != cut:
             warnings.append(f"SGLang pads C={cut} and the next level to the same CUDA-graph batch size: "
@@ -175,5 +174,5 @@ def spec_host(cfg: Config, cmp: Comparison) -> HostSpec | None:
     """The host the speculative run was measured on (or the default one), where the config must be."""
     if not cfg.hosts:
         return None
-    host = cmp.drafting.meta.get("host")
+    host = cmp.drafting.meta.host
     return cfg.host(host if host in cfg.hosts else None)

@@ -23,7 +23,6 @@ import os
 import signal
 import sys
 import time
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +36,7 @@ from console.sweep.loadgen.requests import prompts
 from console.sweep.model import Event, HostOrder, LevelProgress, Said, SweepDone
 from console.sweep.runs.files import EventLogFile
 from console.sweep.runs.lock import RunLocked, run_lock
-from console.sweep.runs.store import RunError, completed_levels, open_run_dir
+from console.sweep.runs.store import RunError, completed_levels, open_run_dir, read_meta
 from console.sweep.settings import SweepSettings
 from console.untrusted import visible
 
@@ -70,8 +69,12 @@ def main(argv: list[str] | None = None) -> int:
     again.add_argument("--repeat", type=lambda s: [int(c) for c in s.split(",")], help="measure these levels again")
     parser.add_argument("--requests", type=int, help="with --repeat: requests per level")
     args = parser.parse_args(argv)
-    meta = tomllib.loads((args.run_dir / "run.toml").read_text(encoding="utf-8"))
-    settings = SweepSettings.from_dict(meta.get("settings", {}))
+    try:
+        meta = read_meta(args.run_dir)
+    except RunError as e:
+        print(f"pivot-loadgen: {e}", file=sys.stderr)
+        return 2
+    settings = SweepSettings.from_dict(meta.settings)
     if args.requests:
         settings = dataclasses.replace(settings, requests=args.requests)
 
@@ -88,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         if settings.api_key_env and os.environ.get(settings.api_key_env):
             headers["Authorization"] = f"Bearer {os.environ[settings.api_key_env]}"
         common: dict[str, Any] = {"pool": prompts(settings), "headers": headers, "repeat": args.repeat,
-                                  "stop_after_level": stop_after_level, "kind": meta.get("kind"), "nodes": meta.get("nodes")}
+                                  "stop_after_level": stop_after_level, "kind": meta.kind, "nodes": meta.nodes}
         conn = None
         try:
             if args.url is not None:
@@ -103,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
             warnings: list[str] = []
             if settings.client != "console":
                 order = HostOrder(settings=settings.to_dict(), prompts=common["pool"], headers=headers, done=sorted(done),
-                                  repeat=args.repeat or [], kind=meta.get("kind"), nodes=meta.get("nodes"),
+                                  repeat=args.repeat or [], kind=meta.kind, nodes=meta.nodes,
                                   address=args.address)
                 try:
                     status = await HostGenerator(conn, spec, sink, args.run_dir).run(args.port, order, stop_after_level)

@@ -7,7 +7,6 @@ import contextlib
 import signal
 import sys
 from collections.abc import AsyncIterator
-from typing import Any
 
 import orjson
 
@@ -18,7 +17,7 @@ from console.remote import Connection
 from console.remote.command import shell_line
 from console.server.slurm import lifecycle_of
 from console.server.state import ServerRecord, ServerState
-from console.sweep.model import EventError, Said, Shown, decode_shown
+from console.sweep.model import EventError, RunMeta, Said, Shown, decode_shown
 from console.sweep.runs.store import Run, RunError
 from console.untrusted import visible
 
@@ -99,7 +98,7 @@ class SweepProcess:
             self.proc.send_signal(signal.SIGTERM)
 
 
-async def describe_server(conn: Connection, cfg: config.Config, host: str) -> tuple[dict[str, Any], str, int]:
+async def describe_server(conn: Connection, cfg: config.Config, host: str) -> tuple[RunMeta, str, int]:
     """What the run records about the server and host; and the server's address (from the host) and port."""
     spec = cfg.host(host)
     agent = RemoteTelemetry(conn, spec)
@@ -119,22 +118,21 @@ async def describe_server(conn: Connection, cfg: config.Config, host: str) -> tu
                        "whose rank 0 serves its API (pivot --host " + record.nodes[0] + " sweep …)")
     sample = await agent.sample_once()
     gpus = sample.gpus if isinstance(sample, Sample) else []
-    meta = {"profile": status.profile, "kind": record.kind, "argv": list(record.argv), "command_line": shell_line(record.argv),
-            "host": host, "gpu_count": len(gpus), "gpu_names": sorted({g.name for g in gpus}),
-            "gpu_memory_mib": max((g.mem_total_mib for g in gpus if g.mem_total_mib), default=None), "model": status.model}
-    if record.nodes:  # a server across nodes: its hosts, rank 0 (whose API the requests reach) first; GPUs: rank 0's
-        meta["nodes"] = list(record.nodes)
+    meta = RunMeta(profile=status.profile or "?", kind=record.kind, argv=list(record.argv), command_line=shell_line(record.argv),
+                   host=host, gpu_count=len(gpus), gpu_names=sorted({g.name for g in gpus}),
+                   gpu_memory_mib=max((g.mem_total_mib for g in gpus if g.mem_total_mib), default=None), model=status.model,
+                   nodes=list(record.nodes) or None)  # a server across nodes: its hosts, rank 0 first; GPUs: rank 0's
     if record.job is not None:  # a Slurm job: its id, and where its first node is
-        meta |= {"slurm_job": record.job, "address": address}
+        meta.slurm_job, meta.address = record.job, address
     return meta, address, record.port
 
 
-def identity_mismatch(run_meta: dict[str, Any], server_meta: dict[str, Any]) -> str | None:
+def identity_mismatch(ran: RunMeta, now: RunMeta) -> str | None:
     """How the running server differs from the one a run measured (profile, model, command line); None: the same."""
-    for key, what in (("profile", "profile"), ("model", "model"), ("argv", "command line")):
-        if key in run_meta and key in server_meta and run_meta[key] != server_meta[key]:
-            ran, now = run_meta[key], server_meta[key]
-            if key == "argv":
-                return "its command line differs"
-            return f"{what} {visible(str(ran))}, now {visible(str(now))}"
+    if ran.profile != now.profile:
+        return f"profile {visible(ran.profile)}, now {visible(now.profile)}"
+    if ran.model is not None and now.model is not None and ran.model != now.model:
+        return f"model {visible(ran.model)}, now {visible(now.model)}"
+    if ran.argv is not None and now.argv is not None and ran.argv != now.argv:
+        return "its command line differs"
     return None

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from console.remote.command import shell_line
+from console.sweep.model import RunMeta
 from console.sweep.runs.store import EVENTS, Run, RunError, create_run
 
 
@@ -64,9 +65,8 @@ def import_bench_serving(campaign_dir: Path, path: Path, *, name: str | None, pr
     if not levels:
         raise RunError(f"{path}: no result lines")
     by_c = {level["c"]: level for level in levels}  # a later line for the same C wins, as a rerun would
-    meta = {"profile": profile, "imported_from": str(path), "source": "sglang bench_serving",
-            "settings": {"levels": sorted(by_c)},
-            **({"argv": argv, "command_line": shell_line(argv), "kind": kind} if argv else {})}
+    meta = RunMeta(profile=profile, imported_from=str(path), source="sglang bench_serving", settings={"levels": sorted(by_c)},
+                   argv=argv, command_line=shell_line(argv) if argv else None, kind=kind if argv else None)
     run = create_run(campaign_dir, meta, name=name)
     with open(run.dir / EVENTS, "a", encoding="utf-8") as f:
         for c in sorted(by_c):

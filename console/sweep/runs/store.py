@@ -23,14 +23,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import tomli_w
+from pydantic import ValidationError
 
 from console import version
 from console.files import replacing, write_atomically
-from console.server.speculation import Drafting, command_argv, drafting
+from console.server.speculation import Drafting, drafting
 from console.sweep.metrics import level_metrics
-from console.sweep.model import EventError, LevelDone, SweepDone, SweepStarted
+from console.sweep.model import EventError, LevelDone, RunMeta, SweepDone, SweepStarted
 from console.sweep.runs.files import EVENTS, LEVELS, META, REQUESTS, EventLogFile, EventsCorrupt, RunError, check_run_name, name_part
 from console.sweep.runs.reader import Attempt, RequestColumns, RunEvents, read_run_events
+from console.sweep.settings import SweepSettings
 from console.untrusted import visible
 
 if TYPE_CHECKING:  # polars is imported where a table is read or written: not by the console's first screen
@@ -133,27 +135,31 @@ def _atomic_parquet(frame: pl.DataFrame, path: Path, row_group_size: int | None 
 class Run:
     name: str
     dir: Path
-    meta: dict[str, Any]
+    meta: RunMeta
     corrupt: str | None = None  # why its events cannot be read (file and line), once found
 
     @property
     def profile(self) -> str:
-        return str(self.meta.get("profile", "?"))
+        return self.meta.profile
+
+    @property
+    def settings(self) -> SweepSettings:
+        """The settings it was measured with (ConfigError, one line, when run.toml's are not settings)."""
+        return SweepSettings.from_dict(self.meta.settings)
 
     @property
     def drafting(self) -> Drafting | None:
         """How the measured server drafted, by its engine's rules, from its recorded command line."""
-        argv = command_argv(self.meta)
-        found = drafting(str(self.meta.get("kind", "sglang")), argv)
-        if found is None and self.meta.get("server", {}).get("speculative_algorithm"):
-            return Drafting("sglang", str(self.meta["server"]["speculative_algorithm"]), None)
+        found = drafting(self.meta.kind or "sglang", self.meta.argv_or_words())
+        if found is None and (algorithm := (self.meta.server or {}).get("speculative_algorithm")):
+            return Drafting("sglang", str(algorithm), None)
         return found
 
     @property
     def client_placement(self) -> str | None:
         """Where its load generator ran and how it reached the server, in words; None for runs that did not say."""
-        client = self.meta.get("client")
-        if not isinstance(client, dict) or not client.get("machine"):
+        client = self.meta.client
+        if not client or not client.get("machine"):
             return None
         path, host = client.get("path"), client.get("host") or client.get("forwarded_from")  # (the older runs' word)
         how = {"ssh-forward": f"through an SSH forward to {host}", "on-host": "on the GPU host, next to the server"}
@@ -162,8 +168,8 @@ class Run:
     @property
     def served_by(self) -> str | None:
         """Of a server across nodes: its hosts in words, rank 0 (whose API took the requests) first."""
-        nodes = self.meta.get("nodes")
-        if not isinstance(nodes, list) or not nodes:
+        nodes = self.meta.nodes
+        if not nodes:
             return None
         names = [visible(str(n)) for n in nodes]
         return f"{len(names)} nodes: {names[0]} (rank 0, whose API took the requests), " + ", ".join(
@@ -181,7 +187,8 @@ class Run:
             return False
 
     def _wanted(self) -> set[int]:
-        return set(self.meta.get("settings", {}).get("levels", []))
+        levels = self.meta.settings.get("levels", [])
+        return {c for c in levels if isinstance(c, int)} if isinstance(levels, list) else set()
 
     def _summary(self) -> _Summary | None:
         """The events' summary, read once per version of the file; None (and `corrupt` said) when they cannot be."""
@@ -206,22 +213,22 @@ class Run:
     @property
     def state(self) -> str:
         """complete, partial (stopped, aborted, interrupted or failed), empty, or corrupt."""
-        if self.meta.get("corrupt"):
+        if self.meta.corrupt:
             return "corrupt"
-        if self.meta.get("state") and self._finished_since_last_event():
-            return str(self.meta["state"])
+        if self.meta.state and self._finished_since_last_event():
+            return self.meta.state
         summary = self._summary()
         if summary is None:
             return "corrupt"
         if summary.state == "empty" and self._stored_levels():  # events cut short; the tables hold the levels
-            return str(self.meta.get("state") or "partial")
+            return self.meta.state or "partial"
         return summary.state
 
     @property
     def stopped_because(self) -> str | None:
         """Why the sweep stopped before its end (a level that failed), as the load generator said."""
-        if "stopped_because" in self.meta and self._finished_since_last_event():
-            return self.meta["stopped_because"] or None
+        if self.meta.stopped_because is not None and self._finished_since_last_event():
+            return self.meta.stopped_because or None
         summary = self._summary()
         return summary.stopped_because if summary is not None else None
 
@@ -270,9 +277,9 @@ class Run:
     def reload(self) -> bool:
         """run.toml read again; True when it holds the state of tables written after the last event (the load
         generator finished the run itself)."""
-        with contextlib.suppress(OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-            meta = tomllib.loads((self.dir / META).read_text(encoding="utf-8"))
-            if meta.get("state") and self._finished_since_last_event():
+        with contextlib.suppress(RunError):
+            meta = read_meta(self.dir)
+            if meta.state and self._finished_since_last_event():
                 self.meta = meta
                 return True
         return False
@@ -291,19 +298,19 @@ class Run:
             if rows and scan.requests is not None:
                 _atomic_parquet(scan.requests.frame(rows), self.dir / REQUESTS, row_group_size=2000)
         del scan
-        self.meta["ended"] = datetime.now(UTC).isoformat(timespec="seconds")
-        self.meta["state"] = summary.state
-        self.meta["stopped_because"] = summary.stopped_because or ""
+        self.meta.ended = datetime.now(UTC).isoformat(timespec="seconds")
+        self.meta.state = summary.state
+        self.meta.stopped_because = summary.stopped_because or ""
         if summary.server is not None:  # what the server said of itself (CUDA-graph sizes, speculation): the adaptive config reads it
-            self.meta["server"] = summary.server
+            self.meta.server = summary.server
         if summary.client is not None:
-            self.meta["client"] = summary.client
+            self.meta.client = summary.client
         write_meta(self.dir, self.meta)
 
 
-def write_meta(run_dir: Path, meta: dict[str, Any]) -> None:
+def write_meta(run_dir: Path, meta: RunMeta) -> None:
     try:
-        write_atomically(run_dir / META, tomli_w.dumps(_tomlable(meta)))
+        write_atomically(run_dir / META, tomli_w.dumps(_tomlable(meta.model_dump(exclude_defaults=True))))
     except OSError as e:
         raise RunError(f"cannot write {run_dir / META}: {e.strerror}") from None
 
@@ -316,15 +323,15 @@ def _tomlable(value: Any) -> Any:
     return value
 
 
-def create_run(campaign_dir: Path, meta: dict[str, Any], name: str | None = None) -> Run:
-    base = check_run_name(name) if name is not None else f"{time.strftime('%Y%m%d-%H%M%S')}-{name_part(str(meta.get('profile', 'run')))}"
+def create_run(campaign_dir: Path, meta: RunMeta, name: str | None = None) -> Run:
+    base = check_run_name(name) if name is not None else f"{time.strftime('%Y%m%d-%H%M%S')}-{name_part(meta.profile)}"
     directory = runs_dir(campaign_dir) / base
     if directory.exists():
         raise RunError(f"run {base!r} already exists in {runs_dir(campaign_dir)}")
     try:
         directory.mkdir(parents=True)
-        meta = {**meta, "name": base, "pivot_version": version(),
-                "started": datetime.now(UTC).isoformat(timespec="seconds")}
+        meta = meta.model_copy(update={"name": base, "pivot_version": version(),
+                                       "started": datetime.now(UTC).isoformat(timespec="seconds")})
         write_meta(directory, meta)
         (directory / EVENTS).touch()
     except OSError as e:
@@ -342,11 +349,18 @@ def open_run(campaign_dir: Path, name: str) -> Run:
 
 def open_run_dir(directory: Path) -> Run:
     """The run in this directory (the load generator is handed its run's directory)."""
+    return Run(directory.name, directory, read_meta(directory))
+
+
+def read_meta(directory: Path) -> RunMeta:
+    """A run's run.toml, or RunError saying in one line why it cannot be read."""
     try:
-        meta = tomllib.loads((directory / META).read_text(encoding="utf-8"))
+        return RunMeta.model_validate(tomllib.loads((directory / META).read_text(encoding="utf-8")))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
         raise RunError(f"{directory / META}: corrupt or missing run metadata ({e})") from None
-    return Run(directory.name, directory, meta)
+    except ValidationError as e:
+        first = e.errors()[0]
+        raise RunError(f"{directory / META}: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
 
 
 def list_runs(campaign_dir: Path) -> list[Run]:
@@ -357,7 +371,7 @@ def list_runs(campaign_dir: Path) -> list[Run]:
             try:
                 runs.append(open_run(campaign_dir, directory.name))
             except RunError as e:
-                runs.append(Run(directory.name, directory, {"corrupt": True}, corrupt=str(e)))
+                runs.append(Run(directory.name, directory, RunMeta(corrupt=True), corrupt=str(e)))
     return runs
 
 

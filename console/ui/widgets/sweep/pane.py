@@ -348,7 +348,7 @@ class SweepPane(Pane):
             return
         run = cmp.a if side == "a" else cmp.b
         levels, requests = sorted(wanted), max(v for v in wanted.values() if v)
-        settings = SweepSettings.from_dict({**run.meta.get("settings", {}), "requests": requests})
+        settings = SweepSettings.from_dict({**run.meta.settings, "requests": requests})
         self.notify(f"repeating C = {', '.join(map(str, levels))} of {run.name}, {requests} request(s) each", timeout=6)
         self.start_sweep(settings, run=run, how="repeat", levels=levels)
 
