@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from console.events import Sweep, Swept
+from console.config import Config, HostSpec
+from console.events import EventLog, Sweep, Swept
+from console.remote import Connection
 from console.remote.errors import RemoteError
-from console.session import Session
 from console.sweep.loadgen.runner import SweepProcess, describe_server, identity_mismatch
 from console.sweep.model import RunMeta, Said, Shown, SweepDone
 from console.sweep.runs.store import Run, RunError, create_run
@@ -90,8 +92,23 @@ async def busy(url: str) -> dict[str, int]:
         return {}
 
 
+class SweepSession(Protocol):
+    """What sweeps need of their session (console/session.py Session, which makes them)."""
+
+    config: Config
+    spec: HostSpec | None
+    events: EventLog
+    via: str
+
+    @property
+    def conn(self) -> Connection: ...
+
+    @property
+    def host_label(self) -> str: ...
+
+
 class Sweeps:
-    def __init__(self, session: Session):
+    def __init__(self, session: SweepSession):
         self.session = session
         self.listeners: list[Callable[[SweepHandle], None]] = []
         self.current: SweepHandle | None = None

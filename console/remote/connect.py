@@ -7,7 +7,7 @@ import asyncio
 import os
 import socket
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import asyncssh
 
@@ -24,8 +24,11 @@ from console.remote.errors import (
 )
 from console.untrusted import visible
 
-if TYPE_CHECKING:
-    from console.remote.connection import Connection
+
+class Tunnel(Protocol):
+    """The connection to a jump host that this one goes through (console/remote/connection.py Connection)."""
+
+    async def connected(self, timeout: float = 30.0, *, fail_fast: bool = False) -> asyncssh.SSHClientConnection: ...
 
 
 # AES-GCM first: with AES-NI it costs a fraction of asyncssh's chacha20-poly1305, which builds a cipher per packet
@@ -44,7 +47,7 @@ class SshClient(asyncssh.SSHClient):
 
 
 
-async def open_ssh(spec: HostSpec, tunnel: Connection | None) -> tuple[asyncssh.SSHClientConnection, SshClient]:
+async def open_ssh(spec: HostSpec, tunnel: Tunnel | None) -> tuple[asyncssh.SSHClientConnection, SshClient]:
     """One SSH connection to the host as its spec says, or the RemoteError that says why not, in one line."""
     options: dict[str, object] = {
         # remote output is untrusted bytes: one invalid UTF-8 byte must not fail the channel and drop the link

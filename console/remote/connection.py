@@ -306,7 +306,7 @@ class Connection:
         """
         conn = await self.connected()
         listener = await conn.forward_local_port("127.0.0.1", local_port, remote_host, remote_port)
-        forward = PortForward(self, remote_host, remote_port, listener.get_port(), listener)
+        forward = PortForward(lambda port: self._forwards.pop(port, None), remote_host, remote_port, listener.get_port(), listener)
         self._forwards[forward.local_port] = forward
         return forward
 

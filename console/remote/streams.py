@@ -5,17 +5,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import asyncssh
 
 from console.remote.errors import Disconnected
 from console.untrusted import visible
-
-if TYPE_CHECKING:
-    from console.remote.connection import Connection
 
 
 @dataclass(frozen=True)
@@ -32,8 +29,10 @@ class RunResult:
 
 
 class PortForward:
-    def __init__(self, owner: Connection, remote_host: str, remote_port: int, local_port: int, listener: asyncssh.SSHListener):
-        self._owner = owner
+    def __init__(self, closed: Callable[[int], object], remote_host: str, remote_port: int, local_port: int,
+                 listener: asyncssh.SSHListener):
+        """closed: told the local port when the forward closes (its connection forgets it)."""
+        self._closed = closed
         self.remote_host, self.remote_port, self.local_port = remote_host, remote_port, local_port
         self._listener: asyncssh.SSHListener | None = listener
 
@@ -42,7 +41,7 @@ class PortForward:
         return f"http://127.0.0.1:{self.local_port}"
 
     def close(self) -> None:
-        self._owner._forwards.pop(self.local_port, None)
+        self._closed(self.local_port)
         if self._listener:
             self._listener.close()
             self._listener = None

@@ -11,18 +11,15 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-from console.config import ConfigError
+from console.config import ConfigError, HostSpec
 from console.remote.errors import RemoteError
-from console.remote.streams import LineStream
+from console.remote.streams import LineStream, RemoteStream
 from console.server.checks import Check
 from console.server.multinode import Rank
 from console.server.profiles import Profile
 from console.server.state import LifecycleError, PreflightFailed, ServerRecord, ServerState, ServerStatus, StopReport
-
-if TYPE_CHECKING:
-    from console.server.lifecycle import ServerLifecycle
 
 CRASH_LINES = 25  # of each ended rank's log, in a crash's tail
 PEER_POLL_S = 3.0  # how long rank 0's poll waits for another node's: one node's slow link does not hold it up
@@ -32,15 +29,35 @@ class Peers(Protocol):
     """The hosts of pivot.toml, as a server across nodes needs them (console/session.py gives them)."""
 
     def ranks(self, profile: Profile) -> list[Rank]: ...
-    def node_lifecycle(self, host: str) -> ServerLifecycle: ...
+    def node_lifecycle(self, host: str) -> Node: ...
 
 
-def _peers(leader: ServerLifecycle, names: tuple[str, ...]) -> list[ServerLifecycle]:
+class Node(Protocol):
+    """One node's lifecycle, as a server across nodes drives it (console/server/lifecycle.py ServerLifecycle, which
+    calls this module for its other nodes)."""
+
+    spec: HostSpec
+    peers: Peers | None
+    record: ServerRecord | None
+    status: ServerStatus
+    launching: bool  # its ranks are being started (none is missing yet)
+    peer_polls: dict[str, asyncio.Task[ServerStatus]]
+
+    async def poll(self) -> ServerStatus: ...
+    async def read_record(self) -> ServerRecord: ...
+    async def own_log(self, lines: int = 200) -> RemoteStream: ...
+    async def rank_preflight(self, profile: Profile, *, skip: frozenset[str] = frozenset(),
+                             binds: tuple[tuple[str, str, int], ...] | None = None) -> list[Check]: ...
+    async def launch(self, profile: Profile, *, rank: int = 0, nodes: tuple[str, ...] = ()) -> ServerRecord: ...
+    async def stop_rank(self, record: ServerRecord | None = None) -> StopReport: ...
+
+
+def _peers(leader: Node, names: tuple[str, ...]) -> list[Node]:
     assert leader.peers is not None
     return [leader.peers.node_lifecycle(name) for name in names]
 
 
-def _peer(leader: ServerLifecycle, name: str) -> ServerLifecycle | None:
+def _peer(leader: Node, name: str) -> Node | None:
     """Another node's lifecycle; None when pivot.toml (now) names no such host: a record read from a host may name
     hosts of another config."""
     assert leader.peers is not None
@@ -56,12 +73,12 @@ def owned(theirs: ServerRecord | None, leader: ServerRecord, rank: int) -> bool:
     return theirs is not None and theirs.nodes == leader.nodes and theirs.rank == rank and theirs.started >= leader.started
 
 
-async def preflight_ranks(leader: ServerLifecycle, ranks: list[Rank], *, skip: frozenset[str]) -> list[Check]:
+async def preflight_ranks(leader: Node, ranks: list[Rank], *, skip: frozenset[str]) -> list[Check]:
     """Every node's checks at once, each named with its node: the launcher, the model path, the GPUs, the flags with
     the rank's own, the ports the rank binds, and on the first node the ranks' rendezvous port."""
     lifecycles = [leader, *_peers(leader, tuple(r.host.name for r in ranks[1:]))]
 
-    async def check(lifecycle: ServerLifecycle, rank: Rank) -> list[Check]:
+    async def check(lifecycle: Node, rank: Rank) -> list[Check]:
         p = rank.profile
         binds: tuple[tuple[str, str, int], ...] = (("port free", p.host, p.port),) if rank.serves_http else ()
         if rank.rank == 0:
@@ -76,7 +93,7 @@ async def preflight_ranks(leader: ServerLifecycle, ranks: list[Rank], *, skip: f
             for r, checks in zip(ranks, found, strict=True) for c in checks]
 
 
-async def start_ranks(leader: ServerLifecycle, ranks: list[Rank], *, force: bool, skip: frozenset[str]) -> list[Check]:
+async def start_ranks(leader: Node, ranks: list[Rank], *, force: bool, skip: frozenset[str]) -> list[Check]:
     """Check every node, then start rank 0 here and each other rank on its node. A rank that cannot start stops the
     ranks already started."""
     if ranks[0].host.name != leader.spec.name:
@@ -92,7 +109,7 @@ async def start_ranks(leader: ServerLifecycle, ranks: list[Rank], *, force: bool
     if not force and not all(c.ok for c in checks):
         raise PreflightFailed(checks)
     nodes = tuple(r.host.name for r in ranks)
-    started: list[ServerLifecycle] = []
+    started: list[Node] = []
     leader.launching = True  # no rank is missing a crash while the others are still being started
     try:
         for lifecycle, rank in zip([leader, *peers], ranks, strict=True):
@@ -114,7 +131,7 @@ class Crashed:
     log_tail: tuple[str, ...]
 
 
-async def crashed_rank(leader: ServerLifecycle, record: ServerRecord) -> Crashed | None:
+async def crashed_rank(leader: Node, record: ServerRecord) -> Crashed | None:
     """The first other rank that ended without a stop (or whose record is gone or another server's), with its log's
     last lines; None while every rank runs. A node that does not answer within PEER_POLL_S is not taken for a crash
     (its link is shown; its poll goes on, and the next poll reads it), nor is a host pivot.toml does not name."""
@@ -132,7 +149,7 @@ async def crashed_rank(leader: ServerLifecycle, record: ServerRecord) -> Crashed
     return None
 
 
-async def _peer_statuses(leader: ServerLifecycle, record: ServerRecord) -> list[ServerStatus | None]:
+async def _peer_statuses(leader: Node, record: ServerRecord) -> list[ServerStatus | None]:
     """Each other node's status, as far as it answers within PEER_POLL_S (None: not known now). A poll not finished
     in time runs on, never cancelled (its channel answers in turn), and the next poll waits for it again."""
     tasks = []
@@ -154,7 +171,7 @@ def _labelled(label: str, lines: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(f"{label}│ {line}" for line in lines if line.strip())
 
 
-async def crash_of(leader: ServerLifecycle, record: ServerRecord, own_tail: tuple[str, ...] | None,
+async def crash_of(leader: Node, record: ServerRecord, own_tail: tuple[str, ...] | None,
                    crashed: Crashed | None = None) -> dict[str, Any]:
     """The crashed server's detail and log tail: the first rank to end (another rank's, when one ended: rank 0 fails
     after it), whether rank 0 ended too (own_tail: its log's last lines; None: it still runs), and which ranks still
@@ -177,7 +194,7 @@ async def crash_of(leader: ServerLifecycle, record: ServerRecord, own_tail: tupl
     return {"detail": detail, "log_tail": tail}
 
 
-async def stop_peers(leader: ServerLifecycle, record: ServerRecord) -> list[tuple[str, StopReport]]:
+async def stop_peers(leader: Node, record: ServerRecord) -> list[tuple[str, StopReport]]:
     """Every other rank of this server stopped on its own host, at once; a rank that cannot be stopped, or whose host
     now runs another server, says so in its report (and is left alone)."""
 
@@ -204,7 +221,7 @@ def whole_report(host: str, own: StopReport, others: list[tuple[str, StopReport]
                       own.gpus, ranks=tuple(reports))  # ok only when every node's is
 
 
-async def follow_logs(leader: ServerLifecycle, record: ServerRecord, lines: int) -> LineStream:
+async def follow_logs(leader: Node, record: ServerRecord, lines: int) -> LineStream:
     """Every rank's log at once, each line led by `HOST rR│` (a node not answering now is left out until the whole
     is followed again)."""
     streams: list[tuple[str, LineStream]] = []

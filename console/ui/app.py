@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 
 from textual import events, work
-from textual.app import App, ComposeResult
+from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Container
 from textual.filter import LineFilter
+from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import DataTable, Footer
 from textual.worker import Worker, WorkerState
@@ -22,7 +24,6 @@ from console.remote.errors import RemoteError
 from console.server.slurm import node_line
 from console.session import Session
 from console.ui.colours import Recolour
-from console.ui.commands import PivotCommands
 from console.ui.log_bridge import ScreenLog
 from console.ui.messages import ConnectionChanged, ShowComparison, StatusChanged, TelemetryUpdate
 from console.ui.screens.help import HelpScreen
@@ -53,7 +54,6 @@ JOB_GPUS_S = 5.0  # a Slurm login node: how often its job's nodes are sampled (e
 class PivotApp(App[None]):
     TITLE = "pivot"
     CSS_PATH = ["styles/app.tcss"]
-    COMMANDS = App.COMMANDS | {PivotCommands}
     _recolour: Recolour | None = None  # the line filter for the theme variables in use (get_line_filters)
     BINDINGS = [
         Binding("tab", "focus_next_pane", "Next pane", show=False, id="app.next", tooltip="Move the focus to the next pane"),
@@ -243,6 +243,37 @@ class PivotApp(App[None]):
         while widget is not None and widget.id not in PANES:
             widget = widget.parent  # type: ignore[assignment]
         return widget
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """The command palette (ctrl+p): Textual's own, then pivot's for the current state."""
+        yield from super().get_system_commands(screen)
+        for pane_id, name in (("gpus", "GPUs"), ("server", "Server"), ("tasks", "Tasks"), ("sweep", "Sweep")):
+            yield SystemCommand(f"focus {name}", f"move the focus to the {name} pane", partial(self.action_focus_pane, pane_id))
+        yield SystemCommand("zoom the focused pane", "show one pane on the whole screen, or all four again",
+                            self.action_toggle_zoom)
+        yield SystemCommand("reconnect", "drop and re-establish the SSH connection", self.action_reconnect)
+        yield SystemCommand("help: keys", "every key of every pane", self.action_help)
+        yield SystemCommand("event log", "every kill, start, stop, sweep, comparison and task change", self.action_event_log)
+        pane = self.gpu_pane
+        if pane is not None and pane.sample is not None and (stray := len({p.pid for p in pane.sample.stray})):
+            yield SystemCommand(f"kill {stray} stray process{'es' if stray != 1 else ''}",
+                                "read-only: off" if self.readonly else
+                                "SIGTERM, then SIGKILL after the grace period, after a confirmation",
+                                self._refused("kill") if self.readonly else pane.action_kill_stray)
+        if sweep := self.query(SweepPane):
+            sweep_pane = sweep.first()
+            yield SystemCommand("compare the last two runs", "crossover, saturation and recommendation", sweep_pane.action_compare)
+            if self.readonly:
+                yield SystemCommand("start a sweep", "read-only: off", self._refused("a sweep"))
+            elif sweep_pane.check_action("new_sweep", ()):
+                yield SystemCommand("start a sweep", "choose levels and settings, then sweep the running server",
+                                    sweep_pane.action_new_sweep)
+        for theme in sorted(self.available_themes):
+            yield SystemCommand(f"theme: {theme}", "switch the colour theme", partial(setattr, self, "theme", theme))
+
+    def _refused(self, what: str) -> Callable[[], None]:
+        return lambda: self.notify(f"read-only: {what} is off (pivot was started with --readonly)", severity="warning",
+                                   timeout=4)
 
     def action_focus_pane(self, pane: str) -> None:
         target = self.query_one(f"#{pane}")
