@@ -1,10 +1,10 @@
-"""pivot.toml: the hosts pivot drives, and where the campaign lives; and the toolkit of every TOML schema.
+"""pivot.toml: the hosts pivot drives, and where the campaign lives (its schema's toolkit: console/schema.py).
 
 Search order: --config PATH, then $PIVOT_CONFIG, then ./pivot.toml, then
 $XDG_CONFIG_HOME/pivot/pivot.toml (~/.config/pivot/pivot.toml). Every error
 names the file and the key.
 
-This is the ground floor: it imports nothing of pivot's own. The `[sweep]`
+This is the ground floor: it imports nothing of pivot's own but the schema toolkit. The `[sweep]`
 table belongs to the sweep (console/sweep/settings.py checks it, and
 console/pivot_toml.py reads the whole file for the commands), so here it is
 only a table.
@@ -12,161 +12,19 @@ only a table.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import stat
 import tomllib
-import types
-import typing
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, TypeAdapter, ValidationError, WrapValidator, with_config
-from pydantic_core import PydanticCustomError
+from pydantic import ConfigDict, with_config
 
-# -- TOML schemas ---------------------------------------------------------------------------------------------------
-# Declared with pydantic types; a failure becomes Invalid, one line: `key.path: problem`.
+from console.schema import Bool, Invalid, Number, Port, Seconds, Str, Table, choice, expect, must, validate
 
 MAX_FILE, MAX_JUMPS = 1 << 20, 8  # a configuration file is far smaller; a chain of jump hosts far shorter
-
-
-class Invalid(ValueError):
-    """Data that does not fit its schema: str() is `key: problem`, one line."""
-
-    def __init__(self, key: str | None, problem: str):
-        self.key, self.problem = key, problem
-        super().__init__(f"{key}: {problem}" if key else problem)
-
-
-def expect(what: str) -> WrapValidator:
-    """Any failure inside becomes `expected WHAT, got VALUE`: one phrase for a value of the wrong kind or range."""
-
-    def wrap(value: Any, inner: Callable[[Any], Any]) -> Any:
-        try:
-            return inner(value)
-        except ValidationError:
-            raise PydanticCustomError("pivot", "expected {what}, got {value}", {"what": what, "value": repr(value)}) from None
-
-    return WrapValidator(wrap)
-
-
-def must(ok: Callable[[Any], bool], problem: str) -> AfterValidator:
-    """A value of the right type that `ok` refuses: `problem`, where {value} is the value given."""
-
-    def check(value: Any) -> Any:
-        if not ok(value):
-            raise PydanticCustomError("pivot", problem, {"value": repr(value)})
-        return value
-
-    return AfterValidator(check)
-
-
-# TOML is typed: "22" is not 22 and true is not 1, so every scalar is strict
-Str = Annotated[str, Strict()]
-Int = Annotated[int, Strict()]
-Number = Annotated[float, Strict()]  # an integer or a float, never a boolean
-Bool = Annotated[bool, Strict()]
-Port = Annotated[Int, must(lambda p: 0 < p < 65536, "must be 1-65535, got {value}")]
-PositiveInt = Annotated[int, Strict(), Field(gt=0), expect("a positive integer")]
-Seconds = Annotated[float, Strict(), Field(gt=0), expect("a positive number of seconds")]
-
-
-def choice(*options: str) -> AfterValidator:
-    """A string that must be one of `options`."""
-    return must(lambda v: v in options, f"must be one of {', '.join(options)}, got {{value}}")
-
-
-class Table(BaseModel):
-    """A TOML table: strict types, no unknown key."""
-
-    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
-
-
-_UNKNOWN = ("extra_forbidden", "unexpected_keyword_argument")
-_KINDS = {
-    "int_type": "an integer", "float_type": "a number", "string_type": "a string", "bool_type": "a boolean",
-    "list_type": "a list", "tuple_type": "a list", "dict_type": "a table", "model_type": "a table",
-    "model_attributes_type": "a table", "dataclass_type": "a table",
-}
-
-
-def validate(schema: Any, data: Any, *, partial: bool = False) -> Any:
-    """`data` as `schema` (a Table, or a dataclass whose fields carry these types). partial: only check it, missing
-    keys allowed (a launch profile that `extends` another), and return None."""
-    try:
-        value = _adapter(schema).validate_python(data)
-        return None if partial else value
-    except ValidationError as e:
-        errors = [x for x in e.errors(include_url=False) if not (partial and x["type"] == "missing")]
-        if not errors:
-            return None
-        # a misspelt key first: it explains the missing or defaulted one
-        raise _invalid(schema, min(errors, key=lambda x: x["type"] not in _UNKNOWN)) from None
-
-
-@cache
-def _adapter(schema: Any) -> TypeAdapter[Any]:
-    return TypeAdapter(schema)
-
-
-def _invalid(schema: Any, error: Any) -> Invalid:
-    loc = tuple(p for p in error["loc"] if p != "[key]")  # a bad dict key is reported at that key
-    key = ".".join(map(str, loc)) or None
-    kind = error["type"]
-    if kind in _UNKNOWN:
-        return Invalid(key, f"unknown key (known: {', '.join(_fields(_type_at(schema, loc[:-1])))})")
-    if kind == "missing":
-        described = _description(_type_at(schema, loc[:-1]), str(loc[-1]))
-        return Invalid(key, f"missing: {described}" if described else "missing")
-    if kind in _KINDS:
-        return Invalid(key, f"expected {_KINDS[kind]}, got {error['input']!r}")
-    return Invalid(key, error["msg"])  # ours (expect, must) already read well; any other is pydantic's own sentence
-
-
-def _bare(t: Any) -> Any:
-    """Annotated[X, …] and X | None as X."""
-    while True:
-        if typing.get_origin(t) is Annotated:
-            t = typing.get_args(t)[0]
-        elif typing.get_origin(t) in (typing.Union, types.UnionType) and type(None) in typing.get_args(t):
-            arms = [a for a in typing.get_args(t) if a is not type(None)]
-            if len(arms) != 1:
-                return t
-            t = arms[0]
-        else:
-            return t
-
-
-def _fields(t: Any) -> dict[str, Any]:
-    if isinstance(t, type) and issubclass(t, BaseModel):
-        return {name: f.annotation for name, f in t.model_fields.items()}
-    if dataclasses.is_dataclass(t):
-        hints = typing.get_type_hints(t, include_extras=True)
-        return {f.name: hints[f.name] for f in dataclasses.fields(t) if f.init}
-    return {}
-
-
-def _type_at(schema: Any, loc: tuple[Any, ...]) -> Any:
-    t = _bare(schema)
-    for part in loc:
-        fields = _fields(t)
-        if fields:
-            t = _bare(fields.get(str(part)))
-        elif typing.get_origin(t) in (dict, list, tuple):
-            t = _bare(typing.get_args(t)[1 if typing.get_origin(t) is dict else 0])
-        else:
-            return None
-    return t
-
-
-def _description(t: Any, name: str) -> str | None:
-    if isinstance(t, type) and issubclass(t, BaseModel) and name in t.model_fields:
-        return t.model_fields[name].description
-    return None
 
 
 def shipped(name: str) -> Path:
@@ -245,6 +103,13 @@ class HostSpec(HostTable):
         return self.address or self.target
 
 
+class CompareTable(Table):
+    """[compare]: how two runs are judged."""
+
+    # percent: B/A's whole 95 % interval within ±margin is "alike", wholly beyond it a lead, across an edge "cannot tell"
+    margin: Annotated[Number, must(lambda m: 0 < m <= 20, "must be a percentage above 0 and at most 20, got {value}")] = 2.0
+
+
 class ConfigFile(Table):
     """What pivot.toml may say; a key left out takes Config's default."""
 
@@ -258,6 +123,7 @@ class ConfigFile(Table):
     telemetry_interval_s: Annotated[Number, must(lambda s: s >= 0.25, "must be at least 0.25, got {value}")] | None = None
     profiles_dir: Str | None = None  # relative to the file
     sweep: dict[str, Any] = {}  # defaults for sweeps: console/sweep/settings.py's schema
+    compare: CompareTable = CompareTable()
 
 
 @dataclass(frozen=True)
@@ -274,6 +140,12 @@ class Config:
     profiles_dir: Path | None = None
     # checked where sweep settings are made, and for the commands at start by console.pivot_toml.load
     sweep: dict[str, Any] = field(default_factory=dict)
+    compare: CompareTable = field(default_factory=CompareTable)
+
+    @property
+    def margin(self) -> float:
+        """[compare] margin as a fraction (0.02 for 2 %)."""
+        return self.compare.margin / 100
 
     @property
     def profile_dirs(self) -> list[Path]:
@@ -340,11 +212,11 @@ def _build(path: Path, data: dict[str, Any]) -> Config:
             raise Invalid(f"groups.{group}", "a group cannot have a host's name")
         if unknown := [m for m in members if m not in hosts]:
             raise Invalid(f"groups.{group}", f"names no host in [hosts]: {', '.join(map(repr, unknown))}")
-    given = top.model_dump(exclude_unset=True, exclude={"hosts", "groups", "campaign_dir", "profiles_dir"})
+    given = top.model_dump(exclude_unset=True, exclude={"hosts", "groups", "campaign_dir", "profiles_dir", "compare"})
     return Config(
         path=path, hosts=hosts, groups={k: tuple(v) for k, v in top.groups.items()},
         campaign_dir=_beside(path, top.campaign_dir or "campaign"),
-        profiles_dir=_beside(path, top.profiles_dir) if top.profiles_dir else None, **given,
+        profiles_dir=_beside(path, top.profiles_dir) if top.profiles_dir else None, compare=top.compare, **given,
     )
 
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import os
 
-from console.config import Config, ConfigError, Invalid
+from console.config import Config, ConfigError
 from console.config import load as load_keys
+from console.schema import Invalid
 from console.sweep.settings import SweepSettings
 
 

@@ -25,7 +25,7 @@ runpy.run_module("pivot_agent", run_name="__main__", alter_sys=True)
 
 # The load generator's modules (console.sweep.loadgen.generator and what it imports), checked by a test against its imports.
 LOADGEN_MODULES = (
-    "console/__init__.py", "console/untrusted.py", "console/config.py", "console/server/__init__.py",
+    "console/__init__.py", "console/untrusted.py", "console/schema.py", "console/server/__init__.py",
     "console/server/engines.py", "console/sweep/__init__.py", "console/sweep/metrics.py", "console/sweep/model.py",
     "console/sweep/settings.py", "console/sweep/loadgen/__init__.py", "console/sweep/loadgen/generator.py",
     "console/sweep/loadgen/on_host.py", "console/sweep/loadgen/requests.py", "console/sweep/loadgen/server_view.py",

@@ -44,12 +44,13 @@ def test_a_run_that_never_wins(tmp_path: Path) -> None:
     cmp = compare(open_run(tmp_path, "base"), open_run(tmp_path, "spec"))
     assert cmp.total.text == "none: base (baseline) leads at every level"
     assert cmp.recommendation == ("speculation (spec (eagle3), against base (baseline)) loses total throughput at every "
-                                  "level and helps nowhere the data can tell: disable it")
+                                  "level and helps nowhere beyond the margin: disable it")
     assert cmp.helps_up_to is None
 
 
 def test_a_level_is_called_even_only_where_the_intervals_cannot_tell(tmp_path: Path) -> None:
-    # C=1: +3.8 % per request with ±4 % intervals: cannot tell, said with the numbers, and how many requests would
+    # C=1: the same total throughput with ±4 % intervals: B/A ± 5.7 % crosses the ±2 % margin: cannot tell, said with
+    # the numbers, and how many requests would bring it within the margin
     base = {1: (84.5, 92.6), 2: (166.0, 84.0), 5: (315.0, 64.0)}
     spec = {1: (84.5, 96.1), 2: (150.0, 76.0), 5: (225.0, 46.0)}
     write_run(tmp_path, "base", "baseline", base, speculative=False, spread=0.04)
@@ -61,20 +62,38 @@ def test_a_level_is_called_even_only_where_the_intervals_cannot_tell(tmp_path: P
                                   "else disable it")
     assert cmp.total.text == "none: base (baseline) leads at C ≥ 2; cannot tell at C ≤ 1"
     assert [r.c for r in cmp.repeats] == [1]
-    assert cmp.repeats[0].text == ("C=1: 92.6 vs 96.1 per-request tok/s, +4 % ± 6 %: cannot tell; about 6 more "
-                                   "request(s) in each run would")
+    assert cmp.repeats[0].text == ("C=1: 84.5 vs 84.5 tok/s, +0.0 % ± 5.7 %: cannot tell; about 11 more request(s) in "
+                                   "each run would settle it (an estimate)")
     table_leaders = cmp.table["leader_total"].to_list()
     assert table_leaders == [None, "a", "a"]  # the recommendation and the table say the same
 
 
 def test_two_identical_runs_name_no_winner_and_no_crossover(tmp_path: Path) -> None:
+    # ±2 % each: B/A ± 2.8 % cannot lie within a ±2 % margin: cannot tell, and more requests would make them alike
     jitter = {c: (t * (1.003 if c % 2 else 0.997), p) for c, (t, p) in BASELINE.items()}
     write_run(tmp_path, "one", "direct", BASELINE, speculative=False, spread=0.02)
     write_run(tmp_path, "two", "direct", jitter, speculative=False, spread=0.02)
     cmp = compare(open_run(tmp_path, "one"), open_run(tmp_path, "two"))
-    assert cmp.recommendation == "one (direct) and two (direct) cannot be told apart in total throughput at any level"
-    assert cmp.total.at is None and cmp.total.text.startswith("cannot tell at any level")
-    assert all(r.more_requests is None for r in cmp.repeats)  # a 0.3 % gap: more requests would only narrow it
+    assert cmp.recommendation == ("neither one (direct) nor two (direct) leads total throughput by more than the margin; "
+                                  "cannot tell at every level")
+    assert cmp.total.at is None and cmp.total.text == "none: nobody leads by more than the margin; cannot tell at every level"
+    assert [r.c for r in cmp.repeats] == sorted(BASELINE) and all(r.more_requests for r in cmp.repeats)
+
+
+def test_differences_within_the_margin_are_alike_however_tight_the_intervals(tmp_path: Path) -> None:
+    """The adaptive profile's curve on the baseline's: 0.3-0.5 % apart with ±0.3 % intervals is significant and not
+    worth acting on: alike, marked ≈, and never a reason to disable it."""
+    near = {c: (t * (1.005 if c % 2 else 0.996), p * 1.002) for c, (t, p) in BASELINE.items()}
+    write_run(tmp_path, "base", "baseline", BASELINE, speculative=False, spread=0.003)
+    write_run(tmp_path, "adaptive", "adaptive", near, speculative=True, spread=0.003)
+    cmp = compare(open_run(tmp_path, "base"), open_run(tmp_path, "adaptive"))
+    assert all(lv.total.alike and lv.total.leader is None for lv in cmp.levels)
+    assert cmp.recommendation == ("speculation (adaptive, against base (baseline)) is alike it at every level (within "
+                                  "±2 %): it neither gains nor costs total throughput here")
+    assert cmp.total.text == "none: alike at every level (within ±2 %)" and not cmp.repeats
+    assert cmp.table["alike_total"].to_list() == [True] * len(BASELINE)
+    wider = compare(open_run(tmp_path, "base"), open_run(tmp_path, "adaptive"), margin=0.0005)  # 0.05 %: the old rule, near enough
+    assert any(lv.total.leader for lv in wider.levels) and "disable" not in cmp.recommendation
 
 
 def test_failed_levels_are_in_no_verdict_and_errors_are_shown(tmp_path: Path) -> None:
@@ -130,7 +149,7 @@ def test_compare_command_table_json_markdown_and_profile(campaign: Path, tmp_pat
     assert pivot(config, "compare", "base", "spec", "--csv").stdout.startswith("c,")
     report = tmp_path / "report.md"
     written = pivot(config, "compare", "base", "spec", "--markdown", str(report), "--write-profile")
-    assert "| 250 | 773.0 | 354.0 | 0.46±0.01 A |" in report.read_text()
+    assert "| 250 | 773.0 | 354.0 | 0.458±0.006 A |" in report.read_text()
     profile = tmp_path / "profiles" / "eagle3-adaptive.toml"
     assert profile.exists() and 'extends = "eagle3"' in profile.read_text() and "wrote" in written.stdout
     assert json.loads((tmp_path / "profiles" / "eagle3-adaptive.json").read_text()) == {
@@ -171,14 +190,14 @@ def test_two_runs_of_the_same_kind_get_no_speculation_verdict(tmp_path: Path) ->
     write_run(tmp_path, "adaptive", "eagle3-adaptive", adaptive, speculative=True)
     cmp = compare(open_run(tmp_path, "spec"), open_run(tmp_path, "adaptive"))
     assert cmp.recommendation == ("adaptive (eagle3-adaptive) leads total throughput at C ≥ 2 (×2.18 at C=250); "
-                                  "cannot tell at C ≤ 1")
+                                  "alike at C ≤ 1")
     assert cmp.helps_up_to is None  # nothing to write: no adaptive profile is offered
     # against the baseline, the adaptive profile keeps the C=1 gain and costs nothing above: the check passed
     write_run(tmp_path, "base", "baseline", BASELINE, speculative=False)
     verified = compare(open_run(tmp_path, "base"), open_run(tmp_path, "adaptive"))
     assert verified.recommendation == ("speculation (adaptive (eagle3-adaptive), against base (baseline)) helps "
-                                       "per-request speed at C ≤ 1 and total throughput at C ≤ 1, costs no total "
-                                       "throughput where the data can tell; cannot tell total throughput at C ≥ 2: keep it")
+                                       "per-request speed at C ≤ 1 and total throughput at C ≤ 1 and costs no total "
+                                       "throughput beyond the margin; alike at C ≥ 2: keep it")
     assert verified.helps_up_to is None
     # a sweep that ends is compared with the newest run of the other kind: the adaptive one with the baseline
     assert counterpart(open_run(tmp_path, "adaptive"), list_runs(tmp_path)).name == "base"  # type: ignore[union-attr]

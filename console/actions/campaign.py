@@ -168,7 +168,7 @@ class CampaignActions:
     async def do_compare(self, a: str, b: str) -> str:
         first, second = self._runs(a, b)
         try:
-            result = compare(first, second)
+            result = compare(first, second, self.session.config.margin)
         except ValueError as e:
             raise ActionFailed(str(e)) from None
         return result.recommendation
@@ -195,7 +195,7 @@ class CampaignActions:
 
         await self.lifecycle.poll()
         try:
-            result = await refine(first, second, Driver(), say=self.say)
+            result = await refine(first, second, Driver(), say=self.say, margin=self.session.config.margin)
         except ValueError as e:
             raise ActionFailed(str(e)) from None
         return result.recommendation

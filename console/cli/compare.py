@@ -25,13 +25,14 @@ from console.sweep.runs.store import RunError
 def _ratio(v: Verdict | None) -> str:
     if v is None or v.ratio is None:
         return "—"
-    mark = {"a": " A", "b": " B", None: " ?"}[v.leader]
-    return f"{v.ratio:.2f}±{(v.spread or 0):.2f}{mark}"
+    mark = " ≈" if v.alike else {"a": " A", "b": " B", None: " ?"}[v.leader]
+    return f"{v.ratio:.3f}±{(v.spread or 0):.3f}{mark}"
 
 
 def comparison_table(cmp: Comparison) -> Table:
     table = Table(box=None, header_style="bold", pad_edge=False, title_justify="left",
-                  title=f"A = {cmp.name('a')}\nB = {cmp.name('b')}\nB/A ± its 95 % spread; A, B: who leads; ?: cannot tell")
+                  title=f"A = {cmp.name('a')}\nB = {cmp.name('b')}\nB/A ± its 95 % spread; A, B: who leads by more than "
+                        f"±{cmp.margin * 100:g} %; ≈: alike (within it); ?: cannot tell")
     for col in ("C", "A tok/s", "B tok/s", "B/A", "A per-req", "B per-req", "B/A ", "ITL B/A", "TTFT B/A", "errors A", "errors B"):
         table.add_column(col, justify="right")
     for lv in cmp.levels:
@@ -89,7 +90,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     runs = resolve_runs(cfg, names)
     status = 0
     for other in runs[1:]:
-        cmp = compare(runs[0], other)
+        cmp = compare(runs[0], other, cfg.margin)
         if fmt == "json":
             print(json.dumps(as_json(cmp)))
         elif fmt == "csv":

@@ -142,7 +142,7 @@ def repeat_plan(cfg: config.Config, run: Run, against: str | None, settings: Swe
     other = resolve_runs(cfg, [against])[0] if against else counterpart(run, list_runs(cfg.campaign_dir))
     if other is None:
         raise RunError(f"nothing to compare {run.name} with: name a run with --against")
-    cmp = compare(other, run)
+    cmp = compare(other, run, cfg.margin)
     wanted = {r.c: r.more_requests for r in cmp.repeats if r.more_requests and "b" in r.sides}
     if not wanted:
         raise RunError(f"{run.name} against {other.name}: no level is uncertain enough for more requests to settle")

@@ -34,8 +34,9 @@ from typing import Annotated, Any, cast
 from pydantic import AfterValidator, Field
 from pydantic_core import PydanticCustomError
 
-from console.config import Bool, ConfigError, Int, Invalid, Number, Port, Str, Table, choice, expect, must, read_small, validate
+from console.config import ConfigError, read_small
 from console.remote.command import shell_line
+from console.schema import Bool, Int, Invalid, Number, Port, Str, Table, choice, expect, must, validate
 from console.server.engines import ENGINES, HEALTH_PATH, KINDS, MULTINODE, POSITIONAL, Engine
 from console.server.speculation import Drafting, drafting
 from console.untrusted import visible

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, Strict, with_config
 
-from console.config import Int, PositiveInt, Seconds, Str, expect, validate
+from console.schema import Int, PositiveInt, Seconds, Str, expect, validate
 
 DEFAULT_LEVELS = (1, 2, 5, 10, 30, 70, 100, 250)
 
@@ -64,7 +64,7 @@ class SweepSettings:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SweepSettings:
-        """Raises ValueError (console.config.Invalid: `key: problem`, one line) when a value is wrong."""
+        """Raises ValueError (console.schema.Invalid: `key: problem`, one line) when a value is wrong."""
         settings: SweepSettings = validate(cls, data)
         return settings
 

@@ -18,7 +18,8 @@ from pydantic_core import PydanticCustomError
 from textual.color import Color, ColorParseError
 from textual.theme import BUILTIN_THEMES, Theme
 
-from console.config import Bool, Invalid, Number, Str, Table, expect, must, shipped, user_config_dir, validate
+from console.config import shipped, user_config_dir
+from console.schema import Bool, Invalid, Number, Str, Table, expect, must, validate
 
 DEFAULT_THEME = "pivot-dark"
 STAND_IN = "textual-dark"  # Textual's, for a default theme whose file is missing or broken

@@ -1,8 +1,10 @@
 """Comparing runs level by level, with the uncertainty of each level: who leads where, the crossovers,
 saturation, and what to do about speculation.
 
-A run leads at a level only when the two runs' 95 % intervals do not overlap there; where they do,
-the comparison says it cannot tell, with the numbers, and how many more requests would settle it.
+At each level the ratio B/A and its 95 % interval are held against a margin of practical equivalence
+([compare] margin, 2 % unless set): a run leads only where the whole interval lies beyond the margin,
+the two are alike where it lies within, and elsewhere the comparison says it cannot tell, with the
+numbers, and how many more requests would settle it.
 Levels that failed (errors, a lost link or server) or where the load generator was the limit are
 left out of every verdict and said to be. The recommendation, the crossover lines and the table are
 all read from the same per-level verdicts, so they cannot contradict each other.
@@ -16,7 +18,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from console.sweep.analysis.acceptance import acceptance_notes, drafted_nothing
-from console.sweep.analysis.intervals import Verdict, estimate, judge, more_requests
+from console.sweep.analysis.intervals import MARGIN, Level, Verdict, estimate, judge
+from console.sweep.analysis.repeats import Repeat, repeats
 from console.sweep.model import LevelDone
 from console.sweep.runs.store import Run, label
 
@@ -25,18 +28,6 @@ if TYPE_CHECKING:
 
 REFINE_TOLERANCE = 0.15  # a change of decision is located once it lies within ±15 % of the middle of its bracket
 SATURATION_GAIN = 0.10  # past this level, throughput grows by less than 10 % to the next
-NEGLIGIBLE = 0.01  # a difference under 1 % is not worth more requests, whatever they would show
-
-
-@dataclass(frozen=True)
-class Level:
-    c: int
-    total: Verdict
-    per_request: Verdict
-    ttft: Verdict | None  # None where latencies were not measurable (the client's loop ran late)
-    itl: Verdict | None
-    a: LevelDone
-    b: LevelDone
 
 
 @dataclass(frozen=True)
@@ -46,14 +37,6 @@ class Crossover:
     leader_below: str | None  # "a" or "b"
     leader_above: str | None
     text: str
-
-
-@dataclass(frozen=True)
-class Repeat:
-    c: int
-    more_requests: int | None  # per run repeated, to tell the two apart; None: they are alike (more would only narrow it)
-    text: str
-    sides: tuple[str, ...] = ("a", "b")  # whose level to repeat: the wider interval alone when that suffices
 
 
 @dataclass(frozen=True)
@@ -69,6 +52,7 @@ class Comparison:
     helps_up_to: int | None  # the largest measured C where drafting should stay on (None: no adaptive setting helps)
     repeats: list[Repeat] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    margin: float = MARGIN
 
     @property
     def drafting(self) -> Run:
@@ -89,6 +73,7 @@ class Comparison:
                 row[f"ratio_{name}"] = v.ratio if v else None
                 row[f"spread_{name}"] = v.spread if v else None
                 row[f"leader_{name}"] = v.leader if v else None
+                row[f"alike_{name}"] = v.alike if v else None
             for side, level in (("a", lv.a), ("b", lv.b)):  # speculation's own figures, where the server gave them
                 row[f"{side}_accept_rate"] = level.accept_rate
                 row[f"{side}_accept_length"] = level.accept_length
@@ -172,7 +157,7 @@ def _why_out(level: LevelDone) -> str | None:
     return None
 
 
-def _levels(a: Run, b: Run) -> tuple[list[Level], dict[int, str]]:
+def _levels(a: Run, b: Run, margin: float) -> tuple[list[Level], dict[int, str]]:
     levels_a = {level.c: level for level in a.levels()}
     levels_b = {level.c: level for level in b.levels()}
     levels, excluded = [], {}
@@ -184,10 +169,10 @@ def _levels(a: Run, b: Run) -> tuple[list[Level], dict[int, str]]:
             continue
         latency = not (ra.lagging or rb.lagging)
         levels.append(Level(
-            c, judge(estimate(ra, "total"), estimate(rb, "total")),
-            judge(estimate(ra, "per_request"), estimate(rb, "per_request")),
-            judge(estimate(ra, "ttft"), estimate(rb, "ttft"), higher_is_better=False) if latency else None,
-            judge(estimate(ra, "itl"), estimate(rb, "itl"), higher_is_better=False) if latency else None,
+            c, judge(estimate(ra, "total"), estimate(rb, "total"), margin=margin),
+            judge(estimate(ra, "per_request"), estimate(rb, "per_request"), margin=margin),
+            judge(estimate(ra, "ttft"), estimate(rb, "ttft"), higher_is_better=False, margin=margin) if latency else None,
+            judge(estimate(ra, "itl"), estimate(rb, "itl"), higher_is_better=False, margin=margin) if latency else None,
             ra, rb))
     return levels, excluded
 
@@ -203,15 +188,23 @@ def where(subset: list[int], levels: list[int]) -> str:
     return "C = " + ", ".join(str(c) for c in subset)
 
 
-def _crossover(cmp_levels: list[Level], metric: str, names: dict[str, str]) -> Crossover:
+def _undecided(verdicts: list[tuple[int, Verdict]], levels: list[int]) -> str:
+    """"; alike at …; cannot tell at …" for the levels where nobody leads."""
+    alike = [c for c, v in verdicts if v.alike]
+    unclear = [c for c, v in verdicts if not v.leader and not v.alike]
+    return (f"; alike at {where(alike, levels)}" if alike else "") + (f"; cannot tell at {where(unclear, levels)}" if unclear else "")
+
+
+def _crossover(cmp_levels: list[Level], metric: str, names: dict[str, str], margin: float) -> Crossover:
     verdicts = [(lv.c, getattr(lv, metric)) for lv in cmp_levels]
     clear = [(c, v) for c, v in verdicts if v.leader]
-    unclear = [c for c, v in verdicts if not v.leader]
     levels = [c for c, _ in verdicts]
     if not clear:
-        return Crossover(metric, None, None, None, "cannot tell at any level: the intervals overlap everywhere")
+        if all(v.alike for _, v in verdicts):
+            return Crossover(metric, None, None, None, f"none: alike at every level (within ±{margin * 100:g} %)")
+        return Crossover(metric, None, None, None, "none: nobody leads by more than the margin" + _undecided(verdicts, levels))
     leaders = {v.leader for _, v in clear}
-    tail = f"; cannot tell at {where(unclear, levels)}" if unclear else ""
+    tail = _undecided(verdicts, levels)
     if len(leaders) == 1:
         leader = clear[0][1].leader
         return Crossover(metric, None, leader, leader, f"none: {names[leader or 'b']} leads at "
@@ -222,10 +215,10 @@ def _crossover(cmp_levels: list[Level], metric: str, names: dict[str, str]) -> C
     i = changes[0]
     (c0, v0), (c1, v1) = clear[i], clear[i + 1]
     below, above = v0.leader, v1.leader
-    between = [c for c in unclear if c0 < c < c1]
+    between = [(c, v) for c, v in verdicts if c0 < c < c1]
     if between:  # the intervals cannot place it on one of the levels between
         return Crossover(metric, None, below, above, f"between C = {c0} and C = {c1}: {names[below or 'b']} leads at "
-                         f"C ≤ {c0}, {names[above or 'b']} from C = {c1}; cannot tell at {where(between, levels)}")
+                         f"C ≤ {c0}, {names[above or 'b']} from C = {c1}{_undecided(between, levels)}")
     d0, d1 = (v0.b.value or 0) - (v0.a.value or 0), (v1.b.value or 0) - (v1.a.value or 0)
     frac = d0 / (d0 - d1) if d0 != d1 else 0.5
     at = math.exp(math.log(c0) + frac * (math.log(c1) - math.log(c0)))
@@ -238,45 +231,6 @@ def saturation(levels: list[int], tps: list[float], gain: float = SATURATION_GAI
         if tps[i] > 0 and (tps[i + 1] - tps[i]) / tps[i] < gain:
             return levels[i]
     return None
-
-
-def _repeats(cmp_levels: list[Level], names: dict[str, str]) -> list[Repeat]:
-    """For each level where total throughput or per-request speed cannot be told apart: how many requests would
-    (intervals narrow as the square root of the requests), of one run where its interval alone is in the way,
-    or that the two are alike."""
-    repeats = []
-    for lv in cmp_levels:
-        best: tuple[int, Repeat] | None = None
-        alike: Repeat | None = None
-        for metric, unit in (("total", "tok/s"), ("per_request", "per-request tok/s")):
-            v: Verdict = getattr(lv, metric)
-            n = min(lv.a.requests, lv.b.requests)
-            if v.leader or v.a.value is None or v.b.value is None or n < 2:
-                continue
-            half_a, half_b = v.a.value * v.a.relative_half, v.b.value * v.b.relative_half
-            gap = abs(v.b.value - v.a.value)
-            if half_a + half_b <= 0:
-                continue
-            if gap < NEGLIGIBLE * max(v.a.value, v.b.value):
-                alike = alike or Repeat(lv.c, None, f"C={lv.c}: {v.text(unit)}: alike; more requests would only narrow it")
-                continue
-            options = [(m, sides) for m, sides in ((more_requests(n, half_b, gap - half_a), ("b",)),
-                                                   (more_requests(n, half_a, gap - half_b), ("a",)),
-                                                   (more_requests(n, half_a + half_b, gap), ("a", "b"))) if m is not None]
-            if not options:
-                alike = alike or Repeat(lv.c, None, f"C={lv.c}: {v.text(unit)}: alike; more requests would only narrow it")
-                continue
-            more, sides = min(options, key=lambda o: o[0] * len(o[1]))
-            whose = "in each run" if len(sides) == 2 else f"of {names[sides[0]]}"
-            candidate = Repeat(lv.c, more, f"C={lv.c}: {v.text(unit)}: cannot tell; about {more} more request(s) "
-                                           f"{whose} would", sides)
-            if best is None or more * len(sides) < best[0]:
-                best = (more * len(sides), candidate)
-        if best is not None:
-            repeats.append(best[1])
-        elif alike is not None:
-            repeats.append(alike)
-    return repeats
 
 
 def _client_note(a: Run, b: Run) -> list[str]:
@@ -313,12 +267,13 @@ def _quality_notes(run: Run) -> list[str]:
     return notes
 
 
-def compare(a: Run, b: Run) -> Comparison:
+def compare(a: Run, b: Run, margin: float = MARGIN) -> Comparison:
+    """margin: [compare] margin, as a fraction (0.02: within ±2 % two figures are alike)."""
     la, lb = a.measured(), b.measured()
     if not la or not lb:
         missing = a if not la else b
         raise ValueError(f"{label(missing)} has no measured level" + (f" ({missing.corrupt})" if missing.corrupt else ""))
-    cmp_levels, excluded = _levels(a, b)
+    cmp_levels, excluded = _levels(a, b, margin)
     if not cmp_levels:
         raise ValueError(f"{label(a)} and {label(b)} have no level that both measured"
                          + (": " + "; ".join(f"C={c} {w}" for c, w in excluded.items()) if excluded else ""))
@@ -326,20 +281,23 @@ def compare(a: Run, b: Run) -> Comparison:
     sat = {names["a"]: saturation([lv.c for lv in la], [lv.total_tok_s for lv in la]),
            names["b"]: saturation([lv.c for lv in lb], [lv.total_tok_s for lv in lb])}
     recommendation, cut = recommend(a, b, cmp_levels)
-    return Comparison(a, b, cmp_levels, excluded, _crossover(cmp_levels, "total", names),
-                      _crossover(cmp_levels, "per_request", names), sat, recommendation, cut, _repeats(cmp_levels, names),
-                      acceptance_notes(a) + acceptance_notes(b) + _client_note(a, b) + _quality_notes(a)
-                      + _quality_notes(b))
+    return Comparison(a, b, cmp_levels, excluded, _crossover(cmp_levels, "total", names, margin),
+                      _crossover(cmp_levels, "per_request", names, margin), sat, recommendation, cut,
+                      repeats(cmp_levels, names), acceptance_notes(a) + acceptance_notes(b) + _client_note(a, b)
+                      + _quality_notes(a) + _quality_notes(b), margin)
 
 
 def _which_leads(a: Run, b: Run, cmp_levels: list[Level]) -> str:
     """Two runs of the same kind (both drafting, or neither): no speculation verdict, only who leads where."""
     levels = [lv.c for lv in cmp_levels]
+    verdicts = [(lv.c, lv.total) for lv in cmp_levels]
     b_leads = [lv.c for lv in cmp_levels if lv.total.leader == "b"]
     a_leads = [lv.c for lv in cmp_levels if lv.total.leader == "a"]
-    unclear = [lv.c for lv in cmp_levels if lv.total.leader is None]
     if not b_leads and not a_leads:
-        return f"{label(a)} and {label(b)} cannot be told apart in total throughput at any level"
+        if all(lv.total.alike for lv in cmp_levels):
+            margin = cmp_levels[0].total.margin
+            return f"{label(a)} and {label(b)} are alike in total throughput at every level (within ±{margin * 100:g} %)"
+        return f"neither {label(a)} nor {label(b)} leads total throughput by more than the margin" + _undecided(verdicts, levels)
     parts = []
     for side, leads in (("b", b_leads), ("a", a_leads)):
         if leads:
@@ -348,13 +306,13 @@ def _which_leads(a: Run, b: Run, cmp_levels: list[Level]) -> str:
             ratio = best.total.ratio if side == "b" else 1 / (best.total.ratio or 1)
             parts.append(f"{label(b if side == 'b' else a)} leads total throughput at {where(leads, levels)} "
                          f"(×{ratio:.2f} at C={best.c})")
-    text = ", ".join(parts)
-    return text + (f"; cannot tell at {where(unclear, levels)}" if unclear else "")
+    return ", ".join(parts) + _undecided(verdicts, levels)
 
 
 def recommend(a: Run, b: Run, cmp_levels: list[Level]) -> tuple[str, int | None]:
     """One actionable line, and the C above which drafting should be off (None: no adaptive setting helps).
-    The speculative run is the one whose command line drafts; only levels the intervals decide count."""
+    The speculative run is the one whose command line drafts; only levels judged beyond the margin count as a gain
+    or a loss, so a profile alike-or-better everywhere is never to be disabled."""
     if a.speculative == b.speculative:
         return _which_leads(a, b, cmp_levels), None
     spec_side = "a" if drafting(a, b) is a else "b"
@@ -363,26 +321,29 @@ def recommend(a: Run, b: Run, cmp_levels: list[Level]) -> tuple[str, int | None]
         return (f"{label(spec)} drafted no token in this run (its server's own count), so there is no speculation to "
                 f"judge: {_which_leads(a, b, cmp_levels)}"), None
     levels = [lv.c for lv in cmp_levels]
+    verdicts = [(lv.c, lv.total) for lv in cmp_levels]
     wins = [lv.c for lv in cmp_levels if lv.total.leader == spec_side]
     losses = [lv.c for lv in cmp_levels if lv.total.leader not in (None, spec_side)]
     speed_wins = [lv.c for lv in cmp_levels if lv.per_request.leader == spec_side]
-    unclear = [lv.c for lv in cmp_levels if lv.total.leader is None]
     who = f"speculation ({label(spec)}, against {label(base)})"
-    unsure = f"; cannot tell total throughput at {where(unclear, levels)}" if unclear else ""
+    rest = _undecided(verdicts, levels)
     gains = [f"per-request speed at {where(speed_wins, levels)}"] if speed_wins else []
     gains += [f"total throughput at {where(wins, levels)}"] if wins else []
     if not losses:
         if not gains:
-            return f"{who}: cannot tell whether it helps or costs anything at any level: repeat the uncertain levels", None
-        return f"{who} helps {' and '.join(gains)}, costs no total throughput where the data can tell{unsure}: keep it", None
+            if all(v.alike for _, v in verdicts):
+                return (f"{who} is alike it at every level (within ±{verdicts[0][1].margin * 100:g} %): it neither gains nor "
+                        "costs total throughput here"), None
+            return f"{who}: no gain or loss beyond the margin{rest}: repeat the uncertain levels to know", None
+        return f"{who} helps {' and '.join(gains)} and costs no total throughput beyond the margin{rest}: keep it", None
     if not gains:
-        open_below = [lv.c for lv in cmp_levels if lv.c < losses[0] and not (lv.total.leader and lv.per_request.leader)]
+        open_below = [lv.c for lv in cmp_levels if lv.c < losses[0] and not lv.total.leader and not lv.total.alike]
         if open_below:
             return (f"{who} loses total throughput at {where(losses, levels)}; cannot tell at {where(open_below, levels)}: "
                     "repeat those levels to know whether drafting pays off there, else disable it"), None
-        return f"{who} loses total throughput at {where(losses, levels)} and helps nowhere the data can tell{unsure}: disable it", None
+        return f"{who} loses total throughput at {where(losses, levels)} and helps nowhere beyond the margin{rest}: disable it", None
     below = [c for c in levels if c < losses[0]]
     helped_below = [c for c in below if c in wins or c in speed_wins]
     cut = helped_below[-1] if helped_below else None
     verdict = f"turn drafting off above C={cut}" if cut else "disable it (its gains lie above where it loses)"
-    return f"{who} helps {' and '.join(gains)} and loses total throughput at {where(losses, levels)}{unsure}: {verdict}", cut
+    return f"{who} helps {' and '.join(gains)} and loses total throughput at {where(losses, levels)}{rest}: {verdict}", cut

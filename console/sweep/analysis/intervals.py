@@ -1,5 +1,8 @@
-"""A level's figures with their 95 % intervals, and the verdict of two of them: who leads, or that nobody can
-tell; and how many more requests would tell (intervals narrow with Student's t and the square root of the count)."""
+"""A level's figures with their 95 % intervals, and the verdict of two of them against a margin of practical
+equivalence: who leads by more than the margin, that the two are alike (within it), or that nobody can tell; and how
+many more requests would tell (intervals narrow with Student's t and the square root of the count).
+
+Significant is not the same as worth acting on: two levels 0.3 % apart with tight intervals are alike, not a win."""
 
 from __future__ import annotations
 
@@ -9,7 +12,8 @@ from dataclasses import dataclass
 from console.sweep.metrics import t975
 from console.sweep.model import LevelDone
 
-MAX_REPEAT_FACTOR = 100  # more than 100x the requests to tell two levels apart: call them alike
+MAX_REPEAT_FACTOR = 100  # more than 100x the requests to settle a level: say so instead of a count
+MARGIN = 0.02  # [compare] margin's default: within ±2 % of each other, two figures are alike
 METRICS = {  # name -> (the level's value, low, high)
     "total": ("total_tok_s", "total_tok_s_lo", "total_tok_s_hi"),
     "per_request": ("req_tok_s_mean", "req_tok_s_lo", "req_tok_s_hi"),
@@ -47,11 +51,14 @@ def estimate(level: LevelDone, metric: str) -> Estimate:
 
 @dataclass(frozen=True)
 class Verdict:
-    """One metric at one level: B over A, its 95 % interval, and who leads ("a", "b", or None: cannot tell)."""
+    """One metric at one level: B over A, its 95 % interval, and who leads by more than the margin ("a", "b"), or
+    that they are alike (within it), or neither (None, not alike: cannot tell)."""
 
     a: Estimate
     b: Estimate
     leader: str | None
+    alike: bool = False
+    margin: float = MARGIN
 
     @property
     def ratio(self) -> float | None:
@@ -64,25 +71,55 @@ class Verdict:
             return None
         return self.ratio * math.hypot(self.a.relative_half, self.b.relative_half)
 
+    @property
+    def word(self) -> str:
+        """The judgement in one word: "A", "B", "alike" or "cannot tell"."""
+        return self.leader.upper() if self.leader else "alike" if self.alike else "cannot tell"
+
     def text(self, unit: str, digits: int = 1) -> str:
         if self.ratio is None or self.a.value is None or self.b.value is None:
             return "not measured by both"
-        change = f"{(self.ratio - 1) * 100:+.0f} % ± {(self.spread or 0) * 100:.0f} %"
+        change = f"{(self.ratio - 1) * 100:+.1f} % ± {(self.spread or 0) * 100:.1f} %"
         return f"{self.a.value:.{digits}f} vs {self.b.value:.{digits}f} {unit}, {change}"
 
+    def needed(self) -> float | None:
+        """The relative spread B/A must narrow to for the level to settle (alike, or a lead beyond the margin): its
+        distance to the nearer edge of the margin; None where it sits on an edge, or is not measured."""
+        if self.ratio is None:
+            return None
+        room = min(abs(self.ratio - (1 - self.margin)), abs(self.ratio - (1 + self.margin)))
+        return room / self.ratio if room > 0 else None
 
-def judge(a: Estimate, b: Estimate, higher_is_better: bool = True) -> Verdict:
-    """B leads when its interval lies wholly beyond A's (and the other way round); otherwise nobody can tell."""
-    ia, ib = a.interval, b.interval
-    if ia is None or ib is None:
-        return Verdict(a, b, None)
-    if ib[0] > ia[1]:
+
+@dataclass(frozen=True)
+class Level:
+    """One level both runs measured, and the verdict of each figure there."""
+
+    c: int
+    total: Verdict
+    per_request: Verdict
+    ttft: Verdict | None  # None where latencies were not measurable (the client's loop ran late)
+    itl: Verdict | None
+    a: LevelDone
+    b: LevelDone
+
+
+
+def judge(a: Estimate, b: Estimate, higher_is_better: bool = True, margin: float = MARGIN) -> Verdict:
+    """B/A with its 95 % interval against 1 ± margin: beyond it wholly, one leads; within it wholly, they are alike;
+    across an edge, nobody can tell."""
+    verdict = Verdict(a, b, None, margin=margin)
+    if verdict.ratio is None:
+        return verdict
+    spread = verdict.spread or 0.0
+    lo, hi = verdict.ratio - spread, verdict.ratio + spread
+    if lo > 1 + margin:
         better = "b"
-    elif ib[1] < ia[0]:
+    elif hi < 1 - margin:
         better = "a"
     else:
-        return Verdict(a, b, None)
-    return Verdict(a, b, better if higher_is_better else ("a" if better == "b" else "b"))
+        return Verdict(a, b, None, alike=1 - margin <= lo and hi <= 1 + margin, margin=margin)
+    return Verdict(a, b, better if higher_is_better else ("a" if better == "b" else "b"), margin=margin)
 
 
 def more_requests(n: int, half: float, room: float) -> int | None:

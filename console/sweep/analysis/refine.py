@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from console.sweep.analysis.compare import Comparison, bracket, compare, label
+from console.sweep.analysis.intervals import MARGIN
 from console.sweep.runs.store import Run
 
 
@@ -26,10 +27,11 @@ class Driver(Protocol):
         """The profile of the server running now."""
 
 
-async def refine(a: Run, b: Run, driver: Driver, say: Callable[[str], None] = print, max_rounds: int = 6) -> Comparison:
+async def refine(a: Run, b: Run, driver: Driver, say: Callable[[str], None] = print, max_rounds: int = 6,
+                 margin: float = MARGIN) -> Comparison:
     """Measure middle levels until the change is located; the last comparison. Each round measures on the
     server running now first, so that every round but the first switches servers once."""
-    cmp = compare(a, b)
+    cmp = compare(a, b, margin)
     for _ in range(max_rounds):
         found = bracket(cmp)
         if found is None or found.located:
@@ -42,7 +44,7 @@ async def refine(a: Run, b: Run, driver: Driver, say: Callable[[str], None] = pr
                 say(f"  switching to {run.profile} for {label(run)}")
                 await driver.switch_to(run)
             await driver.measure(run, level)
-        cmp = compare(a, b)
+        cmp = compare(a, b, margin)
     found = bracket(cmp)
     if found is not None:
         say(f"{found.what}: between C = {found.lo} and C = {found.hi}" + (" (located)" if found.located else ""))

@@ -51,6 +51,8 @@ class ComparisonView(VerticalScroll):
     def _ratio(self, v: Verdict | None) -> Text:
         if v is None or v.ratio is None:
             return Text("—")
+        if v.alike:  # the plain text colour: nothing to act on
+            return Text(f"{v.ratio:.3f}±{(v.spread or 0):.3f} ≈")
         mark = {"a": "A", "b": "B", None: "?"}[v.leader]
         style = theme_style(self.app, "success" if v.leader == "b" else "error" if v.leader == "a" else "warning")
-        return Text(f"{v.ratio:.2f}±{(v.spread or 0):.2f} {mark}", style)
+        return Text(f"{v.ratio:.3f}±{(v.spread or 0):.3f} {mark}", style)

@@ -422,7 +422,7 @@ class SweepPane(Pane):
 
     def _compare_in_thread(self, a: Run, b: Run) -> None:
         try:
-            cmp = compare(a, b)
+            cmp = compare(a, b, self.session.config.margin)
         except ValueError as e:
             self.app.call_from_thread(self.notify, str(e), severity="error")
             return

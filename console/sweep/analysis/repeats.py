@@ -1,0 +1,70 @@
+"""What would settle a comparison's uncertain levels: for each level where nobody leads by more than the margin and
+the two are not alike within it, how many more requests (of one run, or of both) would bring B/A's interval wholly
+within the margin or wholly beyond it. Intervals narrow as the square root of the requests (and Student's t): an
+estimate, made again from the numbers after each repeat."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from console.sweep.analysis.intervals import Level, Verdict, more_requests
+
+
+@dataclass(frozen=True)
+class Repeat:
+    c: int
+    more_requests: int | None  # per run repeated, to settle the level; None: it cannot be told how many
+    text: str
+    sides: tuple[str, ...] = ("a", "b")  # whose level to repeat: the wider interval alone when that suffices
+
+
+
+def repeats(cmp_levels: list[Level], names: dict[str, str]) -> list[Repeat]:
+    """For each level where total throughput or per-request speed cannot be told (neither a lead beyond the margin
+    nor alike within it): how many more requests would settle it, of one run where its interval alone is in the way.
+    Intervals narrow as the square root of the requests; an estimate, made again after each repeat."""
+    repeats = []
+    for lv in cmp_levels:
+        best: tuple[int, Repeat] | None = None
+        for metric, unit in (("total", "tok/s"), ("per_request", "per-request tok/s")):
+            v: Verdict = getattr(lv, metric)
+            n = min(lv.a.requests, lv.b.requests)
+            needed = v.needed()
+            if v.leader or v.alike or v.ratio is None or n < 2:
+                continue
+            ha, hb = v.a.relative_half, v.b.relative_half
+            options = []
+            if needed is not None:
+                for sides, narrowed in ((("a", "b"), _narrowed(ha, hb, needed, both=True)), (("b",), _narrowed(hb, ha, needed)),
+                                        (("a",), _narrowed(ha, hb, needed))):
+                    half = ha if sides == ("a",) else hb if sides == ("b",) else max(ha, hb)
+                    if narrowed is not None and (more := more_requests(n, half, half * narrowed)) is not None:
+                        options.append((more, sides))
+            if not options:
+                text = (f"C={lv.c}: {v.text(unit)}: cannot tell; it sits on the margin's edge (±{v.margin * 100:g} %): "
+                        "more requests would hardly settle it")
+                candidate, cost = Repeat(lv.c, None, text), 10**9
+            else:
+                more, sides = min(options, key=lambda o: o[0] * len(o[1]))
+                whose = "in each run" if len(sides) == 2 else f"of {names[sides[0]]}"
+                candidate = Repeat(lv.c, more, f"C={lv.c}: {v.text(unit)}: cannot tell; about {more} more request(s) "
+                                               f"{whose} would settle it (an estimate)", sides)
+                cost = more * len(sides)
+            if best is None or cost < best[0]:
+                best = (cost, candidate)
+        if best is not None:
+            repeats.append(best[1])
+    return repeats
+
+
+def _narrowed(own: float, other: float, needed: float, *, both: bool = False) -> float | None:
+    """By what factor one run's relative half-width must narrow (both runs' when `both`) for the combined spread to
+    come under `needed`; None when narrowing it cannot (the other run's alone is too wide), or it is not wide."""
+    if both:
+        total = math.hypot(own, other)
+        return needed / total if total > needed else None
+    if own <= 0 or other >= needed:
+        return None
+    factor = math.sqrt(needed**2 - other**2) / own
+    return factor if factor < 1 else None
