@@ -26,10 +26,13 @@ def level(c: int, total: float, per: float, spread: float = 0.01, **extra: objec
 
 
 def write_run(campaign: Path, name: str, profile: str, numbers: dict[int, tuple[float, float]], *, speculative: bool,
-              complete: bool = True, spread: float = 0.01, kind: str = "sglang", argv: list[str] | None = None) -> None:
+              complete: bool = True, spread: float = 0.01, kind: str = "sglang", argv: list[str] | None = None,
+              settings: dict[str, object] | None = None, **meta: object) -> None:
+    """settings: the sweep's, beside its levels; meta: more of run.toml (host, gpu_count, …)."""
     levels = sorted(numbers) if complete else sorted(numbers)[:3]
     argv = argv or ["python", "-m", "sglang.launch_server", *(SPEC_FLAGS if speculative else [])]
-    run = create_run(campaign, RunMeta(profile=profile, kind=kind, argv=argv, settings={"levels": sorted(numbers)}),
+    run = create_run(campaign, RunMeta.model_validate({"profile": profile, "kind": kind, "argv": argv, **meta,
+                                                       "settings": {"levels": sorted(numbers), **(settings or {})}}),
                      name=name)
     with open(run.dir / EVENTS, "a") as f:
         f.write(json.dumps({"type": "sweep_started"}) + "\n")

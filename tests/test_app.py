@@ -358,7 +358,8 @@ async def test_a_sweep_from_the_pane_over_ssh(sim_host_measured: HostProcess, tm
     (local / "t-baseline.toml").write_text(f'extends = "demo-baseline"\nport = {free_port()}\n')
     cfg = sim_host_measured.config
     cfg = config.Config(**{**cfg.__dict__, "profiles_dir": local})
-    write_run(cfg.campaign_dir, "0-earlier-eagle3", "eagle3", {c: EAGLE3[c] for c in (1, 2)}, speculative=True)
+    write_run(cfg.campaign_dir, "0-earlier-eagle3", "eagle3", {c: EAGLE3[c] for c in (1, 2)}, speculative=True,
+              settings={"max_tokens": 24})  # measured the same way: its comparison partner
     app = PivotApp(Session(cfg, "demo", via="console"))
     async with app.run_test(size=(120, 40)) as pilot:
         assert app.session.lifecycle is not None
@@ -450,7 +451,8 @@ async def test_a_runbook_run_from_the_tasks_pane_drives_the_other_panes(sim_host
         '[[tasks]]\ncontent = "Compare"\naction = "compare previous last"\n')
     cfg = sim_host_process.config
     cfg = config.Config(**{**cfg.__dict__, "profiles_dir": local})
-    write_run(cfg.campaign_dir, "0-eagle3", "eagle3", {c: EAGLE3[c] for c in (1, 2)}, speculative=True)
+    write_run(cfg.campaign_dir, "0-eagle3", "eagle3", {c: EAGLE3[c] for c in (1, 2)}, speculative=True,
+              settings={"max_tokens": 16})
     app = PivotApp(Session(cfg, "demo", via="console"))
     async with app.run_test(size=(160, 48)) as pilot:
         pane = app.query_one(TasksPane)

@@ -51,8 +51,8 @@ def test_a_bad_runbook_is_refused_before_anything_runs(tmp_path: Path, text: str
 
 def test_the_demo_campaign_runs_end_to_end(sim_host_process: HostProcess, tmp_path: Path) -> None:
     runbook = (RUNBOOKS / "demo-campaign.toml").read_text().replace('action = "sweep"', 'action = "sweep levels=1,2 max_tokens=16"')
-    path = tmp_path / "demo-campaign.toml"
-    path.write_text(runbook)
+    path = tmp_path / "demo-campaign.toml"  # and the levels the comparison cannot tell, repeated until they settle
+    path.write_text(runbook + '\n[[tasks]]\ncontent = "Repeat the uncertain levels"\naction = "repeat-uncertain last previous"\n')
     # the same profiles on free ports, beside the demo's pivot.toml (a later directory's profile wins)
     local = sim_host_process.config_path.parent / "profiles"
     local.mkdir(exist_ok=True)
@@ -69,13 +69,15 @@ def test_the_demo_campaign_runs_end_to_end(sim_host_process: HostProcess, tmp_pa
     result = subprocess.run([*pivot, "run", str(path), "--yes"], capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
     tasks = TaskList(sim_host_process.root / "campaign").load().tasks
-    assert [t.status for t in tasks] == ["completed"] * 9
+    assert [t.status for t in tasks] == ["completed"] * 10
     results = [t.result or "" for t in tasks]
     assert results[0].startswith("no server running (crashed demo-eagle3")  # nothing to stop: the step is done
     assert "released in" in results[1] and results[2].startswith("all GPUs idle") and results[3] == "2 present"
     assert results[4].startswith("ready demo-baseline") and results[6].startswith("ready demo-eagle3")
     assert "2 levels" in results[5] and "2 levels" in results[7]
     assert results[8].startswith("speculation (") and "demo-eagle3" in results[8]
+    eagle3, baseline = sorted((p for p in (sim_host_process.root / "campaign" / "runs").iterdir()), key=lambda p: p.name)[::-1]
+    assert results[9].startswith(f"{eagle3.name} against {baseline.name}: "), results[9]
     again = subprocess.run([*pivot, "run", str(path), "--yes"], capture_output=True, text=True, timeout=120)
     assert "already completed" in again.stdout  # a runbook that was run does not run twice
 

@@ -220,13 +220,88 @@ def test_client_bound_levels_are_in_no_verdict_and_lagging_ones_have_no_latency_
     assert any("latencies not measured at C = 100" in note for note in cmp.notes)
 
 
-def test_a_difference_in_where_the_load_generator_ran_is_noted(campaign: Path) -> None:
+def test_a_difference_in_where_the_load_generator_ran_refuses_and_is_noted_when_compared_anyway(campaign: Path) -> None:
     from console.sweep.runs.store import write_meta
 
     for name, client in (("base", {"machine": "jump1", "cpus": 8, "path": "ssh-forward", "forwarded_from": "gpu1"}),
                          ("spec", {"machine": "gpu1", "cpus": 64, "path": "direct"})):
         run = open_run(campaign, name)
         write_meta(run.dir, run.meta.model_copy(update={"client": client}))
-    notes = compare(open_run(campaign, "base"), open_run(campaign, "spec")).notes
+    with pytest.raises(ValueError, match="client ssh-forward in A, direct in B"):
+        compare(open_run(campaign, "base"), open_run(campaign, "spec"))
+    notes = compare(open_run(campaign, "base"), open_run(campaign, "spec"), anyway=True).notes
     assert any("the load generator ran on jump1, through an SSH forward to gpu1" in n and "on gpu1, direct" in n
                for n in notes), notes
+
+
+def test_runs_that_measured_different_things_are_compared_only_when_asked(tmp_path: Path) -> None:
+    """max_tokens 16 against 64, one host against another, default prompts against a prompt file: no verdict without
+    --anyway, and with it each difference heads the report. The speculation flags may differ; a named key may too."""
+    from console.sweep.analysis.comparable import NotComparable
+
+    write_run(tmp_path, "short", "baseline", BASELINE, speculative=False, settings={"max_tokens": 16}, host="gpu1")
+    write_run(tmp_path, "long", "eagle3", EAGLE3, speculative=True, settings={"max_tokens": 64}, host="gpu2")
+    write_run(tmp_path, "file", "eagle3", EAGLE3, speculative=True, settings={"max_tokens": 16, "prompt_file": "p.jsonl"},
+              host="gpu1")
+    short, long, file = (open_run(tmp_path, n) for n in ("short", "long", "file"))
+    with pytest.raises(NotComparable) as refused:
+        compare(short, long)
+    assert str(refused.value) == (
+        "short (baseline) and long (eagle3) did not measure the same thing: max_tokens 16 in A, 64 in B; host gpu1 in A, "
+        "gpu2 in B (pivot compare --anyway compares them, saying so; --may-differ KEY lets one key differ)")
+    anyway = compare(short, long, anyway=True)
+    assert anyway.report()[:2] == ["not comparable, compared anyway: max_tokens 16 in A, 64 in B",
+                                   "not comparable, compared anyway: host gpu1 in A, gpu2 in B"]
+    with pytest.raises(NotComparable, match=r"prompts unique prompts in A, the file p\.jsonl in B"):
+        compare(short, file)
+    assert compare(short, file, may_differ=frozenset({"prompts"})).differences == []
+    assert counterpart(long, [short, long, file]) is None  # nothing of the other kind measured it the same way
+    assert counterpart(file, [short, file]) is None
+    write_run(tmp_path, "same", "baseline", BASELINE, speculative=False, settings={"max_tokens": 64}, host="gpu2")
+    assert counterpart(long, [short, open_run(tmp_path, "same"), long]).name == "same"
+
+
+def test_the_compare_command_refuses_in_one_line_and_compares_anyway_when_told(tmp_path: Path) -> None:
+    campaign = tmp_path / "campaign"
+    write_run(campaign, "short", "baseline", BASELINE, speculative=False, settings={"max_tokens": 16})
+    write_run(campaign, "long", "eagle3", EAGLE3, speculative=True, settings={"max_tokens": 64})
+    config = tmp_path / "pivot.toml"
+    config.write_text(f'campaign_dir = "{campaign}"\n[compare]\nmargin = 3\n')
+    refused = pivot(config, "compare", "previous", "last")
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert refused.stderr.strip().splitlines() == [
+        "pivot: long (eagle3) and short (baseline) did not measure the same thing: max_tokens 64 in A, 16 in B (pivot "
+        "compare --anyway compares them, saying so; --may-differ KEY lets one key differ)"]
+    anyway = pivot(config, "compare", "previous", "last", "--anyway")
+    assert anyway.returncode == 0, anyway.stderr
+    assert "±3 %" in anyway.stdout and "not comparable, compared anyway: max_tokens 64 in A, 16 in B" in anyway.stdout
+    assert pivot(config, "compare", "previous", "last", "--may-differ", "max_tokens").returncode == 0
+    typo = pivot(config, "compare", "previous", "last", "--may-differ", "max_token")
+    assert typo.returncode == 2 and "--may-differ max_token: no such key (keys: max_tokens," in typo.stderr
+
+
+def test_an_adaptive_profiles_run_is_verified_against_the_runs_it_was_written_from(tmp_path: Path) -> None:
+    """The profile `w` writes names its comparison's runs; a sweep of it records them, and every comparison of it
+    says whether it kept the drafting run's gain where that one led and the baseline's throughput elsewhere."""
+    write_run(tmp_path, "base", "baseline", BASELINE, speculative=False)
+    write_run(tmp_path, "spec", "eagle3", EAGLE3, speculative=True)
+    good = {c: (EAGLE3[c] if c == 1 else BASELINE[c]) for c in BASELINE}
+    write_run(tmp_path, "adaptive", "eagle3-adaptive", good, speculative=True, measured_from=["base", "spec"])
+    cmp = compare(open_run(tmp_path, "base"), open_run(tmp_path, "adaptive"))
+    assert cmp.verification == ("adaptive (eagle3-adaptive) keeps the gain of spec (eagle3) at C ≤ 1, is alike base "
+                                "(baseline) at C ≥ 2")
+    assert "verification: adaptive (eagle3-adaptive) keeps the gain" in cmp.report()[1]
+    # a schedule that costs: 10 % under the baseline at C = 30 and above (a downgrade of CUDA graphs, say)
+    costly = {c: (t * 0.9, p) if c >= 30 else good[c] for c, (t, p) in good.items()}
+    vllm = tmp_path / "vllm"
+    spec_argv = ["vllm", "serve", "m", "--speculative-config", '{"method": "eagle3"}']
+    write_run(vllm, "base", "baseline", BASELINE, speculative=False, kind="vllm", argv=["vllm", "serve", "m"])
+    write_run(vllm, "spec", "eagle3", EAGLE3, speculative=True, kind="vllm", argv=spec_argv)
+    write_run(vllm, "adaptive", "eagle3-adaptive", costly, speculative=True, measured_from=["base", "spec"], kind="vllm",
+              argv=spec_argv)
+    said = compare(open_run(vllm, "base"), open_run(vllm, "adaptive")).verification or ""
+    assert said.startswith("adaptive (eagle3-adaptive) keeps the gain of spec (eagle3) at C ≤ 1, is alike base "
+                           "(baseline) at C = 2, 5, 10; falls short at C=30: base (baseline) leads it (631.0 vs 567.9 "
+                           "tok/s, -10.0 % ± 1.3 %)")
+    assert "vllm-project/vllm issues 48494 and 49548" in said
+    assert compare(open_run(tmp_path, "base"), open_run(tmp_path, "spec")).verification is None

@@ -1,6 +1,7 @@
 """The campaign's verbs: kill the strays, check the GPUs are idle and the files are there, start, switch and stop a
-server, sweep it, compare and refine runs. A runbook's actions (console/tasks/runbook.py parses them and dispatches
-here), the Sweep pane's refinement and `pivot sweep --refine` run them."""
+server, sweep it, compare runs, repeat their uncertain levels and refine them. A runbook's actions
+(console/tasks/runbook.py parses them and dispatches here), the Sweep pane's `u` and `f` and `pivot sweep
+--repeat-uncertain` / `--refine` run them."""
 
 from __future__ import annotations
 
@@ -15,13 +16,15 @@ from console.gpu.samples import AgentError, Sample
 from console.remote.errors import RemoteError
 from console.server.state import ServerState
 from console.session import Session
-from console.sweep.analysis.compare import compare
+from console.sweep.analysis.compare import Comparison, compare, counterpart
 from console.sweep.analysis.refine import refine
 from console.sweep.model import LevelDone
 from console.sweep.runs.store import Run, RunError
 from console.sweep.settings import SweepSettings
 
 READY_TIMEOUT_S = 1800.0
+REPEAT_ROUNDS = 3  # `u`, --repeat-uncertain: at most this many repeats, each estimated again from the numbers
+REPEAT_CAP = 2000  # requests a level is repeated with at most in one round
 RELEASE_TIMEOUT_S = 60.0
 
 
@@ -163,6 +166,51 @@ class CampaignActions:
         try:
             return campaign.resolve(a), campaign.resolve(b)
         except RunError as e:
+            raise ActionFailed(str(e)) from None
+
+    async def do_repeat_uncertain(self, name: str = "last", against: str | None = None, rounds: int = REPEAT_ROUNDS) -> str:
+        """Measure again, on the running server, the levels of run `name` that its comparison with `against` (its
+        counterpart by default) cannot tell, with as many requests as the comparison estimates would settle them;
+        compare again and repeat until every level settles or `rounds` is reached, and say which."""
+        campaign = Campaign(self.cfg.campaign_dir)
+        try:
+            run = campaign.resolve(name)
+            other = campaign.resolve(against) if against else counterpart(run, campaign.runs())
+        except RunError as e:
+            raise ActionFailed(str(e)) from None
+        if other is None:
+            raise ActionFailed(f"nothing to compare {run.name} with: name the run to hold it against")
+        for round_ in range(1, rounds + 1):
+            cmp = await asyncio.to_thread(self._compare, other, run)
+            wanted = {r.c: r.more_requests for r in cmp.repeats if r.more_requests and "b" in r.sides}
+            if not wanted:
+                unsettled = [r.c for r in cmp.repeats]
+                return (f"{run.name} against {other.name}: every level settled" if not unsettled else
+                        f"{run.name} against {other.name}: C = {', '.join(map(str, unsettled))} cannot be told, and no "
+                        f"repeat of {run.name} would settle them (see the comparison)")
+            requests = min(REPEAT_CAP, max(v for v in wanted.values() if v))
+            self.say(f"  round {round_} of {rounds}: repeating C = {', '.join(map(str, sorted(wanted)))} of {run.name}, "
+                     f"{requests} request(s) each (what the comparison estimates would settle them"
+                     + (f", capped at {REPEAT_CAP}" if requests < max(v for v in wanted.values() if v) else "") + ")")
+            settings = SweepSettings.from_dict({**run.meta.settings, "requests": requests})
+            try:
+                handle = await self.session.sweeps.start(settings, run=run, how="repeat", levels=sorted(wanted),
+                                                         via=self.VIA)
+            except (RunError, RemoteError, ValueError) as e:
+                raise ActionFailed(str(e)) from None
+            await self._follow(handle)
+            if handle.end != "done":
+                raise ActionFailed(f"the repeat {handle.end}: {handle.reason or 'by the operator'}")
+        cmp = await asyncio.to_thread(self._compare, other, run)
+        left = [r.c for r in cmp.repeats]
+        return (f"{run.name} against {other.name}: every level settled after {rounds} round(s)" if not left else
+                f"{run.name} against {other.name}: after {rounds} round(s), C = {', '.join(map(str, left))} still cannot "
+                "be told (the cap on rounds: repeat again, or take them as alike within their spread)")
+
+    def _compare(self, a: Run, b: Run) -> Comparison:
+        try:
+            return compare(a, b, self.cfg.margin)
+        except ValueError as e:
             raise ActionFailed(str(e)) from None
 
     async def do_compare(self, a: str, b: str) -> str:

@@ -17,6 +17,7 @@ from console import config, pivot_toml
 from console.actions.adaptive import write_adaptive_profile
 from console.cli.sweep import fmt_value, resolve_runs, terminal
 from console.sweep.analysis.adaptive import NoAdaptiveProfile, plan, spec_host
+from console.sweep.analysis.comparable import KEYS
 from console.sweep.analysis.compare import Comparison, compare
 from console.sweep.analysis.intervals import Verdict
 from console.sweep.runs.store import RunError
@@ -60,7 +61,8 @@ def as_json(cmp: Comparison) -> dict[str, Any]:
             "crossover_total_text": cmp.total.text, "crossover_per_request_text": cmp.per_request.text,
             "saturation": cmp.saturation, "recommendation": cmp.recommendation, "drafting_up_to": cmp.helps_up_to,
             "repeat": [{"c": r.c, "more_requests": r.more_requests, "text": r.text} for r in cmp.repeats],
-            "notes": cmp.notes}
+            "notes": cmp.notes, "margin": cmp.margin,
+            "not_comparable": [{"key": d.key, "a": d.a, "b": d.b} for d in cmp.differences]}
 
 
 async def write_profile_for(cfg: config.Config, cmp: Comparison) -> int:
@@ -87,10 +89,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
                                                      args.write_profile)
     if len(names) < 2:
         raise RunError("compare needs two runs (pivot runs lists them)")
+    if unknown := [k for k in args.may_differ if k not in KEYS]:
+        raise RunError(f"--may-differ {unknown[0]}: no such key (keys: {', '.join(KEYS)})")
     runs = resolve_runs(cfg, names)
     status = 0
     for other in runs[1:]:
-        cmp = compare(runs[0], other, cfg.margin)
+        cmp = compare(runs[0], other, cfg.margin, anyway=args.anyway, may_differ=frozenset(args.may_differ))
         if fmt == "json":
             print(json.dumps(as_json(cmp)))
         elif fmt == "csv":

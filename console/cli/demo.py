@@ -6,11 +6,13 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from console import pivot_toml
@@ -18,7 +20,7 @@ from console.cli.console import open_console, open_fleet
 
 
 def demo_home() -> Path:
-    """Where a demo's campaign is kept between demos, so that its runs can be compared after it ends."""
+    """Where demos keep their campaigns, each its own, so that a demo's runs can be compared after it ends."""
     from platformdirs import user_data_path
 
     return user_data_path("pivot", appauthor=False) / "demo"  # ~/.local/share/pivot/demo on Linux ($XDG_DATA_HOME)
@@ -29,12 +31,13 @@ def campaign_of(args: argparse.Namespace, root: Path) -> Path:
         return args.campaign_dir
     if args.ephemeral or args.dir:
         return root / "campaign"
-    return demo_home() / "campaign"
+    # its own: another demo's runs (another user's sweeps, another host) are never this one's comparison partners
+    return demo_home() / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}" / "campaign"
 
 
 def offline_config(campaign: Path) -> Path | None:
     """A pivot.toml beside a kept campaign, for what needs no host after the demo: runs, compare, tasks, events."""
-    if campaign.parent != demo_home():
+    if demo_home() not in campaign.parents:
         return None
     path = campaign.parent / "pivot.toml"
     path.parent.mkdir(parents=True, exist_ok=True)

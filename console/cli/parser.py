@@ -34,8 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--dir", type=Path, help="keep the simulated host's files here (default: a temporary directory, "
                                                "removed when the demo ends)")
     demo.add_argument("--campaign-dir", type=Path, metavar="DIR",
-                      help="keep the demo's campaign (runs, tasks, events) here (default: ~/.local/share/pivot/demo, "
-                           "kept between demos; with --dir: inside it)")
+                      help="keep the demo's campaign (runs, tasks, events) here, to share it between demos (default: "
+                           "a campaign of its own under ~/.local/share/pivot/demo, kept after the demo; with --dir: "
+                           "inside it)")
     demo.add_argument("--ephemeral", action="store_true", help="keep nothing: the campaign goes with the host's files")
     demo.add_argument("--gpus", type=int, default=8)
     demo.add_argument("--hosts", type=int, default=1, metavar="N",
@@ -94,7 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
     again = sweep.add_mutually_exclusive_group()
     again.add_argument("--resume", metavar="RUN", help="finish an interrupted run: measured levels are kept, failed ones run again")
     again.add_argument("--repeat-uncertain", metavar="RUN",
-                       help="measure again the levels of RUN its comparison cannot decide, merged into it")
+                       help="measure again the levels of RUN its comparison cannot decide, as many requests as it estimates "
+                            "would settle them, compared again after each round (at most 3), merged into RUN")
     again.add_argument("--refine", nargs=2, metavar=("RUN_A", "RUN_B"),
                        help="locate where the drafting decision changes: measure between levels on both runs' servers, "
                             "switching between them")
@@ -121,6 +123,12 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--csv", dest="fmt", action="store_const", const="csv")
     cmp.add_argument("--markdown", type=Path, metavar="FILE", help="also write a Markdown report")
     cmp.add_argument("--write-profile", action="store_true", help="write the adaptive-speculation config and a profile using it")
+    cmp.add_argument("--anyway", action="store_true",
+                     help="compare runs that measured different things (max_tokens, prompts, host, GPUs, …), each "
+                          "difference said above the result")
+    cmp.add_argument("--may-differ", action="append", default=[], metavar="KEY",
+                     help="let this key differ between the runs (max_tokens, input_tokens, api, extra_body, warmup, "
+                          "prompts, model, engine, engine_version, host, gpus, nodes, client); repeatable")
 
     tasks = sub.add_parser("tasks", help="the campaign's task list: list, add, start, done, import, export")
     tasks.set_defaults(run="console.cli.tasks:cmd_tasks")

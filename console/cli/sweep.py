@@ -17,7 +17,6 @@ from rich.text import Text
 from console import config, pivot_toml
 from console.campaign import Campaign
 from console.cli.prompt import ask
-from console.sweep.analysis.compare import compare, counterpart
 from console.sweep.model import LevelDone, LevelProgress, LevelRetry, LevelStarted, Request, Said, SweepDone, SweepStarted
 from console.sweep.runs.lock import holder
 from console.sweep.runs.store import Run, RunError, delete_run, list_runs, open_run
@@ -92,32 +91,41 @@ def settings_from(cfg: config.Config, levels: list[int] | None, requests: str | 
 def cmd_sweep(args: argparse.Namespace) -> int:
     cfg = pivot_toml.load(args.config)
     if args.refine:
-        return asyncio.run(refine_runs(cfg, args.host, args.refine, yes=args.yes))
+        return asyncio.run(campaign_verb(cfg, args.host, "do_refine", *(r.name for r in resolve_runs(cfg, args.refine)),
+                                         ask_first=_refine_question(cfg, args) if not args.yes else None))
+    if args.repeat_uncertain:
+        uncertain = resolve_runs(cfg, [args.repeat_uncertain])[0]
+        if (pid := holder(uncertain.dir)) is not None:
+            raise RunError(f"run {uncertain.name} is being written by a load generator now (pid {pid}): stop that sweep first")
+        against = [resolve_runs(cfg, [args.against])[0].name] if args.against else []
+        return asyncio.run(campaign_verb(cfg, args.host, "do_repeat_uncertain", uncertain.name, *against))
     run: Run | None = None
-    levels: list[int] | None = None
     how = "new"
-    if args.resume or args.repeat_uncertain:
-        run = resolve_runs(cfg, [args.resume or args.repeat_uncertain])[0]
+    if args.resume:
+        run = resolve_runs(cfg, [args.resume])[0]
         if (pid := holder(run.dir)) is not None:
             raise RunError(f"run {run.name} is being written by a load generator now (pid {pid}): stop that sweep first")
         settings = run.settings
-        how = "resume" if args.resume else "repeat"
-        if args.repeat_uncertain:
-            levels, settings = repeat_plan(cfg, run, args.against, settings)
+        how = "resume"
     else:
         settings = settings_from(cfg, args.levels, args.requests, args.max_tokens)
-    return asyncio.run(sweep(cfg, args.host, settings, run=run, how=how, levels=levels, url=args.url, as_json=args.json,
+    return asyncio.run(sweep(cfg, args.host, settings, run=run, how=how, levels=None, url=args.url, as_json=args.json,
                              other_server=args.other_server, allow_busy=args.allow_busy))
 
 
-async def refine_runs(cfg: config.Config, host: str | None, names: list[str], *, yes: bool) -> int:
-    """Measure between the levels where the drafting decision changes, switching between the two runs' servers."""
+def _refine_question(cfg: config.Config, args: argparse.Namespace) -> str:
+    a, b = resolve_runs(cfg, args.refine)
+    return (f"refining switches the server on {cfg.host(args.host).name} between {a.profile} and {b.profile}, as often "
+            "as it takes (each switch stops the running server)")
+
+
+async def campaign_verb(cfg: config.Config, host: str | None, verb: str, *words: str, ask_first: str | None = None) -> int:
+    """One of the campaign's verbs (console/actions/campaign.py) on the host, its steps printed as they come: a
+    refinement (`ask_first` asks before the first switch of servers), or a repeat of a run's uncertain levels."""
     from console.actions.campaign import ActionFailed, CampaignActions
 
-    a, b = resolve_runs(cfg, names)
-    if not yes:
-        print(f"refining switches the server on {cfg.host(host).name} between {a.profile} and {b.profile}, as often as "
-              "it takes (each switch stops the running server)")
+    if ask_first is not None:
+        print(ask_first)
         if ask("go on? [yes/no] ") not in ("y", "yes"):
             print("nothing measured")
             return 1
@@ -126,7 +134,7 @@ async def refine_runs(cfg: config.Config, host: str | None, names: list[str], *,
     async with Session(cfg, host) as session:
         await session.connect()
         try:
-            print(await CampaignActions(session, confirm_kill=_never).do_refine(a.name, b.name))
+            print(await getattr(CampaignActions(session, confirm_kill=_never), verb)(*words))
         except ActionFailed as e:
             print(f"pivot: {e}", file=sys.stderr)
             return 1
@@ -134,22 +142,7 @@ async def refine_runs(cfg: config.Config, host: str | None, names: list[str], *,
 
 
 async def _never(question: str) -> bool:
-    return False
-
-
-def repeat_plan(cfg: config.Config, run: Run, against: str | None, settings: SweepSettings) -> tuple[list[int], SweepSettings]:
-    """The levels of `run` that its comparison cannot decide, and as many requests as would decide them."""
-    other = resolve_runs(cfg, [against])[0] if against else counterpart(run, list_runs(cfg.campaign_dir))
-    if other is None:
-        raise RunError(f"nothing to compare {run.name} with: name a run with --against")
-    cmp = compare(other, run, cfg.margin)
-    wanted = {r.c: r.more_requests for r in cmp.repeats if r.more_requests and "b" in r.sides}
-    if not wanted:
-        raise RunError(f"{run.name} against {other.name}: no level is uncertain enough for more requests to settle")
-    requests = max(v for v in wanted.values() if v)
-    print(f"repeating C = {', '.join(map(str, sorted(wanted)))} of {run.name} with {requests} request(s) each "
-          f"(against {other.name})")
-    return sorted(wanted), SweepSettings.from_dict({**settings.to_dict(), "requests": requests})
+    return False  # neither kills
 
 
 async def sweep(cfg: config.Config, host: str | None, settings: SweepSettings, *, run: Run | None, how: str,

@@ -81,6 +81,8 @@ class ProfileFile(Table):
                      must(lambda v: v >= 1 if isinstance(v, int) else bool(v) and all(v), "names no host")] | None = None
     dist_port: Port = 50000
     unset: Annotated[list[Str], expect("a list of flag names")] = []  # inherited flags to remove
+    # an adaptive profile pivot wrote: the runs of the comparison it came from (baseline, drafting), to verify it by
+    measured_from: Annotated[list[Str], expect("a list of run names")] = []
     env: dict[str, Str] = {}
     flags: dict[FlagName, Flag] = {}
 
@@ -108,6 +110,7 @@ class Profile:
     nodes: tuple[str, ...] = ()  # hosts, or one group's name, as written: resolved against pivot.toml at a start
     node_count: int = 0  # `nodes = N`: a number of nodes, for a Slurm host to choose
     dist_port: int = 50000
+    measured_from: tuple[str, ...] = ()  # an adaptive profile pivot wrote: its comparison's runs (baseline, drafting)
 
     @property
     def engine(self) -> Engine:
@@ -254,6 +257,8 @@ def _merged(name: str, files: dict[str, Path], chain: tuple[str, ...] = ()) -> d
         del flags[flag]
     merged = {**parent, **data, "flags": flags, "env": {**parent.get("env", {}), **data.get("env", {})}}
     merged.pop("unset", None)
+    if "measured_from" not in data:  # a profile extending an adaptive one was measured from nothing
+        merged.pop("measured_from", None)
     return merged
 
 
@@ -277,7 +282,7 @@ def _build(name: str, path: Path, data: dict[str, Any], extends: str | None) -> 
         name=name, path=path, kind=spec.kind, launcher=cast("tuple[str, ...]", spec.launcher), model_path=spec.model_path, host=spec.host,
         port=spec.port, description=spec.description, env=dict(spec.env), flags=dict(spec.flags), extends=extends,
         overrides={k: v for k in ("health_path", "model_arg", "ready_line") if (v := getattr(spec, k)) is not None},
-        nodes=nodes, node_count=count, dist_port=spec.dist_port,
+        nodes=nodes, node_count=count, dist_port=spec.dist_port, measured_from=tuple(spec.measured_from),
     )
 
 

@@ -237,6 +237,7 @@ class RunMeta(BaseModel):
     state: str | None = None  # as the tables written at `ended` have it
     stopped_because: str | None = None
     corrupt: bool = False  # run.toml itself could not be read
+    measured_from: list[str] | None = None  # its profile is an adaptive one pivot wrote from these runs (baseline, drafting)
 
     def argv_or_words(self) -> list[str]:
         """The server's command line: its argv, or (runs recorded before it was kept) its command line split."""

@@ -85,6 +85,7 @@ class AdaptivePlan:
     first_off: int  # the smallest running batch that does not draft
     config: dict[str, Any]  # SGLang: the adaptive config file; vLLM: the whole --speculative-config object
     promises: dict[int, bool]  # each compared C: whether a batch of that size drafts
+    measured_from: tuple[str, str]  # the comparison's runs: the baseline's, the drafting one's
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -104,7 +105,7 @@ class AdaptivePlan:
         what = (f"drafting for running batches up to {self.first_off - 1} (measured C ≤ {self.drafting_up_to}), "
                 f"off from {self.first_off}")
         return {"description": f"{self.spec.name} with {what}, from pivot compare", "extends": self.spec.name,
-                **({"unset": unset} if unset else {}), "flags": flags}
+                "measured_from": list(self.measured_from), **({"unset": unset} if unset else {}), "flags": flags}
 
     def summary(self) -> str:
         return (f"{self.name}: extends {self.spec.name}, drafting for running batches up to {self.first_off - 1} "
@@ -166,8 +167,9 @@ def plan(cfg: Config, cmp: Comparison) -> AdaptivePlan:
                         f"{spec.name}'s flags: {reason}")
     name = f"{spec.name}-adaptive"
     directory = cfg.path.parent / "profiles" if cfg.path else user_config_dir() / "profiles"  # both are profile_dirs
+    baseline = cmp.b if run is cmp.a else cmp.a
     return AdaptivePlan(name, directory / f"{name}.toml", spec, cut, first_off, config,
-                        {c: c <= cut for c in measured}, warnings)
+                        {c: c <= cut for c in measured}, (baseline.name, run.name), warnings)
 
 
 def spec_host(cfg: Config, cmp: Comparison) -> HostSpec | None:

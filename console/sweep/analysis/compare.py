@@ -18,25 +18,18 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from console.sweep.analysis.acceptance import acceptance_notes, drafted_nothing
+from console.sweep.analysis.comparable import Difference, NotComparable, differences
+from console.sweep.analysis.crossover import Crossover, crossover, undecided, where
 from console.sweep.analysis.intervals import MARGIN, Level, Verdict, estimate, judge
 from console.sweep.analysis.repeats import Repeat, repeats
 from console.sweep.model import LevelDone
-from console.sweep.runs.store import Run, label
+from console.sweep.runs.store import Run, RunError, label, open_run
 
 if TYPE_CHECKING:
     import polars as pl
 
 REFINE_TOLERANCE = 0.15  # a change of decision is located once it lies within ±15 % of the middle of its bracket
 SATURATION_GAIN = 0.10  # past this level, throughput grows by less than 10 % to the next
-
-
-@dataclass(frozen=True)
-class Crossover:
-    metric: str
-    at: float | None  # interpolated C where the lead changes hands (None: it does not, or not at one point)
-    leader_below: str | None  # "a" or "b"
-    leader_above: str | None
-    text: str
 
 
 @dataclass(frozen=True)
@@ -53,6 +46,8 @@ class Comparison:
     repeats: list[Repeat] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     margin: float = MARGIN
+    differences: list[Difference] = field(default_factory=list)  # what the runs measured differently (--anyway)
+    verification: str | None = None  # of an adaptive profile's run: whether it kept what it was written to keep
 
     @property
     def drafting(self) -> Run:
@@ -88,7 +83,9 @@ class Comparison:
     def report(self) -> list[str]:
         """The comparison in sentences, as the terminal and the pane print them under the table."""
         sat = "; ".join(f"{name}: C={c}" if c else f"{name}: not within the levels" for name, c in self.saturation.items())
-        lines = [f"recommendation: {self.recommendation}", f"crossover, total tok/s: {self.total.text}",
+        lines = [f"not comparable, compared anyway: {d}" for d in self.differences]
+        lines += [f"recommendation: {self.recommendation}", *([f"verification: {self.verification}"] if self.verification else []),
+                  f"crossover, total tok/s: {self.total.text}",
                  f"crossover, per-request tok/s: {self.per_request.text}",
                  f"saturation (< 10 % more to the next level): {sat}"]
         lines += [f"C={c}: left out: {why}" for c, why in sorted(self.excluded.items())]
@@ -141,9 +138,11 @@ def drafting(a: Run, b: Run) -> Run:
 
 
 def counterpart(run: Run, runs: list[Run]) -> Run | None:
-    """The earlier run to hold this one against: the newest of the other kind (drafting or not), so that an
-    adaptive profile is checked against the baseline; else the newest of another profile; None without one."""
-    others = [r for r in runs if r.name != run.name and r.profile != run.profile and r.has_measured_levels]
+    """The earlier run to hold this one against: of the runs that measured the same thing (console/sweep/analysis/
+    comparable.py), the newest of the other kind (drafting or not), so that an adaptive profile is checked against
+    the baseline; else the newest of another profile; None without one."""
+    others = [r for r in runs if r.name != run.name and r.profile != run.profile and r.has_measured_levels
+              and not differences(r, run)]
     other_kind = [r for r in others if r.speculative != run.speculative]
     candidates = other_kind or others
     return candidates[-1] if candidates else None
@@ -175,55 +174,6 @@ def _levels(a: Run, b: Run, margin: float) -> tuple[list[Level], dict[int, str]]
             judge(estimate(ra, "itl"), estimate(rb, "itl"), higher_is_better=False, margin=margin) if latency else None,
             ra, rb))
     return levels, excluded
-
-
-def where(subset: list[int], levels: list[int]) -> str:
-    """Levels as the operator reads them: "C ≤ 5", "C ≥ 10", or a list when they are not one end."""
-    if subset == levels:
-        return "every level"
-    if subset == levels[: len(subset)]:
-        return f"C ≤ {subset[-1]}"
-    if subset == levels[-len(subset):]:
-        return f"C ≥ {subset[0]}"
-    return "C = " + ", ".join(str(c) for c in subset)
-
-
-def _undecided(verdicts: list[tuple[int, Verdict]], levels: list[int]) -> str:
-    """"; alike at …; cannot tell at …" for the levels where nobody leads."""
-    alike = [c for c, v in verdicts if v.alike]
-    unclear = [c for c, v in verdicts if not v.leader and not v.alike]
-    return (f"; alike at {where(alike, levels)}" if alike else "") + (f"; cannot tell at {where(unclear, levels)}" if unclear else "")
-
-
-def _crossover(cmp_levels: list[Level], metric: str, names: dict[str, str], margin: float) -> Crossover:
-    verdicts = [(lv.c, getattr(lv, metric)) for lv in cmp_levels]
-    clear = [(c, v) for c, v in verdicts if v.leader]
-    levels = [c for c, _ in verdicts]
-    if not clear:
-        if all(v.alike for _, v in verdicts):
-            return Crossover(metric, None, None, None, f"none: alike at every level (within ±{margin * 100:g} %)")
-        return Crossover(metric, None, None, None, "none: nobody leads by more than the margin" + _undecided(verdicts, levels))
-    leaders = {v.leader for _, v in clear}
-    tail = _undecided(verdicts, levels)
-    if len(leaders) == 1:
-        leader = clear[0][1].leader
-        return Crossover(metric, None, leader, leader, f"none: {names[leader or 'b']} leads at "
-                         f"{where([c for c, _ in clear], levels)}{tail}")
-    changes = [i for i in range(len(clear) - 1) if clear[i][1].leader != clear[i + 1][1].leader]
-    if len(changes) > 1:
-        return Crossover(metric, None, None, None, "the lead changes more than once: see the table")
-    i = changes[0]
-    (c0, v0), (c1, v1) = clear[i], clear[i + 1]
-    below, above = v0.leader, v1.leader
-    between = [(c, v) for c, v in verdicts if c0 < c < c1]
-    if between:  # the intervals cannot place it on one of the levels between
-        return Crossover(metric, None, below, above, f"between C = {c0} and C = {c1}: {names[below or 'b']} leads at "
-                         f"C ≤ {c0}, {names[above or 'b']} from C = {c1}{_undecided(between, levels)}")
-    d0, d1 = (v0.b.value or 0) - (v0.a.value or 0), (v1.b.value or 0) - (v1.a.value or 0)
-    frac = d0 / (d0 - d1) if d0 != d1 else 0.5
-    at = math.exp(math.log(c0) + frac * (math.log(c1) - math.log(c0)))
-    return Crossover(metric, at, below, above,
-                     f"C ≈ {at:.1f}: {names[below or 'b']} leads below (C ≤ {c0}), {names[above or 'b']} from C = {c1}{tail}")
 
 
 def saturation(levels: list[int], tps: list[float], gain: float = SATURATION_GAIN) -> int | None:
@@ -267,8 +217,15 @@ def _quality_notes(run: Run) -> list[str]:
     return notes
 
 
-def compare(a: Run, b: Run, margin: float = MARGIN) -> Comparison:
-    """margin: [compare] margin, as a fraction (0.02: within ±2 % two figures are alike)."""
+def compare(a: Run, b: Run, margin: float = MARGIN, *, anyway: bool = False,
+            may_differ: frozenset[str] = frozenset(), verify: bool = True) -> Comparison:
+    """margin: [compare] margin, as a fraction (0.02: within ±2 % two figures are alike). Runs that measured different
+    things (comparable.differences, but for `may_differ`) raise NotComparable, unless `anyway`: then each difference
+    heads the report."""
+    found = differences(a, b, may_differ)
+    if found and not anyway:
+        raise NotComparable(f"{label(a)} and {label(b)} did not measure the same thing: {'; '.join(map(str, found))} "
+                            "(pivot compare --anyway compares them, saying so; --may-differ KEY lets one key differ)")
     la, lb = a.measured(), b.measured()
     if not la or not lb:
         missing = a if not la else b
@@ -281,10 +238,11 @@ def compare(a: Run, b: Run, margin: float = MARGIN) -> Comparison:
     sat = {names["a"]: saturation([lv.c for lv in la], [lv.total_tok_s for lv in la]),
            names["b"]: saturation([lv.c for lv in lb], [lv.total_tok_s for lv in lb])}
     recommendation, cut = recommend(a, b, cmp_levels)
-    return Comparison(a, b, cmp_levels, excluded, _crossover(cmp_levels, "total", names, margin),
-                      _crossover(cmp_levels, "per_request", names, margin), sat, recommendation, cut,
+    return Comparison(a, b, cmp_levels, excluded, crossover(cmp_levels, "total", names, margin),
+                      crossover(cmp_levels, "per_request", names, margin), sat, recommendation, cut,
                       repeats(cmp_levels, names), acceptance_notes(a) + acceptance_notes(b) + _client_note(a, b)
-                      + _quality_notes(a) + _quality_notes(b), margin)
+                      + _quality_notes(a) + _quality_notes(b), margin, found,
+                      "; ".join(v for run in (a, b) if (v := verification(run, margin))) or None if verify else None)
 
 
 def _which_leads(a: Run, b: Run, cmp_levels: list[Level]) -> str:
@@ -297,7 +255,7 @@ def _which_leads(a: Run, b: Run, cmp_levels: list[Level]) -> str:
         if all(lv.total.alike for lv in cmp_levels):
             margin = cmp_levels[0].total.margin
             return f"{label(a)} and {label(b)} are alike in total throughput at every level (within ±{margin * 100:g} %)"
-        return f"neither {label(a)} nor {label(b)} leads total throughput by more than the margin" + _undecided(verdicts, levels)
+        return f"neither {label(a)} nor {label(b)} leads total throughput by more than the margin" + undecided(verdicts, levels)
     parts = []
     for side, leads in (("b", b_leads), ("a", a_leads)):
         if leads:
@@ -306,7 +264,7 @@ def _which_leads(a: Run, b: Run, cmp_levels: list[Level]) -> str:
             ratio = best.total.ratio if side == "b" else 1 / (best.total.ratio or 1)
             parts.append(f"{label(b if side == 'b' else a)} leads total throughput at {where(leads, levels)} "
                          f"(×{ratio:.2f} at C={best.c})")
-    return ", ".join(parts) + _undecided(verdicts, levels)
+    return ", ".join(parts) + undecided(verdicts, levels)
 
 
 def recommend(a: Run, b: Run, cmp_levels: list[Level]) -> tuple[str, int | None]:
@@ -326,7 +284,7 @@ def recommend(a: Run, b: Run, cmp_levels: list[Level]) -> tuple[str, int | None]
     losses = [lv.c for lv in cmp_levels if lv.total.leader not in (None, spec_side)]
     speed_wins = [lv.c for lv in cmp_levels if lv.per_request.leader == spec_side]
     who = f"speculation ({label(spec)}, against {label(base)})"
-    rest = _undecided(verdicts, levels)
+    rest = undecided(verdicts, levels)
     gains = [f"per-request speed at {where(speed_wins, levels)}"] if speed_wins else []
     gains += [f"total throughput at {where(wins, levels)}"] if wins else []
     if not losses:
@@ -347,3 +305,51 @@ def recommend(a: Run, b: Run, cmp_levels: list[Level]) -> tuple[str, int | None]
     cut = helped_below[-1] if helped_below else None
     verdict = f"turn drafting off above C={cut}" if cut else "disable it (its gains lie above where it loses)"
     return f"{who} helps {' and '.join(gains)} and loses total throughput at {where(losses, levels)}{rest}: {verdict}", cut
+
+
+def verification(run: Run, margin: float = MARGIN) -> str | None:
+    """Of a run of an adaptive profile pivot wrote (its meta names the baseline's and the drafting run it came from),
+    whether it kept what it was written to keep, level by level: where the drafting run led the baseline beyond the
+    margin (total throughput or per-request speed), that gain; elsewhere the baseline's total throughput. None for
+    any other run."""
+    if not run.meta.measured_from or len(run.meta.measured_from) != 2:
+        return None
+    try:
+        base, spec = (open_run(run.dir.parent.parent, name) for name in run.meta.measured_from)
+        parents, vs_spec, vs_base = (compare(x, y, margin, verify=False) for x, y in ((base, spec), (spec, run), (base, run)))
+    except (RunError, ValueError) as e:
+        return f"{label(run)} cannot be held against the runs it was written from: {e}"
+    by_c = [{lv.c: lv for lv in cmp.levels} for cmp in (parents, vs_spec, vs_base)]
+    levels = sorted(set(by_c[0]) & set(by_c[1]) & set(by_c[2]))
+    kept: dict[str, list[int]] = {"spec": [], "base": [], "unsure": []}
+    short: list[str] = []
+    for c in levels:
+        gains = [m for m in ("total", "per_request") if getattr(by_c[0][c], m).leader == "b"]
+        against, checked = (by_c[1][c], gains) if gains else (by_c[2][c], ["total"])
+        verdicts: list[Verdict] = [getattr(against, m) for m in checked]
+        if behind := [v for v in verdicts if v.leader == "a"]:
+            short.append(f"C={c}: {label(spec if gains else base)} leads it ({behind[0].text('tok/s')})")
+        else:
+            settled = all(v.leader == "b" or v.alike for v in verdicts)
+            kept[("spec" if gains else "base") if settled else "unsure"].append(c)
+    parts = []
+    if kept["spec"]:
+        parts.append(f"keeps the gain of {label(spec)} at {where(kept['spec'], levels)}")
+    if kept["base"]:
+        alike = all(by_c[2][c].total.alike for c in kept["base"])
+        parts.append(f"is {'alike' if alike else 'alike or better than'} {label(base)} at {where(kept['base'], levels)}")
+    if kept["unsure"]:
+        parts.append(f"cannot tell at {where(kept['unsure'], levels)} (repeat those levels of {label(run)})")
+    said = f"{label(run)} " + (", ".join(parts) if parts else "has no level in common with the runs it was written from")
+    if short:
+        said += "; falls short at " + "; ".join(short) + _known_costs(run)
+    return said
+
+
+def _known_costs(run: Run) -> str:
+    """What the engine is known to cost an adaptive setting, where the run's engine is one that does."""
+    if run.meta.kind == "vllm":
+        return (" (vLLM runs a dynamic speculative schedule with PIECEWISE CUDA graphs instead of FULL_AND_PIECEWISE, "
+                "reported at about 14 % single-stream, and reported to stall under concurrency at the schedule's "
+                "threshold: vllm-project/vllm issues 48494 and 49548)")
+    return ""

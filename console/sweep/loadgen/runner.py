@@ -15,6 +15,7 @@ from console.gpu.samples import Sample
 from console.gpu.telemetry import RemoteTelemetry
 from console.remote import Connection
 from console.remote.command import shell_line
+from console.server.profiles import ProfileError, load_profiles
 from console.server.slurm import lifecycle_of
 from console.server.state import ServerRecord, ServerState
 from console.sweep.model import EventError, RunMeta, Said, Shown, decode_shown
@@ -122,9 +123,17 @@ async def describe_server(conn: Connection, cfg: config.Config, host: str) -> tu
                    host=host, gpu_count=len(gpus), gpu_names=sorted({g.name for g in gpus}),
                    gpu_memory_mib=max((g.mem_total_mib for g in gpus if g.mem_total_mib), default=None), model=status.model,
                    nodes=list(record.nodes) or None)  # a server across nodes: its hosts, rank 0 first; GPUs: rank 0's
+    meta.measured_from = await asyncio.to_thread(_measured_from, cfg, meta.profile)  # profile files: off the loop
     if record.job is not None:  # a Slurm job: its id, and where its first node is
         meta.slurm_job, meta.address = record.job, address
     return meta, address, record.port
+
+
+def _measured_from(cfg: config.Config, name: str) -> list[str] | None:
+    """Of an adaptive profile pivot wrote, the runs it came from (a profile that cannot be read here: None)."""
+    with contextlib.suppress(ProfileError):
+        return list(load_profiles(*cfg.profile_dirs).get(name).measured_from) or None
+    return None
 
 
 def identity_mismatch(ran: RunMeta, now: RunMeta) -> str | None:

@@ -11,19 +11,14 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 
-from console.actions.adaptive import write_adaptive_profile
 from console.actions.sweep import ServerBusy, SweepHandle
-from console.campaign import Campaign
 from console.remote.errors import RemoteError
 from console.session import Session
-from console.sweep.analysis.adaptive import AdaptivePlan, NoAdaptiveProfile, plan, spec_host
-from console.sweep.analysis.compare import Comparison, bracket, compare, counterpart
 from console.sweep.model import LevelDone, LevelProgress, LevelRetry, LevelStarted, Request, Said, Shown, SweepDone, SweepStarted
 from console.sweep.runs.store import Run, RunError, list_runs
 from console.sweep.settings import SweepSettings
 from console.ui.colours import theme_style
 from console.ui.screens.confirm import Confirm
-from console.ui.widgets.pane import Pane
 from console.ui.widgets.problem import PaneProblem, survives
 from console.ui.widgets.quiet import QuietStatic
 from console.ui.widgets.sweep.chart import SECOND, ChartData, SweepChart, earlier_runs
@@ -31,13 +26,14 @@ from console.ui.widgets.sweep.comparison import ComparisonView
 from console.ui.widgets.sweep.form import SweepForm
 from console.ui.widgets.sweep.levels import LevelTable
 from console.ui.widgets.sweep.progress import LiveLevel, progress_line
+from console.ui.widgets.sweep.verdicts import ComparisonActions
 from console.untrusted import visible
 
 REDRAW_S = 0.5  # the chart redraws at most this often, however fast requests finish
 SHORT_ROWS = 14  # a pane shorter than this shows the chart and its progress line, not the level table
 
 
-class SweepPane(Pane):
+class SweepPane(ComparisonActions):
     DEFAULT_CSS = """
     SweepPane { padding: 0 1; }
     SweepPane SweepChart { height: 2fr; min-height: 4; }
@@ -85,14 +81,6 @@ class SweepPane(Pane):
     @property
     def levels(self) -> list[LevelDone]:
         return self.data.levels
-
-    @property
-    def comparison(self):
-        return self.query_one(ComparisonView).comparison
-
-    @property
-    def comparison_text(self) -> Text | None:
-        return self.query_one(ComparisonView).text
 
     def compose(self) -> ComposeResult:
         yield SweepChart(id="sweep-chart")
@@ -293,99 +281,6 @@ class SweepPane(Pane):
             pass
         self._compare_with_counterpart(handle.run)
 
-    def action_write_adaptive(self) -> None:
-        cmp = self.comparison
-        if cmp is None:
-            return
-        try:
-            adaptive = plan(self.session.config, cmp)
-        except NoAdaptiveProfile as e:
-            self.notify(str(e), title="Adaptive profile", severity="warning", timeout=12)
-            return
-        host = spec_host(self.session.config, cmp) if adaptive.engine == "sglang" else None
-        path = adaptive.profile_path
-        lines = [adaptive.summary(),
-                 f"will be written to {path}" + (" (replacing the one there)" if path.exists() else ""),
-                 (f"its config will be uploaded to {host.name}" if host is not None else
-                  "the schedule goes inside --speculative-config" if adaptive.engine == "vllm" else
-                  "no host configured: nothing is uploaded"), *[f"warning: {w}" for w in adaptive.warnings]]
-
-        def decided(ok: bool | None) -> None:
-            if ok:
-                self.write_adaptive(adaptive)
-            else:
-                self.notify("no profile written", timeout=4)
-
-        self.app.push_screen(Confirm(f"Write profile {adaptive.name}?", [Text(line) for line in lines],
-                                     action_label="Write"), decided)
-
-    @work(group="adaptive", exit_on_error=False)
-    async def write_adaptive(self, adaptive: AdaptivePlan) -> None:
-        try:
-            written = await write_adaptive_profile(self.session, adaptive)
-        except (RemoteError, OSError) as e:
-            self.notify(f"no profile written: {e}", title="Adaptive profile", severity="error", timeout=12)
-            return
-        self.notify(written.describe(), title="Adaptive profile", timeout=12)
-
-    def action_repeat_uncertain(self) -> None:
-        """Re-measure, on the running server's run, the levels the comparison on screen cannot decide."""
-        cmp = self.comparison
-        lifecycle = self.session.lifecycle
-        if cmp is None or lifecycle is None:
-            return
-        if not any(r.more_requests for r in cmp.repeats):
-            self.notify("no level is uncertain enough for more requests to settle", timeout=6)
-            return
-        running = lifecycle.status.profile
-        side = "b" if cmp.b.profile == running else "a" if cmp.a.profile == running else None
-        wanted = {r.c: r.more_requests for r in cmp.repeats if r.more_requests and side in r.sides}
-        if side is None or not wanted:
-            need = sorted({s for r in cmp.repeats if r.more_requests for s in r.sides})
-            self.notify(f"the levels to repeat are {' and '.join(cmp.name(s) for s in need)}'s: switch to "
-                        f"{' or '.join((cmp.a if s == 'a' else cmp.b).profile for s in need)} first",
-                        severity="warning", timeout=8)
-            return
-        run = cmp.a if side == "a" else cmp.b
-        levels, requests = sorted(wanted), max(v for v in wanted.values() if v)
-        settings = SweepSettings.from_dict({**run.meta.settings, "requests": requests})
-        self.notify(f"repeating C = {', '.join(map(str, levels))} of {run.name}, {requests} request(s) each", timeout=6)
-        self.start_sweep(settings, run=run, how="repeat", levels=levels)
-
-    def action_refine(self) -> None:
-        cmp = self.comparison
-        if cmp is None or self.session.lifecycle is None:
-            return
-        found = bracket(cmp)
-        if found is None or found.located:
-            self.notify("nothing to refine: " + ("no change of decision between two levels" if found is None else
-                        f"{found.what} is located (C = {found.lo}..{found.hi})"), timeout=6)
-            return
-        lines = [f"{found.what} lies between C = {found.lo} and C = {found.hi}: C = {found.middle} is measured on both "
-                 f"runs, and more levels until it is located within ±15 %",
-                 f"the server is switched between {cmp.a.profile} and {cmp.b.profile} as often as it takes"]
-
-        def decided(ok: bool | None) -> None:
-            if ok:
-                self.refine(cmp.a, cmp.b)
-
-        self.app.push_screen(Confirm("Refine the crossover?", [Text(line) for line in lines], action_label="Refine"),
-                             decided)
-
-    @work(exclusive=True, group="refine", exit_on_error=False)
-    async def refine(self, a: Run, b: Run) -> None:
-        from console.actions.campaign import ActionFailed, CampaignActions
-
-        async def never(question: str) -> bool:
-            return False
-
-        try:
-            actions = CampaignActions(self.session, confirm_kill=never, say=lambda line: self.notify(line.strip(), timeout=6))
-            await actions.do_refine(a.name, b.name)  # each measurement shows here through the session's sweeps
-        except ActionFailed as e:
-            self.notify(f"refinement stopped: {e}", severity="error", timeout=12)
-        self.show_comparison(a, b)
-
     def action_second_series(self) -> None:
         self.data.second = (self.data.second + 1) % len(SECOND)
         self.dirty = True
@@ -394,53 +289,3 @@ class SweepPane(Pane):
         self.overlay_count = (self.overlay_count + 1) % 4
         self.notify(f"{self.overlay_count} earlier run(s) overlaid", timeout=2)
         self._refresh_overlays()
-
-    def action_compare(self) -> None:
-        if self.query_one(ComparisonView).shown:
-            self.hide_comparison()
-            return
-        self._compare_latest()
-
-    # Comparisons are read and computed in a thread: every run's state, two runs' tables and their intervals.
-    @work(thread=True, exclusive=True, group="sweep-compare", exit_on_error=False)
-    def _compare_latest(self) -> None:
-        pair = Campaign(self.session.config.campaign_dir).latest_pair()
-        if pair is None:
-            self.app.call_from_thread(self.notify, "two runs with completed levels are needed to compare", severity="warning")
-            return
-        self._compare_in_thread(*pair)
-
-    @work(thread=True, exclusive=True, group="sweep-compare", exit_on_error=False)
-    def _compare_with_counterpart(self, run: Run) -> None:
-        """After a sweep: the earlier run to hold it against (console/sweep/analysis/compare.py counterpart), if any."""
-        if run.has_measured_levels and (other := counterpart(run, list_runs(self.session.config.campaign_dir))):
-            self._compare_in_thread(other, run)
-
-    @work(thread=True, exclusive=True, group="sweep-compare", exit_on_error=False)
-    def show_comparison(self, a: Run, b: Run) -> None:
-        self._compare_in_thread(a, b)
-
-    def _compare_in_thread(self, a: Run, b: Run) -> None:
-        try:
-            cmp = compare(a, b, self.session.config.margin)
-        except ValueError as e:
-            self.app.call_from_thread(self.notify, str(e), severity="error")
-            return
-        self.app.call_from_thread(self._show_comparison, cmp)
-
-    def hide_comparison(self) -> None:
-        view = self.query_one(ComparisonView)
-        had_focus = view.has_focus
-        view.hide()
-        self.remove_class("-comparing")
-        if had_focus:
-            self.query_one(LevelTable).focus()
-        self.refresh_bindings()
-
-    def _show_comparison(self, cmp: Comparison) -> None:
-        view = self.query_one(ComparisonView)
-        view.show(cmp)
-        if self.has_focus_within:
-            view.focus()  # the level table it replaces had the focus
-        self.add_class("-comparing")  # the comparison has the same levels: it takes the table's room
-        self.refresh_bindings()

@@ -1,0 +1,68 @@
+"""Where the lead changes hands between two runs, read from the per-level verdicts: the crossover lines of a
+comparison, and the words levels are named in ("C ≤ 5", "C ≥ 10", "C = 2, 30")."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from console.sweep.analysis.intervals import Level, Verdict
+
+
+@dataclass(frozen=True)
+class Crossover:
+    metric: str
+    at: float | None  # interpolated C where the lead changes hands (None: it does not, or not at one point)
+    leader_below: str | None  # "a" or "b"
+    leader_above: str | None
+    text: str
+
+
+
+def where(subset: list[int], levels: list[int]) -> str:
+    """Levels as the operator reads them: "C ≤ 5", "C ≥ 10", or a list when they are not one end."""
+    if subset == levels:
+        return "every level"
+    if subset == levels[: len(subset)]:
+        return f"C ≤ {subset[-1]}"
+    if subset == levels[-len(subset):]:
+        return f"C ≥ {subset[0]}"
+    return "C = " + ", ".join(str(c) for c in subset)
+
+
+def undecided(verdicts: list[tuple[int, Verdict]], levels: list[int]) -> str:
+    """"; alike at …; cannot tell at …" for the levels where nobody leads."""
+    alike = [c for c, v in verdicts if v.alike]
+    unclear = [c for c, v in verdicts if not v.leader and not v.alike]
+    return (f"; alike at {where(alike, levels)}" if alike else "") + (f"; cannot tell at {where(unclear, levels)}" if unclear else "")
+
+
+def crossover(cmp_levels: list[Level], metric: str, names: dict[str, str], margin: float) -> Crossover:
+    verdicts = [(lv.c, getattr(lv, metric)) for lv in cmp_levels]
+    clear = [(c, v) for c, v in verdicts if v.leader]
+    levels = [c for c, _ in verdicts]
+    if not clear:
+        if all(v.alike for _, v in verdicts):
+            return Crossover(metric, None, None, None, f"none: alike at every level (within ±{margin * 100:g} %)")
+        return Crossover(metric, None, None, None, "none: nobody leads by more than the margin" + undecided(verdicts, levels))
+    leaders = {v.leader for _, v in clear}
+    tail = undecided(verdicts, levels)
+    if len(leaders) == 1:
+        leader = clear[0][1].leader
+        return Crossover(metric, None, leader, leader, f"none: {names[leader or 'b']} leads at "
+                         f"{where([c for c, _ in clear], levels)}{tail}")
+    changes = [i for i in range(len(clear) - 1) if clear[i][1].leader != clear[i + 1][1].leader]
+    if len(changes) > 1:
+        return Crossover(metric, None, None, None, "the lead changes more than once: see the table")
+    i = changes[0]
+    (c0, v0), (c1, v1) = clear[i], clear[i + 1]
+    below, above = v0.leader, v1.leader
+    between = [(c, v) for c, v in verdicts if c0 < c < c1]
+    if between:  # the intervals cannot place it on one of the levels between
+        return Crossover(metric, None, below, above, f"between C = {c0} and C = {c1}: {names[below or 'b']} leads at "
+                         f"C ≤ {c0}, {names[above or 'b']} from C = {c1}{undecided(between, levels)}")
+    d0, d1 = (v0.b.value or 0) - (v0.a.value or 0), (v1.b.value or 0) - (v1.a.value or 0)
+    frac = d0 / (d0 - d1) if d0 != d1 else 0.5
+    at = math.exp(math.log(c0) + frac * (math.log(c1) - math.log(c0)))
+    return Crossover(metric, at, below, above,
+                     f"C ≈ {at:.1f}: {names[below or 'b']} leads below (C ≤ {c0}), {names[above or 'b']} from C = {c1}{tail}")

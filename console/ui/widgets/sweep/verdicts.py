@@ -1,0 +1,208 @@
+"""The Sweep pane's comparison and what it offers: the runs compared (in a thread: every run's state, two runs' tables
+and their intervals), `w` writes the adaptive profile it recommends, `u` repeats its uncertain levels, `f` refines
+where the decision changes. console/ui/widgets/sweep/pane.py is the pane itself."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from rich.text import Text
+from textual import work
+
+from console.actions.adaptive import write_adaptive_profile
+from console.campaign import Campaign
+from console.remote.errors import RemoteError
+from console.sweep.analysis.adaptive import AdaptivePlan, NoAdaptiveProfile, plan, spec_host
+from console.sweep.analysis.compare import Comparison, bracket, compare, counterpart
+from console.sweep.runs.store import Run, label, list_runs
+from console.ui.screens.confirm import Confirm
+from console.ui.widgets.pane import Pane
+from console.ui.widgets.sweep.comparison import ComparisonView
+from console.ui.widgets.sweep.levels import LevelTable
+
+if TYPE_CHECKING:  # imported when used: the console's first screen does not wait for the campaign's verbs
+    from console.actions.campaign import CampaignActions
+
+
+class ComparisonActions(Pane):
+    """The comparison part of the Sweep pane, which composes a ComparisonView and a LevelTable."""
+
+    start_sweep: Callable[..., Any]  # the Sweep pane's: measure levels again on the running server
+
+    @property
+    def comparison(self) -> Comparison | None:
+        return self.query_one(ComparisonView).comparison
+
+    @property
+    def comparison_text(self) -> Text | None:
+        return self.query_one(ComparisonView).text
+
+    def action_write_adaptive(self) -> None:
+        cmp = self.comparison
+        if cmp is None:
+            return
+        try:
+            adaptive = plan(self.session.config, cmp)
+        except NoAdaptiveProfile as e:
+            self.notify(str(e), title="Adaptive profile", severity="warning", timeout=12)
+            return
+        host = spec_host(self.session.config, cmp) if adaptive.engine == "sglang" else None
+        path = adaptive.profile_path
+        lines = [adaptive.summary(),
+                 f"will be written to {path}" + (" (replacing the one there)" if path.exists() else ""),
+                 (f"its config will be uploaded to {host.name}" if host is not None else
+                  "the schedule goes inside --speculative-config" if adaptive.engine == "vllm" else
+                  "no host configured: nothing is uploaded"), *[f"warning: {w}" for w in adaptive.warnings]]
+
+        def decided(ok: bool | None) -> None:
+            if ok:
+                self.write_adaptive(adaptive)
+            else:
+                self.notify("no profile written", timeout=4)
+
+        self.app.push_screen(Confirm(f"Write profile {adaptive.name}?", [Text(line) for line in lines],
+                                     action_label="Write"), decided)
+
+    @work(group="adaptive", exit_on_error=False)
+    async def write_adaptive(self, adaptive: AdaptivePlan) -> None:
+        try:
+            written = await write_adaptive_profile(self.session, adaptive)
+        except (RemoteError, OSError) as e:
+            self.notify(f"no profile written: {e}", title="Adaptive profile", severity="error", timeout=12)
+            return
+        self.notify(written.describe(), title="Adaptive profile", timeout=12)
+
+    def action_repeat_uncertain(self) -> None:
+        """Re-measure, on the running server's run, the levels the comparison on screen cannot decide, compared again
+        after each round until they settle or the rounds run out (console/actions/campaign.py do_repeat_uncertain)."""
+        cmp = self.comparison
+        lifecycle = self.session.lifecycle
+        if cmp is None or lifecycle is None:
+            return
+        if not any(r.more_requests for r in cmp.repeats):
+            self.notify("no level is uncertain enough for more requests to settle", timeout=6)
+            return
+        running = lifecycle.status.profile
+        side = "b" if cmp.b.profile == running else "a" if cmp.a.profile == running else None
+        wanted = {r.c: r.more_requests for r in cmp.repeats if r.more_requests and side in r.sides}
+        if side is None or not wanted:
+            need = sorted({s for r in cmp.repeats if r.more_requests for s in r.sides})
+            self.notify(f"the levels to repeat are {' and '.join(cmp.name(s) for s in need)}'s: switch to "
+                        f"{' or '.join((cmp.a if s == 'a' else cmp.b).profile for s in need)} first",
+                        severity="warning", timeout=8)
+            return
+        run, other = (cmp.a, cmp.b) if side == "a" else (cmp.b, cmp.a)
+        self.repeat_uncertain(run, other, (cmp.a, cmp.b))
+
+    @work(exclusive=True, group="refine", exit_on_error=False)
+    async def repeat_uncertain(self, run: Run, other: Run, shown: tuple[Run, Run]) -> None:
+        from console.actions.campaign import ActionFailed
+
+        try:
+            said = await self._actions().do_repeat_uncertain(run.name, other.name)  # each round shows here
+        except ActionFailed as e:
+            self.notify(f"the repeat stopped: {e}", severity="error", timeout=12)
+        else:
+            self.notify(said, title="Repeat uncertain", timeout=15)
+        self.show_comparison(*shown)
+
+    def _actions(self) -> CampaignActions:
+        from console.actions.campaign import CampaignActions
+
+        async def never(question: str) -> bool:
+            return False  # a repeat or a refinement kills nothing
+
+        return CampaignActions(self.session, confirm_kill=never, say=lambda line: self.notify(line.strip(), timeout=6))
+
+    def action_refine(self) -> None:
+        cmp = self.comparison
+        if cmp is None or self.session.lifecycle is None:
+            return
+        found = bracket(cmp)
+        if found is None or found.located:
+            self.notify("nothing to refine: " + ("no change of decision between two levels" if found is None else
+                        f"{found.what} is located (C = {found.lo}..{found.hi})"), timeout=6)
+            return
+        lines = [f"{found.what} lies between C = {found.lo} and C = {found.hi}: C = {found.middle} is measured on both "
+                 f"runs, and more levels until it is located within ±15 %",
+                 f"the server is switched between {cmp.a.profile} and {cmp.b.profile} as often as it takes"]
+
+        def decided(ok: bool | None) -> None:
+            if ok:
+                self.refine(cmp.a, cmp.b)
+
+        self.app.push_screen(Confirm("Refine the crossover?", [Text(line) for line in lines], action_label="Refine"),
+                             decided)
+
+    @work(exclusive=True, group="refine", exit_on_error=False)
+    async def refine(self, a: Run, b: Run) -> None:
+        from console.actions.campaign import ActionFailed
+
+        try:
+            await self._actions().do_refine(a.name, b.name)  # each measurement shows here through the session's sweeps
+        except ActionFailed as e:
+            self.notify(f"refinement stopped: {e}", severity="error", timeout=12)
+        self.show_comparison(a, b)
+
+    def action_compare(self) -> None:
+        if self.query_one(ComparisonView).shown:
+            self.hide_comparison()
+            return
+        self._compare_latest()
+
+    # Comparisons are read and computed in a thread: every run's state, two runs' tables and their intervals.
+    @work(thread=True, exclusive=True, group="sweep-compare", exit_on_error=False)
+    def _compare_latest(self) -> None:
+        pair = Campaign(self.session.config.campaign_dir).latest_pair()
+        if pair is None:
+            self.app.call_from_thread(self.notify, "two runs with completed levels are needed to compare", severity="warning")
+            return
+        self._compare_in_thread(*pair)
+
+    @work(thread=True, exclusive=True, group="sweep-compare", exit_on_error=False)
+    def _compare_with_counterpart(self, run: Run) -> None:
+        """After a sweep: the earlier run to hold it against (console/sweep/analysis/compare.py counterpart), if any."""
+        if not run.has_measured_levels:
+            return
+        runs = list_runs(self.session.config.campaign_dir)
+        other = counterpart(run, runs)
+        if other is None:
+            if any(r.name != run.name and r.profile != run.profile and r.has_measured_levels for r in runs):
+                self.app.call_from_thread(self.notify, f"{run.name} is compared with no earlier run: none of another "
+                                          "profile measured the same thing (max_tokens, prompts, model, host, GPUs, …); "
+                                          "pivot compare --anyway compares two regardless", timeout=10)
+            return
+        kind = "the other kind (drafting or not)" if other.speculative != run.speculative else "another profile"
+        self.app.call_from_thread(self.notify, f"compared with {label(other)}: the newest run of {kind} that measured the "
+                                  "same thing", timeout=8)
+        self._compare_in_thread(other, run)
+
+    @work(thread=True, exclusive=True, group="sweep-compare", exit_on_error=False)
+    def show_comparison(self, a: Run, b: Run) -> None:
+        self._compare_in_thread(a, b)
+
+    def _compare_in_thread(self, a: Run, b: Run) -> None:
+        try:
+            cmp = compare(a, b, self.session.config.margin)
+        except ValueError as e:
+            self.app.call_from_thread(self.notify, str(e), severity="error")
+            return
+        self.app.call_from_thread(self._show_comparison, cmp)
+
+    def hide_comparison(self) -> None:
+        view = self.query_one(ComparisonView)
+        had_focus = view.has_focus
+        view.hide()
+        self.remove_class("-comparing")
+        if had_focus:
+            self.query_one(LevelTable).focus()
+        self.refresh_bindings()
+
+    def _show_comparison(self, cmp: Comparison) -> None:
+        view = self.query_one(ComparisonView)
+        view.show(cmp)
+        if self.has_focus_within:
+            view.focus()  # the level table it replaces had the focus
+        self.add_class("-comparing")  # the comparison has the same levels: it takes the table's room
+        self.refresh_bindings()
