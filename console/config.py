@@ -108,6 +108,9 @@ class CompareTable(Table):
 
     # percent: B/A's whole 95 % interval within ±margin is "alike", wholly beyond it a lead, across an edge "cannot tell"
     margin: Annotated[Number, must(lambda m: 0 < m <= 20, "must be a percentage above 0 and at most 20, got {value}")] = 2.0
+    # a service-level objective every comparison answers for: "itl_p90_ms<=30,ttft_p90_ms<=500,user_tok_s>=20"
+    # (console/sweep/analysis/slo.py reads it; console/pivot_toml.py checks it)
+    slo: Str | None = None
 
 
 class ConfigFile(Table):

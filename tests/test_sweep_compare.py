@@ -305,3 +305,34 @@ def test_an_adaptive_profiles_run_is_verified_against_the_runs_it_was_written_fr
                            "tok/s, -10.0 % ± 1.3 %)")
     assert "vllm-project/vllm issues 48494 and 49548" in said
     assert compare(open_run(tmp_path, "base"), open_run(tmp_path, "spec")).verification is None
+
+
+def test_an_slo_is_read_checked_and_answered_per_level() -> None:
+    from console.sweep.analysis.slo import Slo, served
+    from console.sweep.model import LevelDone
+
+    slo = Slo.parse("itl_p90_ms<=30, ttft_p90_ms<=500,user_tok_s>=20")
+    assert str(slo) == "TTFT p90 ≤ 500 ms, ITL p90 ≤ 30 ms, a user's speed ≥ 20 tok/s"
+    for text, problem in (("itl<30", "slo: 'itl<30' is not one of ttft_p90_ms<=MS, itl_p90_ms<=MS, user_tok_s>=TOK_S"),
+                          ("user_tok_s<=20", "slo: user_tok_s takes >=, not <=")):
+        with pytest.raises(ValueError) as e:
+            Slo.parse(text)
+        assert str(e.value) == problem
+
+    def at(c: int, itl_ms: float, total: float) -> LevelDone:
+        return LevelDone(c=c, requests=8, errors=0, total_tok_s=total, ttft_p90=0.2, itl_p90=itl_ms / 1000,
+                         req_tok_s_p50=1000 / itl_ms)
+
+    levels = [at(1, 10, 90), at(2, 20, 170), at(5, 29, 300), at(10, 35, 450), at(30, 25, 600)]
+    assert served(levels, slo).c == 5  # type: ignore[union-attr]  # C = 30 meets it again, but C = 10 does not
+    assert served([at(1, 40, 90)], slo) is None
+    assert Slo.parse("itl_p90_ms<=30").level_serves(LevelDone(c=1, requests=1, errors=0, total_tok_s=1.0)) is None
+
+
+def test_a_bad_slo_in_pivot_toml_is_one_line(tmp_path: Path) -> None:
+    config = tmp_path / "pivot.toml"
+    config.write_text('[compare]\nslo = "itl<30"\n')
+    refused = pivot(config, "runs")
+    assert refused.returncode == 2
+    assert refused.stderr.strip() == (f"pivot: {config}: compare.slo: 'itl<30' is not one of ttft_p90_ms<=MS, "
+                                      "itl_p90_ms<=MS, user_tok_s>=TOK_S")

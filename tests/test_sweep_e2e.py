@@ -87,6 +87,17 @@ async def test_exactly_c_in_flight_and_the_campaigns_shape(sim_host_measured: Ho
     assert per_request[0] > 1 > per_request[1]  # speculation is faster per request only at C=1
     assert "loses total throughput at C ≥ 2" in cmp.recommendation  # C=1 per request: too few tokens to tell
     assert cmp.table["a_per_request"][0] == pytest.approx(92.6, rel=0.08)
+    # under an SLO: each level's goodput counted request by request, and how many users each run serves
+    from console.sweep.analysis.slo import Slo, served
+
+    slo = Slo.parse("itl_p90_ms<=1000,ttft_p90_ms<=60000")  # met by every request of a sweep that did not fail
+    under = compare(open_run(campaign, "base"), open_run(campaign, "spec"), slo=slo)
+    for side, run in (("a", under.a), ("b", under.b)):
+        for level in run.measured():
+            assert under.goodput[side][level.c] == pytest.approx(level.requests_per_s)
+    assert served(under.a.measured(), slo).c == 8  # type: ignore[union-attr]
+    assert under.slo is not None and under.slo.startswith("under TTFT p90 ≤ 60000 ms, ITL p90 ≤ 1000 ms: base ")
+    assert "up to C = 8 at" in under.slo and under.table["a_goodput"].to_list()[0] > 0
 
 
 async def test_abort_keeps_finished_requests_and_resume_reruns_only_the_interrupted_level(

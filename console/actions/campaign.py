@@ -18,6 +18,7 @@ from console.server.state import ServerState
 from console.session import Session
 from console.sweep.analysis.compare import Comparison, compare, counterpart
 from console.sweep.analysis.refine import refine
+from console.sweep.analysis.slo import Slo
 from console.sweep.model import LevelDone
 from console.sweep.runs.store import Run, RunError
 from console.sweep.settings import SweepSettings
@@ -209,14 +210,14 @@ class CampaignActions:
 
     def _compare(self, a: Run, b: Run) -> Comparison:
         try:
-            return compare(a, b, self.cfg.margin)
+            return compare(a, b, self.cfg.margin, slo=Slo.read(self.cfg.compare.slo))
         except ValueError as e:
             raise ActionFailed(str(e)) from None
 
     async def do_compare(self, a: str, b: str) -> str:
         first, second = self._runs(a, b)
         try:
-            result = compare(first, second, self.session.config.margin)
+            result = compare(first, second, self.session.config.margin, slo=Slo.read(self.cfg.compare.slo))
         except ValueError as e:
             raise ActionFailed(str(e)) from None
         return result.recommendation

@@ -20,6 +20,7 @@ from console.sweep.analysis.adaptive import NoAdaptiveProfile, plan, spec_host
 from console.sweep.analysis.comparable import KEYS
 from console.sweep.analysis.compare import Comparison, compare
 from console.sweep.analysis.intervals import Verdict
+from console.sweep.analysis.slo import Slo
 from console.sweep.runs.store import RunError
 
 
@@ -34,12 +35,15 @@ def comparison_table(cmp: Comparison) -> Table:
     table = Table(box=None, header_style="bold", pad_edge=False, title_justify="left",
                   title=f"A = {cmp.name('a')}\nB = {cmp.name('b')}\nB/A ± its 95 % spread; A, B: who leads by more than "
                         f"±{cmp.margin * 100:g} %; ≈: alike (within it); ?: cannot tell")
-    for col in ("C", "A tok/s", "B tok/s", "B/A", "A per-req", "B per-req", "B/A ", "ITL B/A", "TTFT B/A", "errors A", "errors B"):
+    goodput = ("goodput A", "goodput B") if cmp.goodput else ()  # requests/s that met the SLO
+    for col in ("C", "A tok/s", "B tok/s", "B/A", "A per-req", "B per-req", "B/A ", "ITL B/A", "TTFT B/A", *goodput,
+                "errors A", "errors B"):
         table.add_column(col, justify="right")
     for lv in cmp.levels:
+        good = [fmt_value(cmp.goodput[side].get(lv.c), 2) for side in ("a", "b")] if cmp.goodput else []
         table.add_row(str(lv.c), fmt_value(lv.total.a.value), fmt_value(lv.total.b.value), _ratio(lv.total),
                       fmt_value(lv.per_request.a.value), fmt_value(lv.per_request.b.value), _ratio(lv.per_request),
-                      _ratio(lv.itl), _ratio(lv.ttft), f"{lv.a.errors}/{lv.a.requests}",
+                      _ratio(lv.itl), _ratio(lv.ttft), *good, f"{lv.a.errors}/{lv.a.requests}",
                       f"{lv.b.errors}/{lv.b.requests}")
     return table
 
@@ -62,7 +66,8 @@ def as_json(cmp: Comparison) -> dict[str, Any]:
             "saturation": cmp.saturation, "recommendation": cmp.recommendation, "drafting_up_to": cmp.helps_up_to,
             "repeat": [{"c": r.c, "more_requests": r.more_requests, "text": r.text} for r in cmp.repeats],
             "notes": cmp.notes, "margin": cmp.margin,
-            "not_comparable": [{"key": d.key, "a": d.a, "b": d.b} for d in cmp.differences]}
+            "not_comparable": [{"key": d.key, "a": d.a, "b": d.b} for d in cmp.differences],
+            "verification": cmp.verification, "slo": cmp.slo}
 
 
 async def write_profile_for(cfg: config.Config, cmp: Comparison) -> int:
@@ -91,10 +96,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise RunError("compare needs two runs (pivot runs lists them)")
     if unknown := [k for k in args.may_differ if k not in KEYS]:
         raise RunError(f"--may-differ {unknown[0]}: no such key (keys: {', '.join(KEYS)})")
+    slo = Slo.read(args.slo or cfg.compare.slo)
     runs = resolve_runs(cfg, names)
     status = 0
     for other in runs[1:]:
-        cmp = compare(runs[0], other, cfg.margin, anyway=args.anyway, may_differ=frozenset(args.may_differ))
+        cmp = compare(runs[0], other, cfg.margin, anyway=args.anyway, may_differ=frozenset(args.may_differ), slo=slo)
         if fmt == "json":
             print(json.dumps(as_json(cmp)))
         elif fmt == "csv":

@@ -126,6 +126,9 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--anyway", action="store_true",
                      help="compare runs that measured different things (max_tokens, prompts, host, GPUs, …), each "
                           "difference said above the result")
+    cmp.add_argument("--slo", metavar="SLO",
+                     help="how many users each run serves within it, e.g. 'itl_p90_ms<=30,ttft_p90_ms<=500,"
+                          "user_tok_s>=20' (default: pivot.toml's [compare] slo), with each level's goodput")
     cmp.add_argument("--may-differ", action="append", default=[], metavar="KEY",
                      help="let this key differ between the runs (max_tokens, input_tokens, api, extra_body, warmup, "
                           "prompts, model, engine, engine_version, host, gpus, nodes, client); repeatable")

@@ -22,6 +22,7 @@ from console.sweep.analysis.comparable import Difference, NotComparable, differe
 from console.sweep.analysis.crossover import Crossover, crossover, undecided, where
 from console.sweep.analysis.intervals import MARGIN, Level, Verdict, estimate, judge
 from console.sweep.analysis.repeats import Repeat, repeats
+from console.sweep.analysis.slo import Slo, answer, goodput
 from console.sweep.model import LevelDone
 from console.sweep.runs.store import Run, RunError, label, open_run
 
@@ -48,6 +49,8 @@ class Comparison:
     margin: float = MARGIN
     differences: list[Difference] = field(default_factory=list)  # what the runs measured differently (--anyway)
     verification: str | None = None  # of an adaptive profile's run: whether it kept what it was written to keep
+    slo: str | None = None  # under the SLO asked: how many users each run serves, and which to run
+    goodput: dict[str, dict[int, float]] = field(default_factory=dict)  # "a", "b": per C, requests/s meeting the SLO
 
     @property
     def drafting(self) -> Run:
@@ -72,6 +75,8 @@ class Comparison:
             for side, level in (("a", lv.a), ("b", lv.b)):  # speculation's own figures, where the server gave them
                 row[f"{side}_accept_rate"] = level.accept_rate
                 row[f"{side}_accept_length"] = level.accept_length
+            if self.goodput:
+                row["a_goodput"], row["b_goodput"] = self.goodput["a"].get(lv.c), self.goodput["b"].get(lv.c)
             row["a_errors"], row["b_errors"] = lv.a.errors, lv.b.errors
             row["a_requests"], row["b_requests"] = lv.a.requests, lv.b.requests
             rows.append(row)
@@ -85,6 +90,7 @@ class Comparison:
         sat = "; ".join(f"{name}: C={c}" if c else f"{name}: not within the levels" for name, c in self.saturation.items())
         lines = [f"not comparable, compared anyway: {d}" for d in self.differences]
         lines += [f"recommendation: {self.recommendation}", *([f"verification: {self.verification}"] if self.verification else []),
+                  *([f"slo: {self.slo}"] if self.slo else []),
                   f"crossover, total tok/s: {self.total.text}",
                  f"crossover, per-request tok/s: {self.per_request.text}",
                  f"saturation (< 10 % more to the next level): {sat}"]
@@ -218,7 +224,7 @@ def _quality_notes(run: Run) -> list[str]:
 
 
 def compare(a: Run, b: Run, margin: float = MARGIN, *, anyway: bool = False,
-            may_differ: frozenset[str] = frozenset(), verify: bool = True) -> Comparison:
+            may_differ: frozenset[str] = frozenset(), verify: bool = True, slo: Slo | None = None) -> Comparison:
     """margin: [compare] margin, as a fraction (0.02: within ±2 % two figures are alike). Runs that measured different
     things (comparable.differences, but for `may_differ`) raise NotComparable, unless `anyway`: then each difference
     heads the report."""
@@ -242,7 +248,9 @@ def compare(a: Run, b: Run, margin: float = MARGIN, *, anyway: bool = False,
                       crossover(cmp_levels, "per_request", names, margin), sat, recommendation, cut,
                       repeats(cmp_levels, names), acceptance_notes(a) + acceptance_notes(b) + _client_note(a, b)
                       + _quality_notes(a) + _quality_notes(b), margin, found,
-                      "; ".join(v for run in (a, b) if (v := verification(run, margin))) or None if verify else None)
+                      "; ".join(v for run in (a, b) if (v := verification(run, margin))) or None if verify else None,
+                      answer(a, b, slo, margin) if slo else None,
+                      {"a": goodput(a, slo), "b": goodput(b, slo)} if slo else {})
 
 
 def _which_leads(a: Run, b: Run, cmp_levels: list[Level]) -> str:

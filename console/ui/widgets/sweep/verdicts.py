@@ -15,6 +15,7 @@ from console.campaign import Campaign
 from console.remote.errors import RemoteError
 from console.sweep.analysis.adaptive import AdaptivePlan, NoAdaptiveProfile, plan, spec_host
 from console.sweep.analysis.compare import Comparison, bracket, compare, counterpart
+from console.sweep.analysis.slo import Slo
 from console.sweep.runs.store import Run, label, list_runs
 from console.ui.screens.confirm import Confirm
 from console.ui.widgets.pane import Pane
@@ -184,7 +185,7 @@ class ComparisonActions(Pane):
 
     def _compare_in_thread(self, a: Run, b: Run) -> None:
         try:
-            cmp = compare(a, b, self.session.config.margin)
+            cmp = compare(a, b, self.session.config.margin, slo=Slo.read(self.session.config.compare.slo))
         except ValueError as e:
             self.app.call_from_thread(self.notify, str(e), severity="error")
             return

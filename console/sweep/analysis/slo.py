@@ -1,0 +1,126 @@
+"""Service-level decisions: how many users each run serves within a service-level objective, and at what throughput.
+
+An SLO is any of: TTFT p90 at most so many ms, ITL p90 at most so many ms, a user's speed at least so many tok/s
+(`itl_p90_ms<=30,ttft_p90_ms<=500,user_tok_s>=20`, from `--slo` or pivot.toml's `[compare] slo`). A level serves it
+when its own TTFT p90 and ITL p90 (over every token of its requests) are within the bounds and its median user's speed
+(per-request tok/s p50) reaches the floor; a run serves it up to the largest such level. Goodput is a level's
+requests that met it one by one (their own TTFT, ITL p90 and speed), per second, as AIPerf counts it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from console.sweep.metrics import RequestRecord, percentile
+from console.sweep.model import LevelDone
+
+if TYPE_CHECKING:  # pivot.toml's check reads only the SLO: every command does it, none waits for the run store
+    from console.sweep.runs.store import Run
+
+_TERM = re.compile(r"\s*(ttft_p90_ms|itl_p90_ms|user_tok_s)\s*(<=|>=)\s*([0-9]+(?:\.[0-9]+)?)\s*")
+_BOUNDS = {"ttft_p90_ms": "<=", "itl_p90_ms": "<=", "user_tok_s": ">="}
+
+
+@dataclass(frozen=True)
+class Slo:
+    ttft_p90_ms: float | None = None
+    itl_p90_ms: float | None = None
+    user_tok_s: float | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> Slo:
+        """From `itl_p90_ms<=30,ttft_p90_ms<=500,user_tok_s>=20`; ValueError naming the term that is wrong."""
+        found: dict[str, float] = {}
+        for term in text.split(","):
+            match = _TERM.fullmatch(term)
+            if match is None:
+                raise ValueError(f"slo: {term.strip()!r} is not one of ttft_p90_ms<=MS, itl_p90_ms<=MS, user_tok_s>=TOK_S")
+            key, op, value = match.groups()
+            if op != _BOUNDS[key]:
+                raise ValueError(f"slo: {key} takes {_BOUNDS[key]}, not {op}")
+            found[key] = float(value)
+        return cls(**found)
+
+    @classmethod
+    def read(cls, text: str | None) -> Slo | None:
+        """pivot.toml's `[compare] slo` or `--slo`, when given."""
+        return cls.parse(text) if text else None
+
+    def __str__(self) -> str:
+        parts = [f"TTFT p90 ≤ {self.ttft_p90_ms:g} ms" if self.ttft_p90_ms is not None else "",
+                 f"ITL p90 ≤ {self.itl_p90_ms:g} ms" if self.itl_p90_ms is not None else "",
+                 f"a user's speed ≥ {self.user_tok_s:g} tok/s" if self.user_tok_s is not None else ""]
+        return ", ".join(p for p in parts if p)
+
+    def level_serves(self, level: LevelDone) -> bool | None:
+        """Whether the level's own figures meet it; None where a figure it needs was not measured."""
+        checks = [(self.ttft_p90_ms, level.ttft_p90, True), (self.itl_p90_ms, level.itl_p90, True),
+                  (self.user_tok_s, level.req_tok_s_p50, False)]
+        if any(bound is not None and value is None for bound, value, _ in checks):
+            return None
+        return all(bound is None or value is None or (value * 1000 <= bound if is_ms else value >= bound)
+                   for bound, value, is_ms in checks)
+
+    def request_meets(self, r: RequestRecord) -> bool:
+        if not r.ok or r.warmup:
+            return False
+        if self.ttft_p90_ms is not None and (r.ttft is None or r.ttft * 1000 > self.ttft_p90_ms):
+            return False
+        if self.itl_p90_ms is not None and ((p90 := percentile(r.itl(), 90)) is None or p90 * 1000 > self.itl_p90_ms):
+            return False
+        return self.user_tok_s is None or ((speed := r.decode_tok_s) is not None and speed >= self.user_tok_s)
+
+
+def goodput(run: Run, slo: Slo) -> dict[int, float]:
+    """Per level, the requests per second that met the SLO one by one (of its attempts that count)."""
+    from console.sweep.runs.reader import read_run_events
+
+    scan = read_run_events(run.dir)
+    assert scan.requests is not None
+    rates: dict[int, float] = {}
+    for c, attempts in scan.attempts.items():
+        good = [a for a in attempts if not a.failed]
+        wall = sum(a.done.wall_s or 0 for a in good)
+        if good and wall > 0:
+            met = sum(slo.request_meets(scan.requests.record(row)) for a in good for row in a.rows)
+            rates[c] = met / wall
+    return rates
+
+
+def served(levels: list[LevelDone], slo: Slo) -> LevelDone | None:
+    """The largest measured level that serves the SLO, when every level below it does too."""
+    best = None
+    for level in sorted(levels, key=lambda lv: lv.c):
+        if not level.measured:
+            continue
+        if not slo.level_serves(level):
+            break
+        best = level
+    return best
+
+
+def answer(a: Run, b: Run, slo: Slo, margin: float) -> str:
+    """Under this SLO, how many users each run serves, at what total throughput (per GPU where known), and which to
+    run for it (either, when their throughputs there are within the margin)."""
+    from console.sweep.runs.store import label
+
+    said, best = [], {}
+    for side, run in (("a", a), ("b", b)):
+        level = served(run.measured(), slo)
+        if level is None:
+            said.append(f"{label(run)} serves it at no measured level")
+            continue
+        per_gpu = f", {level.total_tok_s / run.meta.gpu_count:.1f} per GPU" if run.meta.gpu_count else ""
+        said.append(f"{label(run)} up to C = {level.c} at {level.total_tok_s:.1f} tok/s{per_gpu}")
+        best[side] = level
+    text = f"under {slo}: " + "; ".join(said)
+    if len(best) == 2 and abs(best["b"].total_tok_s / best["a"].total_tok_s - 1) <= margin:
+        text += f": for this SLO either serves alike (within ±{margin * 100:g} %)"
+    elif len(best) == 2:
+        side = "a" if best["a"].total_tok_s > best["b"].total_tok_s else "b"
+        text += f": for this SLO run {label(a if side == 'a' else b)}"
+    elif len(best) == 1:
+        text += f": for this SLO run {label(a if 'a' in best else b)}"
+    return text
