@@ -197,7 +197,7 @@ def test_two_runs_of_the_same_kind_get_no_speculation_verdict(tmp_path: Path) ->
     verified = compare(open_run(tmp_path, "base"), open_run(tmp_path, "adaptive"))
     assert verified.recommendation == ("speculation (adaptive (eagle3-adaptive), against base (baseline)) helps "
                                        "per-request speed at C ≤ 1 and total throughput at C ≤ 1 and costs no total "
-                                       "throughput beyond the margin; alike at C ≥ 2: keep it")
+                                       "throughput beyond the margin; alike in total throughput at C ≥ 2: keep it")
     assert verified.helps_up_to is None
     # a sweep that ends is compared with the newest run of the other kind: the adaptive one with the baseline
     assert counterpart(open_run(tmp_path, "adaptive"), list_runs(tmp_path)).name == "base"  # type: ignore[union-attr]

@@ -113,13 +113,16 @@ class LevelDone(LevelMetrics):
 
     @property
     def accept_rate(self) -> float | None:
-        """Of the drafted tokens, the share the target model accepted, as the server reported it."""
+        """Of the drafted tokens, the share the target model accepted, as the server reported it; None where it
+        drafted nothing (SGLang reports its gauges at 0 when it does not speculate: a step keeps at least one token)."""
+        if self.server.get("spec_accept_length") == 0:
+            return None
         return self.server.get("spec_accept_rate")
 
     @property
     def accept_length(self) -> float | None:
-        """Tokens a verification step kept, as the server reported it."""
-        return self.server.get("spec_accept_length")
+        """Tokens a verification step kept, as the server reported it (None where it drafted nothing)."""
+        return self.server.get("spec_accept_length") or None
 
     @property
     def draft_tokens(self) -> float | None:

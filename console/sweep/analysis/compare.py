@@ -292,7 +292,7 @@ def recommend(a: Run, b: Run, cmp_levels: list[Level]) -> tuple[str, int | None]
     losses = [lv.c for lv in cmp_levels if lv.total.leader not in (None, spec_side)]
     speed_wins = [lv.c for lv in cmp_levels if lv.per_request.leader == spec_side]
     who = f"speculation ({label(spec)}, against {label(base)})"
-    rest = undecided(verdicts, levels)
+    rest = undecided(verdicts, levels, "total throughput")
     gains = [f"per-request speed at {where(speed_wins, levels)}"] if speed_wins else []
     gains += [f"total throughput at {where(wins, levels)}"] if wins else []
     if not losses:

@@ -30,11 +30,13 @@ def where(subset: list[int], levels: list[int]) -> str:
     return "C = " + ", ".join(str(c) for c in subset)
 
 
-def undecided(verdicts: list[tuple[int, Verdict]], levels: list[int]) -> str:
-    """"; alike at …; cannot tell at …" for the levels where nobody leads."""
+def undecided(verdicts: list[tuple[int, Verdict]], levels: list[int], what: str = "") -> str:
+    """"; alike at …; cannot tell at …" for the levels where nobody leads (in `what`, where it must be said)."""
     alike = [c for c, v in verdicts if v.alike]
     unclear = [c for c, v in verdicts if not v.leader and not v.alike]
-    return (f"; alike at {where(alike, levels)}" if alike else "") + (f"; cannot tell at {where(unclear, levels)}" if unclear else "")
+    said = f"; alike in {what}" if what else "; alike"
+    tell = f"; cannot tell {what}" if what else "; cannot tell"
+    return (f"{said} at {where(alike, levels)}" if alike else "") + (f"{tell} at {where(unclear, levels)}" if unclear else "")
 
 
 def crossover(cmp_levels: list[Level], metric: str, names: dict[str, str], margin: float) -> Crossover:
