@@ -644,3 +644,23 @@ async def test_a_long_command_is_cut_in_its_middle_and_the_table_never_scrolls_s
         shown = next(str(table.get_row_at(i)[-1]) for i in range(3) if str(table.get_row_at(i)[-1]).endswith("rank7"))
         assert "…" in shown and shown.startswith("/home/ml") and len(shown) < 40
         assert table.max_scroll_x == 0  # nothing to scroll to: no sideways scrollbar
+
+
+async def test_v_flips_the_chart_to_the_frontier_and_back(tmp_path: Path) -> None:
+    """Total tok/s per GPU against a user's tok/s, each run a curve: the second view of the Sweep pane's chart."""
+    from tests.fixtures_runs import BASELINE, EAGLE3, write_run
+
+    write_run(tmp_path / "campaign", "base", "baseline", BASELINE, speculative=False, gpu_count=8)
+    write_run(tmp_path / "campaign", "spec", "eagle3", EAGLE3, speculative=True, gpu_count=8)
+    async with canned_app(tmp_path).run_test(size=(120, 40)) as pilot:
+        app = pilot.app
+        await pilot.press("4", "z")
+        pane, chart = app.query_one(SweepPane), app.query_one(SweepChart)
+        await wait_for(lambda: chart.legend and not pane.dirty)
+        drawn = lambda: "".join(strip.text for strip in chart.render_lines(chart.region.reset_offset))
+        assert "concurrency C (log scale)" in drawn()
+        await pilot.press("v")
+        await wait_for(lambda: not pane.dirty and "a user's tok/s (per-request)" in drawn())
+        assert "total output tok/s per GPU" in drawn() and "96.6" in drawn()  # 773 tok/s over 8 GPUs at C = 250
+        await pilot.press("v")
+        await wait_for(lambda: not pane.dirty and "concurrency C (log scale)" in drawn())

@@ -336,3 +336,17 @@ def test_a_bad_slo_in_pivot_toml_is_one_line(tmp_path: Path) -> None:
     assert refused.returncode == 2
     assert refused.stderr.strip() == (f"pivot: {config}: compare.slo: 'itl<30' is not one of ttft_p90_ms<=MS, "
                                       "itl_p90_ms<=MS, user_tok_s>=TOK_S")
+
+
+def test_the_frontier_says_where_one_run_gives_more_throughput_per_gpu_at_a_users_speed(tmp_path: Path) -> None:
+    from console.sweep.analysis.frontier import dominance, points
+
+    write_run(tmp_path, "base", "baseline", BASELINE, speculative=False, gpu_count=8)
+    write_run(tmp_path, "spec", "eagle3", EAGLE3, speculative=True, gpu_count=8)
+    base, spec = open_run(tmp_path, "base"), open_run(tmp_path, "spec")
+    assert points(base.measured(), 8)[0] == (3.1, 773.0 / 8)  # the slowest user, at C = 250
+    said = dominance(base, spec, 0.02)
+    assert said is not None and said.startswith("frontier (total tok/s per GPU against a user's tok/s, within ±2 %): "
+                                                 "base (baseline) gives more at 3.1–")
+    assert "spec (eagle3) gives more at 92.6 tok/s a user" in said  # EAGLE-3 at C between 1 and 2, the baseline at 1
+    assert compare(base, spec).frontier == said

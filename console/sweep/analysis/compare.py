@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from console.sweep.analysis.acceptance import acceptance_notes, drafted_nothing
 from console.sweep.analysis.comparable import Difference, NotComparable, differences
 from console.sweep.analysis.crossover import Crossover, crossover, undecided, where
+from console.sweep.analysis.frontier import dominance
 from console.sweep.analysis.intervals import MARGIN, Level, Verdict, estimate, judge
 from console.sweep.analysis.repeats import Repeat, repeats
 from console.sweep.analysis.slo import Slo, answer, goodput
@@ -51,6 +52,7 @@ class Comparison:
     verification: str | None = None  # of an adaptive profile's run: whether it kept what it was written to keep
     slo: str | None = None  # under the SLO asked: how many users each run serves, and which to run
     goodput: dict[str, dict[int, float]] = field(default_factory=dict)  # "a", "b": per C, requests/s meeting the SLO
+    frontier: str | None = None  # where one run's throughput per GPU at a user's speed lies above the other's
 
     @property
     def drafting(self) -> Run:
@@ -93,7 +95,7 @@ class Comparison:
                   *([f"slo: {self.slo}"] if self.slo else []),
                   f"crossover, total tok/s: {self.total.text}",
                  f"crossover, per-request tok/s: {self.per_request.text}",
-                 f"saturation (< 10 % more to the next level): {sat}"]
+                 f"saturation (< 10 % more to the next level): {sat}", *([self.frontier] if self.frontier else [])]
         lines += [f"C={c}: left out: {why}" for c, why in sorted(self.excluded.items())]
         lines += [f"repeat: {r.text}" for r in self.repeats]
         refine = refine_suggestion(self)
@@ -250,7 +252,7 @@ def compare(a: Run, b: Run, margin: float = MARGIN, *, anyway: bool = False,
                       + _quality_notes(a) + _quality_notes(b), margin, found,
                       "; ".join(v for run in (a, b) if (v := verification(run, margin))) or None if verify else None,
                       answer(a, b, slo, margin) if slo else None,
-                      {"a": goodput(a, slo), "b": goodput(b, slo)} if slo else {})
+                      {"a": goodput(a, slo), "b": goodput(b, slo)} if slo else {}, dominance(a, b, margin))
 
 
 def _which_leads(a: Run, b: Run, cmp_levels: list[Level]) -> str:

@@ -24,6 +24,7 @@ from textual.theme import Theme
 from textual_plotext import PlotextPlot
 
 from console.sweep.analysis.compare import label
+from console.sweep.analysis.frontier import points
 from console.sweep.model import LevelDone
 from console.sweep.runs.store import Run, list_runs
 from console.ui.colours import theme_style
@@ -71,6 +72,7 @@ class ChartData:
     overlays: list[tuple[Run, list[LevelDone]]] = field(default_factory=list)  # earlier runs, oldest first, measured
     live: LiveLevel | None = None  # the level in progress
     second: int = 0  # which SECOND series
+    frontier: bool = False  # the second view: total tok/s per GPU against a user's tok/s
 
 
 class SweepChart(PlotextPlot):
@@ -142,6 +144,9 @@ class SweepChart(PlotextPlot):
         self.display = shown
         if not shown:
             return False
+        if data.frontier:
+            self._draw_frontier(data, colours, series)
+            return True
         # a log C axis drawn as log10(C) with C on the ticks: plotext's own log scale breaks on edge cases
         ticks = sorted({e.c for e in data.levels} | {lv.c for _, levels in data.overlays for lv in levels}
                        | ({live.c} if live and live.c else set()))
@@ -174,3 +179,19 @@ class SweepChart(PlotextPlot):
         plt.title("total output tok/s by concurrency")
         self.refresh()
         return True
+
+    def _draw_frontier(self, data: ChartData, colours: dict[str, PlotextColour],
+                       series: Callable[[str, str, str], str | None]) -> None:
+        """Each run's frontier: what it gives in total tok/s per GPU at each speed a user sees, one point a level."""
+        plt = self.plt
+        plt.xlabel("a user's tok/s (per-request)")
+        plt.ylabel("total output tok/s per GPU")
+        for (run, levels), (variable, marker) in zip(data.overlays, OVERLAYS, strict=False):
+            if len(found := points(levels, run.meta.gpu_count)) >= 1:
+                plt.plot([x for x, _ in found], [y for _, y in found], label=series(marker, label(run), variable),
+                         color=colours[variable], marker=marker)
+        if data.run is not None and (found := points(data.levels, data.run.meta.gpu_count)):
+            plt.plot([x for x, _ in found], [y for _, y in found], color=colours["chart-run"], marker="braille",
+                     label=series("⣿", label(data.run), "chart-run"))
+        plt.title("the frontier: throughput per GPU against a user's speed (v: by concurrency)")
+        self.refresh()

@@ -52,6 +52,8 @@ class SweepPane(ComparisonActions):
         Binding("y", "second_series", "2nd series", id="sweep.second",
                 tooltip="Overlay per-request tok/s, TTFT, the server's own throughput (/metrics), or nothing"),
         Binding("o", "overlays", "Overlays", id="sweep.overlays", tooltip="Show more or fewer earlier runs on the chart"),
+        Binding("v", "frontier", "Frontier", id="sweep.frontier", show=False,
+                tooltip="Flip the chart: total tok/s per GPU against a user's tok/s (the frontier), or by concurrency"),
         Binding("w", "write_adaptive", "Adaptive profile", id="sweep.adaptive",
                 tooltip="Write a profile that turns drafting off above the crossover, its config uploaded to the host"),
         Binding("u", "repeat_uncertain", "Repeat uncertain", id="sweep.repeat",
@@ -283,6 +285,10 @@ class SweepPane(ComparisonActions):
 
     def action_second_series(self) -> None:
         self.data.second = (self.data.second + 1) % len(SECOND)
+        self.dirty = True
+
+    def action_frontier(self) -> None:
+        self.data.frontier = not self.data.frontier
         self.dirty = True
 
     def action_overlays(self) -> None:
