@@ -39,8 +39,10 @@ def test_a_llamacpp_server_on_a_host_without_gpus_starts_is_swept_and_stops(sim_
     run_dir = next((sim_host_process.config.campaign_dir / "runs").iterdir())
     events = [json.loads(line) for line in (run_dir / EVENTS).read_text().splitlines()]
     requests = [e for e in events if e["type"] == "request"]
-    assert len(requests) == 12 and all(r["tokens"] == 12 and not r["error"] for r in requests)  # none cut short
-    assert [e["c"] for e in events if e["type"] == "level_done" and not e.get("failed")] == [1, 2]
+    assert len(requests) == 18 and all(r["tokens"] == 12 and not r["error"] for r in requests)  # none cut short
+    # C = 1 and 2, then C = 1 again: the sweep's drift
+    assert [(e["c"], e["reference"]) for e in events if e["type"] == "level_done" and not e.get("failed")] == [
+        (1, False), (2, False), (1, True)]
     stopped = run_pivot(cfg, "server", "stop")
     assert stopped.returncode == 0 and "stopped (this host has no GPUs)" in stopped.stdout
     assert "GPU memory" not in stopped.stdout

@@ -350,3 +350,20 @@ def test_the_frontier_says_where_one_run_gives_more_throughput_per_gpu_at_a_user
                                                  "base (baseline) gives more at 3.1–")
     assert "spec (eagle3) gives more at 92.6 tok/s a user" in said  # EAGLE-3 at C between 1 and 2, the baseline at 1
     assert compare(base, spec).frontier == said
+
+
+def test_a_run_that_drifted_beyond_the_margin_widens_what_it_takes_to_lead(tmp_path: Path) -> None:
+    """Its first level, measured again at the end of its sweep, came back 8 % faster: two levels 5 % apart are then
+    not called a lead, the note says why, and `runs show` says how far the run moved."""
+    write_run(tmp_path, "base", "baseline", BASELINE, speculative=False)
+    write_run(tmp_path, "spec", "eagle3", {c: (t * 1.05, p) for c, (t, p) in BASELINE.items()}, speculative=True)
+    assert all(lv.total.leader == "b" for lv in compare(open_run(tmp_path, "base"), open_run(tmp_path, "spec")).levels)
+    with open(tmp_path / "runs" / "spec" / EVENTS, "a") as f:  # the sweep's last level: its first one again
+        f.write(json.dumps({"type": "level_started", "c": 1, "requests": 4, "reference": True}) + "\n")
+        f.write(json.dumps(level(1, 84.5 * 1.05 * 1.08, 92.6, reference=True)) + "\n")
+    spec = open_run(tmp_path, "spec")
+    assert [lv.c for lv in spec.levels()] == sorted(BASELINE) and spec.reference().c == 1  # type: ignore[union-attr]
+    cmp = compare(open_run(tmp_path, "base"), spec)
+    assert not any(lv.total.leader for lv in cmp.levels)
+    assert ("note: spec (eagle3) drifted at C=1, measured again at the end: 88.7 vs 95.8 tok/s, +8.0 % ± 1.5 %: "
+            "beyond the ±2 % margin, so a run leads here only by more than ±10.0 %") in cmp.notes

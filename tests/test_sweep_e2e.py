@@ -69,8 +69,10 @@ async def test_exactly_c_in_flight_and_the_campaigns_shape(sim_host_measured: Ho
     settings = SweepSettings(levels=(1, 2, 8), requests="c", min_requests=16, max_tokens=48, input_tokens=32)
     port = await serve(lifecycle, tmp_path, "baseline")
     base = await sweep(sim_host_measured, campaign, port, settings, "base")
-    done = [e for e in base if e["type"] == "level_done"]
+    done = [e for e in base if e["type"] == "level_done" and not e["reference"]]
     assert [e["c"] for e in done] == [1, 2, 8]
+    again = [e for e in base if e["type"] == "level_done" and e["reference"]]  # C = 1 measured again at the end
+    assert [e["c"] for e in again] == [1] and base.index(again[0]) == len(base) - 2  # just before sweep_done
     assert all(e["peak_in_flight"] <= e["c"] for e in done) and [e["peak_in_flight"] for e in done] == [1, 2, 8]
     running = [e["running"] for e in base if e["type"] == "metrics"]
     assert running and max(running) <= 8  # the server's own count never exceeds C
@@ -127,7 +129,7 @@ async def test_abort_keeps_finished_requests_and_resume_reruns_only_the_interrup
     process = SweepProcess(run, ["--config", str(sim_host_measured.config_path), "--host", "demo", "--port", str(port)],
                            resume=True)
     resumed = [e.model_dump() async for e in process.events()]
-    assert [e["c"] for e in resumed if e["type"] == "level_started"] == [4, 2]
+    assert [e["c"] for e in resumed if e["type"] == "level_started"] == [4, 2, 1]  # and C = 1 again: the drift
     assert open_run(campaign, "cut").state == "complete"
     assert [level.c for level in open_run(campaign, "cut").levels()] == [1, 2, 4]
 

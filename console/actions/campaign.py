@@ -158,7 +158,8 @@ class CampaignActions:
         async for event in handle.events():
             if isinstance(event, LevelDone):
                 failed = f" FAILED ({event.failed})" if event.failed else ""
-                self.say(f"    C={event.c}: {event.total_tok_s:.1f} tok/s{failed}")
+                again = " (measured again: the sweep's drift)" if event.reference else ""
+                self.say(f"    C={event.c}: {event.total_tok_s:.1f} tok/s{failed}{again}")
         if handle.end == "failed":
             raise ActionFailed(f"the sweep stopped: {handle.reason}")
 

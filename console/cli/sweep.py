@@ -17,6 +17,7 @@ from rich.text import Text
 from console import config, pivot_toml
 from console.campaign import Campaign
 from console.cli.prompt import ask
+from console.sweep.analysis.drift import drift
 from console.sweep.model import LevelDone, LevelProgress, LevelRetry, LevelStarted, Request, Said, SweepDone, SweepStarted
 from console.sweep.runs.lock import holder
 from console.sweep.runs.store import Run, RunError, delete_run, list_runs, open_run
@@ -181,9 +182,13 @@ async def print_sweep(handle: SweepHandle, out: Console, as_json: bool) -> int:
                 case LevelStarted():
                     if task is not None:
                         progress.remove_task(task)
-                    task = progress.add_task(f"C={event.c}", total=event.requests + event.warmup)
+                    task = progress.add_task(f"C={event.c}" + (" again (drift)" if event.reference else ""),
+                                             total=event.requests + event.warmup)
                 case Request() if task is not None:
                     progress.advance(task)
+                case LevelDone() if event.reference:
+                    out.print(Text(f"C={event.c} measured again at the end: {event.total_tok_s:.1f} tok/s (the sweep's "
+                                   "drift: pivot compare holds it against the start)"))
                 case LevelDone():
                     cells = level_row(event)
                     table.add_row(*cells)
@@ -237,6 +242,9 @@ def cmd_runs(args: argparse.Namespace) -> int:
             out.print(f"the load generator ran {run.client_placement}", markup=False, highlight=False)
         if run.served_by:
             out.print(f"served by {run.served_by}", markup=False, highlight=False)
+        if (moved := drift(run, cfg.margin)) is not None:
+            word = {"alike": "within the margin", "cannot tell": "cannot tell"}.get(moved.verdict.word, "beyond the margin")
+            out.print(f"{moved.text(run)} ({word})", markup=False, highlight=False)
         return 0
     rows = [("RUN", "PROFILE", "STATE", "LEVELS", "STARTED")]
     for run in list_runs(cfg.campaign_dir):

@@ -76,6 +76,7 @@ class LevelDone(LevelMetrics):
 
     type: Literal["level_done"] = "level_done"
     repeat: bool = False  # a repeat of the level, pooled with the attempt before
+    reference: bool = False  # the sweep's first level measured again at its end (console/sweep/runs/store.py Drift)
     nodes: str | None = None  # a server across nodes: the hosts that served it, rank 0 first
     peak_in_flight: NonNegativeInt | None = None
     client_cpu: float | None = None
@@ -91,7 +92,7 @@ class LevelDone(LevelMetrics):
     # table holds it flat (the server's view as server_* columns); these two are the only places that know it.
     def row(self) -> dict[str, Any]:
         """The level as a row of the run's levels table."""
-        row = {k: v for k, v in self.model_dump().items() if k not in ("type", "t", "server", "repeat")}
+        row = {k: v for k, v in self.model_dump().items() if k not in ("type", "t", "server", "repeat", "reference")}
         row.update({f"server_{k}": v for k, v in self.server.items()})
         return row
 
@@ -158,6 +159,7 @@ class LevelStarted(_Strict):
     requests: NonNegativeInt = 0
     warmup: NonNegativeInt = 0
     repeat: bool = False
+    reference: bool = False  # the sweep's first level measured again at its end: its drift, not a level of its own
 
 
 class Request(_Strict):

@@ -46,6 +46,8 @@ class SweepSettings:
     extra_body: Annotated[dict[str, Any], expect("a table of request fields")] = field(default_factory=dict)
     server_wait_s: Seconds = 60.0  # after a failed level: how long to wait for the server to answer again
     seed: Int = 0
+    # measure the first level again at the end of a sweep: how far the server (or the machine) drifted while it ran
+    drift_check: bool = True
     # where the load generator runs when the server is on an SSH host: on the host itself, next to the server (no
     # SSH forward or jump host between them: console/sweep/loadgen/__main__.py), on the console's machine, or the host when
     # its python can (else here, saying why)

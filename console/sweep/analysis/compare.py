@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 from console.sweep.analysis.acceptance import acceptance_notes, drafted_nothing
 from console.sweep.analysis.comparable import Difference, NotComparable, differences
 from console.sweep.analysis.crossover import Crossover, crossover, undecided, where
+from console.sweep.analysis.drift import Drift
+from console.sweep.analysis.drift import drift as drift_of
 from console.sweep.analysis.frontier import dominance
 from console.sweep.analysis.intervals import MARGIN, Level, Verdict, estimate, judge
 from console.sweep.analysis.repeats import Repeat, repeats
@@ -164,7 +166,7 @@ def _why_out(level: LevelDone) -> str | None:
     return None
 
 
-def _levels(a: Run, b: Run, margin: float) -> tuple[list[Level], dict[int, str]]:
+def _levels(a: Run, b: Run, margin: float, drift: float) -> tuple[list[Level], dict[int, str]]:
     levels_a = {level.c: level for level in a.levels()}
     levels_b = {level.c: level for level in b.levels()}
     levels, excluded = [], {}
@@ -176,10 +178,12 @@ def _levels(a: Run, b: Run, margin: float) -> tuple[list[Level], dict[int, str]]
             continue
         latency = not (ra.lagging or rb.lagging)
         levels.append(Level(
-            c, judge(estimate(ra, "total"), estimate(rb, "total"), margin=margin),
-            judge(estimate(ra, "per_request"), estimate(rb, "per_request"), margin=margin),
-            judge(estimate(ra, "ttft"), estimate(rb, "ttft"), higher_is_better=False, margin=margin) if latency else None,
-            judge(estimate(ra, "itl"), estimate(rb, "itl"), higher_is_better=False, margin=margin) if latency else None,
+            c, judge(estimate(ra, "total"), estimate(rb, "total"), margin=margin, drift=drift),
+            judge(estimate(ra, "per_request"), estimate(rb, "per_request"), margin=margin, drift=drift),
+            judge(estimate(ra, "ttft"), estimate(rb, "ttft"), higher_is_better=False, margin=margin, drift=drift)
+            if latency else None,
+            judge(estimate(ra, "itl"), estimate(rb, "itl"), higher_is_better=False, margin=margin, drift=drift)
+            if latency else None,
             ra, rb))
     return levels, excluded
 
@@ -225,6 +229,15 @@ def _quality_notes(run: Run) -> list[str]:
     return notes
 
 
+def _drift_notes(drifts: list[tuple[Run, Drift]], margin: float, widen: float) -> list[str]:
+    """The runs that drifted beyond the margin while measured, and what that does to the verdicts."""
+    if not drifts:
+        return []
+    said = "; ".join(d.text(run) for run, d in drifts)
+    return [f"note: {said}: beyond the ±{margin * 100:g} % margin, so a run leads here only by more than "
+            f"±{(margin + widen) * 100:.1f} %"]
+
+
 def compare(a: Run, b: Run, margin: float = MARGIN, *, anyway: bool = False,
             may_differ: frozenset[str] = frozenset(), verify: bool = True, slo: Slo | None = None) -> Comparison:
     """margin: [compare] margin, as a fraction (0.02: within ±2 % two figures are alike). Runs that measured different
@@ -238,7 +251,9 @@ def compare(a: Run, b: Run, margin: float = MARGIN, *, anyway: bool = False,
     if not la or not lb:
         missing = a if not la else b
         raise ValueError(f"{label(missing)} has no measured level" + (f" ({missing.corrupt})" if missing.corrupt else ""))
-    cmp_levels, excluded = _levels(a, b, margin)
+    drifts = [(run, d) for run in (a, b) if (d := drift_of(run, margin)) is not None and d.amount]
+    widen = max((d.amount for _, d in drifts), default=0.0)
+    cmp_levels, excluded = _levels(a, b, margin, widen)
     if not cmp_levels:
         raise ValueError(f"{label(a)} and {label(b)} have no level that both measured"
                          + (": " + "; ".join(f"C={c} {w}" for c, w in excluded.items()) if excluded else ""))
@@ -249,7 +264,7 @@ def compare(a: Run, b: Run, margin: float = MARGIN, *, anyway: bool = False,
     return Comparison(a, b, cmp_levels, excluded, crossover(cmp_levels, "total", names, margin),
                       crossover(cmp_levels, "per_request", names, margin), sat, recommendation, cut,
                       repeats(cmp_levels, names), acceptance_notes(a) + acceptance_notes(b) + _client_note(a, b)
-                      + _quality_notes(a) + _quality_notes(b), margin, found,
+                      + _quality_notes(a) + _quality_notes(b) + _drift_notes(drifts, margin, widen), margin, found,
                       "; ".join(v for run in (a, b) if (v := verification(run, margin))) or None if verify else None,
                       answer(a, b, slo, margin) if slo else None,
                       {"a": goodput(a, slo), "b": goodput(b, slo)} if slo else {}, dominance(a, b, margin))

@@ -105,17 +105,19 @@ class Level:
 
 
 
-def judge(a: Estimate, b: Estimate, higher_is_better: bool = True, margin: float = MARGIN) -> Verdict:
+def judge(a: Estimate, b: Estimate, higher_is_better: bool = True, margin: float = MARGIN,
+          drift: float = 0.0) -> Verdict:
     """B/A with its 95 % interval against 1 ± margin: beyond it wholly, one leads; within it wholly, they are alike;
-    across an edge, nobody can tell."""
+    across an edge, nobody can tell. drift: how far the runs moved while measured, beyond the margin: to lead, B/A
+    must lie beyond 1 ± (margin + drift)."""
     verdict = Verdict(a, b, None, margin=margin)
     if verdict.ratio is None:
         return verdict
     spread = verdict.spread or 0.0
     lo, hi = verdict.ratio - spread, verdict.ratio + spread
-    if lo > 1 + margin:
+    if lo > 1 + margin + drift:
         better = "b"
-    elif hi < 1 - margin:
+    elif hi < 1 - margin - drift:
         better = "a"
     else:
         return Verdict(a, b, None, alike=1 - margin <= lo and hi <= 1 + margin, margin=margin)

@@ -70,11 +70,12 @@ HostLoad = Callable[[], Awaitable[float | None]]
 
 async def run_level(client: Client, settings: SweepSettings, pool: list[Any] | UniquePrompts, model: str, c: int, sink: Sink,
                     scrape_metrics: bool, per_chunk: TokensPerChunk, host_load: HostLoad | None,
-                    repeat: bool = False, ignore_eos: bool = True, nodes: list[str] | None = None) -> LevelDone:
+                    repeat: bool = False, ignore_eos: bool = True, nodes: list[str] | None = None,
+                    reference: bool = False) -> LevelDone:
     """One level to its end; nodes: the hosts of a server across nodes (each rank serves every request), written in
-    the level's row."""
+    the level's row; reference: the sweep's first level measured again, for its drift."""
     total = settings.requests_for(c)
-    sink.emit(LevelStarted(c=c, requests=total, warmup=settings.warmup, repeat=repeat))
+    sink.emit(LevelStarted(c=c, requests=total, warmup=settings.warmup, repeat=repeat, reference=reference))
     level_t0 = time.monotonic()
     cpu0 = time.process_time()
     deadline = level_t0 + settings.duration_s if settings.duration_s else None
@@ -142,7 +143,7 @@ async def run_level(client: Client, settings: SweepSettings, pool: list[Any] | U
               "client_bound": client_bound(cpu), "lagging": lagging(lag_p90, metrics.itl_mean)}
     if host_load is not None:
         client_side["host_load_avg"] = await host_load()
-    done = LevelDone.model_validate({**metrics.model_dump(), "peak_in_flight": peak, "repeat": repeat,
+    done = LevelDone.model_validate({**metrics.model_dump(), "peak_in_flight": peak, "repeat": repeat, "reference": reference,
                                      "nodes": ",".join(nodes) if nodes else None, **client_side})
     sink.emit(done)
     sink.sync()
@@ -181,6 +182,7 @@ async def sweep(url: str, sink: Sink, settings: SweepSettings, *, pool: list[Any
                                prompts=source.describe() if isinstance(source, UniquePrompts) else
                                {"source": settings.prompt_file or f"{len(pool)} seeded prompts (unique_prompts = false)"}))
         stopped = False
+        measured = False
         for c in levels:
             if c in done:
                 continue
@@ -189,6 +191,7 @@ async def sweep(url: str, sink: Sink, settings: SweepSettings, *, pool: list[Any
                 break
             result = await run_level(client, settings, source, model, c, sink, bool(facts.get("metrics")), per_chunk,
                                      host_load, repeat=bool(repeat), ignore_eos=ignore_eos, nodes=nodes)
+            measured = True
             if result.failed:
                 answering = await server_answers(client.session(), settings.server_wait_s)
                 if answering:
@@ -199,6 +202,10 @@ async def sweep(url: str, sink: Sink, settings: SweepSettings, *, pool: list[Any
                     why = "" if answering else f"; the server did not answer for {settings.server_wait_s:g} s"
                     failed = f"C={c}: {result.failed}" + (f" ({result.first_error})" if result.first_error else "") + why
                     break
+        check_drift = settings.drift_check and measured and not (stopped or failed or repeat) and len(levels) > 1
+        if check_drift and not stop_after_level.is_set():  # its first level again: how far the server drifted meanwhile
+            await run_level(client, settings, source, model, levels[0], sink, bool(facts.get("metrics")), per_chunk,
+                            host_load, ignore_eos=ignore_eos, nodes=nodes, reference=True)
         sink.emit(SweepDone(stopped=stopped, failed=failed))
     sink.sync()
     return 3 if failed else 0

@@ -192,6 +192,8 @@ def _read(path: Path, lines: Iterable[bytes], keep: bool) -> RunEvents:
         events.append(typed)
         if isinstance(typed, LevelStarted):
             current[typed.c] = []
+        elif isinstance(typed, LevelDone) and typed.reference:  # not a level: its first level's drift (its requests too)
+            current.pop(typed.c, None)
         elif isinstance(typed, LevelDone):
             attempt = Attempt(typed, current.pop(typed.c, []))
             if typed.repeat and attempts.get(typed.c):

@@ -89,6 +89,7 @@ class _Summary:
     stopped_because: str | None
     server: dict[str, Any] | None  # what the server said of itself at the last start
     client: dict[str, Any] | None  # where the load generator ran, at the last start
+    reference: LevelDone | None  # the first level measured again at the end of the last sweep that did
 
 
 def _summarize(scan: RunEvents, wanted: set[int]) -> _Summary:
@@ -103,7 +104,8 @@ def _summarize(scan: RunEvents, wanted: set[int]) -> _Summary:
     started = scan.of_type(SweepStarted)
     server = next(({k: v for k, v in e.server.items() if k != "busy"} for e in reversed(started) if e.server), None)
     client = next((e.client for e in reversed(started) if e.client), None)
-    return _Summary(levels, state, (last.failed or None) if last else None, server, client)
+    reference = next((r for r in reversed(scan.of_type(LevelDone)) if r.reference and r.measured), None)
+    return _Summary(levels, state, (last.failed or None) if last else None, server, client, reference)
 
 
 _SUMMARIES: dict[Path, tuple[tuple[int, int, int], _Summary | EventsCorrupt]] = {}
@@ -258,6 +260,11 @@ class Run:
         if not levels and not self.corrupt:  # events cut short: tables written earlier still hold the levels
             return self._stored_levels()
         return levels
+
+    def reference(self) -> LevelDone | None:
+        """The sweep's first level measured again at its end (its drift: console/sweep/analysis/drift.py)."""
+        summary = self._summary()
+        return summary.reference if summary is not None else None
 
     @property
     def has_measured_levels(self) -> bool:

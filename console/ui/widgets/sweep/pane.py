@@ -188,12 +188,17 @@ class SweepPane(ComparisonActions):
             case SweepStarted():
                 self.warnings = [visible(w) for w in event.warnings]
             case LevelStarted():
-                self.data.live = LiveLevel(c=event.c, requests=event.requests + event.warmup)
+                self.data.live = LiveLevel(c=event.c, requests=event.requests + event.warmup, reference=event.reference)
             case Request() if live is not None:
                 live.done += 1
                 live.tokens += event.tokens
             case LevelProgress() if live is not None and event.c == live.c:
                 live.in_flight, live.streamed = event.in_flight, event.streamed or 0
+            case LevelDone() if event.reference:  # its first level again: the sweep's drift, not a point of the curve
+                first = next((lv for lv in self.data.levels if lv.c == event.c and lv.measured), None)
+                then = f" against {first.total_tok_s:.1f} at the start" if first else ""
+                self.notify(f"C={event.c} measured again at the end: {event.total_tok_s:.1f} tok/s{then} (the sweep's "
+                            "drift)", timeout=8)
             case LevelDone():
                 self.data.levels.append(event)
                 self.query_one(LevelTable).add(event)
