@@ -367,3 +367,32 @@ def test_a_run_that_drifted_beyond_the_margin_widens_what_it_takes_to_lead(tmp_p
     assert not any(lv.total.leader for lv in cmp.levels)
     assert ("note: spec (eagle3) drifted at C=1, measured again at the end: 88.7 vs 95.8 tok/s, +8.0 % ± 1.5 %: "
             "beyond the ±2 % margin, so a run leads here only by more than ±10.0 %") in cmp.notes
+
+
+def test_figures_without_intervals_decide_nothing_and_a_drift_edge_settles_by_no_repeat() -> None:
+    from console.sweep.analysis.intervals import Estimate, judge
+    from console.sweep.analysis.slo import Slo, answer
+    from console.sweep.model import LevelDone
+
+    bare = judge(Estimate(100.0, None, None), Estimate(120.0, None, None))  # an imported run's: no interval
+    assert bare.leader is None and not bare.alike and bare.word == "cannot tell"
+    # 4 % apart, ±1 % each, runs that drifted 3 %: a lead needs more than 5 %, and no repeat reaches it
+    drifted = judge(Estimate(100.0, 99.0, 101.0), Estimate(104.0, 103.0, 105.0), drift=0.03)
+    assert drifted.leader is None and drifted.needed() is None
+    assert judge(Estimate(100.0, 99.0, 101.0), Estimate(104.0, 103.0, 105.0)).leader == "b"
+    # an SLO on a speed no level of a run recorded: it cannot say, and names no run to choose
+    levels = [LevelDone(c=c, requests=8, errors=0, total_tok_s=t, itl_p90=0.01) for c, t in ((1, 90.0), (2, 170.0))]
+    slo = Slo.parse("user_tok_s>=20")
+
+    class Imported:  # what answer() reads of a run
+        def __init__(self, name: str) -> None:
+            from console.sweep.model import RunMeta
+
+            self.name, self.meta, self.profile = name, RunMeta(profile=name), name
+
+        def measured(self) -> list[LevelDone]:
+            return levels
+
+    said = answer(Imported("old"), Imported("new"), slo, 0.02)  # type: ignore[arg-type]
+    assert said == ("under a user's speed ≥ 20 tok/s: old cannot say from C = 1 (a figure the SLO needs was not measured "
+                    "there); new cannot say from C = 1 (a figure the SLO needs was not measured there)")

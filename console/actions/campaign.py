@@ -194,8 +194,8 @@ class CampaignActions:
             self.say(f"  round {round_} of {rounds}: repeating C = {', '.join(map(str, sorted(wanted)))} of {run.name}, "
                      f"{requests} request(s) each (what the comparison estimates would settle them"
                      + (f", capped at {REPEAT_CAP}" if requests < max(v for v in wanted.values() if v) else "") + ")")
-            settings = SweepSettings.from_dict({**run.meta.settings, "requests": requests})
             try:
+                settings = SweepSettings.from_dict({**run.meta.settings, "requests": requests})
                 handle = await self.session.sweeps.start(settings, run=run, how="repeat", levels=sorted(wanted),
                                                          via=self.VIA)
             except (RunError, RemoteError, ValueError) as e:
@@ -212,7 +212,7 @@ class CampaignActions:
     def _compare(self, a: Run, b: Run) -> Comparison:
         try:
             return compare(a, b, self.cfg.margin, slo=Slo.read(self.cfg.compare.slo))
-        except ValueError as e:
+        except (ValueError, RunError) as e:
             raise ActionFailed(str(e)) from None
 
     async def do_compare(self, a: str, b: str) -> str:

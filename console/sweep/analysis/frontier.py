@@ -26,10 +26,12 @@ def _at(frontier: list[tuple[float, float]], x: float) -> float:
 
 def dominance(a: Run, b: Run, margin: float) -> str | None:
     """Where one run's frontier lies above the other's by more than the margin, in words; None without two."""
-    pa, pb = points(a.measured(), a.meta.gpu_count), points(b.measured(), b.meta.gpu_count)
+    per_gpu = bool(a.meta.gpu_count and b.meta.gpu_count)  # per GPU only where both say how many
+    pa = points(a.measured(), a.meta.gpu_count if per_gpu else None)
+    pb = points(b.measured(), b.meta.gpu_count if per_gpu else None)
     if len(pa) < 2 or len(pb) < 2:
         return None
-    unit = "total tok/s per GPU" if a.meta.gpu_count and b.meta.gpu_count else "total tok/s"
+    unit = "total tok/s per GPU" if per_gpu else "total tok/s"
     lo, hi = max(pa[0][0], pb[0][0]), min(pa[-1][0], pb[-1][0])
     if lo >= hi:
         return f"frontier ({unit} against a user's tok/s): the two reach no user's speed in common"

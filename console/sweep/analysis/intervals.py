@@ -59,6 +59,7 @@ class Verdict:
     leader: str | None
     alike: bool = False
     margin: float = MARGIN
+    drift: float = 0.0  # how far the runs moved while measured, beyond the margin: a lead must exceed margin + drift
 
     @property
     def ratio(self) -> float | None:
@@ -83,11 +84,17 @@ class Verdict:
         return f"{self.a.value:.{digits}f} vs {self.b.value:.{digits}f} {unit}, {change}"
 
     def needed(self) -> float | None:
-        """The relative spread B/A must narrow to for the level to settle (alike, or a lead beyond the margin): its
-        distance to the nearer edge of the margin; None where it sits on an edge, or is not measured."""
+        """The relative spread B/A must narrow to for the level to settle (alike within the margin, or a lead beyond
+        margin + drift); None where no narrowing can (it sits on an edge, or between the two), or it is not measured."""
         if self.ratio is None:
             return None
-        room = min(abs(self.ratio - (1 - self.margin)), abs(self.ratio - (1 + self.margin)))
+        off = abs(self.ratio - 1)
+        if off < self.margin:
+            room = self.margin - off
+        elif off > self.margin + self.drift:
+            room = off - self.margin - self.drift
+        else:
+            return None
         return room / self.ratio if room > 0 else None
 
 
@@ -110,8 +117,8 @@ def judge(a: Estimate, b: Estimate, higher_is_better: bool = True, margin: float
     """B/A with its 95 % interval against 1 ± margin: beyond it wholly, one leads; within it wholly, they are alike;
     across an edge, nobody can tell. drift: how far the runs moved while measured, beyond the margin: to lead, B/A
     must lie beyond 1 ± (margin + drift)."""
-    verdict = Verdict(a, b, None, margin=margin)
-    if verdict.ratio is None:
+    verdict = Verdict(a, b, None, margin=margin, drift=drift)
+    if verdict.ratio is None or None in (a.lo, a.hi, b.lo, b.hi):  # a figure without its interval decides nothing
         return verdict
     spread = verdict.spread or 0.0
     lo, hi = verdict.ratio - spread, verdict.ratio + spread
@@ -120,8 +127,8 @@ def judge(a: Estimate, b: Estimate, higher_is_better: bool = True, margin: float
     elif hi < 1 - margin - drift:
         better = "a"
     else:
-        return Verdict(a, b, None, alike=1 - margin <= lo and hi <= 1 + margin, margin=margin)
-    return Verdict(a, b, better if higher_is_better else ("a" if better == "b" else "b"), margin=margin)
+        return Verdict(a, b, None, alike=1 - margin <= lo and hi <= 1 + margin, margin=margin, drift=drift)
+    return Verdict(a, b, better if higher_is_better else ("a" if better == "b" else "b"), margin=margin, drift=drift)
 
 
 def more_requests(n: int, half: float, room: float) -> int | None:

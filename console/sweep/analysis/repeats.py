@@ -29,7 +29,7 @@ def repeats(cmp_levels: list[Level], names: dict[str, str]) -> list[Repeat]:
         best: tuple[int, Repeat] | None = None
         for metric, unit in (("total", "tok/s"), ("per_request", "per-request tok/s")):
             v: Verdict = getattr(lv, metric)
-            n = min(lv.a.requests, lv.b.requests)
+            n = min(lv.a.requests, lv.b.requests)  # (each side's own count where one side is repeated)
             needed = v.needed()
             if v.leader or v.alike or v.ratio is None or n < 2:
                 continue
@@ -39,11 +39,13 @@ def repeats(cmp_levels: list[Level], names: dict[str, str]) -> list[Repeat]:
                 for sides, narrowed in ((("a", "b"), _narrowed(ha, hb, needed, both=True)), (("b",), _narrowed(hb, ha, needed)),
                                         (("a",), _narrowed(ha, hb, needed))):
                     half = ha if sides == ("a",) else hb if sides == ("b",) else max(ha, hb)
-                    if narrowed is not None and (more := more_requests(n, half, half * narrowed)) is not None:
+                    count = lv.a.requests if sides == ("a",) else lv.b.requests if sides == ("b",) else n
+                    if narrowed is not None and (more := more_requests(count, half, half * narrowed)) is not None:
                         options.append((more, sides))
             if not options:
-                text = (f"C={lv.c}: {v.text(unit)}: cannot tell; it sits on the margin's edge (±{v.margin * 100:g} %): "
-                        "more requests would hardly settle it")
+                edge = (f"between the ±{v.margin * 100:g} % margin and the runs' drift (±{(v.margin + v.drift) * 100:.1f} %)"
+                        if v.drift else f"on the margin's edge (±{v.margin * 100:g} %)")
+                text = f"C={lv.c}: {v.text(unit)}: cannot tell; it sits {edge}: more requests would hardly settle it"
                 candidate, cost = Repeat(lv.c, None, text), 10**9
             else:
                 more, sides = min(options, key=lambda o: o[0] * len(o[1]))

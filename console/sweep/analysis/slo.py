@@ -55,7 +55,10 @@ class Slo:
         return ", ".join(p for p in parts if p)
 
     def level_serves(self, level: LevelDone) -> bool | None:
-        """Whether the level's own figures meet it; None where a figure it needs was not measured."""
+        """Whether the level's own figures meet it; None where a figure it needs was not measured (or its latencies
+        cannot be trusted: the client's loop ran late)."""
+        if level.lagging and (self.ttft_p90_ms is not None or self.itl_p90_ms is not None):
+            return None
         checks = [(self.ttft_p90_ms, level.ttft_p90, True), (self.itl_p90_ms, level.itl_p90, True),
                   (self.user_tok_s, level.req_tok_s_p50, False)]
         if any(bound is not None and value is None for bound, value, _ in checks):
@@ -83,7 +86,7 @@ def goodput(run: Run, slo: Slo) -> dict[int, float]:
     for c, attempts in scan.attempts.items():
         good = [a for a in attempts if not a.failed]
         wall = sum(a.done.wall_s or 0 for a in good)
-        if good and wall > 0:
+        if good and wall > 0 and any(a.rows for a in good):  # (an imported level has no requests to count)
             met = sum(slo.request_meets(scan.requests.record(row)) for a in good for row in a.rows)
             rates[c] = met / wall
     return rates
@@ -101,26 +104,36 @@ def served(levels: list[LevelDone], slo: Slo) -> LevelDone | None:
     return best
 
 
+def unknown(levels: list[LevelDone], slo: Slo) -> LevelDone | None:
+    """The first measured level that cannot say whether it serves the SLO, before any that does not."""
+    for level in sorted(levels, key=lambda lv: lv.c):
+        if level.measured and (serves := slo.level_serves(level)) is not True:
+            return level if serves is None else None
+    return None
+
+
 def answer(a: Run, b: Run, slo: Slo, margin: float) -> str:
     """Under this SLO, how many users each run serves, at what total throughput (per GPU where known), and which to
     run for it (either, when their throughputs there are within the margin)."""
     from console.sweep.runs.store import label
 
-    said, best = [], {}
+    said, best, sure = [], {}, True
+    per_gpu = bool(a.meta.gpu_count and b.meta.gpu_count)  # per GPU only where both say how many
     for side, run in (("a", a), ("b", b)):
-        level = served(run.measured(), slo)
+        level, blind = served(run.measured(), slo), unknown(run.measured(), slo)
+        if blind is not None:
+            sure = False
+            said.append(f"{label(run)} cannot say from C = {blind.c} (a figure the SLO needs was not measured there)")
         if level is None:
-            said.append(f"{label(run)} serves it at no measured level")
+            said.append(f"{label(run)} serves it at no measured level" if blind is None else "")
             continue
-        per_gpu = f", {level.total_tok_s / run.meta.gpu_count:.1f} per GPU" if run.meta.gpu_count else ""
-        said.append(f"{label(run)} up to C = {level.c} at {level.total_tok_s:.1f} tok/s{per_gpu}")
-        best[side] = level
-    text = f"under {slo}: " + "; ".join(said)
-    if len(best) == 2 and abs(best["b"].total_tok_s / best["a"].total_tok_s - 1) <= margin:
-        text += f": for this SLO either serves alike (within ±{margin * 100:g} %)"
-    elif len(best) == 2:
-        side = "a" if best["a"].total_tok_s > best["b"].total_tok_s else "b"
-        text += f": for this SLO run {label(a if side == 'a' else b)}"
-    elif len(best) == 1:
-        text += f": for this SLO run {label(a if 'a' in best else b)}"
-    return text
+        gpu = f", {level.total_tok_s / (run.meta.gpu_count or 1):.1f} per GPU" if per_gpu else ""
+        said.append(f"{label(run)} up to C = {level.c} at {level.total_tok_s:.1f} tok/s{gpu}")
+        best[side] = level.total_tok_s / ((run.meta.gpu_count or 1) if per_gpu else 1)
+    text = f"under {slo}: " + "; ".join(s for s in said if s)
+    if not sure or not best:
+        return text
+    if len(best) == 2 and abs(best["b"] / best["a"] - 1) <= margin:
+        return text + f": for this SLO either serves alike (within ±{margin * 100:g} %)"
+    side = max(best, key=lambda s: best[s])
+    return text + f": for this SLO run {label(a if side == 'a' else b)}"

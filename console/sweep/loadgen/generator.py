@@ -202,7 +202,8 @@ async def sweep(url: str, sink: Sink, settings: SweepSettings, *, pool: list[Any
                     why = "" if answering else f"; the server did not answer for {settings.server_wait_s:g} s"
                     failed = f"C={c}: {result.failed}" + (f" ({result.first_error})" if result.first_error else "") + why
                     break
-        check_drift = settings.drift_check and measured and not (stopped or failed or repeat) and len(levels) > 1
+        check_drift = (settings.drift_check and measured and not (stopped or failed or repeat) and len(levels) > 1
+                       and levels[0] not in done)  # (a first level of an earlier session: another server, maybe)
         if check_drift and not stop_after_level.is_set():  # its first level again: how far the server drifted meanwhile
             await run_level(client, settings, source, model, levels[0], sink, bool(facts.get("metrics")), per_chunk,
                             host_load, ignore_eos=ignore_eos, nodes=nodes, reference=True)

@@ -120,7 +120,8 @@ async def describe_server(conn: Connection, cfg: config.Config, host: str) -> tu
     sample = await agent.sample_once()
     gpus = sample.gpus if isinstance(sample, Sample) else []
     meta = RunMeta(profile=status.profile or "?", kind=record.kind, argv=list(record.argv), command_line=shell_line(record.argv),
-                   host=host, gpu_count=len(gpus), gpu_names=sorted({g.name for g in gpus}),
+                   host=host, gpu_count=len(gpus) if isinstance(sample, Sample) else None,  # (not sampled: unknown)
+                   gpu_names=sorted({g.name for g in gpus}),
                    gpu_memory_mib=max((g.mem_total_mib for g in gpus if g.mem_total_mib), default=None), model=status.model,
                    nodes=list(record.nodes) or None)  # a server across nodes: its hosts, rank 0 first; GPUs: rank 0's
     meta.measured_from = await asyncio.to_thread(_measured_from, cfg, meta.profile)  # profile files: off the loop

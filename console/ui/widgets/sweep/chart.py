@@ -184,13 +184,15 @@ class SweepChart(PlotextPlot):
                        series: Callable[[str, str, str], str | None]) -> None:
         """Each run's frontier: what it gives in total tok/s per GPU at each speed a user sees, one point a level."""
         plt = self.plt
+        shown = [run for run, _ in data.overlays[:len(OVERLAYS)]] + ([data.run] if data.run is not None else [])
+        per_gpu = all(run.meta.gpu_count for run in shown)  # one unit for every curve: per GPU where all say how many
         plt.xlabel("a user's tok/s (per-request)")
-        plt.ylabel("total output tok/s per GPU")
+        plt.ylabel("total output tok/s per GPU" if per_gpu else "total output tok/s")
         for (run, levels), (variable, marker) in zip(data.overlays, OVERLAYS, strict=False):
-            if len(found := points(levels, run.meta.gpu_count)) >= 1:
+            if found := points(levels, run.meta.gpu_count if per_gpu else None):
                 plt.plot([x for x, _ in found], [y for _, y in found], label=series(marker, label(run), variable),
                          color=colours[variable], marker=marker)
-        if data.run is not None and (found := points(data.levels, data.run.meta.gpu_count)):
+        if data.run is not None and (found := points(data.levels, data.run.meta.gpu_count if per_gpu else None)):
             plt.plot([x for x, _ in found], [y for _, y in found], color=colours["chart-run"], marker="braille",
                      label=series("⣿", label(data.run), "chart-run"))
         plt.title("the frontier: throughput per GPU against a user's speed (v: by concurrency)")

@@ -47,6 +47,6 @@ def progress_line(handle: SweepHandle, live: LiveLevel, done: list[LevelDone], e
     line += f", {elapsed:.0f} s"
     if rate:
         remaining_now = max(0, live.requests * settings.max_tokens - streamed)  # this level's tokens still to come
-        later = sum(settings.requests_for(level) * settings.max_tokens for level in levels[k:])
+        later = 0 if live.reference else sum(settings.requests_for(level) * settings.max_tokens for level in levels[k:])
         line += f", about {max(0.0, (remaining_now + later) / rate):.0f} s left"
     return line

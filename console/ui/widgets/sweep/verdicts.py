@@ -16,7 +16,7 @@ from console.remote.errors import RemoteError
 from console.sweep.analysis.adaptive import AdaptivePlan, NoAdaptiveProfile, plan, spec_host
 from console.sweep.analysis.compare import Comparison, bracket, compare, counterpart
 from console.sweep.analysis.slo import Slo
-from console.sweep.runs.store import Run, label, list_runs
+from console.sweep.runs.store import Run, RunError, label, list_runs
 from console.ui.screens.confirm import Confirm
 from console.ui.widgets.pane import Pane
 from console.ui.widgets.sweep.comparison import ComparisonView
@@ -79,7 +79,7 @@ class ComparisonActions(Pane):
         after each round until they settle or the rounds run out (console/actions/campaign.py do_repeat_uncertain)."""
         cmp = self.comparison
         lifecycle = self.session.lifecycle
-        if cmp is None or lifecycle is None:
+        if cmp is None or lifecycle is None or self._busy():
             return
         if not any(r.more_requests for r in cmp.repeats):
             self.notify("no level is uncertain enough for more requests to settle", timeout=6)
@@ -108,6 +108,13 @@ class ComparisonActions(Pane):
             self.notify(said, title="Repeat uncertain", timeout=15)
         self.show_comparison(*shown)
 
+    def _busy(self) -> bool:
+        """A repeat or a refinement runs (switching servers, maybe): another would cut it short, so it is said."""
+        if any(w.group == "refine" and w.is_running for w in self.workers):
+            self.notify("a repeat or a refinement is running: wait for its end", severity="warning", timeout=6)
+            return True
+        return False
+
     def _actions(self) -> CampaignActions:
         from console.actions.campaign import CampaignActions
 
@@ -118,7 +125,7 @@ class ComparisonActions(Pane):
 
     def action_refine(self) -> None:
         cmp = self.comparison
-        if cmp is None or self.session.lifecycle is None:
+        if cmp is None or self.session.lifecycle is None or self._busy():
             return
         found = bracket(cmp)
         if found is None or found.located:
@@ -186,7 +193,7 @@ class ComparisonActions(Pane):
     def _compare_in_thread(self, a: Run, b: Run) -> None:
         try:
             cmp = compare(a, b, self.session.config.margin, slo=Slo.read(self.session.config.compare.slo))
-        except ValueError as e:
+        except (ValueError, RunError) as e:
             self.app.call_from_thread(self.notify, str(e), severity="error")
             return
         self.app.call_from_thread(self._show_comparison, cmp)
