@@ -186,8 +186,8 @@ class SweepChart(PlotextPlot):
         plt = self.plt
         shown = [run for run, _ in data.overlays[:len(OVERLAYS)]] + ([data.run] if data.run is not None else [])
         per_gpu = all(run.meta.gpu_count for run in shown)  # one unit for every curve: per GPU where all say how many
-        plt.xlabel("a user's tok/s (per-request)")
-        plt.ylabel("total output tok/s per GPU" if per_gpu else "total output tok/s")
+        plt.xlabel("a user's tok/s")
+        plt.ylabel("total tok/s per GPU" if per_gpu else "total tok/s")
         for (run, levels), (variable, marker) in zip(data.overlays, OVERLAYS, strict=False):
             if found := points(levels, run.meta.gpu_count if per_gpu else None):
                 plt.plot([x for x, _ in found], [y for _, y in found], label=series(marker, label(run), variable),
@@ -195,5 +195,5 @@ class SweepChart(PlotextPlot):
         if data.run is not None and (found := points(data.levels, data.run.meta.gpu_count if per_gpu else None)):
             plt.plot([x for x, _ in found], [y for _, y in found], color=colours["chart-run"], marker="braille",
                      label=series("⣿", label(data.run), "chart-run"))
-        plt.title("the frontier: throughput per GPU against a user's speed (v: by concurrency)")
+        plt.title("the frontier: throughput by a user's speed")
         self.refresh()
