@@ -89,8 +89,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         if config_line is None:
             print(f"pivot: the simulated host did not start; see {root / 'host.log'}", file=sys.stderr)
             return 1
-        config_path = config_line.removeprefix("config: ").strip()
-        print(campaign_line(campaign, kept))
+        config_path = config_line.removeprefix("config: ").strip()  # (where the campaign is kept: said once, at the end)
         if args.hosts > 1:  # the fleet first; Enter opens a host's console, q there comes back
             return open_fleet(pivot_toml.load(config_path), args.theme, readonly=args.readonly)
         notes = [f"This demo's simulated host: {lines[0].strip()}",
