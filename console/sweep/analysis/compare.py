@@ -261,13 +261,15 @@ def compare(a: Run, b: Run, margin: float = MARGIN, *, anyway: bool = False,
     sat = {names["a"]: saturation([lv.c for lv in la], [lv.total_tok_s for lv in la]),
            names["b"]: saturation([lv.c for lv in lb], [lv.total_tok_s for lv in lb])}
     recommendation, cut = recommend(a, b, cmp_levels)
+    notes = (acceptance_notes(a) + acceptance_notes(b) + _client_note(a, b) + _quality_notes(a) + _quality_notes(b)
+             + _drift_notes(drifts, margin, widen))
+    verified = [v for run in (a, b) if (v := verification(run, margin))] if verify else []
     return Comparison(a, b, cmp_levels, excluded, crossover(cmp_levels, "total", names, margin),
                       crossover(cmp_levels, "per_request", names, margin), sat, recommendation, cut,
-                      repeats(cmp_levels, names), acceptance_notes(a) + acceptance_notes(b) + _client_note(a, b)
-                      + _quality_notes(a) + _quality_notes(b) + _drift_notes(drifts, margin, widen), margin, found,
-                      "; ".join(v for run in (a, b) if (v := verification(run, margin))) or None if verify else None,
-                      answer(a, b, slo, margin) if slo else None,
-                      {"a": goodput(a, slo), "b": goodput(b, slo)} if slo else {}, dominance(a, b, margin))
+                      repeats=repeats(cmp_levels, names), notes=notes, margin=margin, differences=found,
+                      verification="; ".join(verified) or None, slo=answer(a, b, slo, margin) if slo else None,
+                      goodput={"a": goodput(a, slo), "b": goodput(b, slo)} if slo else {},
+                      frontier=dominance(a, b, margin))
 
 
 def _which_leads(a: Run, b: Run, cmp_levels: list[Level]) -> str:
