@@ -64,6 +64,7 @@ def test_a_level_is_called_even_only_where_the_intervals_cannot_tell(tmp_path: P
     assert [r.c for r in cmp.repeats] == [1]
     assert cmp.repeats[0].text == ("C=1: 84.5 vs 84.5 tok/s, +0.0 % ± 5.7 %: cannot tell; about 11 more request(s) in "
                                    "each run would settle it (an estimate)")
+    assert cmp.repeats[0].alone == {}  # either run's ±4 % alone is wider than the margin: u must say both are needed
     table_leaders = cmp.table["leader_total"].to_list()
     assert table_leaders == [None, "a", "a"]  # the recommendation and the table say the same
 

@@ -184,12 +184,15 @@ class CampaignActions:
             raise ActionFailed(f"nothing to compare {run.name} with: name the run to hold it against")
         for round_ in range(1, rounds + 1):
             cmp = await asyncio.to_thread(self._compare, other, run)
-            wanted = {r.c: r.more_requests for r in cmp.repeats if r.more_requests and "b" in r.sides}
+            wanted = {r.c: r.alone["b"] for r in cmp.repeats if "b" in r.alone}  # what this run alone settles
             if not wanted:
                 unsettled = [r.c for r in cmp.repeats]
+                both = [r.c for r in cmp.repeats if r.more_requests and len(r.sides) == 2]
                 return (f"{run.name} against {other.name}: every level settled" if not unsettled else
                         f"{run.name} against {other.name}: C = {', '.join(map(str, unsettled))} cannot be told, and no "
-                        f"repeat of {run.name} would settle them (see the comparison)")
+                        f"repeat of {run.name} alone would settle them"
+                        + (f" (C = {', '.join(map(str, both))}: both runs' levels must be repeated; repeat {other.name} "
+                           "on its server too)" if both else " (see the comparison)"))
             requests = min(REPEAT_CAP, max(v for v in wanted.values() if v))
             self.say(f"  round {round_} of {rounds}: repeating C = {', '.join(map(str, sorted(wanted)))} of {run.name}, "
                      f"{requests} request(s) each (what the comparison estimates would settle them"

@@ -6,7 +6,7 @@ estimate, made again from the numbers after each repeat."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from console.sweep.analysis.intervals import Level, Verdict, more_requests
 
@@ -17,7 +17,7 @@ class Repeat:
     more_requests: int | None  # per run repeated, to settle the level; None: it cannot be told how many
     text: str
     sides: tuple[str, ...] = ("a", "b")  # whose level to repeat: the wider interval alone when that suffices
-
+    alone: dict[str, int] = field(default_factory=dict)  # "a", "b": the requests of that run alone that would settle it
 
 
 def repeats(cmp_levels: list[Level], names: dict[str, str]) -> list[Repeat]:
@@ -50,8 +50,9 @@ def repeats(cmp_levels: list[Level], names: dict[str, str]) -> list[Repeat]:
             else:
                 more, sides = min(options, key=lambda o: o[0] * len(o[1]))
                 whose = "in each run" if len(sides) == 2 else f"of {names[sides[0]]}"
+                alone = {s[0]: m for m, s in options if len(s) == 1}
                 candidate = Repeat(lv.c, more, f"C={lv.c}: {v.text(unit)}: cannot tell; about {more} more request(s) "
-                                               f"{whose} would settle it (an estimate)", sides)
+                                               f"{whose} would settle it (an estimate)", sides, alone)
                 cost = more * len(sides)
             if best is None or cost < best[0]:
                 best = (cost, candidate)

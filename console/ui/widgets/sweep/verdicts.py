@@ -86,8 +86,12 @@ class ComparisonActions(Pane):
             return
         running = lifecycle.status.profile
         side = "b" if cmp.b.profile == running else "a" if cmp.a.profile == running else None
-        wanted = {r.c: r.more_requests for r in cmp.repeats if r.more_requests and side in r.sides}
-        if side is None or not wanted:
+        wanted = {r.c: r.alone[side] for r in cmp.repeats if side in r.alone}
+        if side is not None and not wanted:
+            self.notify(f"{cmp.name(side)} alone would not settle them: both runs' levels must be repeated (repeat the "
+                        "other run on its server too)", severity="warning", timeout=8)
+            return
+        if side is None:
             need = sorted({s for r in cmp.repeats if r.more_requests for s in r.sides})
             self.notify(f"the levels to repeat are {' and '.join(cmp.name(s) for s in need)}'s: switch to "
                         f"{' or '.join((cmp.a if s == 'a' else cmp.b).profile for s in need)} first",
