@@ -129,7 +129,8 @@ async def test_abort_keeps_finished_requests_and_resume_reruns_only_the_interrup
     process = SweepProcess(run, ["--config", str(sim_host_measured.config_path), "--host", "demo", "--port", str(port)],
                            resume=True)
     resumed = [e.model_dump() async for e in process.events()]
-    assert [e["c"] for e in resumed if e["type"] == "level_started"] == [4, 2, 1]  # and C = 1 again: the drift
+    # no drift check: its first level (C = 1) was measured by the sweep before, maybe of another server
+    assert [e["c"] for e in resumed if e["type"] == "level_started"] == [4, 2]
     assert open_run(campaign, "cut").state == "complete"
     assert [level.c for level in open_run(campaign, "cut").levels()] == [1, 2, 4]
 
