@@ -27,8 +27,10 @@ def level(c: int, total: float, per: float, spread: float = 0.01, **extra: objec
 
 def write_run(campaign: Path, name: str, profile: str, numbers: dict[int, tuple[float, float]], *, speculative: bool,
               complete: bool = True, spread: float = 0.01, kind: str = "sglang", argv: list[str] | None = None,
-              settings: dict[str, object] | None = None, **meta: object) -> None:
-    """settings: the sweep's, beside its levels; meta: more of run.toml (host, gpu_count, …)."""
+              settings: dict[str, object] | None = None, every_level: dict[str, object] | None = None,
+              **meta: object) -> None:
+    """settings: the sweep's, beside its levels; every_level: more of each level_done (gpu_watts, …); meta: more of
+    run.toml (host, gpu_count, …)."""
     levels = sorted(numbers) if complete else sorted(numbers)[:3]
     argv = argv or ["python", "-m", "sglang.launch_server", *(SPEC_FLAGS if speculative else [])]
     run = create_run(campaign, RunMeta.model_validate({"profile": profile, "kind": kind, "argv": argv, **meta,
@@ -39,7 +41,7 @@ def write_run(campaign: Path, name: str, profile: str, numbers: dict[int, tuple[
         for c in levels:
             total, per = numbers[c]
             f.write(json.dumps({"type": "level_started", "c": c, "requests": c}) + "\n")
-            f.write(json.dumps(level(c, total, per, spread)) + "\n")
+            f.write(json.dumps(level(c, total, per, spread, **(every_level or {}))) + "\n")
         if complete:
             f.write(json.dumps({"type": "sweep_done", "aborted": False, "stopped": False}) + "\n")
         else:

@@ -397,3 +397,34 @@ def test_figures_without_intervals_decide_nothing_and_a_drift_edge_settles_by_no
     said = answer(Imported("old"), Imported("new"), slo, 0.02)  # type: ignore[arg-type]
     assert said == ("under a user's speed ≥ 20 tok/s: old cannot say from C = 1 (a figure the SLO needs was not measured "
                     "there); new cannot say from C = 1 (a figure the SLO needs was not measured there)")
+
+
+def test_energy_per_token_is_the_gpus_power_over_throughput_compared_as_a_ratio_or_said_unknown(tmp_path: Path) -> None:
+    """Both servers' GPUs drew 4 kW (±1 %): whoever streams more tokens spends fewer joules on each; a run whose host
+    read no power has no energy column to judge, and the comparison says so instead of guessing."""
+    power = {"gpu_watts": 4000.0, "gpu_watts_lo": 3960.0, "gpu_watts_hi": 4040.0}
+    write_run(tmp_path, "base", "baseline", BASELINE, speculative=False, gpu_count=8, every_level=power)
+    write_run(tmp_path, "spec", "eagle3", EAGLE3, speculative=True, gpu_count=8, every_level=power)
+    write_run(tmp_path, "dark", "eagle3", EAGLE3, speculative=True, gpu_count=8)
+    base, spec = open_run(tmp_path, "base"), open_run(tmp_path, "spec")
+    assert base.levels()[0].joules_per_token == pytest.approx(4000 / 84.5)  # read back from the run's table
+    cmp = compare(base, spec)
+    at = {lv.c: lv.energy for lv in cmp.levels}
+    assert at[1] is not None and at[1].ratio == pytest.approx(84.5 / 88.0) and at[1].leader is None  # 4 % ± 4 %
+    assert at[250] is not None and at[250].leader == "a" and at[250].ratio == pytest.approx(773 / 354)
+    assert cmp.energy == ("energy: J per output token of 8 GPU(s), A 47.34 vs B 45.45 at C=1; base (baseline) spends "
+                          "less at C ≥ 2 (down to ×0.46); cannot tell at C ≤ 1")
+    assert cmp.table["ratio_energy"].to_list()[0] == pytest.approx(84.5 / 88.0)
+    dark = compare(base, open_run(tmp_path, "dark"))
+    assert all(lv.energy is None for lv in dark.levels)
+    assert dark.energy is not None and dark.energy.startswith("energy per token: not known: dark (eagle3) read no GPU power")
+
+
+def test_gpu_power_is_summed_over_every_gpu_or_unknown_when_one_has_no_reading() -> None:
+    from console.sweep.loadgen.generator import gpu_watts, power_figures
+
+    assert gpu_watts("115.00\n 230.5\n") == pytest.approx(345.5)
+    assert gpu_watts("115.00\n[N/A]\n") is None and gpu_watts("") is None and gpu_watts("nan\n") is None
+    assert power_figures([]) == {} and power_figures([500.0]) == {"gpu_watts": 500.0}  # one reading: no interval
+    two = power_figures([400.0, 600.0])
+    assert two["gpu_watts"] == 500.0 and two["gpu_watts_lo"] == 0.0 and two["gpu_watts_hi"] > 1000  # t with 1 df: wide

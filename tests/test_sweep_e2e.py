@@ -88,6 +88,12 @@ async def test_exactly_c_in_flight_and_the_campaigns_shape(sim_host_measured: Ho
     per_request = cmp.table["ratio_per_request"].to_list()
     assert per_request[0] > 1 > per_request[1]  # speculation is faster per request only at C=1
     assert "loses total throughput at C ≥ 2" in cmp.recommendation  # C=1 per request: too few tokens to tell
+    assert cmp.energy is not None and cmp.energy.startswith("energy: J per output token")  # both read the GPUs' power
+    from console.sim.calibration import DEFAULT
+
+    c1 = cmp.levels[0].a  # read while C=1 ran: above the host's idle power (its server is busy), over its throughput
+    assert c1.gpu_watts is not None and c1.gpu_watts > DEFAULT.idle_power_w * (cmp.a.meta.gpu_count or 0) > 0
+    assert c1.joules_per_token == pytest.approx(c1.gpu_watts / c1.total_tok_s)
     assert cmp.table["a_per_request"][0] == pytest.approx(92.6, rel=0.08)
     # under an SLO: each level's goodput counted request by request, and how many users each run serves
     from console.sweep.analysis.slo import Slo, served

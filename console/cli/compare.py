@@ -36,26 +36,26 @@ def comparison_table(cmp: Comparison) -> Table:
                   title=f"A = {cmp.name('a')}\nB = {cmp.name('b')}\nB/A ± its 95 % spread; A, B: who leads by more than "
                         f"±{cmp.margin * 100:g} %; ≈: alike (within it); ?: cannot tell")
     goodput = ("goodput A", "goodput B") if cmp.goodput else ()  # requests/s that met the SLO
-    for col in ("C", "A tok/s", "B tok/s", "B/A", "A per-req", "B per-req", "B/A ", "ITL B/A", "TTFT B/A", *goodput,
-                "errors A", "errors B"):
+    for col in ("C", "A tok/s", "B tok/s", "B/A", "A per-req", "B per-req", "B/A ", "ITL B/A", "TTFT B/A", "J/tok B/A",
+                *goodput, "errors A", "errors B"):
         table.add_column(col, justify="right")
     for lv in cmp.levels:
         good = [fmt_value(cmp.goodput[side].get(lv.c), 2) for side in ("a", "b")] if cmp.goodput else []
         table.add_row(str(lv.c), fmt_value(lv.total.a.value), fmt_value(lv.total.b.value), _ratio(lv.total),
                       fmt_value(lv.per_request.a.value), fmt_value(lv.per_request.b.value), _ratio(lv.per_request),
-                      _ratio(lv.itl), _ratio(lv.ttft), *good, f"{lv.a.errors}/{lv.a.requests}",
+                      _ratio(lv.itl), _ratio(lv.ttft), _ratio(lv.energy), *good, f"{lv.a.errors}/{lv.a.requests}",
                       f"{lv.b.errors}/{lv.b.requests}")
     return table
 
 
 def markdown(cmp: Comparison) -> str:
     head = f"# {cmp.a.name} vs {cmp.b.name}\n\nA = {cmp.name('a')}, B = {cmp.name('b')}\n\n"
-    rows = ["| C | A tok/s | B tok/s | B/A | A per-request | B per-request | B/A | ITL B/A | TTFT B/A |",
-            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    rows = ["| C | A tok/s | B tok/s | B/A | A per-request | B per-request | B/A | ITL B/A | TTFT B/A | J/tok B/A |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for lv in cmp.levels:
         rows.append(f"| {lv.c} | {fmt_value(lv.total.a.value)} | {fmt_value(lv.total.b.value)} | {_ratio(lv.total)} | "
                     f"{fmt_value(lv.per_request.a.value)} | {fmt_value(lv.per_request.b.value)} | {_ratio(lv.per_request)} | "
-                    f"{_ratio(lv.itl)} | {_ratio(lv.ttft)} |")
+                    f"{_ratio(lv.itl)} | {_ratio(lv.ttft)} | {_ratio(lv.energy)} |")
     return head + "\n".join(rows) + "\n\n" + "\n".join(f"- {line}" for line in cmp.report()) + "\n"
 
 

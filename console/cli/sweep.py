@@ -72,10 +72,12 @@ def level_row(e: LevelDone) -> list[str]:
     return [str(e.c), _pm(e.total_tok_s, e.total_tok_s_lo, e.total_tok_s_hi),
             _pm(e.req_tok_s_mean, e.req_tok_s_lo, e.req_tok_s_hi),
             fmt_value(ms(e.ttft_p50), 0), fmt_value(ms(e.itl_p50)), fmt_value(ms(e.e2e_p90), 0),
+            fmt_value(e.gpu_watts, 0), "—" if e.joules_per_token is None else f"{e.joules_per_token:.3g}",
             f"{e.errors}/{e.requests}", level_notes(e)]
 
 
-LEVEL_COLUMNS = ["C", "tok/s", "per-req tok/s", "TTFT p50 ms", "ITL p50 ms", "E2E p90 ms", "errors", "notes"]
+LEVEL_COLUMNS = ["C", "tok/s", "per-req tok/s", "TTFT p50 ms", "ITL p50 ms", "E2E p90 ms", "GPU W", "J/tok", "errors",
+                 "notes"]
 
 
 def settings_from(cfg: config.Config, levels: list[int] | None, requests: str | None, max_tokens: int | None) -> SweepSettings:

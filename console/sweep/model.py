@@ -87,6 +87,9 @@ class LevelDone(LevelMetrics):
     host_load_avg: float | None = None
     client_bound: str | None = None  # why the client, not the server, may have been the limit
     lagging: str | None = None  # why the level's latencies cannot be trusted
+    gpu_watts: float | None = None  # the server host's GPUs' power over the level, summed (None: not read, or unknown)
+    gpu_watts_lo: float | None = None  # its 95 % interval over the level's readings (None from fewer than two)
+    gpu_watts_hi: float | None = None
 
     # A level is one type wherever it is: the live event, a run's stored table, a pooled or imported level. The
     # table holds it flat (the server's view as server_* columns); these two are the only places that know it.
@@ -124,6 +127,20 @@ class LevelDone(LevelMetrics):
     def accept_length(self) -> float | None:
         """Tokens a verification step kept, as the server reported it (None where it drafted nothing)."""
         return self.server.get("spec_accept_length") or None
+
+    @property
+    def joules_per_token(self) -> float | None:
+        """The GPUs' energy per output token: their power over the level's throughput (None where either is unknown)."""
+        return self.gpu_watts / self.total_tok_s if self.gpu_watts is not None and self.total_tok_s else None
+
+    # Its interval: the power's and the throughput's ends together (wider than either, never narrower than the truth)
+    @property
+    def joules_per_token_lo(self) -> float | None:
+        return self.gpu_watts_lo / self.total_tok_s_hi if self.gpu_watts_lo is not None and self.total_tok_s_hi else None
+
+    @property
+    def joules_per_token_hi(self) -> float | None:
+        return self.gpu_watts_hi / self.total_tok_s_lo if self.gpu_watts_hi is not None and self.total_tok_s_lo else None
 
     @property
     def draft_tokens(self) -> float | None:

@@ -22,6 +22,7 @@ from console.sweep.analysis.comparable import Difference, NotComparable, differe
 from console.sweep.analysis.crossover import Crossover, crossover, undecided, where
 from console.sweep.analysis.drift import Drift
 from console.sweep.analysis.drift import drift as drift_of
+from console.sweep.analysis.energy import energy_line, energy_verdict
 from console.sweep.analysis.frontier import dominance
 from console.sweep.analysis.intervals import MARGIN, Level, Verdict, estimate, judge
 from console.sweep.analysis.repeats import Repeat, repeats
@@ -55,6 +56,7 @@ class Comparison:
     slo: str | None = None  # under the SLO asked: how many users each run serves, and which to run
     goodput: dict[str, dict[int, float]] = field(default_factory=dict)  # "a", "b": per C, requests/s meeting the SLO
     frontier: str | None = None  # where one run's throughput per GPU at a user's speed lies above the other's
+    energy: str | None = None  # who spends less energy per output token where (or why it is not known)
 
     @property
     def drafting(self) -> Run:
@@ -68,7 +70,7 @@ class Comparison:
         rows = []
         for lv in self.levels:
             row: dict[str, Any] = {"c": lv.c}
-            for name in ("total", "per_request", "ttft", "itl"):
+            for name in ("total", "per_request", "ttft", "itl", "energy"):
                 v: Verdict | None = getattr(lv, name)
                 row[f"a_{name}"] = v.a.value if v else None
                 row[f"b_{name}"] = v.b.value if v else None
@@ -97,7 +99,8 @@ class Comparison:
                   *([f"slo: {self.slo}"] if self.slo else []),
                   f"crossover, total tok/s: {self.total.text}",
                  f"crossover, per-request tok/s: {self.per_request.text}",
-                 f"saturation (< 10 % more to the next level): {sat}", *([self.frontier] if self.frontier else [])]
+                 f"saturation (< 10 % more to the next level): {sat}", *([self.frontier] if self.frontier else []),
+                 *([self.energy] if self.energy else [])]
         lines += [f"C={c}: left out: {why}" for c, why in sorted(self.excluded.items())]
         lines += [f"repeat: {r.text}" for r in self.repeats]
         refine = refine_suggestion(self)
@@ -184,7 +187,7 @@ def _levels(a: Run, b: Run, margin: float, drift: float) -> tuple[list[Level], d
             if latency else None,
             judge(estimate(ra, "itl"), estimate(rb, "itl"), higher_is_better=False, margin=margin, drift=drift)
             if latency else None,
-            ra, rb))
+            ra, rb, energy_verdict(ra, rb, margin, drift)))
     return levels, excluded
 
 
@@ -269,7 +272,7 @@ def compare(a: Run, b: Run, margin: float = MARGIN, *, anyway: bool = False,
                       repeats=repeats(cmp_levels, names), notes=notes, margin=margin, differences=found,
                       verification="; ".join(verified) or None, slo=answer(a, b, slo, margin) if slo else None,
                       goodput={"a": goodput(a, slo), "b": goodput(b, slo)} if slo else {},
-                      frontier=dominance(a, b, margin))
+                      frontier=dominance(a, b, margin), energy=energy_line(a, b, cmp_levels, names))
 
 
 def _which_leads(a: Run, b: Run, cmp_levels: list[Level]) -> str:

@@ -19,6 +19,7 @@ METRICS = {  # name -> (the level's value, low, high)
     "per_request": ("req_tok_s_mean", "req_tok_s_lo", "req_tok_s_hi"),
     "ttft": ("ttft_mean", "ttft_lo", "ttft_hi"),
     "itl": ("itl_mean", "itl_lo", "itl_hi"),
+    "energy": ("joules_per_token", "joules_per_token_lo", "joules_per_token_hi"),
 }
 
 
@@ -109,6 +110,7 @@ class Level:
     itl: Verdict | None
     a: LevelDone
     b: LevelDone
+    energy: Verdict | None = None  # joules per output token (None where a host read no GPU power)
 
 
 

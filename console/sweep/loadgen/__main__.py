@@ -30,7 +30,7 @@ import orjson
 
 from console import config
 from console.remote import Connection, RemoteError
-from console.sweep.loadgen.generator import HostLoad, client_placement, sweep
+from console.sweep.loadgen.generator import POWER_QUERY, HostLoad, PowerMeter, client_placement, gpu_watts, gpus_here, sweep
 from console.sweep.loadgen.host_generator import HostGenerator, NotOnHost, pending_spool
 from console.sweep.loadgen.requests import prompts
 from console.sweep.model import Event, HostOrder, LevelProgress, Said, SweepDone
@@ -118,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
                     warnings.append(f"the load generator ran here, through an SSH forward, not on {args.host}: {e}")
             url = (await conn.forward(args.address, args.port)).url
             return await sweep(url, sink, settings, placement=client_placement("ssh-forward", args.host),
-                               host_load=_host_load(conn), warnings=warnings, done=done, **common)
+                               host_load=_host_load(conn), warnings=warnings, done=done,
+                               power=_host_power(conn) if gpus_here(args.address, meta.nodes) else None, **common)
         except asyncio.CancelledError:
             if pending_spool(args.run_dir) is None:
                 sink.emit(SweepDone(aborted=True))
@@ -176,6 +177,15 @@ def _host_load(conn: Connection) -> HostLoad:
             return float((await conn.run(["cat", "/proc/loadavg"], timeout=10)).stdout.split()[0])
         return None
     return load
+
+
+def _host_power(conn: Connection) -> PowerMeter:
+    async def power() -> float | None:
+        with contextlib.suppress(RemoteError):  # a figure beside the numbers, never a failure
+            result = await conn.run(list(POWER_QUERY), timeout=10)
+            return gpu_watts(result.stdout) if result.exit_status == 0 else None
+        return None
+    return power
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import asyncio
 import math
 import os
 import socket
+import statistics
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
@@ -21,7 +22,7 @@ from typing import Any, Protocol
 from console.server.engines import ENGINES, Engine
 from console.sweep.loadgen.requests import Client, TokensPerChunk, UniquePrompts, one_request, request_body
 from console.sweep.loadgen.server_view import metrics_text, scrape, server_answers, server_facts, spec_counters, speculation, warnings_for
-from console.sweep.metrics import FAILED_ERROR_RATE, RequestRecord, level_metrics, percentile
+from console.sweep.metrics import FAILED_ERROR_RATE, RequestRecord, level_metrics, percentile, t975
 from console.sweep.model import Event, LevelDone, LevelProgress, LevelRetry, LevelStarted, Request, Said, SweepDone, SweepStarted
 from console.sweep.settings import SweepSettings
 
@@ -66,14 +67,62 @@ def lagging(lag_p90: float | None, itl_mean: float | None) -> str | None:
 
 
 HostLoad = Callable[[], Awaitable[float | None]]
+PowerMeter = Callable[[], Awaitable[float | None]]  # the server host's GPUs' power now, summed, in W; None: unknown
+POWER_QUERY = ("nvidia-smi", "--query-gpu=power.draw", "--format=csv,noheader,nounits")  # as the telemetry agent reads it
+POWER_EVERY_S = 1.0
+
+
+def gpus_here(address: str | None, nodes: list[str] | None) -> bool:
+    """Whether the server's GPUs are those of the host the client reaches it from (its loopback, one node)."""
+    return address in (None, "127.0.0.1", "localhost", "::1") and not nodes
+
+
+def gpu_watts(csv: str) -> float | None:
+    """nvidia-smi's power.draw rows, summed; None where any GPU has no reading ([N/A], [Not Supported]) or there is
+    no GPU: a sum without one GPU's share would understate the energy."""
+    values = []
+    for line in csv.splitlines():
+        if line.strip():
+            try:
+                value = float(line)
+            except ValueError:
+                return None
+            if not math.isfinite(value) or value < 0:
+                return None
+            values.append(value)
+    return sum(values) if values else None
+
+
+def power_figures(watts: list[float]) -> dict[str, float | None]:
+    """The level's mean power and its 95 % interval over the readings (none from one reading)."""
+    if not watts:
+        return {}
+    mean = sum(watts) / len(watts)
+    if len(watts) < 2:
+        return {"gpu_watts": mean}
+    half = t975(len(watts) - 1) * statistics.stdev(watts) / math.sqrt(len(watts))
+    return {"gpu_watts": mean, "gpu_watts_lo": max(0.0, mean - half), "gpu_watts_hi": mean + half}
+
+
+async def sample_power(meter: PowerMeter, samples: list[float]) -> None:
+    """Each second while a level runs, from half a second in (its requests are being served, not yet sent): the GPUs'
+    power. Evenly spaced, so their mean is the level's; a reading that failed is skipped. None is taken after the
+    level: an idle GPU's reading would lower its figure."""
+    await asyncio.sleep(POWER_EVERY_S / 2)
+    while True:
+        began = time.monotonic()
+        if (watts := await meter()) is not None:
+            samples.append(watts)
+        await asyncio.sleep(max(0.0, POWER_EVERY_S - (time.monotonic() - began)))
 
 
 async def run_level(client: Client, settings: SweepSettings, pool: list[Any] | UniquePrompts, model: str, c: int, sink: Sink,
                     scrape_metrics: bool, per_chunk: TokensPerChunk, host_load: HostLoad | None,
                     repeat: bool = False, ignore_eos: bool = True, nodes: list[str] | None = None,
-                    reference: bool = False) -> LevelDone:
+                    reference: bool = False, power: PowerMeter | None = None) -> LevelDone:
     """One level to its end; nodes: the hosts of a server across nodes (each rank serves every request), written in
-    the level's row; reference: the sweep's first level measured again, for its drift."""
+    the level's row; reference: the sweep's first level measured again, for its drift; power: reads the server's GPUs'
+    power, for the level's energy."""
     total = settings.requests_for(c)
     sink.emit(LevelStarted(c=c, requests=total, warmup=settings.warmup, repeat=repeat, reference=reference))
     level_t0 = time.monotonic()
@@ -118,6 +167,9 @@ async def run_level(client: Client, settings: SweepSettings, pool: list[Any] | U
             sink.show(LevelProgress(c=c, in_flight=in_flight, streamed=round((per_chunk.seen - seen0) * per_chunk.ratio)))
 
     helpers = [asyncio.create_task(watch_lag(lags)), asyncio.create_task(progress())]
+    watts: list[float] = []
+    if power is not None:
+        helpers.append(asyncio.create_task(sample_power(power, watts)))
     counted_before = None
     if scrape_metrics:
         counted_before = spec_counters(await metrics_text(client.session()) or "")
@@ -140,7 +192,8 @@ async def run_level(client: Client, settings: SweepSettings, pool: list[Any] | U
     lag_p90 = percentile(lags, 90)
     client_side = {"client_cpu": round(cpu, 3), "loop_lag_p50": percentile(lags, 50), "loop_lag_p90": lag_p90,
               "loop_lag_p99": percentile(lags, 99), "load_avg": os.getloadavg()[0],
-              "client_bound": client_bound(cpu), "lagging": lagging(lag_p90, metrics.itl_mean)}
+              "client_bound": client_bound(cpu), "lagging": lagging(lag_p90, metrics.itl_mean),
+              **power_figures(watts)}
     if host_load is not None:
         client_side["host_load_avg"] = await host_load()
     done = LevelDone.model_validate({**metrics.model_dump(), "peak_in_flight": peak, "repeat": repeat, "reference": reference,
@@ -160,10 +213,11 @@ def client_placement(path: str, host: str | None = None) -> dict[str, Any]:
 async def sweep(url: str, sink: Sink, settings: SweepSettings, *, pool: list[Any], headers: dict[str, str],
                 done: set[int], repeat: list[int] | None, stop_after_level: asyncio.Event, placement: dict[str, Any],
                 host_load: HostLoad | None = None, kind: str | None = None, warnings: list[str] | None = None,
-                nodes: list[str] | None = None) -> int:
+                nodes: list[str] | None = None, power: PowerMeter | None = None) -> int:
     """The levels not in `done` (or `repeat`'s), each to its end; 3 when one failed, else 0. kind: the managed
     server's engine kind, when pivot started it (what its requests may carry); placement: where this client runs;
-    nodes: the hosts of a server across nodes, rank 0 (whose API takes the requests) first."""
+    nodes: the hosts of a server across nodes, rank 0 (whose API takes the requests) first; power: reads the power of
+    the server's GPUs (None: the server's GPUs are not where this client can read them)."""
     levels = repeat or list(settings.levels)
     per_chunk = TokensPerChunk()
     engine = ENGINES.get(kind or "")
@@ -190,14 +244,15 @@ async def sweep(url: str, sink: Sink, settings: SweepSettings, *, pool: list[Any
                 stopped = True
                 break
             result = await run_level(client, settings, source, model, c, sink, bool(facts.get("metrics")), per_chunk,
-                                     host_load, repeat=bool(repeat), ignore_eos=ignore_eos, nodes=nodes)
+                                     host_load, repeat=bool(repeat), ignore_eos=ignore_eos, nodes=nodes, power=power)
             measured = True
             if result.failed:
                 answering = await server_answers(client.session(), settings.server_wait_s)
                 if answering:
                     sink.emit(LevelRetry(c=c, reason=result.failed))
                     result = await run_level(client, settings, source, model, c, sink, bool(facts.get("metrics")),
-                                             per_chunk, host_load, repeat=bool(repeat), ignore_eos=ignore_eos, nodes=nodes)
+                                             per_chunk, host_load, repeat=bool(repeat), ignore_eos=ignore_eos, nodes=nodes,
+                                             power=power)
                 if result.failed:
                     why = "" if answering else f"; the server did not answer for {settings.server_wait_s:g} s"
                     failed = f"C={c}: {result.failed}" + (f" ({result.first_error})" if result.first_error else "") + why
@@ -206,7 +261,7 @@ async def sweep(url: str, sink: Sink, settings: SweepSettings, *, pool: list[Any
                        and levels[0] not in done)  # (a first level of an earlier session: another server, maybe)
         if check_drift and not stop_after_level.is_set():  # its first level again: how far the server drifted meanwhile
             await run_level(client, settings, source, model, levels[0], sink, bool(facts.get("metrics")), per_chunk,
-                            host_load, ignore_eos=ignore_eos, nodes=nodes, reference=True)
+                            host_load, ignore_eos=ignore_eos, nodes=nodes, reference=True, power=power)
         sink.emit(SweepDone(stopped=stopped, failed=failed))
     sink.sync()
     return 3 if failed else 0

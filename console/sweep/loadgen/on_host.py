@@ -28,7 +28,7 @@ from typing import IO
 
 import orjson
 
-from console.sweep.loadgen.generator import client_placement, sweep
+from console.sweep.loadgen.generator import POWER_QUERY, client_placement, gpu_watts, gpus_here, sweep
 from console.sweep.model import Event, HostOrder, LevelDone, LevelProgress, LevelStarted, Said, SweepDone
 from console.sweep.settings import SweepSettings
 
@@ -175,7 +175,8 @@ async def run(port: int) -> int:
         status = await sweep(f"http://{host}:{port}", sink, SweepSettings.from_dict(order.settings), pool=order.prompts,
                              headers=order.headers, done=set(order.done), repeat=order.repeat or None,
                              stop_after_level=stop, kind=order.kind, nodes=order.nodes,
-                             placement=client_placement("on-host"))
+                             placement=client_placement("on-host"),
+                             power=local_power if gpus_here(order.address, order.nodes) else None)
         await sink.drained(float("inf"))
         ack = asyncio.ensure_future(acked.wait())
         await asyncio.wait({ack, listener}, timeout=ACK_WAIT_S, return_when=asyncio.FIRST_COMPLETED)
@@ -189,6 +190,25 @@ async def run(port: int) -> int:
         listener.cancel()
         if acked.is_set() or not sink.orphaned:  # else the console fetches it when the link is back
             sink.spool.remove()
+
+
+async def local_power() -> float | None:
+    """This host's GPUs' power, from its nvidia-smi (None: none, or no reading)."""
+    try:
+        proc = await asyncio.create_subprocess_exec(*POWER_QUERY, stdout=asyncio.subprocess.PIPE,
+                                                    stderr=asyncio.subprocess.DEVNULL)
+    except OSError:
+        return None
+    try:
+        out, _ = await asyncio.wait_for(proc.communicate(), 10)
+    except (TimeoutError, asyncio.CancelledError) as e:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        await proc.wait()
+        if isinstance(e, asyncio.CancelledError):
+            raise
+        return None
+    return gpu_watts(out.decode(errors="replace")) if proc.returncode == 0 else None
 
 
 def main() -> int:

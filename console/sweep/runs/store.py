@@ -60,6 +60,10 @@ def _pooled(c: int, attempts: list[Attempt], requests: RequestColumns | None) ->
         client[key] = max(values) if values else None
     for key in ("client_bound", "lagging", "nodes"):  # nodes: a server across nodes, the hosts that served the level
         client[key] = next((v for a in attempts if (v := getattr(a.done, key))), None)
+    for key in ("gpu_watts", "gpu_watts_lo", "gpu_watts_hi"):  # over the attempts' time, where all read it
+        walls = [(getattr(a.done, key), a.done.wall_s or 0.0) for a in attempts]
+        if all(w is not None for w, _ in walls) and (time := sum(s for _, s in walls)):
+            client[key] = sum(w * s for w, s in walls if w is not None) / time
     return LevelDone.model_validate({**metrics.model_dump(), **client})
 
 

@@ -9,7 +9,7 @@ from textual.widgets import DataTable
 
 from console.sweep.model import LevelDone
 
-COLUMNS = ("C", "tok/s", "±", "per-req", "TTFT p50", "ITL p50", "errors", "note")
+COLUMNS = ("C", "tok/s", "±", "per-req", "TTFT p50", "ITL p50", "J/tok", "errors", "note")
 
 
 def note(e: LevelDone) -> str:
@@ -22,6 +22,11 @@ def note(e: LevelDone) -> str:
     if e.short:
         return f"{e.short} short"
     return f"acc {e.accept_rate:.0%}" if e.accept_rate is not None else ""
+
+
+def joules(value: float | None) -> str:
+    """Energy per token to three figures: a simulated host's tens of joules and an H200's tenths alike."""
+    return "—" if value is None else f"{value:.3g}"
 
 
 class LevelTable(DataTable[str]):
@@ -43,4 +48,5 @@ class LevelTable(DataTable[str]):
         lo, hi, total = e.total_tok_s_lo, e.total_tok_s_hi, e.total_tok_s
         spread = f"{(hi - lo) / 2 / total * 100:.0f}%" if lo is not None and hi is not None and total else "—"
         self.add_row(str(e.c), num(total), spread, num(e.req_tok_s_mean), ms(e.ttft_p50),
-                     "—" if e.itl_p50 is None else f"{e.itl_p50 * 1000:.1f}", f"{e.errors}/{e.requests}", note(e))
+                     "—" if e.itl_p50 is None else f"{e.itl_p50 * 1000:.1f}", joules(e.joules_per_token),
+                     f"{e.errors}/{e.requests}", note(e))
