@@ -16,7 +16,7 @@ from console.gpu.samples import AgentError, Sample
 from console.remote.errors import RemoteError
 from console.server.state import ServerState
 from console.session import Session
-from console.sweep.analysis.compare import Comparison, compare, counterpart
+from console.sweep.analysis.compare import Comparison, compare, counterpart, verification
 from console.sweep.analysis.refine import refine
 from console.sweep.analysis.slo import Slo
 from console.sweep.model import LevelDone
@@ -219,12 +219,31 @@ class CampaignActions:
             raise ActionFailed(str(e)) from None
 
     async def do_compare(self, a: str, b: str) -> str:
-        first, second = self._runs(a, b)
+        result = await asyncio.to_thread(self._compare, *self._runs(a, b))  # Parquet reads: off the console's loop
+        return result.recommendation + (f"; verification: {result.verification}" if result.verification else "")
+
+    async def do_write_profile(self, a: str = "previous", b: str = "last") -> str:
+        """The adaptive profile the comparison of A and B recommends, written as `w` writes it."""
+        from console.actions.adaptive import write_adaptive_profile
+        from console.sweep.analysis.adaptive import NoAdaptiveProfile, plan
+
+        cmp = await asyncio.to_thread(self._compare, *self._runs(a, b))
         try:
-            result = compare(first, second, self.session.config.margin, slo=Slo.read(self.cfg.compare.slo))
-        except ValueError as e:
+            adaptive = await asyncio.to_thread(plan, self.cfg, cmp)
+        except NoAdaptiveProfile as e:
             raise ActionFailed(str(e)) from None
-        return result.recommendation
+        try:
+            return (await write_adaptive_profile(self.session, adaptive)).describe()
+        except (OSError, RemoteError) as e:
+            raise ActionFailed(f"cannot write {adaptive.name}: {e}") from None
+
+    async def do_verify(self, name: str = "last") -> str:
+        """Whether the run of an adaptive profile pivot wrote kept each of its parents' gains, level by level."""
+        run = self._runs(name, name)[0]
+        said = await asyncio.to_thread(verification, run, self.cfg.margin)
+        if said is None:
+            raise ActionFailed(f"{run.name} is not a run of an adaptive profile pivot wrote: nothing to verify")
+        return said
 
     async def do_refine(self, a: str = "previous", b: str = "last") -> str:
         first, second = self._runs(a, b)

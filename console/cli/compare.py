@@ -15,20 +15,13 @@ from rich.text import Text
 
 from console import config, pivot_toml
 from console.actions.adaptive import write_adaptive_profile
-from console.cli.sweep import fmt_value, resolve_runs, terminal
+from console.cli.sweep import resolve_runs, terminal
 from console.sweep.analysis.adaptive import NoAdaptiveProfile, plan, spec_host
 from console.sweep.analysis.comparable import KEYS
 from console.sweep.analysis.compare import Comparison, compare
-from console.sweep.analysis.intervals import Verdict
 from console.sweep.analysis.slo import Slo
 from console.sweep.runs.store import RunError
-
-
-def _ratio(v: Verdict | None) -> str:
-    if v is None or v.ratio is None:
-        return "—"
-    mark = " ≈" if v.alike else {"a": " A", "b": " B", None: " ?"}[v.leader]
-    return f"{v.ratio:.3f}±{(v.spread or 0):.3f}{mark}"
+from console.sweep.words import fmt_value, ratio_text
 
 
 def comparison_table(cmp: Comparison) -> Table:
@@ -41,9 +34,9 @@ def comparison_table(cmp: Comparison) -> Table:
         table.add_column(col, justify="right")
     for lv in cmp.levels:
         good = [fmt_value(cmp.goodput[side].get(lv.c), 2) for side in ("a", "b")] if cmp.goodput else []
-        table.add_row(str(lv.c), fmt_value(lv.total.a.value), fmt_value(lv.total.b.value), _ratio(lv.total),
-                      fmt_value(lv.per_request.a.value), fmt_value(lv.per_request.b.value), _ratio(lv.per_request),
-                      _ratio(lv.itl), _ratio(lv.ttft), _ratio(lv.energy), *good, f"{lv.a.errors}/{lv.a.requests}",
+        table.add_row(str(lv.c), fmt_value(lv.total.a.value), fmt_value(lv.total.b.value), ratio_text(lv.total),
+                      fmt_value(lv.per_request.a.value), fmt_value(lv.per_request.b.value), ratio_text(lv.per_request),
+                      ratio_text(lv.itl), ratio_text(lv.ttft), ratio_text(lv.energy), *good, f"{lv.a.errors}/{lv.a.requests}",
                       f"{lv.b.errors}/{lv.b.requests}")
     return table
 
@@ -53,9 +46,9 @@ def markdown(cmp: Comparison) -> str:
     rows = ["| C | A tok/s | B tok/s | B/A | A per-request | B per-request | B/A | ITL B/A | TTFT B/A | J/tok B/A |",
             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for lv in cmp.levels:
-        rows.append(f"| {lv.c} | {fmt_value(lv.total.a.value)} | {fmt_value(lv.total.b.value)} | {_ratio(lv.total)} | "
-                    f"{fmt_value(lv.per_request.a.value)} | {fmt_value(lv.per_request.b.value)} | {_ratio(lv.per_request)} | "
-                    f"{_ratio(lv.itl)} | {_ratio(lv.ttft)} | {_ratio(lv.energy)} |")
+        rows.append(f"| {lv.c} | {fmt_value(lv.total.a.value)} | {fmt_value(lv.total.b.value)} | {ratio_text(lv.total)} | "
+                    f"{fmt_value(lv.per_request.a.value)} | {fmt_value(lv.per_request.b.value)} | {ratio_text(lv.per_request)} | "
+                    f"{ratio_text(lv.itl)} | {ratio_text(lv.ttft)} | {ratio_text(lv.energy)} |")
     return head + "\n".join(rows) + "\n\n" + "\n".join(f"- {line}" for line in cmp.report()) + "\n"
 
 

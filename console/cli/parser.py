@@ -133,6 +133,18 @@ def build_parser() -> argparse.ArgumentParser:
                      help="let this key differ between the runs (max_tokens, input_tokens, api, extra_body, warmup, "
                           "prompts, model, engine, engine_version, host, gpus, nodes, client); repeatable")
 
+    report = sub.add_parser("report", help="runs and their comparison as one HTML file that opens offline, or a chart")
+    report.set_defaults(run="console.cli.report:cmd_report")
+    report.add_argument("names", nargs="+", metavar="RUN", help="runs (last, previous, or names); the first is compared "
+                        "with each other")
+    report.add_argument("-o", "--output", type=Path, required=True, metavar="FILE", help="the file to write")
+    report.add_argument("--format", choices=["html", "png", "svg"],
+                        help="html: the whole report (the default, unless FILE ends in .png or .svg); png, svg: the "
+                             "throughput chart alone")
+    report.add_argument("--slo", metavar="SLO", help="as pivot compare --slo (default: pivot.toml's [compare] slo)")
+    report.add_argument("--anyway", action="store_true", help="compare runs that measured different things, saying so")
+    report.add_argument("--may-differ", action="append", default=[], metavar="KEY", help="as pivot compare --may-differ")
+
     tasks = sub.add_parser("tasks", help="the campaign's task list: list, add, start, done, import, export")
     tasks.set_defaults(run="console.cli.tasks:cmd_tasks")
     tasks.add_argument("action", nargs="?", default="list",

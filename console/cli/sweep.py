@@ -7,7 +7,7 @@ import asyncio
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -22,62 +22,11 @@ from console.sweep.model import LevelDone, LevelProgress, LevelRetry, LevelStart
 from console.sweep.runs.lock import holder
 from console.sweep.runs.store import Run, RunError, delete_run, list_runs, open_run
 from console.sweep.settings import SweepSettings
+from console.sweep.words import LEVEL_COLUMNS, level_row
 from console.untrusted import visible
 
 if TYPE_CHECKING:  # the session (SSH, telemetry) only for the commands that sweep: `runs` and `compare` read files
     from console.actions.sweep import SweepHandle
-
-def fmt_value(value: Any, digits: int = 1) -> str:
-    if value is None:
-        return "—"
-    if isinstance(value, float):
-        return f"{value:.{digits}f}"
-    return str(value)
-
-
-def _pm(value: float | None, lo: float | None, hi: float | None) -> str:
-    """A figure with its 95 % interval as ± percent of it."""
-    if value is None:
-        return "—"
-    if lo is None or hi is None or not value:
-        return f"{value:.1f}"
-    return f"{value:.1f} ±{(hi - lo) / 2 / value * 100:.0f}%"
-
-
-def level_notes(e: LevelDone) -> str:
-    """What the operator must know about a level's numbers, in a few words."""
-    notes = []
-    if e.failed:
-        notes.append(f"FAILED: {e.failed}")
-    if e.client_bound:
-        notes.append("client-bound")
-    if e.lagging:
-        notes.append("latencies not measured (client loop late)")
-    if e.short:
-        notes.append(f"{e.short} ended early")
-    if e.usage_missing:
-        notes.append(f"{e.usage_missing} without usage")
-    if e.attempts > 1:
-        notes.append(f"{e.attempts} attempts merged")
-    if e.retried:
-        notes.append(f"{e.retried} sent again (the server closed a kept-alive connection)")
-    if e.accept_rate is not None:
-        length = e.accept_length
-        notes.append(f"drafts {e.accept_rate:.0%} accepted" + (f", {length:.1f}/step" if length is not None else ""))
-    return visible("; ".join(notes))
-
-
-def level_row(e: LevelDone) -> list[str]:
-    ms = lambda v: None if v is None else v * 1000
-    return [str(e.c), _pm(e.total_tok_s, e.total_tok_s_lo, e.total_tok_s_hi),
-            _pm(e.req_tok_s_mean, e.req_tok_s_lo, e.req_tok_s_hi),
-            fmt_value(ms(e.ttft_p50), 0), fmt_value(ms(e.itl_p50)), fmt_value(ms(e.e2e_p90), 0),
-            fmt_value(e.gpu_watts, 0), "—" if e.joules_per_token is None else f"{e.joules_per_token:.3g}",
-            f"{e.errors}/{e.requests}", level_notes(e)]
-
-
-LEVEL_COLUMNS = ["C", "tok/s", "per-req tok/s", "TTFT p50 ms", "ITL p50 ms", "E2E p90 ms", "GPU W", "J/tok", "errors",
-                 "notes"]
 
 
 def settings_from(cfg: config.Config, levels: list[int] | None, requests: str | None, max_tokens: int | None) -> SweepSettings:

@@ -15,6 +15,7 @@ from textual.widgets import Static
 
 from console.sweep.analysis.compare import Comparison
 from console.sweep.analysis.intervals import Verdict
+from console.sweep.words import ratio_text
 from console.ui.colours import theme_style
 
 
@@ -51,10 +52,7 @@ class ComparisonView(VerticalScroll):
         self.remove_class("-shown")
 
     def _ratio(self, v: Verdict | None) -> Text:
-        if v is None or v.ratio is None:
-            return Text("—")
-        if v.alike:  # the plain text colour: nothing to act on
-            return Text(f"{v.ratio:.3f}±{(v.spread or 0):.3f} ≈")
-        mark = {"a": "A", "b": "B", None: "?"}[v.leader]
+        if v is None or v.ratio is None or v.alike:  # alike: the plain text colour, nothing to act on
+            return Text(ratio_text(v))
         style = theme_style(self.app, "success" if v.leader == "b" else "error" if v.leader == "a" else "warning")
-        return Text(f"{v.ratio:.3f}±{(v.spread or 0):.3f} {mark}", style)
+        return Text(ratio_text(v), style)
