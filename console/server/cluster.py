@@ -9,17 +9,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from console.config import ConfigError, HostSpec
+from console.gpu.telemetry import RemoteTelemetry
+from console.remote import Connection
 from console.remote.errors import RemoteError
 from console.remote.streams import LineStream, RemoteStream
 from console.server.checks import Check
+from console.server.decide import Seen
+from console.server.lifecycle import CRASH_TAIL, ServerLifecycle
 from console.server.multinode import Rank
-from console.server.profiles import Profile
+from console.server.profiles import Profile, ProfileError
 from console.server.state import LifecycleError, PreflightFailed, ServerRecord, ServerState, ServerStatus, StopReport
+from console.untrusted import visible
 
 CRASH_LINES = 25  # of each ended rank's log, in a crash's tail
 PEER_POLL_S = 3.0  # how long rank 0's poll waits for another node's: one node's slow link does not hold it up
@@ -33,15 +39,11 @@ class Peers(Protocol):
 
 
 class Node(Protocol):
-    """One node's lifecycle, as a server across nodes drives it (console/server/lifecycle.py ServerLifecycle, which
-    calls this module for its other nodes)."""
+    """Another node's lifecycle, as a server across nodes drives it (console/server/lifecycle.py ServerLifecycle)."""
 
     spec: HostSpec
-    peers: Peers | None
     record: ServerRecord | None
     status: ServerStatus
-    launching: bool  # its ranks are being started (none is missing yet)
-    peer_polls: dict[str, asyncio.Task[ServerStatus]]
 
     async def poll(self) -> ServerStatus: ...
     async def read_record(self) -> ServerRecord: ...
@@ -52,15 +54,13 @@ class Node(Protocol):
     async def stop_rank(self, record: ServerRecord | None = None) -> StopReport: ...
 
 
-def _peers(leader: Node, names: tuple[str, ...]) -> list[Node]:
-    assert leader.peers is not None
+def _peers(leader: ClusterLeader, names: tuple[str, ...]) -> list[Node]:
     return [leader.peers.node_lifecycle(name) for name in names]
 
 
-def _peer(leader: Node, name: str) -> Node | None:
+def _peer(leader: ClusterLeader, name: str) -> Node | None:
     """Another node's lifecycle; None when pivot.toml (now) names no such host: a record read from a host may name
     hosts of another config."""
-    assert leader.peers is not None
     try:
         return leader.peers.node_lifecycle(name)
     except ConfigError:
@@ -73,7 +73,7 @@ def owned(theirs: ServerRecord | None, leader: ServerRecord, rank: int) -> bool:
     return theirs is not None and theirs.nodes == leader.nodes and theirs.rank == rank and theirs.started >= leader.started
 
 
-async def preflight_ranks(leader: Node, ranks: list[Rank], *, skip: frozenset[str]) -> list[Check]:
+async def preflight_ranks(leader: ClusterLeader, ranks: list[Rank], *, skip: frozenset[str]) -> list[Check]:
     """Every node's checks at once, each named with its node: the launcher, the model path, the GPUs, the flags with
     the rank's own, the ports the rank binds, and on the first node the ranks' rendezvous port."""
     lifecycles = [leader, *_peers(leader, tuple(r.host.name for r in ranks[1:]))]
@@ -93,7 +93,7 @@ async def preflight_ranks(leader: Node, ranks: list[Rank], *, skip: frozenset[st
             for r, checks in zip(ranks, found, strict=True) for c in checks]
 
 
-async def start_ranks(leader: Node, ranks: list[Rank], *, force: bool, skip: frozenset[str]) -> list[Check]:
+async def start_ranks(leader: ClusterLeader, ranks: list[Rank], *, force: bool, skip: frozenset[str]) -> list[Check]:
     """Check every node, then start rank 0 here and each other rank on its node. A rank that cannot start stops the
     ranks already started."""
     if ranks[0].host.name != leader.spec.name:
@@ -131,7 +131,7 @@ class Crashed:
     log_tail: tuple[str, ...]
 
 
-async def crashed_rank(leader: Node, record: ServerRecord) -> Crashed | None:
+async def crashed_rank(leader: ClusterLeader, record: ServerRecord) -> Crashed | None:
     """The first other rank that ended without a stop (or whose record is gone or another server's), with its log's
     last lines; None while every rank runs. A node that does not answer within PEER_POLL_S is not taken for a crash
     (its link is shown; its poll goes on, and the next poll reads it), nor is a host pivot.toml does not name."""
@@ -149,7 +149,7 @@ async def crashed_rank(leader: Node, record: ServerRecord) -> Crashed | None:
     return None
 
 
-async def _peer_statuses(leader: Node, record: ServerRecord) -> list[ServerStatus | None]:
+async def _peer_statuses(leader: ClusterLeader, record: ServerRecord) -> list[ServerStatus | None]:
     """Each other node's status, as far as it answers within PEER_POLL_S (None: not known now). A poll not finished
     in time runs on, never cancelled (its channel answers in turn), and the next poll waits for it again."""
     tasks = []
@@ -171,7 +171,7 @@ def _labelled(label: str, lines: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(f"{label}│ {line}" for line in lines if line.strip())
 
 
-async def crash_of(leader: Node, record: ServerRecord, own_tail: tuple[str, ...] | None,
+async def crash_of(leader: ClusterLeader, record: ServerRecord, own_tail: tuple[str, ...] | None,
                    crashed: Crashed | None = None) -> dict[str, Any]:
     """The crashed server's detail and log tail: the first rank to end (another rank's, when one ended: rank 0 fails
     after it), whether rank 0 ended too (own_tail: its log's last lines; None: it still runs), and which ranks still
@@ -194,7 +194,7 @@ async def crash_of(leader: Node, record: ServerRecord, own_tail: tuple[str, ...]
     return {"detail": detail, "log_tail": tail}
 
 
-async def stop_peers(leader: Node, record: ServerRecord) -> list[tuple[str, StopReport]]:
+async def stop_peers(leader: ClusterLeader, record: ServerRecord) -> list[tuple[str, StopReport]]:
     """Every other rank of this server stopped on its own host, at once; a rank that cannot be stopped, or whose host
     now runs another server, says so in its report (and is left alone)."""
 
@@ -221,7 +221,7 @@ def whole_report(host: str, own: StopReport, others: list[tuple[str, StopReport]
                       own.gpus, ranks=tuple(reports))  # ok only when every node's is
 
 
-async def follow_logs(leader: Node, record: ServerRecord, lines: int) -> LineStream:
+async def follow_logs(leader: ClusterLeader, record: ServerRecord, lines: int) -> LineStream:
     """Every rank's log at once, each line led by `HOST rR│` (a node not answering now is left out until the whole
     is followed again)."""
     streams: list[tuple[str, LineStream]] = []
@@ -274,3 +274,70 @@ class MergedLines:
                 ended += 1
             else:
                 yield line
+
+
+class ClusterLeader(ServerLifecycle):
+    """A GPU host's lifecycle that can lead a server across nodes (rank 0 here): what ServerLifecycle does for one host,
+    and for the others, through `peers` (the session): every node checked and a rank started on each, the other
+    ranks watched at each poll, all stopped, their logs followed as one."""
+
+    def __init__(self, conn: Connection, spec: HostSpec, agent: RemoteTelemetry, *, peers: Peers, **options: Any):
+        super().__init__(conn, spec, agent, **options)
+        self.peers = peers
+        self.launching = False  # its ranks are being started (none is missing yet)
+        self.peer_polls: dict[str, asyncio.Task[ServerStatus]] = {}  # the other nodes' polls, never cancelled mid-way
+        self._crash_final = False  # its crash was said once rank 0 had ended too
+
+    def _ranks(self, profile: Profile) -> list[Rank]:
+        try:
+            return self.peers.ranks(profile)
+        except ProfileError as e:
+            raise LifecycleError(str(e)) from None
+
+    async def preflight(self, profile: Profile, *, skip: frozenset[str] = frozenset()) -> list[Check]:
+        """Of a server across nodes, every node's checks, each named with its node."""
+        if profile.nodes:
+            return await preflight_ranks(self, self._ranks(profile), skip=skip)
+        return await super().preflight(profile, skip=skip)
+
+    async def _checked_launch(self, profile: Profile, *, force: bool, skip: frozenset[str]) -> list[Check]:
+        if profile.nodes:
+            return await start_ranks(self, self._ranks(profile), force=force, skip=skip)
+        return await super()._checked_launch(profile, force=force, skip=skip)
+
+    async def _other_ranks(self, record: ServerRecord, seen: Seen) -> ServerStatus | None:
+        """Any rank's end without a stop is the server's crash: the first rank to end is the cause, said again (with
+        rank 0's own tail) once rank 0 has ended too."""
+        if not record.nodes or record.rank != 0:
+            return None
+        crashed = ServerStatus(ServerState.CRASHED, visible(record.profile), record.pid, record.started, None,
+                               seen.last_line, model=self.status.model, nodes=record.nodes, rank=record.rank)
+        if not seen.alive:
+            if record.stopped or self._stopping or (self._crash_for == record.pid and self._crash_final):
+                return None
+            self._crash_for, self._crash_final = record.pid, True
+            tail = tuple(await self.log_tail(CRASH_TAIL))
+            return replace(crashed, **await crash_of(self, record, tail))
+        if self._stopping or self.launching or not (other := await crashed_rank(self, record)):
+            return None
+        if self._crash_for != record.pid:  # the first cause stays the server's, whatever rank 0 does next
+            self._crash_for, self._crash_final = record.pid, False
+            return replace(crashed, **await crash_of(self, record, None, other))
+        return replace(self.status, state=ServerState.CRASHED, ready_at=None, last_line=seen.last_line, at=time.time())
+
+    async def _stop_other_ranks(self, record: ServerRecord, own: StopReport) -> StopReport:
+        if not record.nodes:
+            return own
+        return whole_report(self.spec.name, own, await stop_peers(self, record))
+
+    async def follow_log(self, lines: int = 200) -> LineStream:
+        """Of a server across nodes (as the last poll found it), every rank's log, each line led by its host."""
+        record = self.record
+        if record is not None and record.nodes and record.rank == 0:
+            return await follow_logs(self, record, lines)
+        return await super().follow_log(lines)
+
+    async def close(self) -> None:
+        for task in self.peer_polls.values():
+            task.cancel()
+        await super().close()

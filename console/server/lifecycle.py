@@ -24,12 +24,11 @@ from console.gpu.telemetry import RemoteTelemetry
 from console.remote import Connection, PortForward
 from console.remote.loop import RemoteLoop
 from console.remote.streams import LineStream, RemoteStream
-from console.server import cluster
 from console.server.decide import Fetch, Seen, next_status, runs_as_recorded
 from console.server.health import HealthProbe
 from console.server.multinode import Rank
 from console.server.preflight import Check, after_stop, preflight
-from console.server.profiles import Profile, ProfileError, ProfileSet
+from console.server.profiles import Profile, ProfileSet
 from console.server.scripts import (
     KILL_THEN_MARK,
     LOG,
@@ -86,11 +85,11 @@ class Lifecycle(Protocol):
 class ServerLifecycle(HealthProbe):
     runs_jobs = False  # the server is a process of this host; its GPUs are the host's own
     def __init__(self, conn: Connection, spec: HostSpec, agent: RemoteTelemetry, *, idle_threshold_mib: float,
-                 grace_s: float, events: EventLog | None = None, via: str = "cli", peers: cluster.Peers | None = None):
+                 grace_s: float, events: EventLog | None = None, via: str = "cli"):
         """events: the campaign's log, where every start, switch and stop is written (a stop alone, or inside a switch
-        or a restart), with `via`: who acted ("console", "cli", "runbook"). peers: the other hosts' lifecycles, for
-        a server across nodes (console/server/cluster.py)."""
-        self.conn, self.spec, self.agent, self.peers = conn, spec, agent, peers
+        or a restart), with `via`: who acted ("console", "cli", "runbook"). A server across nodes is led by
+        console/server/cluster.py's ClusterLeader, which extends this with the other hosts."""
+        self.conn, self.spec, self.agent = conn, spec, agent
         self.idle_threshold_mib, self.grace_s = idle_threshold_mib, grace_s
         self.events, self.via = events, via
         self.record: ServerRecord | None = None  # what the last poll found in server.json
@@ -104,9 +103,6 @@ class ServerLifecycle(HealthProbe):
         self._health_failures = 0
         self._stopping = False
         self._crash_for: int | None = None  # pid whose crash tail was already read
-        self._crash_final = False  # a server across nodes: its crash said once rank 0 had ended too
-        self.launching = False  # a server across nodes: its ranks are being started (none is missing yet)
-        self.peer_polls: dict[str, asyncio.Task[ServerStatus]] = {}  # the other nodes' polls (console/server/cluster.py)
 
     # -- observation ----------------------------------------------------------
     def add_listener(self, callback: Callable[[ServerStatus], None]) -> None:
@@ -144,25 +140,11 @@ class ServerLifecycle(HealthProbe):
             return self._set(next_status(self.status, seen, stopping=self._stopping, crash_known=False, failures=0,
                                          now=time.time()).status)
         seen = replace(seen, alive=await self._server_process(record, stat_text))
-        across = bool(record.nodes) and record.rank == 0 and self.peers is not None
         if not seen.alive:
             await self._forget_forward()
-            if across and not (record.stopped or self._stopping) and (self._crash_for != record.pid or not self._crash_final):
-                # a server across nodes: the first rank to end is the cause; said again once rank 0 has ended too
-                self._crash_for, self._crash_final = record.pid, True
-                tail = tuple(await self.log_tail(CRASH_TAIL))
-                return self._set(ServerStatus(ServerState.CRASHED, visible(record.profile), record.pid, record.started,
-                                              None, seen.last_line, model=self.status.model, nodes=record.nodes,
-                                              rank=record.rank, **await cluster.crash_of(self, record, tail)))
-        elif across and not self._stopping and not self.launching and (crashed := await cluster.crashed_rank(self, record)):
-            if self._crash_for != record.pid:  # the first cause stays the server's, whatever rank 0 does next
-                self._crash_for, self._crash_final = record.pid, False
-                return self._set(ServerStatus(ServerState.CRASHED, visible(record.profile), record.pid, record.started,
-                                              None, seen.last_line, model=self.status.model, nodes=record.nodes,
-                                              rank=record.rank, **await cluster.crash_of(self, record, None, crashed)))
-            return self._set(replace(self.status, state=ServerState.CRASHED, ready_at=None, last_line=seen.last_line,
-                                     at=time.time()))
-        elif record.rank == 0 and not self._stopping:
+        if (across := await self._other_ranks(record, seen)) is not None:
+            return self._set(across)
+        if seen.alive and record.rank == 0 and not self._stopping:
             try:
                 healthy, why = await self._health(record)
                 seen = replace(seen, healthy=healthy, why=why)
@@ -172,11 +154,16 @@ class ServerLifecycle(HealthProbe):
                               failures=self._health_failures, now=time.time())
         self._health_failures, status = decided.failures, decided.status
         if decided.fetch == Fetch.CRASH_TAIL:
-            self._crash_for, self._crash_final = record.pid, True
+            self._crash_for = record.pid
             status = replace(status, log_tail=tuple(await self.log_tail(CRASH_TAIL)))
         elif decided.fetch == Fetch.MODEL:
             status = replace(status, model=await self._model_name(record))
         return self._set(status)
+
+    async def _other_ranks(self, record: ServerRecord, seen: Seen) -> ServerStatus | None:
+        """What the other ranks of a server across nodes make of this poll (a crash of theirs); None: nothing. Here, with
+        no other host to ask: nothing (console/server/cluster.py ClusterLeader asks them)."""
+        return None
 
     async def job_gpus(self) -> list[tuple[str, Sample | AgentError]]:
         """No job's nodes: this host's GPUs are sampled by its telemetry (SlurmLifecycle's are its job's)."""
@@ -187,9 +174,7 @@ class ServerLifecycle(HealthProbe):
         return self._set(replace(self.status, state=ServerState.UNKNOWN, detail=why))
 
     async def close(self) -> None:
-        """The probe's channel, the health check's client and forward, and any other node's poll still running."""
-        for task in self.peer_polls.values():
-            task.cancel()
+        """The probe's channel, the health check's client and forward."""
         await self._forget_forward()
         await self._probe.close()
 
@@ -200,10 +185,7 @@ class ServerLifecycle(HealthProbe):
 
     async def follow_log(self, lines: int = 200) -> LineStream:
         """A stream of the log's raw lines (`tail -F`: it survives the rotation at the next start); show them through
-        `visible`. Of a server across nodes (as the last poll found it), every rank's log, each line led by its host."""
-        record = self.record
-        if record is not None and record.nodes and record.rank == 0 and self.peers is not None:
-            return await cluster.follow_logs(self, record, lines)
+        `visible`. (Of a server across nodes, ClusterLeader follows every rank's.)"""
         return await self.own_log(lines)
 
     async def own_log(self, lines: int = 200) -> RemoteStream:
@@ -215,9 +197,9 @@ class ServerLifecycle(HealthProbe):
         return [await self.conn.expand(a) if a.startswith("~/") else a for a in profile.argv()]
 
     async def preflight(self, profile: Profile, *, skip: frozenset[str] = frozenset()) -> list[Check]:
-        """Every check of the profile; of a server across nodes, every node's, each check named with its node."""
+        """Every check of the profile (of a server across nodes, ClusterLeader checks every node's)."""
         if profile.nodes:
-            return await cluster.preflight_ranks(self, self._ranks(profile), skip=skip)
+            self._ranks(profile)
         return await self.rank_preflight(profile, skip=skip)
 
     async def rank_preflight(self, profile: Profile, *, skip: frozenset[str] = frozenset(),
@@ -244,8 +226,10 @@ class ServerLifecycle(HealthProbe):
         if profile.node_count:
             raise LifecycleError(f"{profile.name} asks for nodes = {profile.node_count}, a number: Slurm chooses them, "
                                  f"on a host of role \"slurm\"; {self.spec.name} is a GPU host (name the hosts instead)")
-        if profile.nodes:
-            return await cluster.start_ranks(self, self._ranks(profile), force=force, skip=skip)
+        return await self._checked_launch(profile, force=force, skip=skip)
+
+    async def _checked_launch(self, profile: Profile, *, force: bool, skip: frozenset[str]) -> list[Check]:
+        """The profile's checks, then its launch unless one failed (or `force`); ClusterLeader starts every rank."""
         checks = await self.preflight(profile, skip=skip)
         if not force and not all(c.ok for c in checks):
             raise PreflightFailed(checks)
@@ -253,12 +237,7 @@ class ServerLifecycle(HealthProbe):
         return checks
 
     def _ranks(self, profile: Profile) -> list[Rank]:
-        if self.peers is None:
-            raise LifecycleError(f"{profile.name} runs across nodes ({', '.join(profile.nodes)}): pivot.toml must name them")
-        try:
-            return self.peers.ranks(profile)
-        except ProfileError as e:
-            raise LifecycleError(str(e)) from None
+        raise LifecycleError(f"{profile.name} runs across nodes ({', '.join(profile.nodes)}): pivot.toml must name them")
 
     async def launch(self, profile: Profile, *, rank: int = 0, nodes: tuple[str, ...] = ()) -> ServerRecord:
         """Start the profile's command line here, detached, with its record, in one remote step under the host's lock,
@@ -306,14 +285,17 @@ class ServerLifecycle(HealthProbe):
             except (asyncio.CancelledError, KeyboardInterrupt):  # the kill may have been sent: the log says so
                 said("interrupted once the stop was sent to the host: pivot server status shows whether it ended")
                 raise
-            if record.nodes:
-                report = cluster.whole_report(self.spec.name, report, await cluster.stop_peers(self, record))
+            report = await self._stop_other_ranks(record, report)
             said(report.describe())
             await self.poll()
             self._set(replace(self.status, state=ServerState.STOPPED, detail="" if report.ok else report.describe()))
             return report
         finally:
             self._stopping = False
+
+    async def _stop_other_ranks(self, record: ServerRecord, own: StopReport) -> StopReport:
+        """Of a server across nodes, every other rank stopped too, and the whole said (ClusterLeader); here: this one."""
+        return own
 
     async def read_record(self) -> ServerRecord:
         text = (await self.conn.run(["head", "-c", "262145", RECORD], cwd=self.spec.workdir)).stdout

@@ -33,6 +33,7 @@ from console.gpu.samples import AgentError, Sample, SampleParseError
 from console.gpu.telemetry import RemoteTelemetry
 from console.remote import Connection
 from console.server.checks import Check
+from console.server.cluster import ClusterLeader, Peers
 from console.server.lifecycle import ServerLifecycle
 from console.server.multinode import rank_flags
 from console.server.preflight import check_flags
@@ -321,6 +322,12 @@ def node_line(name: str, sample: Sample | AgentError, threshold_mib: float) -> s
     return f"{name}: {idle_line(sample, threshold_mib)}" + (f"; utilization {sum(util) / len(util):.0f} %" if util else "")
 
 
-def lifecycle_of(conn: Connection, spec: HostSpec, agent: RemoteTelemetry, **options: Any) -> ServerLifecycle:
-    """The host's server lifecycle: a Slurm login node's runs its servers as jobs."""
-    return (SlurmLifecycle if spec.role == "slurm" else ServerLifecycle)(conn, spec, agent, **options)
+def lifecycle_of(conn: Connection, spec: HostSpec, agent: RemoteTelemetry, *, peers: Peers | None = None,
+                 **options: Any) -> ServerLifecycle:
+    """The host's server lifecycle: a Slurm login node's runs its servers as jobs; a GPU host's, given the other hosts
+    (`peers`), can lead a server across nodes."""
+    if spec.role == "slurm":
+        return SlurmLifecycle(conn, spec, agent, **options)
+    if peers is not None:
+        return ClusterLeader(conn, spec, agent, peers=peers, **options)
+    return ServerLifecycle(conn, spec, agent, **options)
