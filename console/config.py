@@ -113,6 +113,14 @@ class CompareTable(Table):
     slo: Str | None = None
 
 
+class NotifyTable(Table):
+    """[notify]: how the console calls an operator who watches another window (a sweep that ends, a server that
+    becomes ready or crashes, a runbook step that waits for an answer)."""
+
+    bell: Bool = True  # the terminal's bell: tmux marks the window, a terminal may flash or sound
+    desktop: Bool = False  # a desktop notification too (OSC 777 and OSC 9), in terminals that show them
+
+
 class ConfigFile(Table):
     """What pivot.toml may say; a key left out takes Config's default."""
 
@@ -127,6 +135,7 @@ class ConfigFile(Table):
     profiles_dir: Str | None = None  # relative to the file
     sweep: dict[str, Any] = {}  # defaults for sweeps: console/sweep/settings.py's schema
     compare: CompareTable = CompareTable()
+    notify: NotifyTable = NotifyTable()
 
 
 @dataclass(frozen=True)
@@ -144,6 +153,7 @@ class Config:
     # checked where sweep settings are made, and for the commands at start by console.pivot_toml.load
     sweep: dict[str, Any] = field(default_factory=dict)
     compare: CompareTable = field(default_factory=CompareTable)
+    notify: NotifyTable = field(default_factory=NotifyTable)
 
     @property
     def margin(self) -> float:
@@ -215,11 +225,13 @@ def _build(path: Path, data: dict[str, Any]) -> Config:
             raise Invalid(f"groups.{group}", "a group cannot have a host's name")
         if unknown := [m for m in members if m not in hosts]:
             raise Invalid(f"groups.{group}", f"names no host in [hosts]: {', '.join(map(repr, unknown))}")
-    given = top.model_dump(exclude_unset=True, exclude={"hosts", "groups", "campaign_dir", "profiles_dir", "compare"})
+    given = top.model_dump(exclude_unset=True, exclude={"hosts", "groups", "campaign_dir", "profiles_dir", "compare",
+                                                                 "notify"})
     return Config(
         path=path, hosts=hosts, groups={k: tuple(v) for k, v in top.groups.items()},
         campaign_dir=_beside(path, top.campaign_dir or "campaign"),
-        profiles_dir=_beside(path, top.profiles_dir) if top.profiles_dir else None, compare=top.compare, **given,
+        profiles_dir=_beside(path, top.profiles_dir) if top.profiles_dir else None, compare=top.compare,
+        notify=top.notify, **given,
     )
 
 

@@ -361,10 +361,13 @@ async def test_a_sweep_from_the_pane_over_ssh(sim_host_measured: HostProcess, tm
     write_run(cfg.campaign_dir, "0-earlier-eagle3", "eagle3", {c: EAGLE3[c] for c in (1, 2)}, speculative=True,
               settings={"max_tokens": 24})  # measured the same way: its comparison partner
     app = PivotApp(Session(cfg, "demo", via="console"))
+    rang: list[int] = []
+    app.bell = lambda: rang.append(1)  # type: ignore[method-assign]  # the terminal's bell, for the operator elsewhere
     async with app.run_test(size=(120, 40)) as pilot:
         assert app.session.lifecycle is not None
         await app.session.lifecycle.start(load_profiles(*cfg.profile_dirs).get("t-baseline"))
         await wait_for(lambda: app.query_one("#server").status.state == ServerState.READY, timeout=30)
+        await wait_for(lambda: len(rang) == 1, timeout=10)  # the server became ready
         await pilot.press("4", "n")
         assert isinstance(app.screen, SweepForm)
         app.screen.query_one("#levels", Input).value = "1,2"
@@ -373,6 +376,7 @@ async def test_a_sweep_from_the_pane_over_ssh(sim_host_measured: HostProcess, tm
         pane = app.query_one(SweepPane)
         await wait_for(lambda: pane.handle is not None, timeout=10)
         await wait_for(lambda: pane.handle is None, timeout=60)
+        await wait_for(lambda: len(rang) == 2, timeout=10)  # the sweep finished
         assert [e.c for e in pane.levels] == [1, 2]
         assert app.query_one("#sweep-levels", DataTable).row_count == 2
         runs = [r for r in list_runs(cfg.campaign_dir) if r.profile == "t-baseline"]

@@ -100,3 +100,20 @@ def test_every_command_refuses_a_bad_sweep_table_at_start(command: list[str], tm
     assert main(["--config", str(path), *command]) == 2
     out, err = capsys.readouterr()
     assert err == f"pivot: {path}: sweep.levels: expected a list of positive integers, got [1, 'two']\n" and out == ""
+
+
+def test_notify_is_a_table_of_two_switches(tmp_path: Path) -> None:
+    """[notify]: the bell by default, a desktop notification when asked; a wrong type is one line; what goes out in
+    the desktop sequence is printable text only (a server's name cannot end the sequence or start another)."""
+    from console.ui.attention import desktop_sequence
+
+    path = tmp_path / "pivot.toml"
+    path.write_text("")
+    assert config.load(path).notify.bell and not config.load(path).notify.desktop
+    path.write_text("[notify]\nbell = false\ndesktop = true\n")
+    assert not config.load(path).notify.bell and config.load(path).notify.desktop
+    path.write_text('[notify]\ndesktop = "yes"\n')
+    with pytest.raises(config.ConfigError, match=r"notify\.desktop: "):
+        config.load(path)
+    said = desktop_sequence("eagle3\x1b]0;x\x07 crashed", "rank 1;\x9c gone")
+    assert said == ("\x1b]777;notify;eagle3 ]0 x  crashed;rank 1   gone\x1b\\" + "\x1b]9;eagle3 ]0 x  crashed: rank 1   gone\x1b\\")

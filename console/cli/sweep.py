@@ -61,8 +61,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         how = "resume"
     else:
         settings = settings_from(cfg, args.levels, args.requests, args.max_tokens)
-    return asyncio.run(sweep(cfg, args.host, settings, run=run, how=how, levels=None, url=args.url, as_json=args.json,
-                             other_server=args.other_server, allow_busy=args.allow_busy))
+    status = asyncio.run(sweep(cfg, args.host, settings, run=run, how=how, levels=None, url=args.url, as_json=args.json,
+                               other_server=args.other_server, allow_busy=args.allow_busy))
+    if cfg.notify.bell and sys.stdout.isatty():  # an operator in another window: tmux marks this one
+        print("\a", end="", flush=True)
+    return status
 
 
 def _refine_question(cfg: config.Config, args: argparse.Namespace) -> str:

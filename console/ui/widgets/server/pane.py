@@ -17,6 +17,7 @@ from console.server.lifecycle import Check
 from console.server.profiles import Profile, diff
 from console.server.state import LifecycleError, PreflightFailed, ServerState, ServerStatus
 from console.session import Session
+from console.ui.attention import call_attention
 from console.ui.colours import SERVER_LOOK, theme_style
 from console.ui.messages import StatusChanged
 from console.ui.screens.confirm import Confirm
@@ -152,6 +153,11 @@ class ServerPane(Pane):
         if message.status.state == ServerState.CRASHED and self.status.state != ServerState.CRASHED:
             self.query_one(LogView).add(f"— {message.status.profile} crashed ({message.status.process}): "
                                         f"{message.status.detail or 'the process ended without a stop'}; its last lines are above —")
+            call_attention(self.app, self.session.config.notify, f"{message.status.profile} crashed",
+                           message.status.detail or "the process ended without a stop")
+        elif message.status.state == ServerState.READY and self.status.state == ServerState.STARTING:
+            call_attention(self.app, self.session.config.notify, f"{message.status.profile} is ready",
+                           f"on {self.session.host_label}")
         self.status = message.status
         if message.status.state == ServerState.READY and self.checks and all(c.ok and not c.warning for c in self.checks):
             self.query_one("#preflight", QuietStatic).update("")  # all passed and it is up: the room goes back to the log

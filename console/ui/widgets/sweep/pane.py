@@ -17,6 +17,7 @@ from console.session import Session
 from console.sweep.model import LevelDone, LevelProgress, LevelRetry, LevelStarted, Request, Said, Shown, SweepDone, SweepStarted
 from console.sweep.runs.store import Run, RunError, list_runs
 from console.sweep.settings import SweepSettings
+from console.ui.attention import call_attention
 from console.ui.colours import theme_style
 from console.ui.screens.confirm import Confirm
 from console.ui.widgets.problem import PaneProblem, survives
@@ -211,9 +212,11 @@ class SweepPane(ComparisonActions):
                 self.notify(visible(event.message), severity="warning", timeout=10)
             case SweepDone() if event.failed:
                 self.notify(f"the sweep stopped: {visible(event.failed)}; the run is partial", severity="error", timeout=15)
+                call_attention(self.app, self.session.config.notify, "sweep failed", visible(event.failed))
             case SweepDone():
                 word = "aborted" if event.aborted else "stopped" if event.stopped else "finished"
                 self.notify(f"sweep {word}: {self.run.name if self.run else ''}", timeout=6)
+                call_attention(self.app, self.session.config.notify, f"sweep {word}", self.run.name if self.run else "")
         self.dirty = True
 
     def _ended(self, handle: SweepHandle) -> None:

@@ -16,6 +16,7 @@ from console.campaign import Campaign
 from console.events import TaskChange
 from console.session import Session
 from console.tasks.tasklist import PRIORITIES, Task, TaskError, TaskList, clipped
+from console.ui.attention import call_attention
 from console.ui.colours import theme_style
 from console.ui.messages import ShowComparison
 from console.ui.screens.confirm import Confirm
@@ -324,6 +325,7 @@ class TasksPane(Pane):
             return
 
         async def confirm(question: str) -> bool:
+            call_attention(self.app, self.session.config.notify, "a runbook step waits for you", question)
             answer: bool = await self.app.push_screen_wait(Confirm(question[0].upper() + question[1:], [], action_label="Kill"))
             return answer
 
