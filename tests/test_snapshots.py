@@ -88,6 +88,36 @@ class TestSweepPane:
 
         assert snap_compare(app_with_runs(tmp_path), terminal_size=size, run_before=compare)
 
+    @pytest.mark.parametrize("size", [(80, 24), (200, 50)])
+    def test_unzoomed(self, snap_compare, tmp_path: Path, size: tuple[int, int]) -> None:  # type: ignore[no-untyped-def]
+        async def focus(pilot) -> None:  # type: ignore[no-untyped-def]
+            await settle(pilot)
+            await pilot.press("4")
+            await settled(pilot)
+
+        assert snap_compare(app_with_runs(tmp_path), terminal_size=size, run_before=focus)
+
+
+async def test_the_chart_reads_upward_or_gives_way_to_a_line_of_numbers(tmp_path: Path) -> None:
+    """As Textual renders it: where the pane leaves the chart too few rows (80x24, four panes), one line with the
+    last level's numbers and the key for the chart; zoomed, a chart whose left axis grows upward."""
+    from console.ui.widgets.sweep.chart import SweepChart
+
+    app = app_with_runs(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("4")
+        await settled(pilot)
+        chart = app.query_one(SweepChart)
+        line = str(chart.render())
+        assert line.startswith("C=250: 354.0 tok/s, 1.4 per request") and line.endswith("z: the chart"), line
+        await pilot.press("z")
+        await settled(pilot)
+        await wait_for(lambda: chart.size.height >= 10, timeout=10)
+        await settled(pilot)
+        ticks = [float(row.split("┤")[0]) for row in str(chart.render()).splitlines() if "┤" in row]
+        assert len(ticks) >= 3 and ticks == sorted(ticks, reverse=True), ticks  # the top row's value is the largest
+
 
 class TestTasksPane:
     @pytest.mark.parametrize("size", [(80, 24), (200, 50)])

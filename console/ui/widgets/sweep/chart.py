@@ -33,6 +33,8 @@ from console.ui.widgets.sweep.progress import LiveLevel
 OVERLAYS = [("chart-1", "•"), ("chart-2", "+"), ("chart-3", "o"), ("chart-4", "*")]  # earlier runs, oldest first:
 # a theme colour and a marker of its own for each, so that the chart reads without colour
 LEGEND_INSIDE_ROWS = 16  # a shorter chart would be mostly legend: the legend goes under it instead
+CHART_ROWS = 10  # below this, title, ticks and labels leave a curve no rows (and plotext's axis reads downward): a
+# line of the numbers instead, and `z` for the chart
 Figure = Callable[[LevelDone], float | None]
 SECOND: list[tuple[str, Figure] | None] = [  # the right axis' series, in the order `y` steps through them
     ("per-request tok/s", lambda lv: lv.req_tok_s_mean),
@@ -101,6 +103,25 @@ class SweepChart(PlotextPlot):
             self.draw(self.data)
         else:
             self._use_theme()
+
+    def render(self) -> Any:
+        return self.compact() if self.size.height < CHART_ROWS else super().render()
+
+    def compact(self) -> Text:
+        """The chart in one line, for a pane too short to draw it: the level in progress, the last measured and the
+        peak (of the frontier too: it is drawn from the same levels)."""
+        data, said = self.data, []
+        live = data.live
+        if live is not None and live.c and live.tokens:
+            said.append(f"C={live.c} now: {live.tokens / max(1e-6, time.monotonic() - live.started):.1f} tok/s")
+        if measured := [e for e in data.levels if e.measured]:
+            last, peak = measured[-1], max(measured, key=lambda e: e.total_tok_s)
+            per = f", {last.req_tok_s_mean:.1f} per request" if last.req_tok_s_mean is not None else ""
+            said.append(f"C={last.c}: {last.total_tok_s:.1f} tok/s{per}")
+            if peak is not last:
+                said.append(f"peak {peak.total_tok_s:.1f} at C={peak.c}")
+        text = Text("; ".join(said) or "no level measured yet", theme_style(self.app, "chart-run"))
+        return text.append("  z: the chart", "dim")
 
     @property
     def legend_inside(self) -> bool:
