@@ -119,3 +119,43 @@ def test_openssh_client_gets_a_terminal(sim_host_process: HostProcess) -> None:
     result = subprocess.run(argv, capture_output=True, text=True, timeout=30)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[0].startswith("/dev/pts/")
+
+
+def test_the_demos_own_traffic_makes_way_for_a_sweep(tmp_path: Path) -> None:
+    """`pivot demo --serve`'s background requests keep its server busy; `pivot sweep` of it runs without
+    --allow-busy: the simulated server ends and refuses its demo traffic while another client measures it, and its
+    log says so."""
+    import json
+    import sys
+    import time
+
+    import httpx
+
+    from console.sim.openai_app import TRAFFIC_HEADER
+    from tests.conftest import host_process
+
+    for host in host_process(tmp_path, 20, server="baseline"):
+        record = host.root / "home" / ".pivot" / "server.json"
+
+        def running(record: Path = record) -> float:  # as the traffic reads it (it does not pause); 0 while loading
+            if not record.exists():
+                return 0
+            port = json.loads(record.read_text())["port"]
+            try:
+                text = httpx.get(f"http://127.0.0.1:{port}/metrics", headers={TRAFFIC_HEADER: "1"}, timeout=10).text
+            except httpx.TransportError:
+                return 0
+            return float(next((line.split()[-1] for line in text.splitlines() if line.startswith("sglang:num_running_reqs")),
+                              0))
+
+        deadline = time.monotonic() + 120  # the server loads, and the traffic's pattern begins with a few idle seconds
+        while running() == 0:
+            assert time.monotonic() < deadline, "the demo's traffic never started"
+            time.sleep(0.2)
+        swept = subprocess.run([sys.executable, "-m", "console", "--config", str(host.config_path), "sweep", "--levels",
+                                "1", "--max-tokens", "16", "--requests", "4"], capture_output=True, text=True, timeout=600)
+        assert swept.returncode == 0, swept.stdout + swept.stderr
+        assert "already serving" not in swept.stdout + swept.stderr
+        log = (host.root / "home" / ".pivot" / "server.log").read_text()
+        assert "pivot demo: its background traffic pauses while another client measures this server" in log
+        assert running() == 0  # still paused just after the sweep's last read of /metrics

@@ -186,7 +186,7 @@ async def serve(args: argparse.Namespace, sock: socket.socket, home: Path, polic
     scheduler = BatchScheduler(DEFAULT, spec=policy, max_running=args.max_running_requests or DEFAULT_MAX_RUNNING,
                                seed=args.random_seed)
     engine_loop = EngineLoop(scheduler, time_scale=args.time_scale, on_change=publish)
-    sim = SimServer(engine_loop, server_args, args.served_model_name or args.model_path, args.enable_metrics, engine)
+    sim = SimServer(engine_loop, server_args, args.served_model_name or args.model_path, args.enable_metrics, engine, log=_log)
     config = uvicorn.Config(sim.app, log_level="warning", access_log=False, lifespan="off")
     server = OwnSignals(config)  # we handle SIGTERM ourselves: see below
     received: list[str] = []

@@ -23,6 +23,8 @@ from starlette.routing import Route
 
 from console.sim.engine import BatchScheduler, SimRequest
 
+TRAFFIC_HEADER = "x-pivot-demo-traffic"  # console/sim/traffic.py's requests carry it
+PAUSE_S = 30.0  # the demo's traffic stays paused this long after another client last read /metrics
 VOCAB = ("the model streams tokens while the batch grows and each step costs a little more time so throughput rises then saturates "
          "near the limit of the engine speculation drafts several tokens that the target verifies in one pass").split()
 
@@ -82,6 +84,12 @@ class EngineLoop:
             self._queues.pop(request, None)
             self.scheduler.cancel(request)
 
+    def end(self, request: SimRequest) -> None:
+        """End a request now, as a client that went away would: its stream closes, its slot is free at once."""
+        self.scheduler.cancel(request)
+        if (q := self._queues.get(request)) is not None:
+            q.put_nowait(None)
+
     def throughput(self, window_s: float = 5.0) -> float:
         """Output tokens per wall-clock second over the last window."""
         now = time.monotonic()
@@ -114,11 +122,19 @@ def _error(status: int, message: str) -> JSONResponse:
 
 
 class SimServer:
-    """State shared by the routes: the engine, the resolved arguments, loading status."""
+    """State shared by the routes: the engine, the resolved arguments, loading status.
+
+    `pivot demo`'s own background traffic (console/sim/traffic.py) says so in a header. It makes way for anyone who
+    measures the server: a read of /metrics by another client (a sweep's check that the server is idle, its scrapes
+    while a level runs) ends the traffic's requests before it is answered, refuses new ones until PAUSE_S after the
+    last such read, and says so in the log. A real server has no such traffic; nothing else changes."""
 
     def __init__(self, engine: EngineLoop, args: dict[str, Any], served_model_name: str, enable_metrics: bool,
-                 kind: str = "sglang"):
+                 kind: str = "sglang", log: Callable[[str], None] = print):
         self.engine = engine
+        self.log = log
+        self.traffic: set[SimRequest] = set()  # the demo traffic's requests in flight
+        self.traffic_paused_until = 0.0
         self.kind = kind  # whose metric names /metrics speaks
         self.args = args
         self.model = served_model_name
@@ -167,9 +183,22 @@ class SimServer:
             "version": self.args.get("version", "0.5.23-pivot-sim"),
         })
 
-    async def metrics(self, _request: Request) -> Response:
+    def _make_way(self) -> None:
+        now = time.monotonic()
+        if now >= self.traffic_paused_until:
+            self.log(f"pivot demo: its background traffic pauses while another client measures this server "
+                     f"(ending {len(self.traffic)} of its requests); it resumes {PAUSE_S:g} s after that client last "
+                     "reads /metrics")
+        self.traffic_paused_until = now + PAUSE_S
+        for request in list(self.traffic):
+            self.engine.end(request)
+        self.traffic.clear()
+
+    async def metrics(self, request: Request) -> Response:
         if not self.enable_metrics:
             return PlainTextResponse("Not Found", status_code=404)
+        if request.headers.get(TRAFFIC_HEADER) is None:
+            self._make_way()
         scheduler = self.engine.scheduler
         drafting = scheduler.spec is not None
         accept_rate = scheduler.accepted_drafts / scheduler.drafted_tokens if scheduler.drafted_tokens else 0.0
@@ -228,6 +257,10 @@ class SimServer:
         except ValueError as e:
             return _error(400, str(e))
         sim = SimRequest(prompt_tokens, max_tokens, ignore_eos=bool(body.get("ignore_eos", False)))
+        if request.headers.get(TRAFFIC_HEADER) is not None:
+            if time.monotonic() < self.traffic_paused_until:
+                return _error(503, "pivot demo's traffic is paused while another client measures this server")
+            self.traffic.add(sim)
         completion = _Completion(self.model, chat, sim)
         if body.get("stream"):
             options = body.get("stream_options") or {}
@@ -245,10 +278,13 @@ class SimServer:
             yield _event(c.chunk({"role": "assistant", "content": ""}, None, c.usage() if continuous else None))
         # each chunk is held back one step so that the last one carries finish_reason
         pending: tuple[str, dict[str, int]] | None = None
-        async for n in self.engine.generate(c.sim):
-            if pending is not None:
-                yield _event(c.chunk(pending[0], None, pending[1] if continuous else None))
-            pending = (c.text(n), c.usage())
+        try:
+            async for n in self.engine.generate(c.sim):
+                if pending is not None:
+                    yield _event(c.chunk(pending[0], None, pending[1] if continuous else None))
+                pending = (c.text(n), c.usage())
+        finally:
+            self.traffic.discard(c.sim)
         text, usage = pending or ("", c.usage())
         yield _event(c.chunk(text, c.finish_reason(), usage if continuous else None))
         if include_usage:
