@@ -87,6 +87,7 @@ class FakeLifecycle:
         self.listeners: list[Callable[[ServerStatus], None]] = []
 
     runs_jobs = False
+    last_stop: StopReport | None = None
 
     def add_listener(self, callback: Callable[[ServerStatus], None]) -> None:
         self.listeners.append(callback)

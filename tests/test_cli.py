@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import HostProcess
+from tests.conftest import HostProcess, free_port
 
 
 def pivot(*args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -94,3 +94,28 @@ def test_gpus_json_says_a_failure_in_json_too(tmp_path: Path) -> None:
     error = json.loads(result.stdout)
     assert error["type"] == "error" and error["host"] == "gone" and "cannot resolve" in error["message"]
     assert result.stderr.startswith("pivot: gone: cannot resolve")
+
+
+def test_an_event_kind_is_one_pivot_writes() -> None:
+    """`pivot events --kind` takes the kinds console/events.py writes, and refuses a typo in one line."""
+    from console.cli.parser import EVENT_KINDS
+    from console.events import Event
+
+    assert set(EVENT_KINDS) == {cls.kind for cls in Event.__subclasses__()}
+    typo = subprocess.run([sys.executable, "-m", "console", "events", "--kind", "kil"], capture_output=True, text=True,
+                          timeout=60)
+    assert typo.returncode == 2 and "argument --kind: invalid choice: 'kil'" in typo.stderr
+
+
+def test_server_switch_says_what_it_stopped(sim_host_process: HostProcess) -> None:
+    local = sim_host_process.config_path.parent / "profiles"  # the demo's profiles on free ports, beside its pivot.toml
+    local.mkdir(exist_ok=True)
+    for name in ("baseline", "eagle3"):
+        (local / f"t-{name}.toml").write_text(f'extends = "demo-{name}"\nport = {free_port()}\n', encoding="utf-8")
+    pivot = [sys.executable, "-m", "console", "--config", str(sim_host_process.config_path), "server"]
+    started = subprocess.run([*pivot, "start", "t-baseline"], capture_output=True, text=True, timeout=300)
+    assert started.returncode == 0, started.stdout + started.stderr
+    switched = subprocess.run([*pivot, "switch", "t-eagle3"], capture_output=True, text=True, timeout=300)
+    assert switched.returncode == 0, switched.stdout + switched.stderr
+    stopped = next(line for line in switched.stdout.splitlines() if line.startswith("stopped "))
+    assert stopped.startswith("stopped t-baseline (pid ") and "started t-eagle3" in switched.stdout

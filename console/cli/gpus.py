@@ -175,7 +175,8 @@ async def kill_processes(session: Session, pids: list[int], *, stray: bool, yes:
         table.add_row(str(p.pid), Text(p.user), str(p.gpu), f"{gib(p.mem_mib)} GiB", Text(p.state), Text(p.cmd))
     out.print(table)
     if not yes:
-        answer = await asyncio.to_thread(ask, f"Kill these {len(plan.targets)} processes? [y/N] ")
+        what = "this process" if len(plan.targets) == 1 else f"these {len(plan.targets)} processes"
+        answer = await asyncio.to_thread(ask, f"Kill {what}? [y/N] ")
         if answer not in ("y", "yes"):
             out.print("nothing was killed")
             return 1

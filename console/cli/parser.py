@@ -9,6 +9,9 @@ from pathlib import Path
 from console import version
 from console.server.checks import CHECKS
 
+# what console/events.py writes (a test keeps the two the same): a typo is refused, not answered with nothing
+EVENT_KINDS = ("kill", "cleanup", "start", "adopt", "stop", "switch", "restart", "sweep", "swept", "profile", "task")
+
 
 class _Version(argparse.Action):
     def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
@@ -161,7 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     events = sub.add_parser("events", help="the campaign's event log: print it, or export it as JSON lines")
     events.set_defaults(run="console.cli.tasks:cmd_events")
-    events.add_argument("--kind", help="only events of this kind (kill, start, stop, switch, sweep, compare, task, …)")
+    events.add_argument("--kind", choices=EVENT_KINDS, help="only events of this kind")
     events.add_argument("--export", type=Path, metavar="FILE", help="write the events as JSON lines to FILE")
 
     ping = sub.add_parser("ping", help="connect to a host and report the round-trip time")

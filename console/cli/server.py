@@ -142,6 +142,8 @@ async def _server_action(session: Session, lifecycle: Lifecycle, args: argparse.
         out.print(report.describe())
         return 0 if report.ok else 1
     profiles, skip = session.profiles(), frozenset(args.skip)
+    before = await lifecycle.poll() if action in ("switch", "restart") else lifecycle.status  # what a stop will end
+    lifecycle.last_stop = None
     try:
         if action == "restart":
             checks = await lifecycle.restart(profiles, force=args.force, skip=skip)
@@ -156,6 +158,8 @@ async def _server_action(session: Session, lifecycle: Lifecycle, args: argparse.
         out.print(Text(f"not started: {failed} check(s) failed{kept} (--skip CHECK leaves one out, --force starts anyway)"))
         return 1
     print_checks(out, checks)
+    if lifecycle.last_stop is not None:  # a switch or a restart stopped the server first
+        out.print(Text(f"stopped {before.profile} (pid {before.pid}): {lifecycle.last_stop.describe()}"))
     assert session.spec is not None
     out.print(f"started {lifecycle.status.profile} (pid {lifecycle.status.pid}); log: {session.spec.workdir}/server.log")
     return await _wait_ready(lifecycle, out) if args.wait else 0

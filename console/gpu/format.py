@@ -65,3 +65,9 @@ def idle_line(sample: Sample, threshold_mib: float) -> str:
         who = ("pid " + ", ".join(map(str, holders[:2])) + more) if holders else "no process listed"
         parts.append(f"GPU {gpu.index} holds {gib(gpu.mem_used_mib)} GiB ({who})")
     return "; ".join(parts)
+
+
+def kill_strays_question(count: int, where: str = "") -> str:
+    """"Kill the stray process?" or "Kill all 3 stray processes?" (on `where`, a host of the fleet)."""
+    what = "the stray process" if count == 1 else f"all {count} stray processes"
+    return f"Kill {what}{f' on {where}' if where else ''}?"

@@ -64,6 +64,7 @@ class Lifecycle(Protocol):
 
     status: ServerStatus
     runs_jobs: bool  # the server runs as a batch job on other nodes (a Slurm login node): its GPUs are job_gpus()'s
+    last_stop: StopReport | None  # the last stop's report (of a switch or a restart too): what the commands print
 
     def add_listener(self, callback: Callable[[ServerStatus], None]) -> None: ...
     async def job_gpus(self) -> list[tuple[str, Sample | AgentError]]: ...
@@ -103,6 +104,7 @@ class ServerLifecycle(HealthProbe):
         self._health_failures = 0
         self._stopping = False
         self._crash_for: int | None = None  # pid whose crash tail was already read
+        self.last_stop: StopReport | None = None
 
     # -- observation ----------------------------------------------------------
     def add_listener(self, callback: Callable[[ServerStatus], None]) -> None:
@@ -285,7 +287,7 @@ class ServerLifecycle(HealthProbe):
             except (asyncio.CancelledError, KeyboardInterrupt):  # the kill may have been sent: the log says so
                 said("interrupted once the stop was sent to the host: pivot server status shows whether it ended")
                 raise
-            report = await self._stop_other_ranks(record, report)
+            report = self.last_stop = await self._stop_other_ranks(record, report)
             said(report.describe())
             await self.poll()
             self._set(replace(self.status, state=ServerState.STOPPED, detail="" if report.ok else report.describe()))

@@ -305,6 +305,7 @@ class SlurmLifecycle(ServerLifecycle):
                                                     f"{STOP_WAIT_S:.0f} s")
             else:
                 report = StopReport((), (), note=f"stopped: job {record.job} " + (f"ended {state}" if state else "left Slurm"))
+            self.last_stop = report
             if self.events is not None:
                 self.events.append(Stop(via=via or self.via, host=self.spec.name, profile=visible(record.profile), pid=0,
                                         outcome=report.describe(), during=during))

@@ -12,6 +12,7 @@ from textual.widgets import DataTable, Footer, Static
 from console.actions import kill
 from console.config import Config
 from console.fleet import COLUMNS, FleetWatch
+from console.gpu.format import kill_strays_question
 from console.gpu.kill import KillPlan
 from console.remote.errors import RemoteError
 from console.ui.screens.confirm_kill import ask_to_kill
@@ -80,7 +81,7 @@ class FleetApp(App[str | None]):
             self.notify(f"{host}: no stray processes" if sample is not None else f"{host}: no sample yet", timeout=3)
             return
         ask_to_kill(self, kill.plan(session, sample, stray), self.fleet.config.kill_grace_s,
-                    f"Kill all {len(set(stray))} stray processes on {host}?", lambda plan: self.run_kill(host, plan))
+                    kill_strays_question(len(set(stray)), host), lambda plan: self.run_kill(host, plan))
 
     @work(group="fleet-kill", exit_on_error=False)
     async def run_kill(self, host: str, plan: KillPlan) -> None:

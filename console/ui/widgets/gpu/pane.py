@@ -10,7 +10,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 
 from console.actions import kill
-from console.gpu.format import idle_line
+from console.gpu.format import idle_line, kill_strays_question
 from console.gpu.kill import KillPlan, ReleaseWatch
 from console.gpu.samples import AgentError, Hello, Sample
 from console.gpu.telemetry import LinkDown, TelemetryEvent
@@ -127,7 +127,7 @@ class GpuPane(Pane):
         if not stray:
             self.notify("no stray processes", timeout=3)
             return
-        self._confirm(stray, title=f"Kill all {len(set(stray))} stray processes?")
+        self._confirm(stray, title=kill_strays_question(len(set(stray))))
 
     def action_kill_parent(self) -> None:
         if self.offered_parents:
