@@ -119,3 +119,15 @@ def test_server_switch_says_what_it_stopped(sim_host_process: HostProcess) -> No
     assert switched.returncode == 0, switched.stdout + switched.stderr
     stopped = next(line for line in switched.stdout.splitlines() if line.startswith("stopped "))
     assert stopped.startswith("stopped t-baseline (pid ") and "started t-eagle3" in switched.stdout
+
+
+def test_every_option_and_argument_says_what_it_is() -> None:
+    import argparse
+
+    from console.cli.parser import build_parser
+
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    silent = [f"{name} {a.dest}" for name, sub in {"pivot": parser, **commands}.items() for a in sub._actions
+              if not a.help and not isinstance(a, argparse._SubParsersAction)]
+    assert silent == []

@@ -41,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
                            "a campaign of its own under ~/.local/share/pivot/demo, kept after the demo; with --dir: "
                            "inside it)")
     demo.add_argument("--ephemeral", action="store_true", help="keep nothing: the campaign goes with the host's files")
-    demo.add_argument("--gpus", type=int, default=8)
+    demo.add_argument("--gpus", type=int, default=8, help="GPUs of each simulated host (default 8)")
     demo.add_argument("--hosts", type=int, default=1, metavar="N",
                       help="N simulated hosts (gpu01 … gpuNN) on N ports, one pivot.toml for them all; the console "
                            "opens on the fleet (the first two share a two-node profile, demo-2node)")
@@ -55,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     trust = sub.add_parser("trust", help="show a host's key fingerprint and add it to known_hosts once you confirm")
     trust.set_defaults(run="console.cli.hosts:cmd_trust")
-    trust.add_argument("name", metavar="HOST")
+    trust.add_argument("name", metavar="HOST", help="a host of pivot.toml")
     trust.add_argument("--yes", action="store_true", help="do not ask (only after checking the fingerprint another way)")
 
     gpus = sub.add_parser("gpus", help="print the GPUs and the processes holding GPU memory")
@@ -66,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     kill = sub.add_parser("kill", help="kill GPU processes: SIGTERM, SIGKILL after a grace period, then watch the memory")
     kill.set_defaults(run="console.cli.gpus:cmd_kill")
-    kill.add_argument("pids", metavar="PID", type=int, nargs="*")
+    kill.add_argument("pids", metavar="PID", type=int, nargs="*", help="the processes to end (as the GPU pane lists them)")
     kill.add_argument("--stray", action="store_true", help="every process holding GPU memory outside the managed server")
     kill.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     kill.add_argument("--grace", type=float, metavar="S", help="seconds between SIGTERM and SIGKILL (default: kill_grace_s)")
@@ -74,7 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     server = sub.add_parser("server", help="the managed server: status, start, stop, restart, switch, logs, adopt")
     server.set_defaults(run="console.cli.server:cmd_server")
-    server.add_argument("action", choices=["status", "start", "stop", "restart", "switch", "logs", "adopt"])
+    server.add_argument("action", choices=["status", "start", "stop", "restart", "switch", "logs", "adopt"],
+                        help="what to do with the host's managed server")
     server.add_argument("profile", nargs="?", help="profile to start or switch to; adopt: the profile whose port a "
                                                    "server pivot did not start is serving")
     server.add_argument("--yes", action="store_true", help="adopt: do not ask")
@@ -86,14 +87,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     profiles = sub.add_parser("profiles", help="launch profiles: list, show one's command line, diff two")
     profiles.set_defaults(run="console.cli.server:cmd_profiles")
-    profiles.add_argument("action", nargs="?", choices=["show", "diff"])
-    profiles.add_argument("names", nargs="*", metavar="NAME")
+    profiles.add_argument("action", nargs="?", choices=["show", "diff"], help="show one, or diff two (default: list them)")
+    profiles.add_argument("names", nargs="*", metavar="NAME", help="the profile(s)")
 
     sweep = sub.add_parser("sweep", help="a concurrency sweep against the running server (or --url)")
     sweep.set_defaults(run="console.cli.sweep:cmd_sweep")
     sweep.add_argument("--levels", type=lambda s: [int(x) for x in s.split(",")], help="e.g. 1,2,5,10,30,70,100,250")
     sweep.add_argument("--requests", help="per level: auto (max(4C,16)), c (exactly C), or a number")
-    sweep.add_argument("--max-tokens", type=int)
+    sweep.add_argument("--max-tokens", type=int, help="tokens each request asks for (default: [sweep] max_tokens)")
     sweep.add_argument("--url", help="the server's base URL, directly (no SSH, no lifecycle)")
     again = sweep.add_mutually_exclusive_group()
     again.add_argument("--resume", metavar="RUN", help="finish an interrupted run: measured levels are kept, failed ones run again")
@@ -113,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     runs = sub.add_parser("runs", help="saved sweeps: list, show one, delete")
     runs.set_defaults(run="console.cli.sweep:cmd_runs")
-    runs.add_argument("action", nargs="?", choices=["show", "delete", "import"])
+    runs.add_argument("action", nargs="?", choices=["show", "delete", "import"], help="default: list the runs")
     runs.add_argument("names", nargs="*", metavar="RUN", help="runs; for import: the bench_serving JSONL file")
     runs.add_argument("--name", help="import: the new run's name")
     runs.add_argument("--profile", default="imported", help="import: the profile the results were measured with")
@@ -121,9 +122,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     cmp = sub.add_parser("compare", help="compare runs level by level: crossover, saturation, recommendation")
     cmp.set_defaults(run="console.cli.compare:cmd_compare")
-    cmp.add_argument("names", nargs="+", metavar="RUN")
-    cmp.add_argument("--json", dest="fmt", action="store_const", const="json", default="table")
-    cmp.add_argument("--csv", dest="fmt", action="store_const", const="csv")
+    cmp.add_argument("names", nargs="+", metavar="RUN", help="two runs (last, previous, or names); more: the first against each")
+    cmp.add_argument("--json", dest="fmt", action="store_const", const="json", default="table", help="one JSON object per comparison")
+    cmp.add_argument("--csv", dest="fmt", action="store_const", const="csv", help="the per-level table as CSV")
     cmp.add_argument("--markdown", type=Path, metavar="FILE", help="also write a Markdown report")
     cmp.add_argument("--write-profile", action="store_true", help="write the adaptive-speculation config and a profile using it")
     cmp.add_argument("--anyway", action="store_true",
@@ -151,9 +152,10 @@ def build_parser() -> argparse.ArgumentParser:
     tasks = sub.add_parser("tasks", help="the campaign's task list: list, add, start, done, import, export")
     tasks.set_defaults(run="console.cli.tasks:cmd_tasks")
     tasks.add_argument("action", nargs="?", default="list",
-                       choices=["list", "add", "start", "done", "cancel", "reset", "delete", "import", "export"])
+                       choices=["list", "add", "start", "done", "cancel", "reset", "delete", "import", "export"],
+                       help="default: list the tasks")
     tasks.add_argument("args", nargs="*", help="add: the text; start/done/cancel/reset/delete: task numbers; import: a file")
-    tasks.add_argument("--priority", choices=["high", "medium", "low"], default="medium")
+    tasks.add_argument("--priority", choices=["high", "medium", "low"], default="medium", help="add: the new task's priority")
     tasks.add_argument("--insist", action="store_true", help="start a task although another is in progress")
 
     run = sub.add_parser("run", help="run a runbook: its tasks' actions in order, stopping at the first failure")
@@ -169,11 +171,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     ping = sub.add_parser("ping", help="connect to a host and report the round-trip time")
     ping.set_defaults(run="console.cli.hosts:cmd_ping")
-    ping.add_argument("name", metavar="HOST", nargs="?")
+    ping.add_argument("name", metavar="HOST", nargs="?", help="a host of pivot.toml (default: the default host)")
 
     cfg = sub.add_parser("config", help="show or validate the configuration")
     cfg.set_defaults(run="console.cli.hosts:cmd_config")
-    cfg.add_argument("action", choices=["show", "validate"])
+    cfg.add_argument("action", choices=["show", "validate"], help="print it as pivot reads it, or only check it")
 
     # --config and --host after the command too (`pivot gpus --host gpu2`), as before it; given there, they win
     for command in sub.choices.values():
