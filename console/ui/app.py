@@ -49,6 +49,8 @@ def _import_later() -> None:
 
 PANES = ("gpus", "server", "tasks", "sweep")
 JOB_GPUS_S = 5.0  # a Slurm login node: how often its job's nodes are sampled (each time a short srun step)
+WIDE_COLUMNS = 160  # from this many columns the right-hand panes (the Server log, the Sweep chart) get the wider share
+TALL_ROWS = 40  # from this many rows the lower panes (Tasks, Sweep) get as many rows as the upper ones
 
 
 class PivotApp(App[None]):
@@ -138,6 +140,16 @@ class PivotApp(App[None]):
         footer = self.query_one(Footer)
         footer.compact = event.size.width < 100
         footer.show_command_palette = event.size.width >= 100
+        if self.zoomed is None:
+            self._share_room(event.size.width, event.size.height)
+
+    def _share_room(self, width: int, height: int) -> None:
+        """The four panes' shares: at 80x24 the GPUs and the tasks take most (3:2); on a wide screen the Server log
+        and the Sweep chart get the columns the GPU bars do not need, on a tall one the lower row as many rows as the
+        upper. Inline, as a zoom is (see _zoom)."""
+        panes = self.query_one("#panes")
+        panes.styles.grid_columns = "2fr 3fr" if width >= WIDE_COLUMNS else "3fr 2fr"
+        panes.styles.grid_rows = "1fr 1fr" if height >= TALL_ROWS else "3fr 2fr"
 
     def on_mount(self) -> None:
         self._screen_log = ScreenLog(self)
@@ -317,8 +329,9 @@ class PivotApp(App[None]):
         for p in panes.children:
             p.display = pane is None or p is pane
         if pane is None:
-            for rule in ("grid_size_columns", "grid_size_rows", "grid_columns", "grid_rows"):
+            for rule in ("grid_size_columns", "grid_size_rows"):
                 panes.styles.clear_rule(rule)
+            self._share_room(self.size.width, self.size.height)
         else:
             panes.styles.grid_size_columns = panes.styles.grid_size_rows = 1
             panes.styles.grid_columns = panes.styles.grid_rows = "1fr"

@@ -24,11 +24,14 @@ KEEP = 5000
 
 class LogView(RichLog):
     DEFAULT_CSS = """
-    LogView { height: 1fr; min-height: 3; background: $surface; }
+    LogView { height: 1fr; min-height: 3; background: $surface; overflow-x: hidden; }
     """
 
     def __init__(self, **kw: object):
-        super().__init__(max_lines=KEEP, wrap=False, markup=False, highlight=False, auto_scroll=False, **kw)  # type: ignore[arg-type]
+        # long lines wrap at the width they arrive at (a pane zoomed later shows them as they were, cut, never
+        # scrolled sideways): rewrapping 5,000 kept lines at each zoom would cost the loop more than it gives
+        super().__init__(max_lines=KEEP, wrap=True, min_width=20, markup=False, highlight=False, auto_scroll=False,
+                         **kw)  # type: ignore[arg-type]
         self.lines_kept: deque[str] = deque(maxlen=KEEP)
         self.filter_text = ""
         self.following = True
