@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.console import RenderableType
 from rich.text import Text
-from textual.app import ComposeResult
+from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
@@ -54,3 +56,9 @@ class Confirm(ModalScreen[bool]):
 
     def action_cancel(self) -> None:
         self.dismiss(False)
+
+
+async def confirmed(app: App[Any], title: str, body: list[RenderableType], action_label: str) -> bool:
+    """The operator's answer to a Confirm, awaited (from a worker: Textual's push_screen_wait)."""
+    answer: bool = await app.push_screen_wait(Confirm(title, body, action_label=action_label))
+    return answer

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
+from rich.console import RenderableType
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
@@ -20,7 +22,7 @@ from console.session import Session
 from console.ui.attention import call_attention
 from console.ui.colours import SERVER_LOOK, theme_style
 from console.ui.messages import StatusChanged
-from console.ui.screens.confirm import Confirm
+from console.ui.screens.confirm import confirmed
 from console.ui.widgets.pane import Pane
 from console.ui.widgets.problem import backoff, failure
 from console.ui.widgets.quiet import QuietStatic
@@ -305,8 +307,10 @@ class ServerPane(Pane):
                       ["Stop the running server, check the GPUs are idle, start the other profile."],
                       lambda: self.lifecycle_action("switch", profile, False), "Switch")
 
-    def _confirm(self, title: str, body: list, then, label: str) -> None:  # type: ignore[no-untyped-def]
-        self.app.push_screen(Confirm(title, body, action_label=label), lambda ok: then() if ok else None)
+    @work(group="ask", exit_on_error=False)
+    async def _confirm(self, title: str, body: list[RenderableType], then: Callable[[], object], label: str) -> None:
+        if await confirmed(self.app, title, body, label):
+            then()
 
     def action_mark(self) -> None:
         name = self.highlighted

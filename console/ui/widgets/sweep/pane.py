@@ -19,7 +19,7 @@ from console.sweep.runs.store import Run, RunError, list_runs
 from console.sweep.settings import SweepSettings
 from console.ui.attention import call_attention
 from console.ui.colours import theme_style
-from console.ui.screens.confirm import Confirm
+from console.ui.screens.confirm import confirmed
 from console.ui.widgets.problem import PaneProblem, survives
 from console.ui.widgets.quiet import QuietStatic
 from console.ui.widgets.sweep.chart import SECOND, ChartData, SweepChart, earlier_runs
@@ -247,46 +247,39 @@ class SweepPane(ComparisonActions):
             return self.query_one(ComparisonView).shown and not running
         return True
 
-    def action_new_sweep(self) -> None:
-        defaults = SweepSettings.from_dict(self.session.config.sweep)
-
-        def chosen(settings: SweepSettings | None) -> None:
-            if settings is not None:
-                self.start_sweep(settings)
-
-        self.app.push_screen(SweepForm(defaults), chosen)
+    @work(group="ask", exit_on_error=False)
+    async def action_new_sweep(self) -> None:
+        chosen = await self.app.push_screen_wait(SweepForm(SweepSettings.from_dict(self.session.config.sweep)))
+        if chosen is not None:
+            self.start_sweep(chosen)
 
     def action_stop(self) -> None:
         if self.handle:
             self.handle.stop()
             self.notify("the sweep stops after this level", timeout=4)
 
-    def action_abort(self) -> None:
-        def decided(ok: bool | None) -> None:
-            if ok and self.handle:
-                self.handle.abort()
-
-        self.app.push_screen(Confirm("Abort the sweep now?", ["Requests in flight are lost; finished ones are kept."],
-                                     action_label="Abort"), decided)
+    @work(group="ask", exit_on_error=False)
+    async def action_abort(self) -> None:
+        if (await confirmed(self.app, "Abort the sweep now?", ["Requests in flight are lost; finished ones are kept."],
+                            "Abort") and self.handle):
+            self.handle.abort()
 
     @work(exclusive=True, group="sweep", exit_on_error=False)
     async def start_sweep(self, settings: SweepSettings, *, run: Run | None = None, how: str = "new",
                           levels: list[int] | None = None, allow_busy: bool = False) -> None:
         """A new run, or with `run` and `levels` those levels of it measured again and merged into it. A server already
         serving another client's requests is said before anything starts, and the operator decides."""
-        try:
-            handle = await self.session.sweeps.start(settings, run=run, how=how, levels=levels, allow_busy=allow_busy)
-        except ServerBusy as e:
-            def decided(ok: bool | None) -> None:
-                if ok:
-                    self.start_sweep(settings, run=run, how=how, levels=levels, allow_busy=True)
-
-            self.app.push_screen(Confirm("Sweep a busy server?", [Text(str(e))],
-                                         action_label="Sweep anyway"), decided)
-            return
-        except (RunError, RemoteError) as e:
-            self.notify(str(e), title="No sweep", severity="error", timeout=10)
-            return
+        while True:
+            try:
+                handle = await self.session.sweeps.start(settings, run=run, how=how, levels=levels, allow_busy=allow_busy)
+                break
+            except ServerBusy as e:
+                if allow_busy or not await confirmed(self.app, "Sweep a busy server?", [Text(str(e))], "Sweep anyway"):
+                    return
+                allow_busy = True
+            except (RunError, RemoteError) as e:
+                self.notify(str(e), title="No sweep", severity="error", timeout=10)
+                return
         async for _ in handle.events():  # drawn by _on_event, as a runbook's sweep is
             pass
         self._compare_with_counterpart(handle.run)

@@ -4,6 +4,7 @@ where the decision changes. console/ui/widgets/sweep/pane.py is the pane itself.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -13,11 +14,11 @@ from textual import work
 from console.actions.adaptive import write_adaptive_profile
 from console.campaign import Campaign
 from console.remote.errors import RemoteError
-from console.sweep.analysis.adaptive import AdaptivePlan, NoAdaptiveProfile, plan, spec_host
+from console.sweep.analysis.adaptive import NoAdaptiveProfile, plan, spec_host
 from console.sweep.analysis.compare import Comparison, bracket, compare, counterpart
 from console.sweep.analysis.slo import Slo
 from console.sweep.runs.store import Run, RunError, label, list_runs
-from console.ui.screens.confirm import Confirm
+from console.ui.screens.confirm import confirmed
 from console.ui.widgets.pane import Pane
 from console.ui.widgets.sweep.comparison import ComparisonView
 from console.ui.widgets.sweep.levels import LevelTable
@@ -39,12 +40,13 @@ class ComparisonActions(Pane):
     def comparison_text(self) -> Text | None:
         return self.query_one(ComparisonView).text
 
-    def action_write_adaptive(self) -> None:
+    @work(group="adaptive", exit_on_error=False)
+    async def action_write_adaptive(self) -> None:
         cmp = self.comparison
         if cmp is None:
             return
         try:
-            adaptive = plan(self.session.config, cmp)
+            adaptive = await asyncio.to_thread(plan, self.session.config, cmp)  # it reads the profiles: off the loop
         except NoAdaptiveProfile as e:
             self.notify(str(e), title="Adaptive profile", severity="warning", timeout=12)
             return
@@ -56,17 +58,9 @@ class ComparisonActions(Pane):
                   "the schedule goes inside --speculative-config" if adaptive.engine == "vllm" else
                   "no host configured: nothing is uploaded"), *[f"warning: {w}" for w in adaptive.warnings]]
 
-        def decided(ok: bool | None) -> None:
-            if ok:
-                self.write_adaptive(adaptive)
-            else:
-                self.notify("no profile written", timeout=4)
-
-        self.app.push_screen(Confirm(f"Write profile {adaptive.name}?", [Text(line) for line in lines],
-                                     action_label="Write"), decided)
-
-    @work(group="adaptive", exit_on_error=False)
-    async def write_adaptive(self, adaptive: AdaptivePlan) -> None:
+        if not await confirmed(self.app, f"Write profile {adaptive.name}?", [Text(line) for line in lines], "Write"):
+            self.notify("no profile written", timeout=4)
+            return
         try:
             written = await write_adaptive_profile(self.session, adaptive)
         except (RemoteError, OSError) as e:
@@ -127,7 +121,8 @@ class ComparisonActions(Pane):
 
         return CampaignActions(self.session, confirm_kill=never, say=lambda line: self.notify(line.strip(), timeout=6))
 
-    def action_refine(self) -> None:
+    @work(group="ask", exit_on_error=False)
+    async def action_refine(self) -> None:
         cmp = self.comparison
         if cmp is None or self.session.lifecycle is None or self._busy():
             return
@@ -140,12 +135,8 @@ class ComparisonActions(Pane):
                  f"runs, and more levels until it is located within ±15 %",
                  f"the server is switched between {cmp.a.profile} and {cmp.b.profile} as often as it takes"]
 
-        def decided(ok: bool | None) -> None:
-            if ok:
-                self.refine(cmp.a, cmp.b)
-
-        self.app.push_screen(Confirm("Refine the crossover?", [Text(line) for line in lines], action_label="Refine"),
-                             decided)
+        if await confirmed(self.app, "Refine the crossover?", [Text(line) for line in lines], "Refine"):
+            self.refine(cmp.a, cmp.b)
 
     @work(exclusive=True, group="refine", exit_on_error=False)
     async def refine(self, a: Run, b: Run) -> None:

@@ -19,7 +19,7 @@ from console.tasks.tasklist import PRIORITIES, Task, TaskError, TaskList, clippe
 from console.ui.attention import call_attention
 from console.ui.colours import theme_style
 from console.ui.messages import ShowComparison
-from console.ui.screens.confirm import Confirm
+from console.ui.screens.confirm import confirmed
 from console.ui.widgets.pane import Pane
 from console.ui.widgets.problem import PaneProblem, survives
 from console.ui.widgets.quiet import QuietStatic
@@ -225,24 +225,21 @@ class TasksPane(Pane):
         self._draw()
 
     # -- actions --------------------------------------------------------------
-    def action_add(self) -> None:
-        def added(text: str | None) -> None:
-            if text and self.tasks is not None:
-                self._apply(lambda: self.tasks.add(text), "add")
-                self.query_one(DataTable).move_cursor(row=self.query_one(DataTable).row_count - 1)
+    @work(group="ask", exit_on_error=False)
+    async def action_add(self) -> None:
+        text = await self.app.push_screen_wait(TextPrompt("New task"))
+        if text and self.tasks is not None:
+            self._apply(lambda: self.tasks.add(text), "add")
+            self.query_one(DataTable).move_cursor(row=self.query_one(DataTable).row_count - 1)
 
-        self.app.push_screen(TextPrompt("New task"), added)
-
-    def action_edit(self) -> None:
+    @work(group="ask", exit_on_error=False)
+    async def action_edit(self) -> None:
         number, task = self.current_number, self.current
         if number is None or task is None:
             return
-
-        def edited(text: str | None) -> None:
-            if text and self.tasks is not None:
-                self._apply(lambda: self.tasks.edit(number, content=text), "edit")
-
-        self.app.push_screen(TextPrompt("Edit the task", visible(clipped(task.content))), edited)
+        text = await self.app.push_screen_wait(TextPrompt("Edit the task", visible(clipped(task.content))))
+        if text and self.tasks is not None:
+            self._apply(lambda: self.tasks.edit(number, content=text), "edit")
 
     def action_status(self, status: str, insist: bool = False) -> None:
         if (number := self.current_number) is not None and self.tasks is not None:
@@ -268,12 +265,12 @@ class TasksPane(Pane):
         if number is None or task is None or self.tasks is None:
             return
 
-        def decided(ok: bool | None) -> None:
-            if ok:
-                self._apply(lambda: self.tasks.delete(number), "delete")  # type: ignore[union-attr]
+        self._delete(number, task.content)
 
-        self.app.push_screen(Confirm(f"Delete task {number}?", [Text(visible(clipped(task.content)))], action_label="Delete"),
-                             decided)
+    @work(group="ask", exit_on_error=False)
+    async def _delete(self, number: int, content: str) -> None:
+        if await confirmed(self.app, f"Delete task {number}?", [Text(visible(clipped(content)))], "Delete"):
+            self._apply(lambda: self.tasks.delete(number), "delete")  # type: ignore[union-attr]
 
     def action_fold(self) -> None:
         self.folded = not self.folded
@@ -326,8 +323,7 @@ class TasksPane(Pane):
 
         async def confirm(question: str) -> bool:
             call_attention(self.app, self.session.config.notify, "a runbook step waits for you", question)
-            answer: bool = await self.app.push_screen_wait(Confirm(question[0].upper() + question[1:], [], action_label="Kill"))
-            return answer
+            return await confirmed(self.app, question[0].upper() + question[1:], [], "Kill")
 
         def say(line: str) -> None:
             assert self.tasks is not None
