@@ -61,9 +61,8 @@ def _pooled(c: int, attempts: list[Attempt], requests: RequestColumns | None) ->
     for key in ("client_bound", "lagging", "nodes"):  # nodes: a server across nodes, the hosts that served the level
         client[key] = next((v for a in attempts if (v := getattr(a.done, key))), None)
     for key in ("gpu_watts", "gpu_watts_lo", "gpu_watts_hi"):  # over the attempts' time, where all read it
-        walls = [(getattr(a.done, key), a.done.wall_s or 0.0) for a in attempts]
-        if all(w is not None for w, _ in walls) and (time := sum(s for _, s in walls)):
-            client[key] = sum(w * s for w, s in walls if w is not None) / time
+        if None not in (watts := [getattr(a.done, key) for a in attempts]) and (time := sum(a.done.wall_s or 0 for a in attempts)):
+            client[key] = sum(w * (a.done.wall_s or 0) for w, a in zip(watts, attempts, strict=True)) / time
     return LevelDone.model_validate({**metrics.model_dump(), **client})
 
 
