@@ -126,7 +126,7 @@ class SweepPane(ComparisonActions):
 
     @survives("drawing the sweep")
     def _redraw_if_dirty(self) -> None:
-        if self.dirty:
+        if self.dirty and self.display:  # hidden (another pane zoomed): drawn once it is shown again, not meanwhile
             self.dirty = False
             chart = self.query_one(SweepChart)
             was_shown = chart.display
