@@ -123,6 +123,6 @@ def test_the_campaigns_last_steps_write_the_adaptive_profile_and_verify_its_run(
     assert 'measured_from = [\n    "base",\n    "spec",\n]' in written.read_text()
     uploaded = list((sim_host_process.root / "home" / ".pivot").rglob("demo-eagle3-adaptive*.json"))
     assert len(uploaded) == 1  # SGLang's config, on the host, where the profile's flag points
-    assert tasks[1].result == ("adaptive (demo-eagle3-adaptive) keeps the gain of spec (demo-eagle3) at C ≤ 1, is alike "
+    assert tasks[1].result == ("adaptive (demo-eagle3-adaptive) keeps the gain of spec (demo-eagle3) at C ≤ 1, matches "
                                "base (demo-baseline) at C ≥ 2")
     assert tasks[2].result == "failed: base is not a run of an adaptive profile pivot wrote: nothing to verify"

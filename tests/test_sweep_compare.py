@@ -89,7 +89,7 @@ def test_differences_within_the_margin_are_alike_however_tight_the_intervals(tmp
     write_run(tmp_path, "adaptive", "adaptive", near, speculative=True, spread=0.003)
     cmp = compare(open_run(tmp_path, "base"), open_run(tmp_path, "adaptive"))
     assert all(lv.total.alike and lv.total.leader is None for lv in cmp.levels)
-    assert cmp.recommendation == ("speculation (adaptive, against base (baseline)) is alike it at every level (within "
+    assert cmp.recommendation == ("speculation (adaptive, against base (baseline)) matches it at every level (within "
                                   "±2 %): it neither gains nor costs total throughput here")
     assert cmp.total.text == "none: alike at every level (within ±2 %)" and not cmp.repeats
     assert cmp.table["alike_total"].to_list() == [True] * len(BASELINE)
@@ -289,7 +289,7 @@ def test_an_adaptive_profiles_run_is_verified_against_the_runs_it_was_written_fr
     good = {c: (EAGLE3[c] if c == 1 else BASELINE[c]) for c in BASELINE}
     write_run(tmp_path, "adaptive", "eagle3-adaptive", good, speculative=True, measured_from=["base", "spec"])
     cmp = compare(open_run(tmp_path, "base"), open_run(tmp_path, "adaptive"))
-    assert cmp.verification == ("adaptive (eagle3-adaptive) keeps the gain of spec (eagle3) at C ≤ 1, is alike base "
+    assert cmp.verification == ("adaptive (eagle3-adaptive) keeps the gain of spec (eagle3) at C ≤ 1, matches base "
                                 "(baseline) at C ≥ 2")
     assert "verification: adaptive (eagle3-adaptive) keeps the gain" in cmp.report()[1]
     # a schedule that costs: 10 % under the baseline at C = 30 and above (a downgrade of CUDA graphs, say)
@@ -301,7 +301,7 @@ def test_an_adaptive_profiles_run_is_verified_against_the_runs_it_was_written_fr
     write_run(vllm, "adaptive", "eagle3-adaptive", costly, speculative=True, measured_from=["base", "spec"], kind="vllm",
               argv=spec_argv)
     said = compare(open_run(vllm, "base"), open_run(vllm, "adaptive")).verification or ""
-    assert said.startswith("adaptive (eagle3-adaptive) keeps the gain of spec (eagle3) at C ≤ 1, is alike base "
+    assert said.startswith("adaptive (eagle3-adaptive) keeps the gain of spec (eagle3) at C ≤ 1, matches base "
                            "(baseline) at C = 2, 5, 10; falls short at C=30: base (baseline) leads it (631.0 vs 567.9 "
                            "tok/s, -10.0 % ± 1.3 %)")
     assert "vllm-project/vllm issues 48494 and 49548" in said

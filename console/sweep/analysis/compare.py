@@ -320,7 +320,7 @@ def recommend(a: Run, b: Run, cmp_levels: list[Level]) -> tuple[str, int | None]
     if not losses:
         if not gains:
             if all(v.alike for _, v in verdicts):
-                return (f"{who} is alike it at every level (within ±{verdicts[0][1].margin * 100:g} %): it neither gains nor "
+                return (f"{who} matches it at every level (within ±{verdicts[0][1].margin * 100:g} %): it neither gains nor "
                         "costs total throughput here"), None
             return f"{who}: no gain or loss beyond the margin{rest}: repeat the uncertain levels to know", None
         return f"{who} helps {' and '.join(gains)} and costs no total throughput beyond the margin{rest}: keep it", None
@@ -367,7 +367,7 @@ def verification(run: Run, margin: float = MARGIN) -> str | None:
         parts.append(f"keeps the gain of {label(spec)} at {where(kept['spec'], levels)}")
     if kept["base"]:
         alike = all(by_c[2][c].total.alike for c in kept["base"])
-        parts.append(f"is {'alike' if alike else 'alike or better than'} {label(base)} at {where(kept['base'], levels)}")
+        parts.append(f"{'matches' if alike else 'matches or beats'} {label(base)} at {where(kept['base'], levels)}")
     if kept["unsure"]:
         parts.append(f"cannot tell at {where(kept['unsure'], levels)} (repeat those levels of {label(run)})")
     said = f"{label(run)} " + (", ".join(parts) if parts else "has no level in common with the runs it was written from")
