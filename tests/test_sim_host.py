@@ -159,3 +159,29 @@ def test_the_demos_own_traffic_makes_way_for_a_sweep(tmp_path: Path) -> None:
         log = (host.root / "home" / ".pivot" / "server.log").read_text()
         assert "pivot demo: its background traffic pauses while another client measures this server" in log
         assert running() == 0  # still paused just after the sweep's last read of /metrics
+
+
+def test_each_demo_keeps_a_campaign_of_its_own_with_the_profiles_written_for_it(tmp_path: Path) -> None:
+    """`pivot demo` keeps its campaign under the user's data directory (XDG), with a pivot.toml beside it; what `w`
+    writes goes beside that file too, not into the demo's temporary directory, which ends with it."""
+    import os
+    import signal
+    import sys
+
+    from console import config
+
+    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data")}
+    proc = subprocess.Popen([sys.executable, "-m", "console", "demo", "--serve", "--no-traffic", "--server", "none"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, text=True, env=env)
+    try:
+        assert proc.stdout is not None
+        lines = [proc.stdout.readline().strip() for _ in range(2)]
+        path = Path(next(line for line in lines if line.startswith("config: ")).removeprefix("config: "))
+        live = config.load(path)
+        kept = live.campaign_dir.parent
+        assert kept.parent == tmp_path / "data" / "pivot" / "demo" and live.profiles_dir == kept / "profiles"
+        offline = config.load(kept / "pivot.toml")  # what `pivot --config …` reads once the demo has ended
+        assert offline.campaign_dir == live.campaign_dir and kept / "profiles" in offline.profile_dirs
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)

@@ -53,6 +53,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     root = args.dir or Path(tempfile.mkdtemp(prefix="pivot-demo-"))
     root.mkdir(parents=True, exist_ok=True, mode=0o700)  # --dir may name one that does not exist yet
     campaign = campaign_of(args, root)
+    kept = offline_config(campaign)  # (--serve's too: its temporary directory ends with it, the campaign stays)
     if args.serve and args.hosts > 1:
         from console.sim.fleet import serve_fleet
 
@@ -82,7 +83,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     log = open(root / "host.log", "w")  # noqa: SIM115 - the host writes it until it ends
     host_proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, text=True)
-    kept = offline_config(campaign)
     try:
         lines = [host_proc.stdout.readline() for _ in range(2)] if host_proc.stdout else []
         config_line = next((line for line in lines if line.startswith("config: ")), None)

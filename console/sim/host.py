@@ -136,7 +136,10 @@ class SimHost:
         (self.root / "pivot.toml").write_text(
             "# written by pivot demo: the simulated GPU host\n"
             'default_host = "demo"\n'
-            f"campaign_dir = {json.dumps(str(self.campaign_dir))}\n\n"
+            f"campaign_dir = {json.dumps(str(self.campaign_dir))}\n"
+            # a kept campaign keeps the profiles written for it (w), beside its own pivot.toml (console/cli/demo.py)
+            + (f"profiles_dir = {json.dumps(str(self.campaign_dir.parent / 'profiles'))}\n"
+               if self.root not in self.campaign_dir.parents else "") + "\n"
             "[hosts.demo]\n"
             'hostname = "127.0.0.1"\n'
             f"port = {self.port}\n"

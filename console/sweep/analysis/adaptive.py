@@ -166,7 +166,8 @@ def plan(cfg: Config, cmp: Comparison) -> AdaptivePlan:
         warnings.append(f"{'SGLang' if spec.kind == 'sglang' else 'vLLM'} will not switch drafting by batch size with "
                         f"{spec.name}'s flags: {reason}")
     name = f"{spec.name}-adaptive"
-    directory = cfg.path.parent / "profiles" if cfg.path else user_config_dir() / "profiles"  # both are profile_dirs
+    # pivot.toml's profiles_dir if it names one, else beside pivot.toml: each is among profile_dirs
+    directory = cfg.profiles_dir or (cfg.path.parent / "profiles" if cfg.path else user_config_dir() / "profiles")
     baseline = cmp.b if run is cmp.a else cmp.a
     return AdaptivePlan(name, directory / f"{name}.toml", spec, cut, first_off, config,
                         {c: c <= cut for c in measured}, (baseline.name, run.name), warnings)
