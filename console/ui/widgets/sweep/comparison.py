@@ -11,12 +11,15 @@ from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
+from textual.widget import Widget
 from textual.widgets import Static
 
 from console.sweep.analysis.compare import Comparison
 from console.sweep.analysis.intervals import Verdict
 from console.sweep.words import ratio_text
 from console.ui.colours import theme_style
+
+WIDE_ENOUGH = 100  # columns: below this the ratios of seven columns are what fits
 
 
 class ComparisonView(VerticalScroll):
@@ -38,7 +41,10 @@ class ComparisonView(VerticalScroll):
         self.text = Text.assemble((f"{lines[0]}\n", theme_style(self.app, "accent", bold=True)),
                                   (f"A = {cmp.name('a')}, B = {cmp.name('b')}\n", "bold"), "\n".join(lines[1:]))
         table = Table(box=None, padding=(0, 1), header_style="dim", pad_edge=False)
-        energy = any(lv.energy for lv in cmp.levels)  # (a host without power readings: no column of dashes)
+        # energy where a host read power, and where the pane is wide enough for an eighth column (the table and
+        # `pivot compare` have it at any width)
+        width = self.parent.size.width if isinstance(self.parent, Widget) else 0  # (this view is hidden until shown)
+        energy = any(lv.energy for lv in cmp.levels) and width >= WIDE_ENOUGH
         for header in ("C", "A tok/s", "B tok/s", "B/A", "per-req B/A", "ITL B/A", *(["J/tok B/A"] if energy else []), "errors"):
             table.add_column(header, justify="right")
         for lv in cmp.levels:
