@@ -28,10 +28,9 @@ class LogView(RichLog):
     """
 
     def __init__(self, **kw: object):
-        # long lines wrap at the width they arrive at (a pane zoomed later shows them as they were, cut, never
-        # scrolled sideways): rewrapping 5,000 kept lines at each zoom would cost the loop more than it gives
-        super().__init__(max_lines=KEEP, wrap=True, min_width=20, markup=False, highlight=False, auto_scroll=False,
-                         **kw)  # type: ignore[arg-type]
+        # a long line is cut at the pane's edge, never scrolled sideways, and shown whole when the pane is zoomed
+        # (wrapped lines would keep the width they arrived at: rewrapping 5,000 at each zoom costs the loop)
+        super().__init__(max_lines=KEEP, wrap=False, markup=False, highlight=False, auto_scroll=False, **kw)  # type: ignore[arg-type]
         self.lines_kept: deque[str] = deque(maxlen=KEEP)
         self.filter_text = ""
         self.following = True
