@@ -15,7 +15,7 @@ from console.fleet import COLUMNS, FleetWatch
 from console.gpu.format import kill_strays_question
 from console.gpu.kill import KillPlan
 from console.remote.errors import RemoteError
-from console.ui.screens.confirm_kill import ask_to_kill
+from console.ui.screens.confirm_kill import kill_confirmed
 from console.ui.themes import DEFAULT_THEME, load_themes
 
 REFRESH_S = 1.0
@@ -71,7 +71,8 @@ class FleetApp(App[str | None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         return not (self.readonly and action == "kill_stray")
 
-    def action_kill_stray(self) -> None:
+    @work(group="ask", exit_on_error=False)
+    async def action_kill_stray(self) -> None:
         """The GPU pane's K for the highlighted host: its stray processes, the same confirmation, the same kill."""
         table = self.query_one(DataTable)
         host = str(table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value)
@@ -80,8 +81,9 @@ class FleetApp(App[str | None]):
         if sample is None or not stray:
             self.notify(f"{host}: no stray processes" if sample is not None else f"{host}: no sample yet", timeout=3)
             return
-        ask_to_kill(self, kill.plan(session, sample, stray), self.fleet.config.kill_grace_s,
-                    kill_strays_question(len(set(stray)), host), lambda plan: self.run_kill(host, plan))
+        plan = kill.plan(session, sample, stray)
+        if await kill_confirmed(self, plan, self.fleet.config.kill_grace_s, kill_strays_question(len(set(stray)), host)):
+            self.run_kill(host, plan)
 
     @work(group="fleet-kill", exit_on_error=False)
     async def run_kill(self, host: str, plan: KillPlan) -> None:

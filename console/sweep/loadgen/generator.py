@@ -105,8 +105,8 @@ def power_figures(watts: list[float]) -> dict[str, float | None]:
 
 
 async def sample_power(meter: PowerMeter, samples: list[float]) -> None:
-    """Each second while a level runs, from half a second in (its requests are being served, not yet sent): the GPUs'
-    power. Evenly spaced, so their mean is the level's; a reading that failed is skipped. None is taken after the
+    """Each second while a level runs, from half a second in (by then its requests are being served, not only sent):
+    the GPUs' power. Evenly spaced, so their mean is the level's; a reading that failed is skipped. None is taken after the
     level: an idle GPU's reading would lower its figure."""
     await asyncio.sleep(POWER_EVERY_S / 2)
     while True:

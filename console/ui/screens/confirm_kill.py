@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable
 from typing import Any
 
 from rich.table import Table
@@ -32,20 +31,14 @@ class ConfirmKill(Confirm):
         self.plan = plan
 
 
-def ask_to_kill(app: App[Any], plan: KillPlan, grace_s: float, title: str | None, kill: Callable[[KillPlan], object],
-                cancelled: Callable[[], object] = lambda: None) -> None:
-    """The one way to a kill from the screen: what may not be killed said, else this confirmation, then `kill`."""
+async def kill_confirmed(app: App[Any], plan: KillPlan, grace_s: float, title: str | None) -> bool | None:
+    """The one way to a kill from the screen (from a worker): what may not be killed said (None), else this
+    confirmation's answer."""
     if not plan.targets:
         app.notify("\n".join(f"pid {r.pid}: {r.reason}" for r in plan.refused), title="Not killed", severity="error")
-        return
-
-    def decided(confirmed: bool | None) -> None:
-        if confirmed:
-            kill(plan)
-        else:
-            cancelled()
-
-    app.push_screen(ConfirmKill(plan, grace_s, title), decided)
+        return None
+    answer: bool = await app.push_screen_wait(ConfirmKill(plan, grace_s, title))
+    return answer
 
 
 class ConfirmCommand(Confirm):

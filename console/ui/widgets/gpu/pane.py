@@ -16,7 +16,7 @@ from console.gpu.samples import AgentError, Hello, Sample
 from console.gpu.telemetry import LinkDown, TelemetryEvent
 from console.session import Session
 from console.ui.colours import theme_style
-from console.ui.screens.confirm_kill import ask_to_kill
+from console.ui.screens.confirm_kill import kill_confirmed
 from console.ui.widgets.gpu.bars import GpuBars
 from console.ui.widgets.gpu.processes import ProcessTable
 from console.ui.widgets.pane import Pane
@@ -133,12 +133,17 @@ class GpuPane(Pane):
         if self.offered_parents:
             self._confirm(self.offered_parents, title="Kill the parent that must reap the zombie?")
 
-    def _confirm(self, pids: list[int], title: str | None = None) -> None:
+    @work(group="ask", exit_on_error=False)
+    async def _confirm(self, pids: list[int], title: str | None = None) -> None:
         if self.sample is None or not pids:
             self.notify("nothing selected", severity="warning", timeout=3)
             return
-        ask_to_kill(self.app, kill.plan(self.session, self.sample, pids), self.session.config.kill_grace_s, title,
-                    self.run_kill, lambda: self.say("kill cancelled: nothing was signalled"))
+        plan = kill.plan(self.session, self.sample, pids)
+        answer = await kill_confirmed(self.app, plan, self.session.config.kill_grace_s, title)
+        if answer:
+            self.run_kill(plan)
+        elif answer is False:
+            self.say("kill cancelled: nothing was signalled")
 
     @work(exclusive=True, group="gpu-kill", exit_on_error=False)
     async def run_kill(self, plan: KillPlan) -> None:
@@ -161,17 +166,15 @@ class GpuPane(Pane):
             self.say(f"press c to run the cleanup command on {hypervisor.name}", "warning")
         self.refresh_bindings()
 
-    def action_cleanup(self) -> None:
+    @work(group="ask", exit_on_error=False)
+    async def action_cleanup(self) -> None:
         hypervisor = self.session.hypervisor
         if hypervisor is None or not hypervisor.cleanup:
             return
         from console.ui.screens.confirm_kill import ConfirmCommand
 
-        def decided(confirmed: bool | None) -> None:
-            if confirmed:
-                self.run_cleanup()
-
-        self.app.push_screen(ConfirmCommand(hypervisor.name, list(hypervisor.cleanup)), decided)
+        if await self.app.push_screen_wait(ConfirmCommand(hypervisor.name, list(hypervisor.cleanup))):
+            self.run_cleanup()
 
     @work(exclusive=True, group="gpu-cleanup", exit_on_error=False)
     async def run_cleanup(self) -> None:

@@ -282,26 +282,24 @@ class TasksPane(Pane):
             return self.session.lifecycle is not None and not self.running
         return True
 
-    def action_load_runbook(self) -> None:
+    @work(group="ask", exit_on_error=False)
+    async def action_load_runbook(self) -> None:
         from console.tasks.runbook import install, read_runbook, runbooks
 
         found = runbooks(self.session.config)
-
-        def chosen(name: str | None) -> None:
-            path = found.get(name or "")
-            if path is None or self.tasks is None:
-                if name:
-                    self.notify(f"no runbook {name!r}", severity="error")
-                return
-            try:
-                install(self.tasks, read_runbook(path))
-            except TaskError as e:
-                self.notify(str(e), title="Runbook", severity="error", timeout=10)
-            self._draw()
-
         names = ", ".join(found) or "none found"
         default = "demo-campaign" if "demo-campaign" in found and self.session.host_name == "demo" else ""
-        self.app.push_screen(TextPrompt(f"Runbook to add ({names})", default), chosen)
+        name = await self.app.push_screen_wait(TextPrompt(f"Runbook to add ({names})", default))
+        path = found.get(name or "")
+        if path is None or self.tasks is None:
+            if name:
+                self.notify(f"no runbook {visible(name)!r}", severity="error")
+            return
+        try:
+            install(self.tasks, read_runbook(path))
+        except TaskError as e:
+            self.notify(str(e), title="Runbook", severity="error", timeout=10)
+        self._draw()
 
     def action_run_one(self) -> None:
         if (number := self.current_number) is not None:
