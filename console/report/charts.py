@@ -5,7 +5,7 @@ runs' labels, drawn as text (never read as mathtext)."""
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, NullLocator
 
 from console.sweep.analysis.frontier import points
-from console.sweep.model import LevelDone
+from console.sweep.analysis.intervals import estimate
 from console.sweep.runs.store import Run, label
 from console.untrusted import visible
 
@@ -29,14 +29,13 @@ def _style() -> Iterator[None]:
         yield
 
 
-def _by_c(ax: Axes, runs: list[Run], value: Callable[[LevelDone], tuple[float | None, float | None, float | None]],
-          ylabel: str) -> bool:
-    """One line per run of value(level) = (figure, low, high) by C on a log axis, its interval as error bars;
-    whether any run had a point."""
+def _by_c(ax: Axes, runs: list[Run], metric: str, ylabel: str) -> bool:
+    """One line per run of a figure (console/sweep/analysis/intervals.py METRICS) by C on a log axis, its interval as
+    error bars; whether any run had a point."""
     drawn = False
     levels: set[int] = set()
     for run in runs:
-        found = [(lv.c, y, lo, hi) for lv in run.measured() for y, lo, hi in [value(lv)] if y is not None]
+        found = [(lv.c, e.value, e.lo, e.hi) for lv in run.measured() if (e := estimate(lv, metric)).value is not None]
         if not found:
             continue
         cs = [c for c, _, _, _ in found]
@@ -62,8 +61,8 @@ def curves(runs: list[Run]) -> Figure:
     with _style():
         fig = Figure(figsize=(10, 3.6), layout="constrained")
         total, per_request = fig.subplots(1, 2)
-        _by_c(total, runs, lambda lv: (lv.total_tok_s, lv.total_tok_s_lo, lv.total_tok_s_hi), "total output tok/s")
-        _by_c(per_request, runs, lambda lv: (lv.req_tok_s_mean, lv.req_tok_s_lo, lv.req_tok_s_hi), "per-request tok/s")
+        _by_c(total, runs, "total", "total output tok/s")
+        _by_c(per_request, runs, "per_request", "per-request tok/s")
         total.legend(loc="best", fontsize=8)
     return fig
 
@@ -97,8 +96,7 @@ def energy(runs: list[Run]) -> Figure | None:
     with _style():
         fig = Figure(figsize=(6, 3.6), layout="constrained")
         ax = fig.subplots()
-        if not _by_c(ax, runs, lambda lv: (lv.joules_per_token, lv.joules_per_token_lo, lv.joules_per_token_hi),
-                     "GPU energy per output token (J)"):
+        if not _by_c(ax, runs, "energy", "GPU energy per output token (J)"):
             return None
         ax.legend(loc="best", fontsize=8)
     return fig

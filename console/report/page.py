@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from console import version
 from console.report import charts
 from console.sweep.analysis.compare import Comparison
+from console.sweep.analysis.intervals import Verdict
 from console.sweep.runs.files import META
 from console.sweep.runs.store import Run, label
 from console.sweep.words import LEVEL_COLUMNS, level_row, ratio_text
@@ -60,10 +61,8 @@ def _table(head: list[str], rows: list[list[str]], words: set[int] = frozenset()
     return "".join(out) + "</table>"
 
 
-def _ratio(v: object) -> str:
-    from console.sweep.analysis.intervals import Verdict
-
-    if not isinstance(v, Verdict) or v.ratio is None:
+def _ratio(v: Verdict | None) -> str:
+    if v is None or v.ratio is None:
         return "—"
     cls = "dim" if v.alike else {"a": "lead-a", "b": "lead-b", None: "unsure"}[v.leader]
     return f'<span class="{cls}">{_e(ratio_text(v))}</span>'
