@@ -222,12 +222,13 @@ def test_client_bound_levels_are_in_no_verdict_and_lagging_ones_have_no_latency_
 
 
 def test_a_difference_in_where_the_load_generator_ran_refuses_and_is_noted_when_compared_anyway(campaign: Path) -> None:
+    from console.sweep.model import ClientPlacement
     from console.sweep.runs.store import write_meta
 
-    for name, client in (("base", {"machine": "jump1", "cpus": 8, "path": "ssh-forward", "forwarded_from": "gpu1"}),
+    for name, client in (("base", {"machine": "jump1", "cpus": 8, "path": "ssh-forward", "forwarded_from": "gpu1"}),  # older word
                          ("spec", {"machine": "gpu1", "cpus": 64, "path": "direct"})):
         run = open_run(campaign, name)
-        write_meta(run.dir, run.meta.model_copy(update={"client": client}))
+        write_meta(run.dir, run.meta.model_copy(update={"client": ClientPlacement.model_validate(client)}))
     with pytest.raises(ValueError, match="client ssh-forward in A, direct in B"):
         compare(open_run(campaign, "base"), open_run(campaign, "spec"))
     notes = compare(open_run(campaign, "base"), open_run(campaign, "spec"), anyway=True).notes

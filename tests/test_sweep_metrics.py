@@ -59,16 +59,17 @@ def test_percentiles_interpolate() -> None:
 
 def test_a_server_already_busy_before_the_sweep_is_warned_about() -> None:
     from console.sweep.loadgen.server_view import server_gauges, warnings_for
+    from console.sweep.model import ServerFacts
     exposition = ('# HELP sglang:num_running_reqs The number of running requests.\n# TYPE sglang:num_running_reqs gauge\n'
                   'sglang:num_running_reqs{model_name="m"} 12.0\n'
                   '# HELP sglang:num_queue_reqs The number of requests in the waiting queue.\n# TYPE sglang:num_queue_reqs gauge\n'
                   'sglang:num_queue_reqs{model_name="m"} 3.0\n')
     gauges = server_gauges(exposition)
     assert gauges == {"running": 12.0, "queued": 3.0}
-    busy = warnings_for([1, 2], {"busy": {"running": 12, "queued": 3}})
+    busy = warnings_for([1, 2], ServerFacts(busy={"running": 12, "queued": 3}))
     assert busy == ["the server was already serving 12 request(s) (3 queued) before the sweep: "
                     "another client's load is in these numbers"]
-    assert warnings_for([1, 2], {"busy": {"running": 0, "queued": 0}}) == []
-    graphs = warnings_for([1, 250], {"cuda_graph_max_bs": 128, "max_running_requests": 256})
+    assert warnings_for([1, 2], ServerFacts(busy={"running": 0, "queued": 0})) == []
+    graphs = warnings_for([1, 250], ServerFacts(cuda_graph_max_bs=128, max_running_requests=256))
     assert graphs == ["level 250 exceeds the server's largest CUDA-graph batch (128): those batches decode without "
                       "graphs, in slower steps"]

@@ -87,7 +87,7 @@ async def busy(url: str) -> dict[str, int]:
 
     try:
         async with aiohttp.ClientSession(url) as client:
-            return (await server_facts(client)).get("busy") or {}
+            return (await server_facts(client)).busy or {}
     except HTTP_ERRORS:
         return {}
 

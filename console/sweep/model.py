@@ -12,10 +12,21 @@ import shlex
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt, TypeAdapter, ValidationError
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeInt,
+    PositiveInt,
+    TypeAdapter,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    model_validator,
+)
 
-__all__ = ["EVENT_TYPES", "Event", "EventError", "LevelDone", "LevelMetrics", "Said", "Shown", "SweepDone", "SweepStarted",
-           "decode_event", "decode_shown"]
+__all__ = ["EVENT_TYPES", "ClientPlacement", "Event", "EventError", "LevelDone", "LevelMetrics", "Said", "ServerFacts", "Shown",
+           "SweepDone", "SweepStarted", "decode_event", "decode_shown"]
 
 Seconds = Annotated[float, Field(ge=0)]
 
@@ -148,6 +159,54 @@ class LevelDone(LevelMetrics):
         return self.server.get("spec_draft_tokens")
 
 
+class _Reported(BaseModel):
+    """What a server or another pivot said: a value not of its field's type drops that field, not the whole (a server
+    that reports its version as a number, a run.toml an older pivot wrote)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _drop_what_is_wrong(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        try:
+            return handler(data)
+        except ValidationError as e:
+            if not isinstance(data, dict):
+                raise
+            wrong = {err["loc"][0] for err in e.errors() if err["loc"]}
+            return handler({k: v for k, v in data.items() if k not in wrong})
+
+
+class ServerFacts(_Reported):
+    """What the server said of itself at a sweep's start (console/sweep/loadgen/server_view.py server_facts): its
+    model, limits, CUDA-graph batch sizes (which the adaptive schedule follows) and speculation (SGLang's
+    /server_info), whether it has /metrics, and what it was already serving."""
+
+    model: str | None = None
+    version: str | None = None
+    max_running_requests: int | None = None
+    tp_size: int | None = None
+    speculative_algorithm: str | None = None
+    speculative_num_steps: int | None = None
+    speculative_eagle_topk: int | None = None
+    speculative_adaptive: bool | None = None
+    cuda_graph_bs: list[int] | None = None
+    cuda_graph_max_bs: int | None = None
+    metrics: bool = False  # it serves /metrics
+    busy: dict[str, int] | None = None  # running and queued requests when the sweep started (another client's load)
+
+
+class ClientPlacement(_Reported):
+    """Where the load generator ran and how its requests reached the server: "direct", "ssh-forward" from the
+    console's machine to `host`, or "on-host" (on `host` itself). Recorded with the run: an SSH forward between client
+    and server costs client CPU per token, bunches chunks and adds its round trip."""
+
+    machine: str | None = None
+    cpus: int | None = None
+    path: str | None = None
+    host: str | None = Field(default=None, validation_alias=AliasChoices("host", "forwarded_from"))  # (older runs' word)
+
+
 class Said(_Strict):
     """What the console's side of a sweep says while it runs (the load generator failed, the link to the host dropped
     or came back): shown, never written to a run."""
@@ -161,12 +220,12 @@ class SweepStarted(_Strict):
     type: Literal["sweep_started"] = "sweep_started"
     url: str | None = None
     model: str | None = None
-    server: dict[str, Any] | None = None  # what the server said of itself
+    server: ServerFacts | None = None
     resumed: list[int] = Field(default_factory=list)
     repeat: list[int] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
     pid: int | None = None
-    client: dict[str, Any] | None = None  # where the load generator ran
+    client: ClientPlacement | None = None
     prompts: dict[str, Any] | None = None
 
 
@@ -249,8 +308,8 @@ class RunMeta(BaseModel):
     slurm_job: int | None = None
     address: str | None = None  # a Slurm job's first node
     settings: dict[str, Any] = Field(default_factory=dict)  # console/sweep/settings.py SweepSettings
-    server: dict[str, Any] | None = None  # what the server said of itself at the last start (CUDA-graph sizes, speculation)
-    client: dict[str, Any] | None = None  # where the load generator ran, at the last start
+    server: ServerFacts | None = None  # at the last start (busy left out: it is the start's, not the run's)
+    client: ClientPlacement | None = None  # at the last start
     imported_from: str | None = None
     source: str | None = None
     pivot_version: str | None = None

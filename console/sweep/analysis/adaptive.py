@@ -135,7 +135,7 @@ def plan(cfg: Config, cmp: Comparison) -> AdaptivePlan:
     cut = cmp.helps_up_to
     warnings: list[str] = []
     if spec.kind == "sglang":
-        sizes = (run.meta.server or {}).get("cuda_graph_bs") or sglang_decode_batch_sizes(spec.argv(), run.meta.gpu_memory_mib)
+        sizes = (run.meta.server and run.meta.server.cuda_graph_bs) or sglang_decode_batch_sizes(spec.argv(), run.meta.gpu_memory_mib)
         kept, config = sglang_schedule(cut, measured, found.steps or SGLANG_DEFAULT_STEPS, sizes)
         if kept != cut:
             warnings.append(f"SGLang pads C={cut} and the next level to the same CUDA-graph batch size: "

@@ -60,12 +60,11 @@ def _gpus(run: Run) -> str | None:
 
 
 def _facts(run: Run) -> dict[str, Any]:
-    client = run.meta.client or {}
     return {**{key: _setting(run, key) for key in SETTINGS}, "prompts": _prompts(run),
             "model": run.meta.model or run.meta.settings.get("model"), "engine": run.meta.kind,
-            "engine_version": (run.meta.server or {}).get("version"), "host": run.meta.host, "gpus": _gpus(run),
+            "engine_version": run.meta.server.version if run.meta.server else None, "host": run.meta.host, "gpus": _gpus(run),
             "nodes": ", ".join(run.meta.nodes) if run.meta.nodes else ("one" if run.meta.host and run.meta.kind else None),
-            "client": client.get("path")}
+            "client": run.meta.client.path if run.meta.client else None}
 
 
 def differences(a: Run, b: Run, may_differ: frozenset[str] = frozenset()) -> list[Difference]:

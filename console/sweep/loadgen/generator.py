@@ -23,7 +23,18 @@ from console.server.engines import ENGINES, Engine
 from console.sweep.loadgen.requests import Client, TokensPerChunk, UniquePrompts, one_request, request_body
 from console.sweep.loadgen.server_view import metrics_text, scrape, server_answers, server_facts, spec_counters, speculation, warnings_for
 from console.sweep.metrics import FAILED_ERROR_RATE, RequestRecord, level_metrics, percentile, t975
-from console.sweep.model import Event, LevelDone, LevelProgress, LevelRetry, LevelStarted, Request, Said, SweepDone, SweepStarted
+from console.sweep.model import (
+    ClientPlacement,
+    Event,
+    LevelDone,
+    LevelProgress,
+    LevelRetry,
+    LevelStarted,
+    Request,
+    Said,
+    SweepDone,
+    SweepStarted,
+)
 from console.sweep.settings import SweepSettings
 
 LAG_TICK_S = 0.01
@@ -203,15 +214,13 @@ async def run_level(client: Client, settings: SweepSettings, pool: list[Any] | U
     return done
 
 
-def client_placement(path: str, host: str | None = None) -> dict[str, Any]:
-    """Where the load generator ran (this machine) and how its requests reached the server (path: "direct",
-    "ssh-forward" from the console's machine to `host`, or "on-host": on `host` itself): recorded with the run, since an
-    SSH forward between client and server costs client CPU per token, bunches chunks and adds its round trip."""
-    return {"machine": socket.gethostname(), "cpus": os.cpu_count(), "path": path, **({"host": host} if host else {})}
+def client_placement(path: str, host: str | None = None) -> ClientPlacement:
+    """This machine, as the load generator's (path: as ClientPlacement says)."""
+    return ClientPlacement(machine=socket.gethostname(), cpus=os.cpu_count(), path=path, host=host)
 
 
 async def sweep(url: str, sink: Sink, settings: SweepSettings, *, pool: list[Any], headers: dict[str, str],
-                done: set[int], repeat: list[int] | None, stop_after_level: asyncio.Event, placement: dict[str, Any],
+                done: set[int], repeat: list[int] | None, stop_after_level: asyncio.Event, placement: ClientPlacement,
                 host_load: HostLoad | None = None, kind: str | None = None, warnings: list[str] | None = None,
                 nodes: list[str] | None = None, power: PowerMeter | None = None) -> int:
     """The levels not in `done` (or `repeat`'s), each to its end; 3 when one failed, else 0. kind: the managed
@@ -225,7 +234,7 @@ async def sweep(url: str, sink: Sink, settings: SweepSettings, *, pool: list[Any
     failed: str | None = None
     async with Client(url, headers, max(levels), settings.idle_timeout_s) as client:
         facts = await server_facts(client.session())
-        model = settings.model or facts.get("model") or "default"
+        model = settings.model or facts.model or "default"
         source: list[Any] | UniquePrompts = pool
         if not pool:  # a prompt of its own for each request, as long as asked in the server's tokens where it counts
             source = UniquePrompts(settings.input_tokens)
@@ -243,14 +252,14 @@ async def sweep(url: str, sink: Sink, settings: SweepSettings, *, pool: list[Any
             if stop_after_level.is_set():
                 stopped = True
                 break
-            result = await run_level(client, settings, source, model, c, sink, bool(facts.get("metrics")), per_chunk,
+            result = await run_level(client, settings, source, model, c, sink, facts.metrics, per_chunk,
                                      host_load, repeat=bool(repeat), ignore_eos=ignore_eos, nodes=nodes, power=power)
             measured = True
             if result.failed:
                 answering = await server_answers(client.session(), settings.server_wait_s)
                 if answering:
                     sink.emit(LevelRetry(c=c, reason=result.failed))
-                    result = await run_level(client, settings, source, model, c, sink, bool(facts.get("metrics")),
+                    result = await run_level(client, settings, source, model, c, sink, facts.metrics,
                                              per_chunk, host_load, repeat=bool(repeat), ignore_eos=ignore_eos, nodes=nodes,
                                              power=power)
                 if result.failed:
@@ -260,7 +269,7 @@ async def sweep(url: str, sink: Sink, settings: SweepSettings, *, pool: list[Any
         check_drift = (settings.drift_check and measured and not (stopped or failed or repeat) and len(levels) > 1
                        and levels[0] not in done)  # (a first level of an earlier session: another server, maybe)
         if check_drift and not stop_after_level.is_set():  # its first level again: how far the server drifted meanwhile
-            await run_level(client, settings, source, model, levels[0], sink, bool(facts.get("metrics")), per_chunk,
+            await run_level(client, settings, source, model, levels[0], sink, facts.metrics, per_chunk,
                             host_load, ignore_eos=ignore_eos, nodes=nodes, reference=True, power=power)
         sink.emit(SweepDone(stopped=stopped, failed=failed))
     sink.sync()

@@ -18,7 +18,7 @@ import aiohttp
 import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
-from console.sweep.model import ServerMetrics
+from console.sweep.model import ServerFacts, ServerMetrics
 from console.untrusted import decode
 
 SERVER_GAUGES = {  # Prometheus name -> our name
@@ -123,7 +123,7 @@ def _json(body: bytes) -> Any:
         return json.loads(body)
 
 
-async def server_facts(client: aiohttp.ClientSession) -> dict[str, Any]:
+async def server_facts(client: aiohttp.ClientSession) -> ServerFacts:
     """What the server says of itself: model, limits, CUDA-graph batch sizes, speculation, current load."""
     facts: dict[str, Any] = {}
     with contextlib.suppress(*HTTP_ERRORS, ValueError, KeyError, IndexError, TypeError, RecursionError):
@@ -136,7 +136,7 @@ async def server_facts(client: aiohttp.ClientSession) -> dict[str, Any]:
             if status == 200 and isinstance(info := _json(body), dict):
                 facts.update({k: info[k] for k in ("max_running_requests", "speculative_algorithm", "speculative_num_steps",
                                                    "speculative_eagle_topk", "speculative_adaptive", "tp_size", "version")
-                              if isinstance(info.get(k), (int, str, bool))})
+                              if k in info})  # a value not of its type is dropped by ServerFacts
                 graphs = ((info.get("cuda_graph_config") or {}).get("decode") or {})  # SGLang 0.5.23's resolved graphs
                 if isinstance(graphs.get("bs"), list) and all(isinstance(b, int) for b in graphs["bs"]):
                     facts["cuda_graph_bs"] = sorted(graphs["bs"])
@@ -151,21 +151,21 @@ async def server_facts(client: aiohttp.ClientSession) -> dict[str, Any]:
         if facts["metrics"]:
             gauges = server_gauges(decode(body))
             facts["busy"] = {k: int(gauges[k]) for k in ("running", "queued") if k in gauges}
-    return facts
+    return ServerFacts.model_validate(facts)
 
 
-def warnings_for(levels: list[int], facts: dict[str, Any]) -> list[str]:
+def warnings_for(levels: list[int], facts: ServerFacts) -> list[str]:
     warnings = []
     for key, what, effect in (
             ("max_running_requests", "max_running_requests", "requests wait in its queue: the queue is measured too"),
             ("cuda_graph_max_bs", "largest CUDA-graph batch", "those batches decode without graphs, in slower steps")):
-        limit = facts.get(key)
-        if isinstance(limit, int):
+        limit = getattr(facts, key)
+        if limit is not None:
             over = [c for c in levels if c > limit]
             if over:
                 which = f"level {over[0]} exceeds" if len(over) == 1 else f"levels {', '.join(map(str, over))} exceed"
                 warnings.append(f"{which} the server's {what} ({limit}): {effect}")
-    busy = facts.get("busy") or {}
+    busy = facts.busy or {}
     if busy.get("running") or busy.get("queued"):
         warnings.append(f"the server was already serving {busy.get('running', 0)} request(s) ({busy.get('queued', 0)} queued) "
                         "before the sweep: another client's load is in these numbers")

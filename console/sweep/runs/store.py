@@ -29,7 +29,7 @@ from console import version
 from console.files import replacing, write_atomically
 from console.server.speculation import Drafting, drafting
 from console.sweep.metrics import level_metrics
-from console.sweep.model import EventError, LevelDone, RunMeta, SweepDone, SweepStarted
+from console.sweep.model import ClientPlacement, EventError, LevelDone, RunMeta, ServerFacts, SweepDone, SweepStarted
 from console.sweep.runs.files import EVENTS, LEVELS, META, REQUESTS, EventLogFile, EventsCorrupt, RunError, check_run_name, name_part
 from console.sweep.runs.reader import Attempt, RequestColumns, RunEvents, read_run_events
 from console.sweep.settings import SweepSettings
@@ -90,8 +90,8 @@ class _Summary:
     levels: list[LevelDone]
     state: str
     stopped_because: str | None
-    server: dict[str, Any] | None  # what the server said of itself at the last start
-    client: dict[str, Any] | None  # where the load generator ran, at the last start
+    server: ServerFacts | None  # what the server said of itself at the last start
+    client: ClientPlacement | None  # where the load generator ran, at the last start
     reference: LevelDone | None  # the first level measured again at the end of the last sweep that did
 
 
@@ -105,7 +105,7 @@ def _summarize(scan: RunEvents, wanted: set[int]) -> _Summary:
     else:
         state = "partial" if measured or scan.attempts else "empty"
     started = scan.of_type(SweepStarted)
-    server = next(({k: v for k, v in e.server.items() if k != "busy"} for e in reversed(started) if e.server), None)
+    server = next((e.server.model_copy(update={"busy": None}) for e in reversed(started) if e.server), None)
     client = next((e.client for e in reversed(started) if e.client), None)
     reference = next((r for r in reversed(scan.of_type(LevelDone)) if r.reference and r.measured), None)
     return _Summary(levels, state, (last.failed or None) if last else None, server, client, reference)
@@ -156,19 +156,18 @@ class Run:
     def drafting(self) -> Drafting | None:
         """How the measured server drafted, by its engine's rules, from its recorded command line."""
         found = drafting(self.meta.kind or "sglang", self.meta.argv_or_words())
-        if found is None and (algorithm := (self.meta.server or {}).get("speculative_algorithm")):
-            return Drafting("sglang", str(algorithm), None)
+        if found is None and self.meta.server and (algorithm := self.meta.server.speculative_algorithm):
+            return Drafting("sglang", algorithm, None)
         return found
 
     @property
     def client_placement(self) -> str | None:
         """Where its load generator ran and how it reached the server, in words; None for runs that did not say."""
         client = self.meta.client
-        if not client or not client.get("machine"):
+        if client is None or not client.machine:
             return None
-        path, host = client.get("path"), client.get("host") or client.get("forwarded_from")  # (the older runs' word)
-        how = {"ssh-forward": f"through an SSH forward to {host}", "on-host": "on the GPU host, next to the server"}
-        return f"on {visible(str(client['machine']))}, {visible(how.get(str(path), 'direct'))}"
+        how = {"ssh-forward": f"through an SSH forward to {client.host}", "on-host": "on the GPU host, next to the server"}
+        return f"on {visible(client.machine)}, {visible(how.get(client.path or '', 'direct'))}"
 
     @property
     def served_by(self) -> str | None:
