@@ -133,7 +133,7 @@ async def settled(pilot) -> None:  # type: ignore[no-untyped-def]
     def done() -> bool:
         if any(w.group in SWEEP_READS and not w.is_finished for w in app.workers):
             return False  # the campaign's runs are still being read, or compared
-        if app.query_one(ProcessTable).last_sample is None or pane.dirty:
+        if app.query_one(ProcessTable).last_sample is None or pane.redraw_due:
             return False
         if not chart.display or not pane.display:
             return True

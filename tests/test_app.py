@@ -511,7 +511,7 @@ async def test_a_short_chart_has_its_legend_under_it_and_the_comparison_scrolls(
         pane, chart = app.query_one(SweepPane), app.query_one(SweepChart)
         legend = "•\u00a0base\u00a0(baseline)  ⣿\u00a0spec\u00a0(eagle3)  x\u00a0per-request\u00a0tok/s"
         # drawn, laid out at its zoomed height, and nothing left to redraw: the legend is where it will stay
-        await wait_for(lambda: chart.legend and chart.size.height and not pane.dirty
+        await wait_for(lambda: chart.legend and chart.size.height and not pane.redraw_due
                        and chart.legend_inside is not legend_under_chart
                        and (legend in str(app.query_one("#sweep-progress").render())) is legend_under_chart)
         await pilot.press("c")
@@ -660,11 +660,11 @@ async def test_v_flips_the_chart_to_the_frontier_and_back(tmp_path: Path) -> Non
         app = pilot.app
         await pilot.press("4", "z")
         pane, chart = app.query_one(SweepPane), app.query_one(SweepChart)
-        await wait_for(lambda: chart.legend and not pane.dirty)
+        await wait_for(lambda: chart.legend and not pane.redraw_due)
         drawn = lambda: "".join(strip.text for strip in chart.render_lines(chart.region.reset_offset))
         assert "concurrency C (log scale)" in drawn()
         await pilot.press("v")
-        await wait_for(lambda: not pane.dirty and "a user's tok/s" in drawn())
+        await wait_for(lambda: not pane.redraw_due and "a user's tok/s" in drawn())
         assert "total tok/s per GPU" in drawn() and "96.6" in drawn()  # 773 tok/s over 8 GPUs at C = 250
         await pilot.press("v")
-        await wait_for(lambda: not pane.dirty and "concurrency C (log scale)" in drawn())
+        await wait_for(lambda: not pane.redraw_due and "concurrency C (log scale)" in drawn())

@@ -53,7 +53,7 @@ async def stage(pilot) -> None:  # type: ignore[no-untyped-def]
     pane.warnings = ["C = 250 exceeds the server's max_running_requests (128)"]
     pane.levels[3] = pane.levels[3].model_copy(update={"client_bound": "the client's CPU at 97 %"})
     pane.data.live = LiveLevel(c=500, tokens=6000, started=time.monotonic() - 2.0, done=3, requests=8)
-    pane.dirty = True
+    pane.changed()
     await pilot.press("4", "z", "c")
     await settled(pilot)
 

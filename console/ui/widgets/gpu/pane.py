@@ -8,6 +8,7 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.reactive import var
 
 from console.actions import kill
 from console.gpu.format import idle_line, kill_strays_question
@@ -43,14 +44,15 @@ class GpuPane(Pane):
 
     READONLY = frozenset({"kill", "kill_stray", "kill_parent", "cleanup"})
 
+    offered_parents: var[list[int]] = var(list, bindings=True)  # a zombie's parents, which p offers to kill
+    kill_failed = var(False, bindings=True)  # c offers the hypervisor's cleanup
+
     def __init__(self, session: Session, *, readonly: bool = False, **kw: object):
         super().__init__(session, readonly=readonly, **kw)
         self.border_title = "GPUs"
         self.sample: Sample | None = None
         self.hello: Hello | None = None
         self.release_watch: ReleaseWatch | None = None
-        self.offered_parents: list[int] = []
-        self.kill_failed = False
         self.messages: list[Text] = []
 
     def compose(self) -> ComposeResult:
@@ -164,7 +166,6 @@ class GpuPane(Pane):
             self.say(f"zombie: press p to kill its parent {', '.join(map(str, self.offered_parents))}, which must reap it", "warning")
         if self.kill_failed and hypervisor is not None:
             self.say(f"press c to run the cleanup command on {hypervisor.name}", "warning")
-        self.refresh_bindings()
 
     @work(group="ask", exit_on_error=False)
     async def action_cleanup(self) -> None:

@@ -11,6 +11,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
+from textual.reactive import var
 from textual.widgets import Input, OptionList
 from textual.widgets.option_list import Option
 
@@ -60,15 +61,16 @@ class ServerPane(Pane):
 
     READONLY = frozenset({"start", "force_start", "stop", "restart", "switch"})
 
+    status: var[ServerStatus] = var(lambda: ServerStatus(ServerState.UNKNOWN), bindings=True)
+    busy: var[str | None] = var(None, bindings=True)  # the action in progress
+
     def __init__(self, session: Session, *, readonly: bool = False, **kw: object):
         super().__init__(session, readonly=readonly, **kw)
         self.border_title = "Server"
         self.lifecycle = session.lifecycle
         self.profiles = session.profiles()
-        self.status = ServerStatus(ServerState.UNKNOWN)
         self.marked: str | None = None
         self.checks: list[Check] = []
-        self.busy: str | None = None  # the action in progress
         self._highlight_placed = False
 
     def compose(self) -> ComposeResult:
@@ -166,8 +168,7 @@ class ServerPane(Pane):
         if not self._highlight_placed and message.status.profile in self.profiles.names:
             self._highlight_placed = True  # once: start on the running profile, then leave it to the operator
             self.query_one("#profiles", OptionList).highlighted = self.profiles.names.index(message.status.profile)
-        self._show_state()
-        self.refresh_bindings()  # the message goes on up to the app, whose header shows the server too
+        self._show_state()  # the message goes on up to the app, whose header shows the server too
 
     def _show_state(self) -> None:
         status = self.status
@@ -345,7 +346,6 @@ class ServerPane(Pane):
         assert self.lifecycle is not None
         self.busy = action if profile is None else f"{action} {profile.name}"
         self._show_state()
-        self.refresh_bindings()
         try:
             if action == "stop":
                 report = await self.lifecycle.stop()
@@ -366,4 +366,3 @@ class ServerPane(Pane):
         finally:
             self.busy = None
             self._show_state()
-            self.refresh_bindings()

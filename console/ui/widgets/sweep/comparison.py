@@ -31,10 +31,6 @@ class ComparisonView(VerticalScroll):
     def compose(self) -> ComposeResult:
         yield Static("", id="sweep-compare-text")
 
-    @property
-    def shown(self) -> bool:
-        return self.has_class("-shown")
-
     def show(self, cmp: Comparison) -> None:
         self.comparison = cmp
         lines = cmp.report()

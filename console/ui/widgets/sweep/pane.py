@@ -10,6 +10,8 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.reactive import var
+from textual.timer import Timer
 
 from console.actions.sweep import ServerBusy, SweepHandle
 from console.remote.errors import RemoteError
@@ -30,7 +32,7 @@ from console.ui.widgets.sweep.progress import LiveLevel, progress_line
 from console.ui.widgets.sweep.verdicts import ComparisonActions
 from console.untrusted import visible
 
-REDRAW_S = 0.5  # the chart redraws at most this often, however fast requests finish
+REDRAW_S = 0.5  # the chart redraws at most this often, however fast requests finish, and not at all while nothing changes
 SHORT_ROWS = 14  # a pane shorter than this shows the chart and its progress line, not the level table
 
 
@@ -67,13 +69,14 @@ class SweepPane(ComparisonActions):
 
     READONLY = frozenset({"new_sweep", "abort", "write_adaptive", "repeat_uncertain", "refine"})
 
+    handle: var[SweepHandle | None] = var(None, bindings=True)  # the sweep in progress, whoever started it
+
     def __init__(self, session: Session, *, readonly: bool = False, **kw: object):
         super().__init__(session, readonly=readonly, **kw)
         self.border_title = "Sweep"
-        self.handle: SweepHandle | None = None  # the sweep in progress, whoever started it
         self.data = ChartData()
         self.overlay_count = 2
-        self.dirty = True
+        self._redraw: Timer | None = None  # a redraw due: the changes until it are drawn together
         self.warnings: list[str] = []
         self.started = 0.0
 
@@ -93,7 +96,6 @@ class SweepPane(ComparisonActions):
         yield PaneProblem()
 
     def on_mount(self) -> None:
-        self.set_interval(REDRAW_S, self._redraw_if_dirty)
         self.session.sweeps.add_listener(self._follow)
         self._show_progress()
         self._load_last_run()
@@ -122,23 +124,33 @@ class SweepPane(ComparisonActions):
     def _show_overlays(self, run: Run | None, count: int, overlays: list[tuple[Run, list[LevelDone]]]) -> None:
         if self.run is run and self.overlay_count == count:  # still the run on screen, and as many as asked
             self.data.overlays = overlays
-            self.dirty = True
+            self.changed()
+
+    @property
+    def redraw_due(self) -> bool:
+        return self._redraw is not None
+
+    def changed(self) -> None:
+        """What the chart shows changed: drawn within REDRAW_S, with whatever else changes meanwhile."""
+        if self._redraw is None:
+            self._redraw = self.set_timer(REDRAW_S, self._draw)
 
     @survives("drawing the sweep")
-    def _redraw_if_dirty(self) -> None:
-        if self.dirty and self.display:  # hidden (another pane zoomed): drawn once it is shown again, not meanwhile
-            self.dirty = False
-            chart = self.query_one(SweepChart)
-            was_shown = chart.display
-            if chart.draw(self.data) and not was_shown:
-                self.call_after_refresh(setattr, self, "dirty", True)  # drawn again once it has a height for the legend
-            self._show_progress()
+    def _draw(self) -> None:
+        self._redraw = None
+        if not self.display:  # hidden (another pane zoomed): drawn when shown again (its resize), not meanwhile
+            return
+        chart = self.query_one(SweepChart)
+        was_shown = chart.display
+        if chart.draw(self.data) and not was_shown:
+            self.call_after_refresh(self.changed)  # drawn again once it has a height for the legend
+        self._show_progress()
 
     def on_sweep_chart_legend_moved(self, _message: SweepChart.LegendMoved) -> None:
-        self.dirty = True
+        self.changed()
 
     def on_resize(self) -> None:
-        self.dirty = True  # the legend's place depends on the chart's height
+        self.changed()  # the legend's place depends on the chart's height
         short = self.size.height < SHORT_ROWS
         if short and self.query_one(LevelTable).has_focus:
             self.focus()  # the table is about to be hidden: its keys stay with the pane, not another one
@@ -180,7 +192,6 @@ class SweepPane(ComparisonActions):
         self.hide_comparison()
         self.data.live = LiveLevel()
         handle.subscribe(self._on_event, ended=self._ended)
-        self.refresh_bindings()
 
     @survives("showing the sweep's events")  # a drawing's error must not end the sweep that calls this
     def _on_event(self, event: Shown) -> None:
@@ -217,13 +228,12 @@ class SweepPane(ComparisonActions):
                 word = "aborted" if event.aborted else "stopped" if event.stopped else "finished"
                 self.notify(f"sweep {word}: {self.run.name if self.run else ''}", timeout=6)
                 call_attention(self.app, self.session.config.notify, f"sweep {word}", self.run.name if self.run else "")
-        self.dirty = True
+        self.changed()
 
     def _ended(self, handle: SweepHandle) -> None:
         if self.handle is handle:
             self.handle, self.data.live = None, None
-        self.refresh_bindings()
-        self.dirty = True
+        self.changed()
         self._read_finished(handle.run)
 
     @work(thread=True, exclusive=True, group="sweep-read", exit_on_error=False)
@@ -244,7 +254,7 @@ class SweepPane(ComparisonActions):
         if action in ("stop", "abort"):
             return running
         if action in ("write_adaptive", "repeat_uncertain", "refine"):  # offered with a comparison; they say why not
-            return self.query_one(ComparisonView).shown and not running
+            return self.comparing and not running
         return True
 
     @work(group="ask", exit_on_error=False)
@@ -286,11 +296,11 @@ class SweepPane(ComparisonActions):
 
     def action_second_series(self) -> None:
         self.data.second = (self.data.second + 1) % len(SECOND)
-        self.dirty = True
+        self.changed()
 
     def action_frontier(self) -> None:
         self.data.frontier = not self.data.frontier
-        self.dirty = True
+        self.changed()
 
     def action_overlays(self) -> None:
         self.overlay_count = (self.overlay_count + 1) % 4

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual import work
+from textual.reactive import var
 
 from console.actions.adaptive import write_adaptive_profile
 from console.campaign import Campaign
@@ -31,6 +32,7 @@ class ComparisonActions(Pane):
     """The comparison part of the Sweep pane, which composes a ComparisonView and a LevelTable."""
 
     start_sweep: Callable[..., Any]  # the Sweep pane's: measure levels again on the running server
+    comparing = var(False, bindings=True, toggle_class="-comparing")  # the comparison takes the level table's place
 
     @property
     def comparison(self) -> Comparison | None:
@@ -149,7 +151,7 @@ class ComparisonActions(Pane):
         self.show_comparison(a, b)
 
     def action_compare(self) -> None:
-        if self.query_one(ComparisonView).shown:
+        if self.comparing:
             self.hide_comparison()
             return
         self._compare_latest()
@@ -197,15 +199,13 @@ class ComparisonActions(Pane):
         view = self.query_one(ComparisonView)
         had_focus = view.has_focus
         view.hide()
-        self.remove_class("-comparing")
+        self.comparing = False
         if had_focus:
             self.query_one(LevelTable).focus()
-        self.refresh_bindings()
 
     def _show_comparison(self, cmp: Comparison) -> None:
         view = self.query_one(ComparisonView)
         view.show(cmp)
         if self.has_focus_within:
             view.focus()  # the level table it replaces had the focus
-        self.add_class("-comparing")  # the comparison has the same levels: it takes the table's room
-        self.refresh_bindings()
+        self.comparing = True  # the comparison has the same levels: it takes the table's room

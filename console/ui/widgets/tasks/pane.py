@@ -9,6 +9,7 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
+from textual.reactive import var
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Input, Static
 
@@ -90,12 +91,13 @@ class TasksPane(Pane):
     READONLY = frozenset({"add", "edit", "status", "insist", "priority", "move", "delete", "run_one", "run_from_here",
                           "load_runbook"})  # the list is shown, never changed
 
+    running = var(False, bindings=True)  # a runbook is running from this pane
+
     def __init__(self, session: Session, *, readonly: bool = False, **kw: object):
         super().__init__(session, readonly=readonly, **kw)
         self.border_title = "Tasks"
         self.tasks: TaskList | None = None
         self.folded = False
-        self.running = False  # a runbook is running from this pane
         self.said = ""  # the runbook's last line, shown under the running task
         self._mtime = 0.0
         self._rows: list[tuple[str, tuple[str | Text, ...]]] = []  # what the table shows now
@@ -334,12 +336,10 @@ class TasksPane(Pane):
             self.notify(str(e), severity="error")
             return
         self.running, self.said = True, ""
-        self.refresh_bindings()
         try:
             ok = await run_tasks(self.tasks, actions, numbers, say)
         finally:
             self.running = False
-            self.refresh_bindings()
             self._draw()
         last = self.tasks.tasks[numbers[-1] - 1] if numbers else None
         if ok and last is not None and last.action and last.action.startswith("compare"):
