@@ -7,6 +7,7 @@ pydantic 2 only."""
 
 from __future__ import annotations
 
+import enum
 import math
 import shlex
 from collections.abc import Mapping
@@ -82,25 +83,41 @@ class LevelMetrics(_Strict):
         return self.errors / self.requests if self.requests else 0.0
 
 
+class Pool(enum.Enum):
+    """How a repeated level's attempts give one value of a field the client saw (console/sweep/runs/store.py _pooled;
+    the level's numbers are computed again from all its requests, the server's view is their mean)."""
+
+    WORST = "the largest attempt's"  # the client's own load: the worst attempt decides whether it was the limit
+    FIRST_SAID = "the first attempt's that says"  # a reason, a list of hosts
+    OVER_TIME = "the mean over the attempts' time, where every attempt read it"  # a rate, like power
+
+
 class LevelDone(LevelMetrics):
-    """A level measured: its numbers, and what the client saw of itself while it measured them."""
+    """A level measured: its numbers, and what the client saw of itself while it measured them. A field of the client's
+    declares how repeats pool it (Pool); one without is the attempt's own (repeat, reference)."""
 
     type: Literal["level_done"] = "level_done"
     repeat: bool = False  # a repeat of the level, pooled with the attempt before
     reference: bool = False  # the sweep's first level measured again at its end (console/sweep/runs/store.py Drift)
-    nodes: str | None = None  # a server across nodes: the hosts that served it, rank 0 first
-    peak_in_flight: NonNegativeInt | None = None
-    client_cpu: float | None = None
-    loop_lag_p50: float | None = None
-    loop_lag_p90: float | None = None
-    loop_lag_p99: float | None = None
-    load_avg: float | None = None
-    host_load_avg: float | None = None
-    client_bound: str | None = None  # why the client, not the server, may have been the limit
-    lagging: str | None = None  # why the level's latencies cannot be trusted
-    gpu_watts: float | None = None  # the server host's GPUs' power over the level, summed (None: not read, or unknown)
-    gpu_watts_lo: float | None = None  # its 95 % interval over the level's readings (None from fewer than two)
-    gpu_watts_hi: float | None = None
+    nodes: Annotated[str | None, Pool.FIRST_SAID] = None  # a server across nodes: the hosts that served it, rank 0 first
+    peak_in_flight: Annotated[NonNegativeInt | None, Pool.WORST] = None
+    client_cpu: Annotated[float | None, Pool.WORST] = None
+    loop_lag_p50: Annotated[float | None, Pool.WORST] = None
+    loop_lag_p90: Annotated[float | None, Pool.WORST] = None
+    loop_lag_p99: Annotated[float | None, Pool.WORST] = None
+    load_avg: Annotated[float | None, Pool.WORST] = None
+    host_load_avg: Annotated[float | None, Pool.WORST] = None
+    client_bound: Annotated[str | None, Pool.FIRST_SAID] = None  # why the client, not the server, may have been the limit
+    lagging: Annotated[str | None, Pool.FIRST_SAID] = None  # why the level's latencies cannot be trusted
+    # the server host's GPUs' power over the level, summed (None: not read, or unknown), and its 95 % interval over the
+    # level's readings (None from fewer than two)
+    gpu_watts: Annotated[float | None, Pool.OVER_TIME] = None
+    gpu_watts_lo: Annotated[float | None, Pool.OVER_TIME] = None
+    gpu_watts_hi: Annotated[float | None, Pool.OVER_TIME] = None
+
+    @classmethod
+    def pooling(cls) -> dict[str, Pool]:
+        return {name: rule for name, field in cls.model_fields.items() for rule in field.metadata if isinstance(rule, Pool)}
 
     # A level is one type wherever it is: the live event, a run's stored table, a pooled or imported level. The
     # table holds it flat (the server's view as server_* columns); these two are the only places that know it.

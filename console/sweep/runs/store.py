@@ -29,7 +29,7 @@ from console import version
 from console.files import replacing, write_atomically
 from console.server.speculation import Drafting, drafting
 from console.sweep.metrics import level_metrics
-from console.sweep.model import ClientPlacement, EventError, LevelDone, RunMeta, ServerFacts, SweepDone, SweepStarted
+from console.sweep.model import ClientPlacement, EventError, LevelDone, Pool, RunMeta, ServerFacts, SweepDone, SweepStarted
 from console.sweep.runs.files import EVENTS, LEVELS, META, REQUESTS, EventLogFile, EventsCorrupt, RunError, check_run_name, name_part
 from console.sweep.runs.reader import Attempt, RequestColumns, RunEvents, read_run_events
 from console.sweep.settings import SweepSettings
@@ -40,7 +40,6 @@ if TYPE_CHECKING:  # polars is imported where a table is read or written: not by
 
 __all__ = ["EVENTS", "META", "EventLogFile", "Run", "RunError", "completed_levels", "create_run", "delete_run",
            "list_runs", "open_run", "open_run_dir", "runs_dir"]
-_CLIENT_MAX = ("client_cpu", "loop_lag_p50", "loop_lag_p90", "loop_lag_p99", "load_avg", "host_load_avg", "peak_in_flight")
 
 
 def runs_dir(campaign_dir: Path) -> Path:
@@ -54,15 +53,16 @@ def _pooled(c: int, attempts: list[Attempt], requests: RequestColumns | None) ->
     servers = [{k: v for k, v in a.done.server.items() if v is not None} for a in attempts]
     server = {k: sum(s[k] for s in servers if k in s) / sum(k in s for s in servers) for k in {k for s in servers for k in s}}
     metrics = level_metrics(c, records, sum(a.done.wall_s or 0 for a in attempts), server, attempts=len(attempts))
+    time = sum(a.done.wall_s or 0 for a in attempts)
     client: dict[str, Any] = {}
-    for key in _CLIENT_MAX:
-        values = [v for a in attempts if (v := getattr(a.done, key)) is not None]
-        client[key] = max(values) if values else None
-    for key in ("client_bound", "lagging", "nodes"):  # nodes: a server across nodes, the hosts that served the level
-        client[key] = next((v for a in attempts if (v := getattr(a.done, key))), None)
-    for key in ("gpu_watts", "gpu_watts_lo", "gpu_watts_hi"):  # over the attempts' time, where all read it
-        if None not in (watts := [getattr(a.done, key) for a in attempts]) and (time := sum(a.done.wall_s or 0 for a in attempts)):
-            client[key] = sum(w * (a.done.wall_s or 0) for w, a in zip(watts, attempts, strict=True)) / time
+    for key, rule in LevelDone.pooling().items():
+        values = [getattr(a.done, key) for a in attempts]
+        if rule is Pool.WORST:
+            client[key] = max((v for v in values if v is not None), default=None)
+        elif rule is Pool.FIRST_SAID:
+            client[key] = next((v for v in values if v), None)
+        elif None not in values and time:
+            client[key] = sum(v * (a.done.wall_s or 0) for v, a in zip(values, attempts, strict=True)) / time
     return LevelDone.model_validate({**metrics.model_dump(), **client})
 
 
