@@ -73,3 +73,12 @@ def test_a_server_already_busy_before_the_sweep_is_warned_about() -> None:
     graphs = warnings_for([1, 250], ServerFacts(cuda_graph_max_bs=128, max_running_requests=256))
     assert graphs == ["level 250 exceeds the server's largest CUDA-graph batch (128): those batches decode without "
                       "graphs, in slower steps"]
+
+
+def test_every_field_the_client_adds_to_a_level_says_how_repeats_pool_it() -> None:
+    """A field added to LevelDone (beyond the numbers computed again from the requests) declares its Pool, or a
+    repeated level would lose it: the one place a new field must be described."""
+    from console.sweep.model import LevelDone, LevelMetrics
+
+    own = set(LevelDone.model_fields) - set(LevelMetrics.model_fields) - {"type", "repeat", "reference"}
+    assert own == set(LevelDone.pooling())
