@@ -1,7 +1,7 @@
 # Conveniences over the README's two commands.
 VENV ?= .venv
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint format bench clean
 
 $(VENV)/bin/pivot: pyproject.toml
 	python3 -m venv $(VENV)
@@ -16,7 +16,11 @@ test: $(VENV)/bin/pivot
 
 lint: $(VENV)/bin/pivot
 	$(VENV)/bin/ruff check console tests bench
+	$(VENV)/bin/ruff format --check console tests bench
 	$(VENV)/bin/mypy
+
+format: $(VENV)/bin/pivot
+	$(VENV)/bin/ruff format console tests bench
 
 # every figure of the performance table (about 8 minutes on 2 cores); BEFORE=PATH measures an older checkout beside
 bench: $(VENV)/bin/pivot

@@ -38,8 +38,10 @@ def truth(max_tokens: int = 64) -> dict[int, dict[str, str | None]]:
         spec = simulate_level(BatchScheduler(DEFAULT, spec=StaticDrafting(3), seed=1), c, max(c, 64), max_tokens=max_tokens)
         total = spec / base
         speed = DEFAULT.mean_accept_length() * DEFAULT.baseline_steps.step_time(c) / DEFAULT.eagle3_steps.step_time(c)
-        out[c] = {"total": None if abs(total - 1) < INDIFFERENT else "b" if total > 1 else "a",
-                  "per_request": None if abs(speed - 1) < INDIFFERENT else "b" if speed > 1 else "a"}
+        out[c] = {
+            "total": None if abs(total - 1) < INDIFFERENT else "b" if total > 1 else "a",
+            "per_request": None if abs(speed - 1) < INDIFFERENT else "b" if speed > 1 else "a",
+        }
     return out
 
 
@@ -71,11 +73,14 @@ def check(report: dict, facts: dict[int, dict[str, str | None]]) -> tuple[list[s
             contradictions.append("recommendation says it helps nowhere; the per-request crossover says it leads below")
         return contradictions, wrong
     rec = report["recommendation"]
-    claims = {"loses total throughput at ": ("total", "a"), "helps per-request speed at ": ("per_request", "b"),
-              "total throughput at ": ("total", "b")}
+    claims = {
+        "loses total throughput at ": ("total", "a"),
+        "helps per-request speed at ": ("per_request", "b"),
+        "total throughput at ": ("total", "b"),
+    }
     for phrase, (metric, leader) in claims.items():
         for m in re.finditer(re.escape(phrase) + r"(every level|C [≤≥=] [\d, ]+?)(?=[,;:)]| and|$)", rec):
-            before = rec[max(0, m.start() - 12):m.start()]
+            before = rec[max(0, m.start() - 12) : m.start()]
             if phrase == "total throughput at " and before.endswith(("loses ", "cannot tell ")):
                 continue
             claimed = where(m[1].strip(), levels)
@@ -91,8 +96,7 @@ def check(report: dict, facts: dict[int, dict[str, str | None]]) -> tuple[list[s
 
 
 def campaign(pivot: list[str], config: str, cwd: str | None) -> dict:
-    run = lambda *a: subprocess.run([*pivot, "--config", config, *a], capture_output=True, text=True, timeout=1800,
-                                    cwd=cwd)
+    run = lambda *a: subprocess.run([*pivot, "--config", config, *a], capture_output=True, text=True, timeout=1800, cwd=cwd)
     for step in (("server", "switch", "demo-baseline"), ("sweep",), ("server", "switch", "demo-eagle3"), ("sweep",)):
         done = run(*step)
         if done.returncode != 0:
@@ -126,8 +130,12 @@ def main() -> None:
     hog = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if args.hog else None
     root = Path(tempfile.mkdtemp(prefix="pivot-campaigns-"))
     pivot = shlex.split(args.pivot)
-    host = subprocess.Popen([*pivot, "demo", "--serve", "--dir", str(root / "demo"), "--no-traffic",
-                             "--time-scale", str(args.time_scale)], stdout=subprocess.PIPE, text=True, cwd=args.cwd)
+    host = subprocess.Popen(
+        [*pivot, "demo", "--serve", "--dir", str(root / "demo"), "--no-traffic", "--time-scale", str(args.time_scale)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=args.cwd,
+    )
     try:
         assert host.stdout
         config = next(line for line in iter(host.stdout.readline, "") if line.startswith("config: "))[8:].strip()
@@ -136,9 +144,20 @@ def main() -> None:
             started = time.monotonic()
             report = campaign(pivot, config, args.cwd)
             contradictions, wrong = check(report, facts)
-            print(json.dumps({"campaign": i + 1, "seconds": round(time.monotonic() - started), "load": os.getloadavg()[0],
-                              "recommendation": report["recommendation"], "contradictions": contradictions,
-                              "against_truth": wrong}, ensure_ascii=False), flush=True)
+            print(
+                json.dumps(
+                    {
+                        "campaign": i + 1,
+                        "seconds": round(time.monotonic() - started),
+                        "load": os.getloadavg()[0],
+                        "recommendation": report["recommendation"],
+                        "contradictions": contradictions,
+                        "against_truth": wrong,
+                    },
+                    ensure_ascii=False,
+                ),
+                flush=True,
+            )
     finally:
         host.send_signal(signal.SIGTERM)
         host.wait(timeout=60)

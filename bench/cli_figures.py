@@ -50,9 +50,12 @@ def measure(tree: Path, runs: int) -> dict[str, Any]:
         config = work / "pivot.toml"
         config.write_text(f'campaign_dir = "{work / "campaign"}"\n')
         out: dict[str, Any] = {"load_start": load()}
-        for name, argv in (("help", [*pivot, "--help"]), ("runs", [*pivot, "--config", str(config), "runs"]),
-                           ("runs_show", [*pivot, "--config", str(config), "runs", "show", a]),
-                           ("compare", [*pivot, "--config", str(config), "compare", a, b])):
+        for name, argv in (
+            ("help", [*pivot, "--help"]),
+            ("runs", [*pivot, "--config", str(config), "runs"]),
+            ("runs_show", [*pivot, "--config", str(config), "runs", "show", a]),
+            ("compare", [*pivot, "--config", str(config), "compare", a, b]),
+        ):
             times = []
             for _ in range(runs):
                 shutil.rmtree(work / "campaign", ignore_errors=True)
@@ -63,8 +66,14 @@ def measure(tree: Path, runs: int) -> dict[str, Any]:
         for _ in range(runs):
             shutil.rmtree(work / "campaign", ignore_errors=True)
             shutil.copytree(source, work / "campaign")
-            done = subprocess.run([sys.executable, "-c", FINISH, str(work / "campaign"), a], capture_output=True,
-                                  text=True, env=tree_env(tree), cwd="/", check=True)
+            done = subprocess.run(
+                [sys.executable, "-c", FINISH, str(work / "campaign"), a],
+                capture_output=True,
+                text=True,
+                env=tree_env(tree),
+                cwd="/",
+                check=True,
+            )
             finish.append([float(x) for x in done.stdout.split()])
         out["finish_s"] = median(f[0] for f in finish)
         out["finish_before_mib"] = median(f[1] for f in finish)  # the process, its imports and the run opened

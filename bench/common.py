@@ -56,10 +56,21 @@ class SimHost:
 
     def __init__(self, root: Path, *, time_scale: float = 1.0, server: str = "baseline", traffic: bool = True):
         self.root = root
-        argv = [sys.executable, "-m", "console", "demo", "--serve", "--dir", str(root), "--time-scale", str(time_scale),
-                "--server", server, *([] if traffic else ["--no-traffic"])]
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                                     env=tree_env(ROOT), cwd=ROOT)
+        argv = [
+            sys.executable,
+            "-m",
+            "console",
+            "demo",
+            "--serve",
+            "--dir",
+            str(root),
+            "--time-scale",
+            str(time_scale),
+            "--server",
+            server,
+            *([] if traffic else ["--no-traffic"]),
+        ]
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=tree_env(ROOT), cwd=ROOT)
         assert self.proc.stdout is not None
         lines = [self.proc.stdout.readline() for _ in range(2)]
         self.config = Path(next(line for line in lines if line.startswith("config: ")).split(": ", 1)[1].strip())
@@ -106,7 +117,8 @@ class OpenSshHost:
             f"AuthorizedKeysFile {root / 'authorized_keys'}\nStrictModes no\nUsePAM no\nPasswordAuthentication no\n"
             "KbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\nAllowTcpForwarding yes\n"
             "Subsystem sftp internal-sftp\nLogLevel VERBOSE\nMaxSessions 100\nMaxStartups 100\n"
-            f"SetEnv PATH={path} PIVOT_SIM_HOME={sim.root / 'sim'} PYTHONPATH={ROOT}\n")
+            f"SetEnv PATH={path} PIVOT_SIM_HOME={sim.root / 'sim'} PYTHONPATH={ROOT}\n"
+        )
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
         self.log = root / "sshd.log"
         self.proc = subprocess.Popen([SSHD, "-D", "-E", str(self.log), "-f", str(root / "sshd_config")])
@@ -127,7 +139,8 @@ class OpenSshHost:
         path.write_text(
             f'default_host = "gpu"\ncampaign_dir = "{campaign}"\n\n[hosts.gpu]\nhostname = "127.0.0.1"\nport = {self.port}\n'
             f'user = "{user}"\nidentity = "{self.root / "client_key"}"\nknown_hosts = "{self.root / "known_hosts"}"\n'
-            f'python = "{sys.executable}"\nworkdir = "{self.sim.workdir}"\nrole = "gpu"\n\n[sweep]\n{sweep}')
+            f'python = "{sys.executable}"\nworkdir = "{self.sim.workdir}"\nrole = "gpu"\n\n[sweep]\n{sweep}'
+        )
         return path
 
     def sessions(self) -> int:

@@ -21,7 +21,7 @@ from typing import Any
 from bench.common import ROOT, OpenSshHost, SimHost, cpu_seconds, load, median, percentile, tree_env
 
 GPU_ROW = re.compile(r"│\s*\d+ \S+\s+\d+C\s+\d+W.*\d+%")  # a GPU line with its numbers
-SWEEP = "levels = [250]\nmax_tokens = 64\nrequests = \"c\"\nmin_requests = 16\n"
+SWEEP = 'levels = [250]\nmax_tokens = 64\nrequests = "c"\nmin_requests = 16\n'
 
 
 def tmux(*args: str) -> str:
@@ -73,16 +73,14 @@ def one_console(tree: Path, host: OpenSshHost, work: Path, n: int, idle_s: float
     lag_file = work / f"lag{n}.txt"
     session = f"perf-bench-{n}"
     env = tree_env(tree)
-    command = (f"exec env PYTHONPATH={env['PYTHONPATH']} {sys.executable} {ROOT / 'bench' / 'tui_probe.py'} {lag_file} "
-               f"--config {config}")
+    command = f"exec env PYTHONPATH={env['PYTHONPATH']} {sys.executable} {ROOT / 'bench' / 'tui_probe.py'} {lag_file} --config {config}"
     tmux("kill-session", "-t", session)
     t0 = time.monotonic()
     tmux("new-session", "-d", "-s", session, "-x", "160", "-y", "48", command)
     result: dict[str, Any] = {"load_start": load()}
     try:
         pid = int(tmux("display-message", "-p", "-t", session, "#{pane_pid}").strip())
-        painted = wait_screen(session, lambda s: sum(bool(GPU_ROW.search(line)) for line in s.splitlines()) >= 8, 60,
-                              colours=False)
+        painted = wait_screen(session, lambda s: sum(bool(GPU_ROW.search(line)) for line in s.splitlines()) >= 8, 60, colours=False)
         result["first_paint_s"] = None if painted is None else time.monotonic() - t0
         time.sleep(3.0)  # the server's state, the log, the model name: the console settles
         sessions0, cpu0, w0 = host.sessions(), cpu_seconds(pid), time.time()

@@ -40,16 +40,37 @@ async def measure(config: str, seconds: float) -> dict[str, float | None]:
             await asyncio.sleep(TICK_S)
             lags.append((loop.time() - before - TICK_S) * 1000)
         cpu = 100 * (time.process_time() - cpu0) / seconds
-    return {"lag_p50_ms": percentile(lags, 50), "lag_p99_ms": percentile(lags, 99), "lag_max_ms": max(lags),
-            "cpu_pct": round(cpu, 1), "load": round(os.getloadavg()[0], 2)}
+    return {
+        "lag_p50_ms": percentile(lags, 50),
+        "lag_p99_ms": percentile(lags, 99),
+        "lag_max_ms": max(lags),
+        "cpu_pct": round(cpu, 1),
+        "load": round(os.getloadavg()[0], 2),
+    }
 
 
 def one(hosts: int, seconds: float) -> dict[str, float | int | None]:
     """`pivot demo --serve --hosts N` in its own process, the fleet app on it here."""
     with tempfile.TemporaryDirectory() as tmp:
-        proc = subprocess.Popen([sys.executable, "-m", "console", "demo", "--serve", "--hosts", str(hosts), "--dir",
-                                 str(Path(tmp) / "fleet"), "--server", "none"], stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, text=True)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "console",
+                "demo",
+                "--serve",
+                "--hosts",
+                str(hosts),
+                "--dir",
+                str(Path(tmp) / "fleet"),
+                "--server",
+                "none",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+            text=True,
+        )
         try:
             assert proc.stdout is not None
             config = next(line for line in (proc.stdout.readline() for _ in range(2)) if line.startswith("config: "))

@@ -37,8 +37,14 @@ def one_sweep(tree: Path, target: list[str], campaign: Path, client: str) -> lis
         settings["client"] = client
     run = create_run(campaign, RunMeta(profile="bench", settings=settings))
     before, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "console.sweep.loadgen", *target, "--run-dir", str(run.dir)],
-                          capture_output=True, text=True, env=tree_env(tree), cwd=tree, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "console.sweep.loadgen", *target, "--run-dir", str(run.dir)],
+        capture_output=True,
+        text=True,
+        env=tree_env(tree),
+        cwd=tree,
+        timeout=300,
+    )
     after, wall = resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic() - t0
     local_cpu = (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) / wall
     levels = []
@@ -46,11 +52,19 @@ def one_sweep(tree: Path, target: list[str], campaign: Path, client: str) -> lis
         event = json.loads(line)
         if event.get("type") == "level_done":
             cpu = event.get("client_cpu") or 0
-            levels.append({"c": event["c"], "tok_s": round(event["total_tok_s"]), "client_cpu": cpu,
-                           "tok_per_cpu_s": round(event["total_tok_s"] / cpu) if cpu else None,
-                           "client_bound": bool(event.get("client_bound")), "lagging": bool(event.get("lagging")),
-                           "errors": event["errors"], "load": round(event.get("load_avg") or 0, 2),
-                           "console_machine_cpu": round(local_cpu, 3)})
+            levels.append(
+                {
+                    "c": event["c"],
+                    "tok_s": round(event["total_tok_s"]),
+                    "client_cpu": cpu,
+                    "tok_per_cpu_s": round(event["total_tok_s"] / cpu) if cpu else None,
+                    "client_bound": bool(event.get("client_bound")),
+                    "lagging": bool(event.get("lagging")),
+                    "errors": event["errors"],
+                    "load": round(event.get("load_avg") or 0, 2),
+                    "console_machine_cpu": round(local_cpu, 3),
+                }
+            )
     return levels
 
 
@@ -61,11 +75,15 @@ def measure(tree: Path, runs: int) -> dict[str, Any]:
         host = OpenSshHost(work / "sshd", sim)
         config = host.config(work / "pivot.toml", work / "campaign")
         via_ssh = ["--config", str(config), "--host", "gpu", "--port", str(sim.server_port)]
-        paths = {"direct": (["--url", f"http://127.0.0.1:{sim.server_port}"], "console"), "ssh": (via_ssh, "console"),
-                 **({"host": (via_ssh, "host")} if has_on_host(tree) else {})}
+        paths = {
+            "direct": (["--url", f"http://127.0.0.1:{sim.server_port}"], "console"),
+            "ssh": (via_ssh, "console"),
+            **({"host": (via_ssh, "host")} if has_on_host(tree) else {}),
+        }
         try:
-            results = {name: [one_sweep(tree, target, work / "campaign", client) for _ in range(runs)]
-                       for name, (target, client) in paths.items()}
+            results = {
+                name: [one_sweep(tree, target, work / "campaign", client) for _ in range(runs)] for name, (target, client) in paths.items()
+            }
         finally:
             host.close()
             sim.close()

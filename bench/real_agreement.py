@@ -34,8 +34,22 @@ def start_server(spec_type: str | None) -> tuple[subprocess.Popen[bytes], str]:
     from tests.real.build import llama_server, model
 
     port = free_port()
-    argv = [str(llama_server()), "-m", str(model()), "--host", "127.0.0.1", "--port", str(port), "-np", "8", "-t", "2",
-            "-c", "8192", "--metrics"] + (["--spec-type", spec_type] if spec_type else [])
+    argv = [
+        str(llama_server()),
+        "-m",
+        str(model()),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "-np",
+        "8",
+        "-t",
+        "2",
+        "-c",
+        "8192",
+        "--metrics",
+    ] + (["--spec-type", spec_type] if spec_type else [])
     if spec_type == "draft-simple":
         argv += ["-md", str(model())]
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -56,8 +70,12 @@ def measure(url: str, requests: int) -> dict[int, dict[str, float]]:
     settings = SweepSettings(levels=(1, 4), requests=requests, max_tokens=128, input_tokens=128)
     with tempfile.TemporaryDirectory() as tmp:
         run = create_run(Path(tmp), RunMeta(profile="bench", kind="llamacpp", settings=settings.to_dict()))
-        subprocess.run([sys.executable, "-m", "console.sweep.loadgen", "--url", url, "--run-dir", str(run.dir)],
-                       check=True, capture_output=True, timeout=1800)
+        subprocess.run(
+            [sys.executable, "-m", "console.sweep.loadgen", "--url", url, "--run-dir", str(run.dir)],
+            check=True,
+            capture_output=True,
+            timeout=1800,
+        )
         events = [json.loads(line) for line in (run.dir / "events.jsonl").read_text().splitlines()]
     out: dict[int, dict[str, float]] = {}
     for c in settings.levels:

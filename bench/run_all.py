@@ -39,25 +39,24 @@ FIGURES = [
     ("key_sweep_p50_ms", "key -> screen in tmux (Down/Up), under the sweep, p50", "< 100 ms", "ms", "console"),
     ("zoom_idle_p50_ms", "key -> screen in tmux (z: the whole screen laid out), idle, p50", "< 100 ms", "ms", "console"),
     ("zoom_sweep_p50_ms", "key -> screen in tmux (z), under the sweep, p50", "< 100 ms", "ms", "console"),
-    ("direct_tok_per_cpu_s", "load generator, direct: tokens per second of its CPU (its one-core ceiling)", "2x", "tok/s",
-     "loadgen"),
+    ("direct_tok_per_cpu_s", "load generator, direct: tokens per second of its CPU (its one-core ceiling)", "2x", "tok/s", "loadgen"),
     ("direct_tok_s", "load generator, direct: tok/s reached (C=250/1000, 64 tokens)", "", "tok/s", "loadgen"),
     ("ssh_tok_per_cpu_s", "load generator, SSH forward: tokens per second of its CPU", "2x", "tok/s", "loadgen"),
     ("ssh_tok_s", "load generator, SSH forward: tok/s reached", "", "tok/s", "loadgen"),
     ("ssh_console_machine_cpu", "load generator, SSH forward: CPU on the console's machine", "", "cores", "loadgen"),
-    ("host_tok_per_cpu_s", "load generator on the host (the default): tokens per second of its CPU", "", "tok/s",
-     "loadgen"),
+    ("host_tok_per_cpu_s", "load generator on the host (the default): tokens per second of its CPU", "", "tok/s", "loadgen"),
     ("host_tok_s", "load generator on the host: tok/s reached", "", "tok/s", "loadgen"),
-    ("host_console_machine_cpu", "load generator on the host: CPU on the console's machine (the relay)", "", "cores",
-     "loadgen"),
+    ("host_console_machine_cpu", "load generator on the host: CPU on the console's machine (the relay)", "", "cores", "loadgen"),
 ]
 
 
 def measure(tree: Path, runs: int) -> dict[str, Any]:
     started = time.monotonic()
-    results = {"console": console_figures.measure(tree, runs, 15.0),
-               "loadgen": loadgen_figures.measure(tree, runs),
-               "cli": cli_figures.measure(tree, max(runs, 5))}
+    results = {
+        "console": console_figures.measure(tree, runs, 15.0),
+        "loadgen": loadgen_figures.measure(tree, runs),
+        "cli": cli_figures.measure(tree, max(runs, 5)),
+    }
     results["seconds"] = round(time.monotonic() - started)
     return results
 
@@ -96,18 +95,18 @@ def main() -> None:
     text = table(after, before)
     stamp = time.strftime("%Y-%m-%d %H:%M")
     print(text)
-    print(f"\n{os.cpu_count()} CPUs; load average given with each figure (1-minute, while it was measured); "
-          f"{after['seconds']} s for this tree")
+    print(
+        f"\n{os.cpu_count()} CPUs; load average given with each figure (1-minute, while it was measured); "
+        f"{after['seconds']} s for this tree"
+    )
     out = ROOT / "bench" / "results"
     out.mkdir(exist_ok=True)
-    (out / "latest.json").write_text(json.dumps({"at": stamp, "cpus": os.cpu_count(), "after": after, "before": before},
-                                                indent=1))
+    (out / "latest.json").write_text(json.dumps({"at": stamp, "cpus": os.cpu_count(), "after": after, "before": before}, indent=1))
     if README.exists():
         readme = README.read_text()
         if MARK_BEGIN in readme and MARK_END in readme:
             head, rest = readme.split(MARK_BEGIN, 1)
-            README.write_text(f"{head}{MARK_BEGIN}\n\n{stamp}, {os.cpu_count()} CPUs:\n\n{text}\n\n{MARK_END}"
-                              f"{rest.split(MARK_END, 1)[1]}")
+            README.write_text(f"{head}{MARK_BEGIN}\n\n{stamp}, {os.cpu_count()} CPUs:\n\n{text}\n\n{MARK_END}{rest.split(MARK_END, 1)[1]}")
 
 
 if __name__ == "__main__":

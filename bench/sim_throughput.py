@@ -38,10 +38,16 @@ def cpu_seconds(pid: int) -> float:
 
 
 async def level(url: str, concurrency: int, max_tokens: int) -> tuple[int, float]:
-    body = {"prompt": "benchmark " * 64, "max_tokens": max_tokens, "ignore_eos": True, "stream": True,
-            "stream_options": {"include_usage": True}}
+    body = {
+        "prompt": "benchmark " * 64,
+        "max_tokens": max_tokens,
+        "ignore_eos": True,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     limits = httpx.Limits(max_connections=concurrency + 8, max_keepalive_connections=concurrency + 8)
     async with httpx.AsyncClient(base_url=url, timeout=600, limits=limits) as client:
+
         async def one() -> int:
             tokens = 0
             async with client.stream("POST", "/v1/completions", json=body) as response:
@@ -62,9 +68,22 @@ def run(name: str, flags: list[str], args: argparse.Namespace, root: Path) -> No
     env = {**os.environ, state.ENV: str(root / "sim"), "PIVOT_SIM_TIME_SCALE": str(args.time_scale)}
     log = open(root / f"{name}.log", "wb")  # noqa: SIM115 - the server writes it until it ends
     proc = subprocess.Popen(
-        [sys.executable, "-m", "console.sim.launch_server", "--model-path", str(root / "model"), "--port", str(port),
-         "--tp-size", "8", *[f.format(draft=root / "draft") for f in flags]],
-        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "console.sim.launch_server",
+            "--model-path",
+            str(root / "model"),
+            "--port",
+            str(port),
+            "--tp-size",
+            "8",
+            *[f.format(draft=root / "draft") for f in flags],
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     try:
         while READY_LINE not in (root / f"{name}.log").read_text():
@@ -74,11 +93,17 @@ def run(name: str, flags: list[str], args: argparse.Namespace, root: Path) -> No
         tokens, wall = asyncio.run(level(f"http://127.0.0.1:{port}", args.concurrency, args.max_tokens))
         cpu = cpu_seconds(proc.pid) - cpu0
         spec = StaticDrafting(3) if flags else None
-        predicted = simulate_level(BatchScheduler(DEFAULT, spec=spec), args.concurrency, args.concurrency,
-                                   prompt_tokens=160, max_tokens=args.max_tokens) * args.time_scale
-        print(f"{name:9s} C={args.concurrency:<4d} tokens={tokens:<7d} wall={wall:6.1f} s  "
-              f"measured={tokens / wall:7.1f} tok/s  predicted={predicted:7.1f} tok/s  "
-              f"({100 * tokens / wall / predicted:5.1f} %)  server CPU {100 * cpu / wall:5.1f} % of one core")
+        predicted = (
+            simulate_level(
+                BatchScheduler(DEFAULT, spec=spec), args.concurrency, args.concurrency, prompt_tokens=160, max_tokens=args.max_tokens
+            )
+            * args.time_scale
+        )
+        print(
+            f"{name:9s} C={args.concurrency:<4d} tokens={tokens:<7d} wall={wall:6.1f} s  "
+            f"measured={tokens / wall:7.1f} tok/s  predicted={predicted:7.1f} tok/s  "
+            f"({100 * tokens / wall / predicted:5.1f} %)  server CPU {100 * cpu / wall:5.1f} % of one core"
+        )
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()

@@ -42,8 +42,7 @@ SAMPLE_S = 60.0
 KEY_EVERY_S = 30.0
 LAG_TICK_S = 0.1
 # The same 0.1 s tick in a bare process beside the console: on a shared machine, the lag that is the machine's.
-CONTROL = ("import time\nwhile True:\n    t = time.monotonic(); time.sleep(0.1)\n"
-           "    print(time.monotonic() - t - 0.1, flush=True)")
+CONTROL = "import time\nwhile True:\n    t = time.monotonic(); time.sleep(0.1)\n    print(time.monotonic() - t - 0.1, flush=True)"
 
 
 def status_mib(pid: int | str, field: str = "VmRSS") -> float | None:
@@ -69,8 +68,24 @@ def start_host(root: Path, time_scale: float, server: str) -> tuple[subprocess.P
     """`pivot demo --serve` as a user runs it; its `config: PATH` line says where the console's pivot.toml is."""
     log = open(root / "host.log", "w")  # noqa: SIM115 - the host writes it until it ends
     proc = subprocess.Popen(
-        [sys.executable, "-m", "console", "demo", "--serve", "--dir", str(root / "host"), "--time-scale", str(time_scale),
-         "--server", server], stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, text=True)
+        [
+            sys.executable,
+            "-m",
+            "console",
+            "demo",
+            "--serve",
+            "--dir",
+            str(root / "host"),
+            "--time-scale",
+            str(time_scale),
+            "--server",
+            server,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=log,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
     assert proc.stdout is not None
     while line := proc.stdout.readline():
         if line.startswith("config: "):
@@ -127,20 +142,32 @@ def start_control(out: Path) -> subprocess.Popen[bytes]:
 
 
 def lag_figures(lags: list[float]) -> dict[str, float]:
-    return {"n": len(lags), "p50": round(pct(lags, 50) * 1000, 1), "p99": round(pct(lags, 99) * 1000, 1),
-            "max": round(max(lags, default=float("nan")) * 1000, 1)}
+    return {
+        "n": len(lags),
+        "p50": round(pct(lags, 50) * 1000, 1),
+        "p99": round(pct(lags, 99) * 1000, 1),
+        "max": round(max(lags, default=float("nan")) * 1000, 1),
+    }
 
 
 async def soak(config_path: Path, args: argparse.Namespace, host_pid: int) -> dict[str, Any]:
     config = dataclasses.replace(pivot_toml.load(config_path), telemetry_interval_s=0.25)
     session = Session(config, "demo", via="console")
     app = PivotApp(session)
-    figures: dict[str, Any] = {"minutes": args.minutes, "time_scale": args.time_scale, "server": args.server,
-                               "nproc": os.cpu_count(), "samples": [], "keys_s": [], "notes": []}
+    figures: dict[str, Any] = {
+        "minutes": args.minutes,
+        "time_scale": args.time_scale,
+        "server": args.server,
+        "nproc": os.cpu_count(),
+        "samples": [],
+        "keys_s": [],
+        "notes": [],
+    }
     async with app.run_test(size=(200, 50)) as pilot:
         header = app.query_one(HostStatus)
-        ready = await until(lambda: header.server_status is not None and header.server_status.state == ServerState.READY,
-                            300, "the demo server ready")
+        ready = await until(
+            lambda: header.server_status is not None and header.server_status.state == ServerState.READY, 300, "the demo server ready"
+        )
         figures["server_ready_s"] = round(ready, 1)
 
         handles: list[SweepHandle] = []
@@ -153,8 +180,10 @@ async def soak(config_path: Path, args: argparse.Namespace, host_pid: int) -> di
                 counts["requests"] += 1
                 counts["failed"] += event.get("error") is not None
             elif event.get("type") == "level_done":  # the load generator's own word on whether it kept up
-                figures["level"] = {k: event.get(k) for k in ("total_tok_s", "client_cpu", "loop_lag_p50", "loop_lag_p99",
-                                                              "client_bound", "lagging", "failed", "errors")}
+                figures["level"] = {
+                    k: event.get(k)
+                    for k in ("total_tok_s", "client_cpu", "loop_lag_p50", "loop_lag_p99", "client_bound", "lagging", "failed", "errors")
+                }
 
         # One level of C=250 for the whole soak, the demo's other [sweep] settings kept (max_tokens 64). The
         # demo's background traffic keeps the server busy, so the pane would ask "Sweep a busy server?": the
@@ -183,9 +212,16 @@ async def soak(config_path: Path, args: argparse.Namespace, host_pid: int) -> di
         t0, cpu0, lg_cpu0, load0 = time.monotonic(), time.process_time(), cpu_s(loadgen), os.getloadavg()
 
         def sample(label: str) -> None:
-            row = {"label": label, "t_s": round(time.monotonic() - started), "console_rss_mib": status_mib("self"),
-                   "loadgen_rss_mib": status_mib(loadgen), "host_rss_mib": status_mib(host_pid),
-                   "requests": counts["requests"], "failed": counts["failed"], "load_1m": round(os.getloadavg()[0], 2)}
+            row = {
+                "label": label,
+                "t_s": round(time.monotonic() - started),
+                "console_rss_mib": status_mib("self"),
+                "loadgen_rss_mib": status_mib(loadgen),
+                "host_rss_mib": status_mib(host_pid),
+                "requests": counts["requests"],
+                "failed": counts["failed"],
+                "load_1m": round(os.getloadavg()[0], 2),
+            }
             figures["samples"].append(row)
             print("  ".join(f"{k}={v}" for k, v in row.items()), flush=True)
 
@@ -220,21 +256,31 @@ async def soak(config_path: Path, args: argparse.Namespace, host_pid: int) -> di
         lags.clear()
         finish = await until(ended.is_set, 600, "the sweep's end", step=0.05)
         await pilot.pause()
-        figures["after_end"] = {"wait_s": round(finish, 1), "end": handle.end, "reason": handle.reason,
-                                "console_rss_mib": status_mib("self"), "console_peak_rss_mib": status_mib("self", "VmHWM"),
-                                "lag_max_ms": round(max(lags, default=float("nan")) * 1000, 1)}
+        figures["after_end"] = {
+            "wait_s": round(finish, 1),
+            "end": handle.end,
+            "reason": handle.reason,
+            "console_rss_mib": status_mib("self"),
+            "console_peak_rss_mib": status_mib("self", "VmHWM"),
+            "lag_max_ms": round(max(lags, default=float("nan")) * 1000, 1),
+        }
         figures["after_end"]["keys_s"] = [await keypress(pilot), await keypress(pilot)]
         lag_task.cancel()
-        figures["keys_ms"] = {"n": len(figures["keys_s"]), "median": round(statistics.median(figures["keys_s"]) * 1000, 1),
-                              "max": round(max(figures["keys_s"]) * 1000, 1)}
+        figures["keys_ms"] = {
+            "n": len(figures["keys_s"]),
+            "median": round(statistics.median(figures["keys_s"]) * 1000, 1),
+            "max": round(max(figures["keys_s"]) * 1000, 1),
+        }
     return figures
 
 
 def report(f: dict[str, Any]) -> None:
     first, last = f["samples"][0], f["samples"][-1]
     minutes = max(1e-9, (last["t_s"] - first["t_s"]) / 60)
-    print(f"\nsoak: {f['window_s']} s measured after {WARMUP_S:g} s of warm-up, C=250, time scale {f['time_scale']:g}, "
-          f"{f['nproc']} CPUs, load {f['load_avg_start'][0]} → {f['load_avg_end'][0]}")
+    print(
+        f"\nsoak: {f['window_s']} s measured after {WARMUP_S:g} s of warm-up, C=250, time scale {f['time_scale']:g}, "
+        f"{f['nproc']} CPUs, load {f['load_avg_start'][0]} → {f['load_avg_end'][0]}"
+    )
     print(f"{'':16s}{'start':>9s}{'end':>9s}{'MiB/min':>9s}")
     for key, name in (("console_rss_mib", "console RSS"), ("loadgen_rss_mib", "loadgen RSS"), ("host_rss_mib", "host RSS")):
         a, b = first[key], last[key]
@@ -245,10 +291,14 @@ def report(f: dict[str, Any]) -> None:
     control = f["control_lag_ms"]
     print(f"the same tick in a bare process beside it: p50 {control['p50']} ms, p99 {control['p99']} ms, max {control['max']} ms")
     print(f"z answered ({keys['n']} presses): median {keys['median']} ms, max {keys['max']} ms")
-    print(f"console CPU {f['console_cpu']:.0%} of a core, load generator {f['loadgen_cpu']:.0%}; "
-          f"{f['requests_per_s']} requests/s, {last['requests']} requests, {last['failed']} failed")
-    print(f"after the level ended ({after['end']}, {after['wait_s']} s later): console RSS {after['console_rss_mib']} MiB "
-          f"(peak {after['console_peak_rss_mib']} MiB), loop lag max {after['lag_max_ms']} ms while the run was written")
+    print(
+        f"console CPU {f['console_cpu']:.0%} of a core, load generator {f['loadgen_cpu']:.0%}; "
+        f"{f['requests_per_s']} requests/s, {last['requests']} requests, {last['failed']} failed"
+    )
+    print(
+        f"after the level ended ({after['end']}, {after['wait_s']} s later): console RSS {after['console_rss_mib']} MiB "
+        f"(peak {after['console_peak_rss_mib']} MiB), loop lag max {after['lag_max_ms']} ms while the run was written"
+    )
     if level := f.get("level"):
         print("the level, as the load generator saw it: " + ", ".join(f"{k} {v}" for k, v in level.items() if v is not None))
     for note in f["notes"]:

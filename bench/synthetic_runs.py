@@ -40,23 +40,43 @@ def _record(rng: random.Random, c: int, index: int, start: float, per_token: flo
         chunks.append((round(t, 6), n))
         t += per_token * n * (0.8 + 0.4 * rng.random())
         left -= n
-    return RequestRecord(c=c, index=index, start=round(start, 6), status=200, error=None, ttft=chunks[0][0],
-                         e2e=round(t, 6), tokens=MAX_TOKENS, chunks=tuple(chunks), finish_reason="length")
+    return RequestRecord(
+        c=c,
+        index=index,
+        start=round(start, 6),
+        status=200,
+        error=None,
+        ttft=chunks[0][0],
+        e2e=round(t, 6),
+        tokens=MAX_TOKENS,
+        chunks=tuple(chunks),
+        finish_reason="length",
+    )
 
 
 def write_run(campaign: Path, name: str, *, speculative: bool, requests: int, seed: int) -> None:
     rng = random.Random(seed)
     argv = ["python3", "-m", "sglang.launch_server", "--model-path", "/models/m", *(SPEC_FLAGS if speculative else [])]
-    meta = RunMeta(profile=name, kind="sglang", argv=argv, host="bench",
-                   settings={"levels": list(LEVELS), "max_tokens": MAX_TOKENS})
+    meta = RunMeta(profile=name, kind="sglang", argv=argv, host="bench", settings={"levels": list(LEVELS), "max_tokens": MAX_TOKENS})
     run = create_run(campaign, meta, name=name)
     now = time.time()
     with open(run.dir / EVENTS, "w") as f:
+
         def emit(event: dict) -> None:
             f.write(json.dumps({"t": round(now, 4), **event}, separators=(",", ":")) + "\n")
 
-        emit({"type": "sweep_started", "url": "http://127.0.0.1:1", "model": "m", "server": {}, "resumed": [],
-              "repeat": [], "warnings": [], "pid": 1})
+        emit(
+            {
+                "type": "sweep_started",
+                "url": "http://127.0.0.1:1",
+                "model": "m",
+                "server": {},
+                "resumed": [],
+                "repeat": [],
+                "warnings": [],
+                "pid": 1,
+            }
+        )
         for c, count in _requests_per_level(requests).items():
             emit({"type": "level_started", "c": c, "requests": count, "warmup": 0, "repeat": False})
             per_token = (0.011 if not speculative else 0.010) * (1 + c / (100 if not speculative else 40))
@@ -67,9 +87,22 @@ def write_run(campaign: Path, name: str, *, speculative: bool, requests: int, se
                 emit({"type": "request", **record.to_dict()})
             wall = count / c * per_token * MAX_TOKENS
             metrics = level_metrics(c, records, wall)
-            emit({"type": "level_done", "c": c, "peak_in_flight": c, "repeat": False,
-                  **metrics.model_dump(exclude={"c"}), "client_cpu": 0.3, "loop_lag_p50": 0.0,
-                  "loop_lag_p90": 0.001, "loop_lag_p99": 0.002, "load_avg": 1.0, "client_bound": None, "lagging": None})
+            emit(
+                {
+                    "type": "level_done",
+                    "c": c,
+                    "peak_in_flight": c,
+                    "repeat": False,
+                    **metrics.model_dump(exclude={"c"}),
+                    "client_cpu": 0.3,
+                    "loop_lag_p50": 0.0,
+                    "loop_lag_p90": 0.001,
+                    "loop_lag_p99": 0.002,
+                    "load_avg": 1.0,
+                    "client_bound": None,
+                    "lagging": None,
+                }
+            )
         emit({"type": "sweep_done", "aborted": False, "stopped": False, "failed": None})
 
 

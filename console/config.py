@@ -173,13 +173,15 @@ class Config:
     def _no_host(self) -> str:
         """How to name a host, from what the config has."""
         if self.path is None:
-            return ("no host given and no pivot.toml found (--config PATH, $PIVOT_CONFIG, ./pivot.toml, "
-                    "~/.config/pivot/pivot.toml): write one with a [hosts.NAME] table (see pivot.example.toml), "
-                    "or use --local for this machine's GPUs")
+            return (
+                "no host given and no pivot.toml found (--config PATH, $PIVOT_CONFIG, ./pivot.toml, "
+                "~/.config/pivot/pivot.toml): write one with a [hosts.NAME] table (see pivot.example.toml), "
+                "or use --local for this machine's GPUs"
+            )
         if not self.hosts:
             return f"no host given and {self.path} has no [hosts.NAME] table: add one (see pivot.example.toml)"
         known = ", ".join(sorted(self.hosts))
-        return f"no host given: pass --host NAME (in {self.path}: {known}), or set default_host = \"NAME\" there"
+        return f'no host given: pass --host NAME (in {self.path}: {known}), or set default_host = "NAME" there'
 
     def host(self, name: str | None = None) -> HostSpec:
         name = name or self.default_host or (next(iter(self.hosts)) if len(self.hosts) == 1 else None)
@@ -213,8 +215,12 @@ def _build(path: Path, data: dict[str, Any]) -> Config:
         chain = [host.name]  # jumps through configured hosts: a loop, or a chain past MAX_JUMPS, is refused here
         while (jump := hosts[chain[-1]].jump) is not None and jump in hosts:
             if jump in chain:
-                raise Invalid(f"hosts.{host.name}.jump", "a jump loop: " + " -> ".join([*chain[chain.index(jump):], jump])
-                              if jump != host.name or len(chain) > 1 else "a host cannot jump through itself")
+                raise Invalid(
+                    f"hosts.{host.name}.jump",
+                    "a jump loop: " + " -> ".join([*chain[chain.index(jump) :], jump])
+                    if jump != host.name or len(chain) > 1
+                    else "a host cannot jump through itself",
+                )
             chain.append(jump)
             if len(chain) > MAX_JUMPS + 1:
                 raise Invalid(f"hosts.{host.name}.jump", f"more than {MAX_JUMPS} jumps: " + " -> ".join(chain))
@@ -225,13 +231,16 @@ def _build(path: Path, data: dict[str, Any]) -> Config:
             raise Invalid(f"groups.{group}", "a group cannot have a host's name")
         if unknown := [m for m in members if m not in hosts]:
             raise Invalid(f"groups.{group}", f"names no host in [hosts]: {', '.join(map(repr, unknown))}")
-    given = top.model_dump(exclude_unset=True, exclude={"hosts", "groups", "campaign_dir", "profiles_dir", "compare",
-                                                                 "notify"})
+    given = top.model_dump(exclude_unset=True, exclude={"hosts", "groups", "campaign_dir", "profiles_dir", "compare", "notify"})
     return Config(
-        path=path, hosts=hosts, groups={k: tuple(v) for k, v in top.groups.items()},
+        path=path,
+        hosts=hosts,
+        groups={k: tuple(v) for k, v in top.groups.items()},
         campaign_dir=_beside(path, top.campaign_dir or "campaign"),
-        profiles_dir=_beside(path, top.profiles_dir) if top.profiles_dir else None, compare=top.compare,
-        notify=top.notify, **given,
+        profiles_dir=_beside(path, top.profiles_dir) if top.profiles_dir else None,
+        compare=top.compare,
+        notify=top.notify,
+        **given,
     )
 
 

@@ -40,18 +40,27 @@ class HostView:
         """This view with a sample's figures."""
         used = sum(g.mem_used_mib or 0 for g in sample.gpus)
         total = sum(g.mem_total_mib or 0 for g in sample.gpus)
-        return dataclasses.replace(self, gpus=len(sample.gpus), busy=len(sample.busy_gpus(threshold_mib)),
-                                   mem_used_gib=round(used / 1024, 1), mem_total_gib=round(total / 1024, 1),
-                                   stray=len({p.pid for p in sample.stray}))
+        return dataclasses.replace(
+            self,
+            gpus=len(sample.gpus),
+            busy=len(sample.busy_gpus(threshold_mib)),
+            mem_used_gib=round(used / 1024, 1),
+            mem_total_gib=round(total / 1024, 1),
+            stray=len({p.pid for p in sample.stray}),
+        )
 
     def cells(self) -> tuple[Text | str, ...]:
         """One line of COLUMNS, for `pivot gpus --all` and the fleet screen."""
-        return (Text(self.host), Text(self.state, style="green" if self.state == "up" else "bold red"),
-                f"{self.rtt_ms:.0f} ms" if self.rtt_ms is not None else "—",
-                f"{self.busy}/{self.gpus}" if self.gpus is not None else "—",
-                f"{self.mem_used_gib:.0f}/{self.mem_total_gib:.0f}" if self.mem_total_gib else "—",
-                Text(str(self.stray), style="yellow" if self.stray else "") if self.stray is not None else "—",
-                Text(self.server or "—"), Text(self.problem or "", style="dim"))
+        return (
+            Text(self.host),
+            Text(self.state, style="green" if self.state == "up" else "bold red"),
+            f"{self.rtt_ms:.0f} ms" if self.rtt_ms is not None else "—",
+            f"{self.busy}/{self.gpus}" if self.gpus is not None else "—",
+            f"{self.mem_used_gib:.0f}/{self.mem_total_gib:.0f}" if self.mem_total_gib else "—",
+            Text(str(self.stray), style="yellow" if self.stray else "") if self.stray is not None else "—",
+            Text(self.server or "—"),
+            Text(self.problem or "", style="dim"),
+        )
 
 
 async def look(config: Config, name: str, timeout: float = LOOK_TIMEOUT_S) -> HostView:
@@ -145,8 +154,13 @@ class FleetWatch:
             up = last is not None and last.state == ConnState.UP
             rtt = round(last.rtt_s * 1000, 1) if up and last is not None and last.rtt_s is not None else None
             state = "up" if up else "connecting" if last is None else str(last.state.value)
-            view = HostView(name, state, rtt_ms=rtt, server=server,
-                            problem=visible(last.reason) if last is not None and not up and last.reason else None)
+            view = HostView(
+                name,
+                state,
+                rtt_ms=rtt,
+                server=server,
+                problem=visible(last.reason) if last is not None and not up and last.reason else None,
+            )
             if isinstance(event, Sample):
                 view = view.sampled(event, threshold)
             elif isinstance(event, AgentError | LinkDown):

@@ -70,9 +70,16 @@ class Table(BaseModel):
 
 _UNKNOWN = ("extra_forbidden", "unexpected_keyword_argument")
 _KINDS = {
-    "int_type": "an integer", "float_type": "a number", "string_type": "a string", "bool_type": "a boolean",
-    "list_type": "a list", "tuple_type": "a list", "dict_type": "a table", "model_type": "a table",
-    "model_attributes_type": "a table", "dataclass_type": "a table",
+    "int_type": "an integer",
+    "float_type": "a number",
+    "string_type": "a string",
+    "bool_type": "a boolean",
+    "list_type": "a list",
+    "tuple_type": "a list",
+    "dict_type": "a table",
+    "model_type": "a table",
+    "model_attributes_type": "a table",
+    "dataclass_type": "a table",
 }
 
 

@@ -22,8 +22,16 @@ if TYPE_CHECKING:
 
 
 class Session:
-    def __init__(self, config: Config, host: str | None = None, *, local: bool = False, via: str = "cli",
-                 telemetry: Telemetry | None = None, lifecycle: Lifecycle | None = None):
+    def __init__(
+        self,
+        config: Config,
+        host: str | None = None,
+        *,
+        local: bool = False,
+        via: str = "cli",
+        telemetry: Telemetry | None = None,
+        lifecycle: Lifecycle | None = None,
+    ):
         """host: a configured host's name (None: the default host); local: this machine's GPUs, no SSH.
         via: who acts ("console", "cli", "runbook"), written in each event. telemetry, lifecycle: given (a test's
         fakes), else the host's own."""
@@ -41,8 +49,16 @@ class Session:
         self.lifecycle: Lifecycle | None = lifecycle
         self._peers: dict[str, ServerLifecycle] = {}  # the other nodes of a server across nodes, as they are needed
         if lifecycle is None and self.spec is not None and isinstance(self.telemetry, RemoteTelemetry):
-            self.lifecycle = lifecycle_of(self.conn, self.spec, self.telemetry, idle_threshold_mib=config.idle_threshold_mib,
-                                          grace_s=config.kill_grace_s, events=self.events, via=via, peers=self)
+            self.lifecycle = lifecycle_of(
+                self.conn,
+                self.spec,
+                self.telemetry,
+                idle_threshold_mib=config.idle_threshold_mib,
+                grace_s=config.kill_grace_s,
+                events=self.events,
+                via=via,
+                peers=self,
+            )
         self._sweeps: Sweeps | None = None
 
     @property
@@ -80,9 +96,14 @@ class Session:
         if host not in self._peers:
             spec = self.config.host(host)
             conn = self.pool.get(host)
-            self._peers[host] = ServerLifecycle(conn, spec, RemoteTelemetry(conn, spec, interval=self.config.telemetry_interval_s),
-                                                idle_threshold_mib=self.config.idle_threshold_mib,
-                                                grace_s=self.config.kill_grace_s, via=self.via)
+            self._peers[host] = ServerLifecycle(
+                conn,
+                spec,
+                RemoteTelemetry(conn, spec, interval=self.config.telemetry_interval_s),
+                idle_threshold_mib=self.config.idle_threshold_mib,
+                grace_s=self.config.kill_grace_s,
+                via=self.via,
+            )
         return self._peers[host]
 
     def profiles(self) -> ProfileSet:

@@ -25,10 +25,20 @@ runpy.run_module("pivot_agent", run_name="__main__", alter_sys=True)
 
 # The load generator's modules (console.sweep.loadgen.generator and what it imports), checked by a test against its imports.
 LOADGEN_MODULES = (
-    "console/__init__.py", "console/untrusted.py", "console/schema.py", "console/server/__init__.py",
-    "console/server/engines.py", "console/sweep/__init__.py", "console/sweep/metrics.py", "console/sweep/model.py",
-    "console/sweep/settings.py", "console/sweep/loadgen/__init__.py", "console/sweep/loadgen/generator.py",
-    "console/sweep/loadgen/on_host.py", "console/sweep/loadgen/requests.py", "console/sweep/loadgen/server_view.py",
+    "console/__init__.py",
+    "console/untrusted.py",
+    "console/schema.py",
+    "console/server/__init__.py",
+    "console/server/engines.py",
+    "console/sweep/__init__.py",
+    "console/sweep/metrics.py",
+    "console/sweep/model.py",
+    "console/sweep/settings.py",
+    "console/sweep/loadgen/__init__.py",
+    "console/sweep/loadgen/generator.py",
+    "console/sweep/loadgen/on_host.py",
+    "console/sweep/loadgen/requests.py",
+    "console/sweep/loadgen/server_view.py",
     "console/sweep/loadgen/sse.py",
 )
 LOADGEN_NEEDS = ("aiohttp", "orjson", "pydantic", "prometheus_client")
@@ -78,15 +88,18 @@ def agent_zip() -> tuple[str, bytes]:
 @cache
 def loadgen_zip() -> tuple[str, bytes]:
     root = resources.files("console")
-    return build("pivot_loadgen", LOADGEN_MAIN,
-                 ((name, root.joinpath(name.removeprefix("console/")).read_bytes()) for name in LOADGEN_MODULES))
+    return build(
+        "pivot_loadgen", LOADGEN_MAIN, ((name, root.joinpath(name.removeprefix("console/")).read_bytes()) for name in LOADGEN_MODULES)
+    )
 
 
 NOT_OURS = 99  # the file at the zipapp's name is not the one pivot built (truncated, empty, replaced)
 # Run argv only if the file $1 (relative to the workdir) has the digest $2: whatever sits at the zipapp's name is run
 # only if its bytes are pivot's. A host without sha256sum runs it as it is.
-VERIFY = ('f=$1 h=$2; shift 2; if command -v sha256sum >/dev/null 2>&1; then echo "$h  $f" | sha256sum -c --status '
-          '>/dev/null 2>&1 || { echo "pivot: $f is not the file pivot built" >&2; exit 99; }; fi; exec "$@"')
+VERIFY = (
+    'f=$1 h=$2; shift 2; if command -v sha256sum >/dev/null 2>&1; then echo "$h  $f" | sha256sum -c --status '
+    '>/dev/null 2>&1 || { echo "pivot: $f is not the file pivot built" >&2; exit 99; }; fi; exec "$@"'
+)
 
 
 def checked(path: str, data: bytes, argv: Sequence[str]) -> list[str]:

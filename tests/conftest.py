@@ -57,9 +57,25 @@ def host_process(tmp_path: Path, time_scale: float, *, server: str = "none", hos
     """`pivot demo --serve` (of `hosts` hosts, each with `server` started) until the test ends."""
     root = tmp_path / "demo"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "console", "demo", "--serve", "--dir", str(root), "--server", server, "--time-scale",
-         str(time_scale), "--hosts", str(hosts)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+        [
+            sys.executable,
+            "-m",
+            "console",
+            "demo",
+            "--serve",
+            "--dir",
+            str(root),
+            "--server",
+            server,
+            "--time-scale",
+            str(time_scale),
+            "--hosts",
+            str(hosts),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
     )
     assert proc.stdout
     ssh = proc.stdout.readline().strip()
@@ -78,8 +94,7 @@ def host_process(tmp_path: Path, time_scale: float, *, server: str = "none", hos
 
 # After `p=PID` in a script run in the workdir: the server's record as pivot's start writes it beside the pid file (the
 # pid and its start time: the agent takes the pid file's process for the server only when the record names it).
-RECORD_BESIDE = ('t=$(sed "s/.*) //" /proc/$p/stat | cut -d" " -f20); '
-                 'printf \'{"pid": %s, "start_ticks": %s}\' "$p" "$t" > server.json')
+RECORD_BESIDE = 't=$(sed "s/.*) //" /proc/$p/stat | cut -d" " -f20); printf \'{"pid": %s, "start_ticks": %s}\' "$p" "$t" > server.json'
 
 
 def free_port() -> int:

@@ -37,9 +37,12 @@ def wheel(name: str) -> zipfile.ZipFile:
     found = sorted(directory.glob(f"{name}-{version}-*.whl")) if directory.is_dir() else []
     if not found:
         directory.mkdir(parents=True, exist_ok=True)
-        result = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q",
-                                 "-d", str(directory), f"{name}=={version}"], capture_output=True, text=True,
-                                timeout=900)
+        result = subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q", "-d", str(directory), f"{name}=={version}"],
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
         found = sorted(directory.glob(f"{name}-{version}-*.whl"))
         if result.returncode != 0 or not found:
             why = f"cannot download {name}=={version}: {(result.stderr.strip().splitlines() or ['?'])[-1]}"
@@ -104,22 +107,32 @@ class _Algorithm:
 @functools.cache
 def sglang_adaptive() -> types.ModuleType:
     """sglang/srt/speculative/adaptive_spec_params.py: the loader, the tier routing, adaptive_unsupported_reason."""
-    return load_module("sglang", "sglang/srt/speculative/adaptive_spec_params.py",
-                       "sglang.srt.speculative.adaptive_spec_params", {
-                           "sglang": {}, "sglang.srt": {}, "sglang.srt.arg_groups": {},
-                           "sglang.srt.arg_groups.overrides": {"resolved_view": lambda a: a, "resolving_view": lambda a: a},
-                           "sglang.srt.runtime_context": {"attn_dp_enabled_of": lambda cfg: cfg.attn_dp},
-                           "sglang.srt.speculative": {},
-                           "sglang.srt.speculative.spec_info": {"SpeculativeAlgorithm": _Algorithm},
-                           "sglang.srt.utils": {"log_info_on_rank0": lambda logger, message: None},
-                       })
+    return load_module(
+        "sglang",
+        "sglang/srt/speculative/adaptive_spec_params.py",
+        "sglang.srt.speculative.adaptive_spec_params",
+        {
+            "sglang": {},
+            "sglang.srt": {},
+            "sglang.srt.arg_groups": {},
+            "sglang.srt.arg_groups.overrides": {"resolved_view": lambda a: a, "resolving_view": lambda a: a},
+            "sglang.srt.runtime_context": {"attn_dp_enabled_of": lambda cfg: cfg.attn_dp},
+            "sglang.srt.speculative": {},
+            "sglang.srt.speculative.spec_info": {"SpeculativeAlgorithm": _Algorithm},
+            "sglang.srt.utils": {"log_info_on_rank0": lambda logger, message: None},
+        },
+    )
 
 
 @functools.cache
 def sglang_capture_sizes() -> Any:
     """`generate_decode_cuda_graph_batch_sizes(server_args, max_bs)` from cuda_graph_hook.py."""
-    return load_function("sglang", "sglang/srt/arg_groups/cuda_graph_hook.py", "generate_decode_cuda_graph_batch_sizes",
-                         {"resolving_view": lambda a: a, "Any": Any})
+    return load_function(
+        "sglang",
+        "sglang/srt/arg_groups/cuda_graph_hook.py",
+        "generate_decode_cuda_graph_batch_sizes",
+        {"resolving_view": lambda a: a, "Any": Any},
+    )
 
 
 def sglang_init_adaptive() -> Any:
@@ -131,8 +144,12 @@ def sglang_init_adaptive() -> Any:
         for key, value in values.items():
             setattr(server_args, key, value)
 
-    function = load_function("sglang", "sglang/srt/arg_groups/speculative_hook.py", "_init_adaptive_speculative_params",
-                             {"resolving_view": lambda a: a, "declare_resolution": declare_resolution})
+    function = load_function(
+        "sglang",
+        "sglang/srt/arg_groups/speculative_hook.py",
+        "_init_adaptive_speculative_params",
+        {"resolving_view": lambda a: a, "declare_resolution": declare_resolution},
+    )
 
     def run(server_args: Any) -> None:
         saved = sys.modules.get("sglang.srt.speculative.adaptive_spec_params")
@@ -144,6 +161,7 @@ def sglang_init_adaptive() -> Any:
                 sys.modules.pop("sglang.srt.speculative.adaptive_spec_params", None)
             else:
                 sys.modules["sglang.srt.speculative.adaptive_spec_params"] = saved
+
     return run
 
 
@@ -157,15 +175,23 @@ def _dataclass_flags(tree: ast.Module, classes: set[str]) -> set[str]:
     flags = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.ClassDef) and node.name in classes:
-            flags |= {"--" + st.target.id.replace("_", "-") for st in node.body
-                      if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name) and not st.target.id.startswith("_")}
+            flags |= {
+                "--" + st.target.id.replace("_", "-")
+                for st in node.body
+                if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name) and not st.target.id.startswith("_")
+            }
     return flags
 
 
 def _literal_flags(tree: ast.Module) -> set[str]:
     """Option strings passed literally to add_argument."""
-    return {a.value for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "attr", None) == "add_argument"
-            for a in n.args if isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.startswith("-")}
+    return {
+        a.value
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and getattr(n.func, "attr", None) == "add_argument"
+        for a in n.args
+        if isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.startswith("-")
+    }
 
 
 @functools.cache
@@ -179,8 +205,12 @@ def sglang_flags() -> frozenset[str]:
             if not isinstance(node, ast.ClassDef):
                 continue
             for st in node.body:
-                if not (isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name)
-                        and isinstance(st.annotation, ast.Subscript) and getattr(st.annotation.value, "id", None) == "A"):
+                if not (
+                    isinstance(st, ast.AnnAssign)
+                    and isinstance(st.target, ast.Name)
+                    and isinstance(st.annotation, ast.Subscript)
+                    and getattr(st.annotation.value, "id", None) == "A"
+                ):
                     continue
                 parts = st.annotation.slice.elts if isinstance(st.annotation.slice, ast.Tuple) else [st.annotation.slice]
                 meta = parts[1] if len(parts) > 1 else None
@@ -205,5 +235,9 @@ def vllm_flags() -> frozenset[str]:
     """Every option string of `vllm serve` 0.33.0: EngineArgs' and the frontend's fields, and literal add_argument calls."""
     engine = ast.parse(source("vllm", "vllm/engine/arg_utils.py"))
     frontend = ast.parse(source("vllm", "vllm/entrypoints/common/cli_args.py"))
-    return frozenset(_dataclass_flags(engine, {"EngineArgs", "AsyncEngineArgs"}) | _literal_flags(engine)
-                     | _dataclass_flags(frontend, {"BaseFrontendArgs", "FrontendArgs"}) | _literal_flags(frontend))
+    return frozenset(
+        _dataclass_flags(engine, {"EngineArgs", "AsyncEngineArgs"})
+        | _literal_flags(engine)
+        | _dataclass_flags(frontend, {"BaseFrontendArgs", "FrontendArgs"})
+        | _literal_flags(frontend)
+    )

@@ -24,16 +24,55 @@ def canned_sample_line(now: float | None = None) -> str:
     gpus = []
     for i in range(8):
         used = {3: 126518, 7: 125494}.get(i, 0)
-        gpus.append({"index": i, "uuid": f"GPU-{i}", "name": "NVIDIA H200", "mem_used_mib": used, "mem_total_mib": MIB,
-                     "util_pct": 0, "temp_c": 35 if used else 32, "power_w": 115.0 if used else 75.0, "power_limit_w": 700.0})
+        gpus.append(
+            {
+                "index": i,
+                "uuid": f"GPU-{i}",
+                "name": "NVIDIA H200",
+                "mem_used_mib": used,
+                "mem_total_mib": MIB,
+                "util_pct": 0,
+                "temp_c": 35 if used else 32,
+                "power_w": 115.0 if used else 75.0,
+                "power_limit_w": 700.0,
+            }
+        )
     base = {"visible": True, "user": "ml", "start": now - 3600, "parent_gone": False, "leader_gone": True, "pgid": 2000}
     procs = [
-        {**base, "pid": 2004, "gpu": 3, "mem_mib": 125494, "ppid": 1, "parent_gone": True, "state": "S",
-         "cmd": "sglang::scheduler_TP3", "start_ticks": 104},
-        {**base, "pid": 2009, "gpu": 3, "mem_mib": 1024, "ppid": 2004, "state": "Z", "cmd": "[sglang::schedul]",
-         "start_ticks": 109, "parent_start_ticks": 104, "parent_cmd": "sglang::scheduler_TP3"},
-        {**base, "pid": 2008, "gpu": 7, "mem_mib": 125494, "ppid": 1, "parent_gone": True, "state": "S",
-         "cmd": "sglang::scheduler_TP7", "start_ticks": 108},
+        {
+            **base,
+            "pid": 2004,
+            "gpu": 3,
+            "mem_mib": 125494,
+            "ppid": 1,
+            "parent_gone": True,
+            "state": "S",
+            "cmd": "sglang::scheduler_TP3",
+            "start_ticks": 104,
+        },
+        {
+            **base,
+            "pid": 2009,
+            "gpu": 3,
+            "mem_mib": 1024,
+            "ppid": 2004,
+            "state": "Z",
+            "cmd": "[sglang::schedul]",
+            "start_ticks": 109,
+            "parent_start_ticks": 104,
+            "parent_cmd": "sglang::scheduler_TP3",
+        },
+        {
+            **base,
+            "pid": 2008,
+            "gpu": 7,
+            "mem_mib": 125494,
+            "ppid": 1,
+            "parent_gone": True,
+            "state": "S",
+            "cmd": "sglang::scheduler_TP7",
+            "start_ticks": 108,
+        },
     ]
     return json.dumps({"type": "sample", "v": 1, "t": now, "gpus": gpus, "procs": procs, "server": {"pid": 2000, "alive": False}})
 
@@ -82,8 +121,15 @@ class FakeLifecycle:
     lifecycle refuses what it cannot do."""
 
     def __init__(self) -> None:
-        self.status = ServerStatus(ServerState.READY, "demo-eagle3", 4100, time.time() - 3600, time.time() - 3500,
-                                   "The server is fired up and ready to roll!", model="/models/kimi-k2.5-int4")
+        self.status = ServerStatus(
+            ServerState.READY,
+            "demo-eagle3",
+            4100,
+            time.time() - 3600,
+            time.time() - 3500,
+            "The server is fired up and ready to roll!",
+            model="/models/kimi-k2.5-int4",
+        )
         self.listeners: list[Callable[[ServerStatus], None]] = []
 
     runs_jobs = False
@@ -115,19 +161,22 @@ class FakeLifecycle:
     async def preflight(self, profile: Profile, *, skip: frozenset[str] = frozenset()) -> list[Check]:
         return []
 
-    async def start(self, profile: Profile, *, force: bool = False, skip: frozenset[str] = frozenset(),
-                    via: str | None = None) -> list[Check]:
+    async def start(
+        self, profile: Profile, *, force: bool = False, skip: frozenset[str] = frozenset(), via: str | None = None
+    ) -> list[Check]:
         raise LifecycleError("the fake server cannot be started")
 
     async def stop(self, *, during: str | None = None, via: str | None = None) -> StopReport:
         raise LifecycleError("the fake server cannot be stopped")
 
-    async def switch(self, profile: Profile, *, force: bool = False, skip: frozenset[str] = frozenset(),
-                    via: str | None = None) -> list[Check]:
+    async def switch(
+        self, profile: Profile, *, force: bool = False, skip: frozenset[str] = frozenset(), via: str | None = None
+    ) -> list[Check]:
         raise LifecycleError("the fake server cannot be switched")
 
-    async def restart(self, profiles: ProfileSet, *, force: bool = False, skip: frozenset[str] = frozenset(),
-                    via: str | None = None) -> list[Check]:
+    async def restart(
+        self, profiles: ProfileSet, *, force: bool = False, skip: frozenset[str] = frozenset(), via: str | None = None
+    ) -> list[Check]:
         raise LifecycleError("the fake server cannot be restarted")
 
 

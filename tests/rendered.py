@@ -59,8 +59,17 @@ def cells(app: App[object]) -> Iterator[Cells]:
                 except NoWidget:  # none expected: measured all the same
                     widget = None
                 name = "?" if widget is None else f"{type(widget).__name__}#{widget.id}" if widget.id else type(widget).__name__
-                yield Cells(x, y, segment.text, name, style.color, style.bgcolor, bool(style.dim), bool(style.reverse),
-                            behind=widget is screen and isinstance(screen, ModalScreen))
+                yield Cells(
+                    x,
+                    y,
+                    segment.text,
+                    name,
+                    style.color,
+                    style.bgcolor,
+                    bool(style.dim),
+                    bool(style.reverse),
+                    behind=widget is screen and isinstance(screen, ModalScreen),
+                )
             x += width
 
 
@@ -92,6 +101,7 @@ def shown(run: Cells, theme: TerminalTheme) -> tuple[RGB, RGB]:
 
 def luminance(colour: RGB) -> float:
     """WCAG 2 relative luminance."""
+
     def linear(c: int) -> float:
         s = c / 255
         return s / 12.92 if s <= 0.04045 else ((s + 0.055) / 1.055) ** 2.4
@@ -108,5 +118,8 @@ def contrast(a: RGB, b: RGB) -> float:
 
 def is_16_colour(colour: RichColor | None) -> bool:
     """The terminal's default, or one of its 16 ANSI colours."""
-    return colour is None or colour.type in (ColorType.DEFAULT, ColorType.STANDARD) or (
-        colour.type == ColorType.EIGHT_BIT and colour.number is not None and colour.number < 16)
+    return (
+        colour is None
+        or colour.type in (ColorType.DEFAULT, ColorType.STANDARD)
+        or (colour.type == ColorType.EIGHT_BIT and colour.number is not None and colour.number < 16)
+    )

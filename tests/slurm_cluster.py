@@ -67,8 +67,7 @@ def _wait(ok, what: str, timeout: float = 60.0) -> None:  # type: ignore[no-unty
 def write_conf(root: Path) -> Path:
     for d in ("state", "log", *(f"spool-{n}" for n in NODES)):
         (root / d).mkdir(parents=True, exist_ok=True)
-    nodes = "\n".join(f"NodeName={n} NodeHostname=localhost NodeAddr=127.0.0.1 Port={_port()} CPUs=1 State=UNKNOWN"
-                      for n in NODES)
+    nodes = "\n".join(f"NodeName={n} NodeHostname=localhost NodeAddr=127.0.0.1 Port={_port()} CPUs=1 State=UNKNOWN" for n in NODES)
     conf = root / "slurm.conf"
     conf.write_text(f"""ClusterName=pivot
 SlurmctldHost=localhost(127.0.0.1)
@@ -90,7 +89,7 @@ MpiDefault=none
 KillWait=5
 MinJobAge=600
 {nodes}
-PartitionName=main Nodes={','.join(NODES)} Default=YES MaxTime=INFINITE State=UP
+PartitionName=main Nodes={",".join(NODES)} Default=YES MaxTime=INFINITE State=UP
 """)
     return conf
 
@@ -123,8 +122,11 @@ def slurm_cluster(root: Path) -> Iterator[Path]:
         jobs = subprocess.run(["squeue", "-h", "-o", "%i"], env=env, capture_output=True, text=True, timeout=20).stdout.split()
         if jobs:
             subprocess.run(["scancel", *jobs], env=env, capture_output=True, timeout=30)
-        _wait(lambda: not subprocess.run(["squeue", "-h", "-o", "%i"], env=env, capture_output=True, text=True,
-                                          timeout=20).stdout.split(), "jobs still in the queue", timeout=120)
+        _wait(
+            lambda: not subprocess.run(["squeue", "-h", "-o", "%i"], env=env, capture_output=True, text=True, timeout=20).stdout.split(),
+            "jobs still in the queue",
+            timeout=120,
+        )
         subprocess.run(["scontrol", "shutdown"], env=env, capture_output=True, timeout=60)
         for pidfile in [root / "slurmctld.pid", *(root / f"slurmd-{n}.pid" for n in NODES)]:
             _wait(lambda p=pidfile: not _alive(p), f"{pidfile.name}: still running", timeout=30)

@@ -188,16 +188,19 @@ async def test_operator_kills_the_zombies_a_killed_server_left(sim_host_process:
     app = PivotApp(Session(cfg, "demo", via="console"))
     async with app.run_test(size=(80, 24)) as pilot:
         conn = app.session.pool.get("demo")
-        script = (f"setsid python3 -m console.sim.launch_server --model-path ~/models/kimi-k2.5-int4 --tp 8 "
-                  f"--port {free_port()} </dev/null >server.log 2>&1 & p=$!; echo $p > server.pid; {RECORD_BESIDE}; "
-                  "cat server.pid")
+        script = (
+            f"setsid python3 -m console.sim.launch_server --model-path ~/models/kimi-k2.5-int4 --tp 8 "
+            f"--port {free_port()} </dev/null >server.log 2>&1 & p=$!; echo $p > server.pid; {RECORD_BESIDE}; "
+            "cat server.pid"
+        )
         main_pid = int((await conn.run(["sh", "-c", script], cwd="~/.pivot")).stdout)
         pane = app.query_one(GpuPane)
         await wait_for(lambda: pane.sample is not None and len(pane.sample.procs) == 9, timeout=30)
         assert not pane.sample.stray  # type: ignore[union-attr]
         await conn.run(["kill", "-TERM", str(main_pid)])
-        await wait_for(lambda: pane.sample is not None and len(pane.sample.procs) == 3
-                       and any(p.zombie for p in pane.sample.procs), timeout=15)
+        await wait_for(
+            lambda: pane.sample is not None and len(pane.sample.procs) == 3 and any(p.zombie for p in pane.sample.procs), timeout=15
+        )
         table = app.query_one(ProcessTable)
         await pilot.pause()
         rendered = " ".join(str(table.get_row_at(i)) for i in range(table.row_count))
@@ -226,11 +229,13 @@ class StubbornTelemetry(FakeTelemetry):
 
 
 async def test_a_zombie_offers_its_parent_and_a_failed_kill_offers_the_hypervisor_cleanup(
-        sim_config: config.Config, tmp_path: Path) -> None:
+    sim_config: config.Config, tmp_path: Path
+) -> None:
     demo = sim_config.host("demo")
     marker = tmp_path / "cleaned"
-    hypervisor = config.HostSpec(**{**demo.__dict__, "name": "hv", "role": "hypervisor",
-                                    "cleanup": ("sh", "-c", f"echo cleaned > {marker}")})
+    hypervisor = config.HostSpec(
+        **{**demo.__dict__, "name": "hv", "role": "hypervisor", "cleanup": ("sh", "-c", f"echo cleaned > {marker}")}
+    )
     cfg = config.Config(path=None, hosts={"hv": hypervisor}, campaign_dir=tmp_path / "campaign")
     app = PivotApp(Session(cfg, None, local=True, via="console", telemetry=StubbornTelemetry()))  # type: ignore[arg-type]
     async with app.run_test(size=(100, 30)) as pilot:
@@ -358,8 +363,9 @@ async def test_a_sweep_from_the_pane_over_ssh(sim_host_measured: HostProcess, tm
     (local / "t-baseline.toml").write_text(f'extends = "demo-baseline"\nport = {free_port()}\n')
     cfg = sim_host_measured.config
     cfg = config.Config(**{**cfg.__dict__, "profiles_dir": local})
-    write_run(cfg.campaign_dir, "0-earlier-eagle3", "eagle3", {c: EAGLE3[c] for c in (1, 2)}, speculative=True,
-              settings={"max_tokens": 24})  # measured the same way: its comparison partner
+    write_run(
+        cfg.campaign_dir, "0-earlier-eagle3", "eagle3", {c: EAGLE3[c] for c in (1, 2)}, speculative=True, settings={"max_tokens": 24}
+    )  # measured the same way: its comparison partner
     app = PivotApp(Session(cfg, "demo", via="console"))
     rang: list[int] = []
     app.bell = lambda: rang.append(1)  # type: ignore[method-assign]  # the terminal's bell, for the operator elsewhere
@@ -386,8 +392,7 @@ async def test_a_sweep_from_the_pane_over_ssh(sim_host_measured: HostProcess, tm
         assert pane.comparison_text is not None and "recommendation:" in pane.comparison_text.plain
 
 
-async def test_profiles_written_meanwhile_appear_when_the_server_pane_is_entered(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_profiles_written_meanwhile_appear_when_the_server_pane_is_entered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from textual.widgets import OptionList
 
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
@@ -428,7 +433,9 @@ async def test_tasks_pane_edits_live_and_saves_every_change(tmp_path: Path) -> N
         await pilot.pause()
         assert pane.border_title == "Tasks — 1 of 2 done"
         assert [(t.status, t.priority) for t in TaskList(tmp_path / "campaign").load().tasks] == [
-            ("completed", "low"), ("pending", "medium")]
+            ("completed", "low"),
+            ("pending", "medium"),
+        ]
         await pilot.press("f")
         assert table.row_count == 1
         other = TaskList(tmp_path / "campaign").load()  # a second console adds a task
@@ -452,11 +459,11 @@ async def test_a_runbook_run_from_the_tasks_pane_drives_the_other_panes(sim_host
         '[[tasks]]\ncontent = "Verify the GPUs are idle"\naction = "verify-idle"\n'
         '[[tasks]]\ncontent = "Start the baseline"\naction = "switch t-baseline"\n'
         '[[tasks]]\ncontent = "Sweep it"\naction = "sweep levels=1,2 max_tokens=16"\n'
-        '[[tasks]]\ncontent = "Compare"\naction = "compare previous last"\n')
+        '[[tasks]]\ncontent = "Compare"\naction = "compare previous last"\n'
+    )
     cfg = sim_host_process.config
     cfg = config.Config(**{**cfg.__dict__, "profiles_dir": local})
-    write_run(cfg.campaign_dir, "0-eagle3", "eagle3", {c: EAGLE3[c] for c in (1, 2)}, speculative=True,
-              settings={"max_tokens": 16})
+    write_run(cfg.campaign_dir, "0-eagle3", "eagle3", {c: EAGLE3[c] for c in (1, 2)}, speculative=True, settings={"max_tokens": 16})
     app = PivotApp(Session(cfg, "demo", via="console"))
     async with app.run_test(size=(160, 48)) as pilot:
         pane = app.query_one(TasksPane)
@@ -464,8 +471,12 @@ async def test_a_runbook_run_from_the_tasks_pane_drives_the_other_panes(sim_host
         app.screen.query_one(Input).value = "mini"
         await pilot.press("enter")
         await pilot.pause()
-        assert [t.action for t in pane.tasks.tasks] == ["verify-idle", "switch t-baseline",  # type: ignore[union-attr]
-                                                        "sweep levels=1,2 max_tokens=16", "compare previous last"]
+        assert [t.action for t in pane.tasks.tasks] == [
+            "verify-idle",
+            "switch t-baseline",  # type: ignore[union-attr]
+            "sweep levels=1,2 max_tokens=16",
+            "compare previous last",
+        ]
         await pilot.press("R")
         detail = lambda: str(app.query_one("#tasks-detail").render())
         # the cursor follows the step being run, and its live line is shown under it
@@ -500,7 +511,8 @@ async def test_the_event_log_view_lists_what_the_console_did(tmp_path: Path) -> 
 
 @pytest.mark.parametrize(("size", "legend_under_chart"), [((80, 24), True), ((200, 50), False)])
 async def test_a_short_chart_has_its_legend_under_it_and_the_comparison_scrolls(
-        tmp_path: Path, size: tuple[int, int], legend_under_chart: bool) -> None:
+    tmp_path: Path, size: tuple[int, int], legend_under_chart: bool
+) -> None:
     from tests.fixtures_runs import BASELINE, EAGLE3, write_run
 
     write_run(tmp_path / "campaign", "base", "baseline", BASELINE, speculative=False)
@@ -511,9 +523,15 @@ async def test_a_short_chart_has_its_legend_under_it_and_the_comparison_scrolls(
         pane, chart = app.query_one(SweepPane), app.query_one(SweepChart)
         legend = "•\u00a0base\u00a0(baseline)  ⣿\u00a0spec\u00a0(eagle3)  x\u00a0per-request\u00a0tok/s"
         # drawn, laid out at its zoomed height, and nothing left to redraw: the legend is where it will stay
-        await wait_for(lambda: chart.legend and chart.size.height and not pane.redraw_due
-                       and chart.legend_inside is not legend_under_chart
-                       and (legend in str(app.query_one("#sweep-progress").render())) is legend_under_chart)
+        await wait_for(
+            lambda: (
+                chart.legend
+                and chart.size.height
+                and not pane.redraw_due
+                and chart.legend_inside is not legend_under_chart
+                and (legend in str(app.query_one("#sweep-progress").render())) is legend_under_chart
+            )
+        )
         await pilot.press("c")
         await compared(pilot)
         box = app.query_one("#sweep-compare")
@@ -600,8 +618,9 @@ async def test_every_panes_footer_fits_80_columns_quit_included(tmp_path: Path) 
             await pilot.pause()
             keys = [k for k in app.query(FooterKey) if k.display]
             assert keys[-1].description == "Quit", pane
-            assert all(k.region.right <= 80 and k.region.width >= len(k.key_display) + len(k.description) for k in keys), \
-                [(k.description, k.region) for k in keys]
+            assert all(k.region.right <= 80 and k.region.width >= len(k.key_display) + len(k.description) for k in keys), [
+                (k.description, k.region) for k in keys
+            ]
 
 
 async def test_no_driver_is_said_once_in_place_of_the_bars_and_wraps_at_the_panes_width(tmp_path: Path) -> None:

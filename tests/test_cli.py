@@ -74,8 +74,7 @@ def test_without_a_host_a_command_says_how_to_name_one(tmp_path: Path, sim_host_
 def test_config_show_prints_toml_that_reads_back_the_same(tmp_path: Path) -> None:
     import tomllib
 
-    (tmp_path / "pivot.toml").write_text('theme = "pivot-light"\n[hosts.a]\nssh = "a"\ncleanup = ["x", "y"]\n'
-                                         '[sweep]\nlevels = [1, 2]\n')
+    (tmp_path / "pivot.toml").write_text('theme = "pivot-light"\n[hosts.a]\nssh = "a"\ncleanup = ["x", "y"]\n[sweep]\nlevels = [1, 2]\n')
     shown = pivot("--config", str(tmp_path / "pivot.toml"), "config", "show")
     assert shown.returncode == 0, shown.stderr
     data = tomllib.loads(shown.stdout)  # no None, no Python reprs
@@ -102,8 +101,7 @@ def test_an_event_kind_is_one_pivot_writes() -> None:
     from console.events import Event
 
     assert set(EVENT_KINDS) == {cls.kind for cls in Event.__subclasses__()}
-    typo = subprocess.run([sys.executable, "-m", "console", "events", "--kind", "kil"], capture_output=True, text=True,
-                          timeout=60)
+    typo = subprocess.run([sys.executable, "-m", "console", "events", "--kind", "kil"], capture_output=True, text=True, timeout=60)
     assert typo.returncode == 2 and "argument --kind: invalid choice: 'kil'" in typo.stderr
 
 
@@ -128,6 +126,10 @@ def test_every_option_and_argument_says_what_it_is() -> None:
 
     parser = build_parser()
     commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
-    silent = [f"{name} {a.dest}" for name, sub in {"pivot": parser, **commands}.items() for a in sub._actions
-              if not a.help and not isinstance(a, argparse._SubParsersAction)]
+    silent = [
+        f"{name} {a.dest}"
+        for name, sub in {"pivot": parser, **commands}.items()
+        for a in sub._actions
+        if not a.help and not isinstance(a, argparse._SubParsersAction)
+    ]
     assert silent == []

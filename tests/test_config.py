@@ -84,15 +84,27 @@ def test_a_bad_sweep_table_is_one_line_naming_the_key(tmp_path: Path) -> None:
 
 
 COMMANDS = [
-    [], ["--local"], ["config", "validate"], ["config", "show"], ["gpus"], ["kill", "--stray", "--yes"],
-    ["server", "status"], ["profiles"], ["sweep", "--url", "http://127.0.0.1:9"], ["runs"], ["compare", "a", "b"],
-    ["tasks"], ["run", "no-such-runbook.toml"], ["events"], ["ping"], ["trust", "gpu1"],
+    [],
+    ["--local"],
+    ["config", "validate"],
+    ["config", "show"],
+    ["gpus"],
+    ["kill", "--stray", "--yes"],
+    ["server", "status"],
+    ["profiles"],
+    ["sweep", "--url", "http://127.0.0.1:9"],
+    ["runs"],
+    ["compare", "a", "b"],
+    ["tasks"],
+    ["run", "no-such-runbook.toml"],
+    ["events"],
+    ["ping"],
+    ["trust", "gpu1"],
 ]
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c) or "console")
-def test_every_command_refuses_a_bad_sweep_table_at_start(command: list[str], tmp_path: Path,
-                                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_every_command_refuses_a_bad_sweep_table_at_start(command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from console.cli import main
 
     path = tmp_path / "pivot.toml"

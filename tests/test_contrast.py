@@ -34,13 +34,11 @@ def themed_app(tmp_path: Path, theme: str) -> PivotApp:
     baseline and EAGLE-3, 3 % faster than the baseline at C = 1 in total, across the margin's edge: ratios that
     favour A, B, and neither)."""
     campaign = tmp_path / "campaign"
-    write_run(campaign, "1-older", "baseline", {c: (t * 0.9, p * 0.95) for c, (t, p) in BASELINE.items()},
-              speculative=False)
+    write_run(campaign, "1-older", "baseline", {c: (t * 0.9, p * 0.95) for c, (t, p) in BASELINE.items()}, speculative=False)
     write_run(campaign, "2-base", "baseline", BASELINE, speculative=False)
     write_run(campaign, "3-spec", "eagle3", {**EAGLE3, 1: (87.0, 110.0)}, speculative=True)
     cfg = config.Config(path=None, hosts={}, campaign_dir=campaign)
-    return PivotApp(Session(cfg, None, local=True, via="console", telemetry=FakeTelemetry(), lifecycle=FakeLifecycle()),
-                    theme=theme)
+    return PivotApp(Session(cfg, None, local=True, via="console", telemetry=FakeTelemetry(), lifecycle=FakeLifecycle()), theme=theme)
 
 
 async def stage(pilot) -> None:  # type: ignore[no-untyped-def]
@@ -95,8 +93,11 @@ EVERYWHERE: Expected = {
     "sweep form": lambda r: r.widget == "Input#levels",
 }
 SHORT: Expected = {  # a chart too short for its legend has it under it, in the series' colours
-    **EVERYWHERE, **{f"legend: {marker}": (lambda m: lambda r: r.widget.endswith("#sweep-progress") and r.text.startswith(m))(marker)
-                     for marker in ("•", "+", "⣿", "?", "x", "●")},
+    **EVERYWHERE,
+    **{
+        f"legend: {marker}": (lambda m: lambda r: r.widget.endswith("#sweep-progress") and r.text.startswith(m))(marker)
+        for marker in ("•", "+", "⣿", "?", "x", "●")
+    },
 }
 TALL: Expected = {  # and at 200x50: each series in the chart, the comparison's table, the server log, the processes
     **EVERYWHERE,
@@ -137,8 +138,7 @@ async def measure(pilot, theme: str, failures: list[str]) -> None:  # type: igno
 
 @pytest.mark.parametrize("size", SIZES, ids=["80x24", "200x50"])
 @pytest.mark.parametrize("start", THEMES)
-async def test_every_text_reaches_3_to_1_as_started_and_after_a_switch(tmp_path: Path, start: str,
-                                                                        size: tuple[int, int]) -> None:
+async def test_every_text_reaches_3_to_1_as_started_and_after_a_switch(tmp_path: Path, start: str, size: tuple[int, int]) -> None:
     """Started on a theme, then switched to each other one in turn and back: every theme measured as started, and
     after a switch from each other theme (over the three starts)."""
     chain = [start, *(t for t in THEMES if t != start), start]
@@ -166,6 +166,9 @@ async def test_pivot_16_sends_only_the_16_ansi_colours(tmp_path: Path, size: tup
             if theme != "pivot-16":
                 continue
             async for view, runs in views(pilot):
-                failures.extend(f"after {i // 2} switch(es), {view}: {run}: {run.fg!r} on {run.bg!r}" for run in runs
-                                if not (is_16_colour(run.fg) and is_16_colour(run.bg)))
+                failures.extend(
+                    f"after {i // 2} switch(es), {view}: {run}: {run.fg!r} on {run.bg!r}"
+                    for run in runs
+                    if not (is_16_colour(run.fg) and is_16_colour(run.bg))
+                )
     assert not failures, "\n".join(dict.fromkeys(failures))

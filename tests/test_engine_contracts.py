@@ -63,8 +63,7 @@ def test_every_sglang_config_pivot_writes_starts_and_drafts_where_it_promised(ca
         assert (params.get_steps_for_batch(c) > 0) == (c <= cut), (c, cut, config)
     # and SGLang's start-up check of the step count (the eagle3 profile's 3, or none given) passes
     for steps in (3, None):
-        server_args = SimpleNamespace(speculative_adaptive_config=str(path), speculative_eagle_topk=1,
-                                      speculative_num_steps=steps)
+        server_args = SimpleNamespace(speculative_adaptive_config=str(path), speculative_eagle_topk=1, speculative_num_steps=steps)
         engines.sglang_init_adaptive()(server_args)
         assert server_args.speculative_num_steps == 3 and server_args.speculative_num_draft_tokens == 4
 
@@ -83,7 +82,8 @@ def test_a_cut_that_sglang_pads_together_with_the_next_level_moves_down(tmp_path
 @pytest.mark.parametrize(("speculative", "padding"), [(True, True), (False, True), (True, False)])
 def test_pivots_capture_sizes_are_sglangs(max_bs: int, speculative: bool, padding: bool) -> None:
     assert sglang_capture_sizes(max_bs, speculative=speculative, padding=padding) == sglang_sizes(
-        max_bs, speculative=speculative, padding=padding)
+        max_bs, speculative=speculative, padding=padding
+    )
 
 
 def test_the_shipped_eagle3_profile_captures_what_sglang_would() -> None:
@@ -91,17 +91,29 @@ def test_the_shipped_eagle3_profile_captures_what_sglang_would() -> None:
     assert sglang_decode_batch_sizes(argv, H200_MIB) == sglang_sizes(128)
 
 
-@pytest.mark.parametrize("flags", [
-    [], ["--speculative-eagle-topk", "4"], ["--speculative-algorithm", "NGRAM"], ["--enable-multi-layer-eagle"],
-    ["--enable-two-batch-overlap"], ["--enable-pdmux"], ["--enable-dp-attention", "--dp-size", "2"],
-])
+@pytest.mark.parametrize(
+    "flags",
+    [
+        [],
+        ["--speculative-eagle-topk", "4"],
+        ["--speculative-algorithm", "NGRAM"],
+        ["--enable-multi-layer-eagle"],
+        ["--enable-two-batch-overlap"],
+        ["--enable-pdmux"],
+        ["--enable-dp-attention", "--dp-size", "2"],
+    ],
+)
 def test_pivot_warns_exactly_where_sglang_turns_adaptive_mode_off(flags: list[str]) -> None:
     argv = ["--speculative-algorithm", "EAGLE3", "--speculative-eagle-topk", "1", *flags, "--speculative-adaptive"]
     f = parse_flags(argv)
     server_args = SimpleNamespace(
-        speculative_algorithm=f["speculative-algorithm"], speculative_eagle_topk=int(str(f["speculative-eagle-topk"])),
-        attn_dp="enable-dp-attention" in f, enable_multi_layer_eagle="enable-multi-layer-eagle" in f,
-        enable_two_batch_overlap="enable-two-batch-overlap" in f, enable_pdmux="enable-pdmux" in f)
+        speculative_algorithm=f["speculative-algorithm"],
+        speculative_eagle_topk=int(str(f["speculative-eagle-topk"])),
+        attn_dp="enable-dp-attention" in f,
+        enable_multi_layer_eagle="enable-multi-layer-eagle" in f,
+        enable_two_batch_overlap="enable-two-batch-overlap" in f,
+        enable_pdmux="enable-pdmux" in f,
+    )
     theirs = engines.sglang_adaptive().adaptive_unsupported_reason(server_args)
     ours = sglang_adaptive_unsupported(argv)
     assert (ours is None) == (theirs is None), (ours, theirs)
@@ -109,8 +121,9 @@ def test_pivot_warns_exactly_where_sglang_turns_adaptive_mode_off(flags: list[st
 
 def test_the_old_tier_format_is_refused_by_sglang_and_by_the_simulator_with_the_same_words(tmp_path: Path) -> None:
     old = tmp_path / "old.json"
-    old.write_text(json.dumps({"batch_size_tiers": [{"min_batch_size": 1, "candidate_steps": [3]},
-                                                    {"min_batch_size": 2, "candidate_steps": [0]}]}))
+    old.write_text(
+        json.dumps({"batch_size_tiers": [{"min_batch_size": 1, "candidate_steps": [3]}, {"min_batch_size": 2, "candidate_steps": [0]}]})
+    )
     bad_steps = tmp_path / "bad.json"
     bad_steps.write_text(json.dumps({"1": {"candidate_steps": [3, -1]}}))
     for path in (old, bad_steps):
@@ -149,28 +162,47 @@ def test_the_simulator_routes_and_adapts_as_sglang_does(config: str, case: str, 
 @pytest.mark.parametrize("max_num_seqs", [256, 1024])
 def test_every_vllm_schedule_pivot_writes_validates_and_drafts_where_it_promised(cut: int, max_num_seqs: int) -> None:
     module = engines.vllm_dynamic()
-    written = vllm_speculative_config({"speculative-config": json.dumps(
-        {"method": "eagle3", "model": "/m", "num_speculative_tokens": 3,
-         "num_speculative_tokens_per_batch_size": vllm_schedule(cut, 3, max_num_seqs)})})
+    written = vllm_speculative_config(
+        {
+            "speculative-config": json.dumps(
+                {
+                    "method": "eagle3",
+                    "model": "/m",
+                    "num_speculative_tokens": 3,
+                    "num_speculative_tokens_per_batch_size": vllm_schedule(cut, 3, max_num_seqs),
+                }
+            )
+        }
+    )
     assert written is not None
     schedule = written["num_speculative_tokens_per_batch_size"]
     module.validate_and_normalize_dynamic_sd_schedule(schedule)
-    lookup = module.build_dynamic_sd_schedule_lookup(schedule, vllm_max_batch_size=max_num_seqs,
-                                                     vllm_num_speculative_tokens=3)
+    lookup = module.build_dynamic_sd_schedule_lookup(schedule, vllm_max_batch_size=max_num_seqs, vllm_num_speculative_tokens=3)
     for c in LEVELS:
         assert (lookup[c] > 0) == (c <= cut), (c, cut, schedule)
     assert vllm_serve.schedule_lookup(schedule, max_num_seqs, 3) == lookup
 
 
-@pytest.mark.parametrize("schedule", [
-    [[1, 3], [11, 0]], [[1, 10, 3], [5, 20, 0]], [[2, 10, 3]], [], None, "1-10:3", [[1, 10, -1]], [[0, 10, 3]],
-    [[1, 10, 3], [20, 40, 1]], [[1, 300, 3]], [[10, 5, 3]],
-])
+@pytest.mark.parametrize(
+    "schedule",
+    [
+        [[1, 3], [11, 0]],
+        [[1, 10, 3], [5, 20, 0]],
+        [[2, 10, 3]],
+        [],
+        None,
+        "1-10:3",
+        [[1, 10, -1]],
+        [[0, 10, 3]],
+        [[1, 10, 3], [20, 40, 1]],
+        [[1, 300, 3]],
+        [[10, 5, 3]],
+    ],
+)
 def test_the_simulated_vllm_refuses_and_looks_up_schedules_as_vllm_does(schedule: Any) -> None:
     module = engines.vllm_dynamic()
     try:
-        expected: Any = module.build_dynamic_sd_schedule_lookup(schedule, vllm_max_batch_size=256,
-                                                                vllm_num_speculative_tokens=3)
+        expected: Any = module.build_dynamic_sd_schedule_lookup(schedule, vllm_max_batch_size=256, vllm_num_speculative_tokens=3)
     except ValueError as e:
         expected = str(e)
     try:
@@ -214,13 +246,14 @@ def test_a_profile_asking_for_what_its_engine_switches_off_is_warned_about() -> 
     from console.server.speculation import adaptive_warning
 
     topk4 = [*SHIPPED.get("eagle3").argv(), "--speculative-eagle-topk", "4", "--speculative-adaptive"]
-    assert adaptive_warning("sglang", topk4) == ("SGLang will switch adaptive speculation off: speculative_eagle_topk=4 "
-                                                 "(only topk=1 is supported)")
+    assert adaptive_warning("sglang", topk4) == (
+        "SGLang will switch adaptive speculation off: speculative_eagle_topk=4 (only topk=1 is supported)"
+    )
     assert adaptive_warning("sglang", [*SHIPPED.get("eagle3").argv(), "--speculative-adaptive"]) is None
     schedule = '{"method": "eagle3", "num_speculative_tokens": 3, "num_speculative_tokens_per_batch_size": [[1, 2, 3]]}'
     assert adaptive_warning("vllm", ["vllm", "serve", "m", "-dp", "2", "--speculative-config", schedule]) == (
-        "vLLM will drop num_speculative_tokens_per_batch_size: data_parallel_size=2 (dynamic drafting is off with data "
-        "parallelism)")
+        "vLLM will drop num_speculative_tokens_per_batch_size: data_parallel_size=2 (dynamic drafting is off with data parallelism)"
+    )
 
 
 def test_the_engine_facts_pivot_acts_on_are_in_the_engines_own_code() -> None:
@@ -259,7 +292,8 @@ def test_the_multi_node_flags_pivot_sets_are_the_engines_own_and_ranks_behave_as
 
 
 def test_the_simulated_sglang_refuses_a_tp_size_the_nodes_do_not_divide_as_sglang_does(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     from console.sim import state
 
     words = "tp_size must be divisible by number of nodes"
@@ -267,6 +301,21 @@ def test_the_simulated_sglang_refuses_a_tp_size_the_nodes_do_not_divide_as_sglan
     state.init_home(tmp_path / "sim", state.GpuSpec())
     monkeypatch.setenv(state.ENV, str(tmp_path / "sim"))
     (tmp_path / "model").mkdir()
-    assert launch_server.main(["--model-path", str(tmp_path / "model"), "--tp-size", "3", "--nnodes", "2",
-                               "--node-rank", "1", "--dist-init-addr", "127.0.0.1:9"]) == 1
+    assert (
+        launch_server.main(
+            [
+                "--model-path",
+                str(tmp_path / "model"),
+                "--tp-size",
+                "3",
+                "--nnodes",
+                "2",
+                "--node-rank",
+                "1",
+                "--dist-init-addr",
+                "127.0.0.1:9",
+            ]
+        )
+        == 1
+    )
     assert capsys.readouterr().err.strip().splitlines()[-1] == f"AssertionError: {words}"

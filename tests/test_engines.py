@@ -24,7 +24,8 @@ def _llama_host(host: HostProcess, flags: str) -> Path:
     profiles.mkdir(exist_ok=True)
     (profiles / "llama.toml").write_text(
         f'kind = "llama-cpp-python"\nlauncher = ["{sys.executable}", "-m", "console.sim.llamacpp_server"]\n'
-        f'model_path = "~/models/tiny.gguf"\nport = {free_port()}\n[flags]\n{flags}')
+        f'model_path = "~/models/tiny.gguf"\nport = {free_port()}\n[flags]\n{flags}'
+    )
     return cfg
 
 
@@ -42,7 +43,10 @@ def test_a_llamacpp_server_on_a_host_without_gpus_starts_is_swept_and_stops(sim_
     assert len(requests) == 18 and all(r["tokens"] == 12 and not r["error"] for r in requests)  # none cut short
     # C = 1 and 2, then C = 1 again: the sweep's drift
     assert [(e["c"], e["reference"]) for e in events if e["type"] == "level_done" and not e.get("failed")] == [
-        (1, False), (2, False), (1, True)]
+        (1, False),
+        (2, False),
+        (1, True),
+    ]
     stopped = run_pivot(cfg, "server", "stop")
     assert stopped.returncode == 0 and "stopped (this host has no GPUs)" in stopped.stdout
     assert "GPU memory" not in stopped.stdout
@@ -59,19 +63,23 @@ def test_interrupt_requests_left_to_its_default_is_warned_of_at_start(sim_host_p
 def test_a_check_skipped_is_said_and_a_launcher_ending_in_the_model_flag_is_advised(sim_host_process: HostProcess) -> None:
     cfg = _llama_host(sim_host_process, 'interrupt_requests = "False"\n')
     profiles = cfg.parent / "profiles"
-    (profiles / "shim.toml").write_text(f'extends = "llama"\nlauncher = ["{sys.executable}", "-m", '
-                                        f'"console.sim.llamacpp_server", "--model"]\nmodel_arg = "positional"\n')
+    (profiles / "shim.toml").write_text(
+        f'extends = "llama"\nlauncher = ["{sys.executable}", "-m", "console.sim.llamacpp_server", "--model"]\nmodel_arg = "positional"\n'
+    )
     refused = run_pivot(cfg, "server", "start", "shim", "--skip", "port-free")
     assert refused.returncode == 1
     assert "port free" in refused.stdout and "not checked (--skip port-free)" in refused.stdout
     assert 'write model_arg = "--model" and leave it out of the launcher' in refused.stdout, refused.stdout
 
 
-@pytest.mark.parametrize(("text", "problem"), [
-    ('kind = "llama"\n', "kind: must be one of sglang, vllm, llamacpp, llama-cpp-python, trtllm, tgi, openai, got 'llama'"),
-    ('health_path = "health"\n', "health_path: expected a path starting with / (printable ASCII, no space), got 'health'"),
-    ('model_arg = "model"\n', "model_arg: expected a flag such as --model, or 'positional', got 'model'"),
-])
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ('kind = "llama"\n', "kind: must be one of sglang, vllm, llamacpp, llama-cpp-python, trtllm, tgi, openai, got 'llama'"),
+        ('health_path = "health"\n', "health_path: expected a path starting with / (printable ASCII, no space), got 'health'"),
+        ('model_arg = "model"\n', "model_arg: expected a flag such as --model, or 'positional', got 'model'"),
+    ],
+)
 def test_an_engine_key_that_is_wrong_is_one_line_naming_it(tmp_path: Path, text: str, problem: str) -> None:
     (tmp_path / "p.toml").write_text(f'launcher = "x"\nmodel_path = "/m"\n{text}')
     broken = load_profiles(tmp_path).broken["p"]
@@ -89,15 +97,18 @@ def test_each_kind_passes_the_model_its_own_way_and_a_profile_overrides_it(tmp_p
     assert c.argv()[:2] == ["trtllm-serve", "/m"]
 
 
-@pytest.mark.parametrize(("usage", "positional"), [
-    ("usage: vllm serve [model_tag] [options]\n", True),
-    ("Usage: trtllm-serve [OPTIONS] MODEL\n", True),
-    ("usage: launch_server [-h] --model-path MODEL_PATH [--tp-size TP_SIZE]\n", False),
-    ("usage: llama-serve [-h] [--model MODEL] [--bs BS [BS ...]]\n", False),
-    ("usage: vllm serve [-h] [--host HOST]\n                  [model_tag]\n\noptions:\n  -h\n", True),  # usage over lines
-    ("usage: serve [-h]\n\npositional arguments:\n  model\n", True),
-    ("usage: llama-server [options]\n", False),
-])
+@pytest.mark.parametrize(
+    ("usage", "positional"),
+    [
+        ("usage: vllm serve [model_tag] [options]\n", True),
+        ("Usage: trtllm-serve [OPTIONS] MODEL\n", True),
+        ("usage: launch_server [-h] --model-path MODEL_PATH [--tp-size TP_SIZE]\n", False),
+        ("usage: llama-serve [-h] [--model MODEL] [--bs BS [BS ...]]\n", False),
+        ("usage: vllm serve [-h] [--host HOST]\n                  [model_tag]\n\noptions:\n  -h\n", True),  # usage over lines
+        ("usage: serve [-h]\n\npositional arguments:\n  model\n", True),
+        ("usage: llama-server [options]\n", False),
+    ],
+)
 def test_a_positional_model_is_found_in_the_usage_and_an_option_value_is_not(usage: str, positional: bool) -> None:
     from console.server.preflight import takes_positional
 

@@ -25,8 +25,9 @@ def fleet(tmp_path: Path) -> Iterator[Path]:
 
 def test_gpus_all_looks_at_every_host_and_says_which_does_not_answer(fleet: Path) -> None:
     text = fleet.read_text()
-    fleet.write_text(text.replace('[sweep]', '[hosts.gone]\nhostname = "127.0.0.1"\nport = 1\nrole = "gpu"\n'
-                                  'connect_timeout_s = 2\n\n[sweep]'))
+    fleet.write_text(
+        text.replace("[sweep]", '[hosts.gone]\nhostname = "127.0.0.1"\nport = 1\nrole = "gpu"\nconnect_timeout_s = 2\n\n[sweep]')
+    )
     looked = run_pivot(fleet, "gpus", "--all", "--json")
     assert looked.returncode == 1, looked.stderr  # one host could not be looked at
     views = {v["host"]: v for v in map(json.loads, looked.stdout.splitlines())}

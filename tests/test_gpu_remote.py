@@ -28,8 +28,10 @@ async def telemetry(sim_host_process: HostProcess) -> AsyncIterator[RemoteTeleme
 
 async def start_server(conn: Connection) -> int:
     """Started the way the lifecycle will: detached, with the pid file the agent reads."""
-    script = (f"setsid {LAUNCH.format(port=free_port())} </dev/null >server.log 2>&1 & p=$!; "
-              f"echo $p > server.pid; {RECORD_BESIDE}; cat server.pid")
+    script = (
+        f"setsid {LAUNCH.format(port=free_port())} </dev/null >server.log 2>&1 & p=$!; "
+        f"echo $p > server.pid; {RECORD_BESIDE}; cat server.pid"
+    )
     return int((await conn.run(["sh", "-c", script], cwd=conn.spec.workdir)).stdout)  # pivot makes the workdir
 
 
@@ -127,8 +129,13 @@ async def test_a_reused_pid_is_never_signalled(telemetry: RemoteTelemetry) -> No
 
 
 def pivot(host: HostProcess, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "console", "--config", str(host.config_path), *args],
-                          capture_output=True, text=True, input=input, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "console", "--config", str(host.config_path), *args],
+        capture_output=True,
+        text=True,
+        input=input,
+        timeout=120,
+    )
 
 
 async def test_headless_gpus_and_kill_stray(sim_host_process: HostProcess, telemetry: RemoteTelemetry) -> None:

@@ -14,10 +14,32 @@ from console.gpu.format import bar, flags, idle_line
 from console.gpu.kill import ReleaseWatch, plan_kill
 from console.gpu.samples import AgentError, Hello, Sample, SampleParseError, parse_line
 
-GPU = {"index": 0, "uuid": "GPU-0", "name": "NVIDIA H200", "mem_used_mib": 1000, "mem_total_mib": 143771,
-       "util_pct": 50, "temp_c": 40, "power_w": 300.5, "power_limit_w": 700}
-PROC = {"pid": 4242, "gpu": 0, "mem_mib": 1000, "visible": True, "ppid": 1, "pgid": 4242, "user": "ml", "state": "S",
-        "cmd": "python -m sglang.launch_server", "start": 1.0, "start_ticks": 99, "parent_gone": True, "leader_gone": False}
+GPU = {
+    "index": 0,
+    "uuid": "GPU-0",
+    "name": "NVIDIA H200",
+    "mem_used_mib": 1000,
+    "mem_total_mib": 143771,
+    "util_pct": 50,
+    "temp_c": 40,
+    "power_w": 300.5,
+    "power_limit_w": 700,
+}
+PROC = {
+    "pid": 4242,
+    "gpu": 0,
+    "mem_mib": 1000,
+    "visible": True,
+    "ppid": 1,
+    "pgid": 4242,
+    "user": "ml",
+    "state": "S",
+    "cmd": "python -m sglang.launch_server",
+    "start": 1.0,
+    "start_ticks": 99,
+    "parent_gone": True,
+    "leader_gone": False,
+}
 
 
 def sample_line(**kw: object) -> str:
@@ -40,8 +62,7 @@ def test_an_old_agent_is_told_apart() -> None:
     assert isinstance(hello, Hello) and hello.version == 0 and hello.outdated
 
 
-@pytest.mark.parametrize("line", [sample_line()[:40], "", "[1, 2]", '{"type":"sample","gpus":7,"procs":[]}',
-                                  '{"type":"telepathy"}'])
+@pytest.mark.parametrize("line", [sample_line()[:40], "", "[1, 2]", '{"type":"sample","gpus":7,"procs":[]}', '{"type":"telepathy"}'])
 def test_truncated_or_malformed_lines_are_refused(line: str) -> None:
     with pytest.raises(SampleParseError):
         parse_line(line)
@@ -79,9 +100,11 @@ exit {status}
 
 
 def test_nvidia_smi_output_with_na_and_a_truncated_row(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    _fake_smi(tmp_path,
-              "0, GPU-a, NVIDIA H200, 81000, 143771, 97, 61, [N/A], 700.00\n1, GPU-b, NVIDIA H200, 5, 143771\n",
-              f"{os.getpid()}, 81000, GPU-a\n12345678, [N/A], GPU-zz\n")
+    _fake_smi(
+        tmp_path,
+        "0, GPU-a, NVIDIA H200, 81000, 143771, 97, 61, [N/A], 700.00\n1, GPU-b, NVIDIA H200, 5, 143771\n",
+        f"{os.getpid()}, 81000, GPU-a\n12345678, [N/A], GPU-zz\n",
+    )
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
     raw = agent.collect(agent.SmiSource(), agent.boot_time(), None)
     sample = parse_line(json.dumps(raw), "nvidia-smi")
@@ -95,7 +118,7 @@ def test_nvidia_smi_output_with_na_and_a_truncated_row(tmp_path: Path, monkeypat
 
 def test_nvidia_smi_without_a_driver_is_one_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     script = tmp_path / "nvidia-smi"
-    script.write_text("#!/bin/sh\necho \"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\"\nexit 9\n")
+    script.write_text('#!/bin/sh\necho "NVIDIA-SMI has failed because it couldn\'t communicate with the NVIDIA driver."\nexit 9\n')
     script.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
     with pytest.raises(agent.NoDriver, match="couldn't communicate with the NVIDIA driver"):
@@ -165,8 +188,10 @@ class FakeDevice:
 
 def test_nvitop_path_against_a_fake_nvml() -> None:
     source = agent.NvitopSource()
-    FakeDevice.gpus = [{"index": 0, "uuid": "GPU-x", "used_mib": 2048, "procs": {os.getpid(): FakeProcess(2048)}},
-                       {"index": 1, "uuid": "GPU-y", "used_mib": 0, "procs": {}}]
+    FakeDevice.gpus = [
+        {"index": 0, "uuid": "GPU-x", "used_mib": 2048, "procs": {os.getpid(): FakeProcess(2048)}},
+        {"index": 1, "uuid": "GPU-y", "used_mib": 0, "procs": {}},
+    ]
     FakeDevice.missing_driver = False
     source.Device = FakeDevice  # type: ignore[assignment]
     sample = parse_line(json.dumps(agent.collect(source, agent.boot_time(), None)), "nvitop")

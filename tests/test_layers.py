@@ -22,6 +22,10 @@ def test_no_module_imports_itself_through_others() -> None:
     import grimp
 
     graph = grimp.build_graph("console", include_external_packages=False)
-    cycles = [(a, b) for a in sorted(graph.modules) for b in sorted(graph.find_modules_directly_imported_by(a))
-              if graph.find_shortest_chain(importer=b, imported=a) is not None]
+    cycles = [
+        (a, b)
+        for a in sorted(graph.modules)
+        for b in sorted(graph.find_modules_directly_imported_by(a))
+        if graph.find_shortest_chain(importer=b, imported=a) is not None
+    ]
     assert cycles == []

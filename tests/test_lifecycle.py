@@ -46,6 +46,7 @@ async def conn(sim_host_process: HostProcess) -> AsyncIterator[Connection]:
 async def until(lifecycle: ServerLifecycle, state: ServerState, timeout: float = 30):  # type: ignore[no-untyped-def]
     async def reached() -> bool:
         return (await lifecycle.poll()).state == state
+
     await wait_for(reached, timeout=timeout, interval=0.2)
     return lifecycle.status
 
@@ -83,7 +84,8 @@ async def test_a_crash_is_reported_with_the_log_tail(conn: Connection, sim_host_
 
 
 async def test_a_server_that_stops_answering_is_unhealthy_until_it_answers_again(
-        conn: Connection, sim_host_process: HostProcess, profiles: ProfileSet) -> None:
+    conn: Connection, sim_host_process: HostProcess, profiles: ProfileSet
+) -> None:
     lifecycle = make(conn, sim_host_process)
     await lifecycle.start(profiles.get("t-baseline"))
     ready = await until(lifecycle, ServerState.READY)
@@ -98,8 +100,7 @@ async def test_a_server_that_stops_answering_is_unhealthy_until_it_answers_again
     await lifecycle.stop()
 
 
-async def test_a_later_console_adopts_the_running_server(conn: Connection, sim_host_process: HostProcess,
-                                                         profiles: ProfileSet) -> None:
+async def test_a_later_console_adopts_the_running_server(conn: Connection, sim_host_process: HostProcess, profiles: ProfileSet) -> None:
     first = make(conn, sim_host_process)
     await first.start(profiles.get("t-eagle3"))
     started = await until(first, ServerState.READY)
@@ -112,8 +113,9 @@ async def test_a_later_console_adopts_the_running_server(conn: Connection, sim_h
     await first.stop()
 
 
-async def test_preflight_refuses_busy_gpus_a_taken_port_and_unknown_flags(conn: Connection, sim_host_process: HostProcess,
-                                                                          profiles: ProfileSet) -> None:
+async def test_preflight_refuses_busy_gpus_a_taken_port_and_unknown_flags(
+    conn: Connection, sim_host_process: HostProcess, profiles: ProfileSet
+) -> None:
     lifecycle = make(conn, sim_host_process)
     with pytest.raises(PreflightFailed) as refused:
         await lifecycle.start(profiles.get("t-broken-flag"))
@@ -130,8 +132,18 @@ async def test_preflight_refuses_busy_gpus_a_taken_port_and_unknown_flags(conn: 
 
     # a server started outside pivot (no record) holds the GPUs
     other_port = free_port()
-    outsider = int((await conn.run(["sh", "-c", f"setsid python3 -m console.sim.launch_server --model-path "
-                                   f"~/models/kimi-k2.5-int4 --tp 2 --port {other_port} </dev/null >/dev/null 2>&1 & echo $!"])).stdout)
+    outsider = int(
+        (
+            await conn.run(
+                [
+                    "sh",
+                    "-c",
+                    f"setsid python3 -m console.sim.launch_server --model-path "
+                    f"~/models/kimi-k2.5-int4 --tp 2 --port {other_port} </dev/null >/dev/null 2>&1 & echo $!",
+                ]
+            )
+        ).stdout
+    )
     await wait_for(lambda: _busy(lifecycle), timeout=30)
     with pytest.raises(PreflightFailed) as refused:
         await lifecycle.start(profile)
@@ -148,8 +160,7 @@ async def _busy(lifecycle: ServerLifecycle) -> bool:
     return not sample.idle(1024)  # type: ignore[union-attr]
 
 
-async def test_switch_from_baseline_to_eagle3_is_one_action(conn: Connection, sim_host_process: HostProcess,
-                                                            profiles: ProfileSet) -> None:
+async def test_switch_from_baseline_to_eagle3_is_one_action(conn: Connection, sim_host_process: HostProcess, profiles: ProfileSet) -> None:
     lifecycle = make(conn, sim_host_process)
     await lifecycle.start(profiles.get("t-baseline"))
     baseline = await until(lifecycle, ServerState.READY)
@@ -164,12 +175,14 @@ async def test_switch_from_baseline_to_eagle3_is_one_action(conn: Connection, si
 def test_headless_server_commands(sim_host_process: HostProcess, profiles: ProfileSet, tmp_path: Path) -> None:
     config = tmp_path / "pivot.toml"
     local_profiles = profiles.get("t-baseline").path.parent
-    config.write_text(sim_host_process.config_path.read_text().replace(
-        "[hosts.demo]", f'profiles_dir = "{local_profiles}"\n\n[hosts.demo]'))
+    config.write_text(
+        sim_host_process.config_path.read_text().replace("[hosts.demo]", f'profiles_dir = "{local_profiles}"\n\n[hosts.demo]')
+    )
 
     def pivot(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "console", "--config", str(config), *args],
-                              capture_output=True, text=True, timeout=120)
+        return subprocess.run(
+            [sys.executable, "-m", "console", "--config", str(config), *args], capture_output=True, text=True, timeout=120
+        )
 
     listed = pivot("profiles")
     assert listed.returncode == 0 and "t-baseline" in listed.stdout and "demo-eagle3" in listed.stdout

@@ -27,9 +27,24 @@ def llama_server(tmp_path: Path) -> Iterator[object]:
 
     def start(*flags: str) -> str:
         port = free_port()
-        proc = subprocess.Popen([sys.executable, "-m", "console.sim.llama_server", "-m", str(tmp_path / "m.gguf"),
-                                 "--port", str(port), "-np", "8", "--metrics", "--time-scale", "5", *flags],
-                                stdout=subprocess.PIPE)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "console.sim.llama_server",
+                "-m",
+                str(tmp_path / "m.gguf"),
+                "--port",
+                str(port),
+                "-np",
+                "8",
+                "--metrics",
+                "--time-scale",
+                "5",
+                *flags,
+            ],
+            stdout=subprocess.PIPE,
+        )
         procs.append(proc)
         assert proc.stdout is not None
         while b"listening on" not in proc.stdout.readline():
@@ -64,8 +79,12 @@ async def _plain_client(url: str, c: int, n: int) -> list[str]:
 
 def sweep(url: str, tmp_path: Path, settings: SweepSettings) -> list[dict]:
     run = create_run(tmp_path / "campaign", RunMeta(profile="ls", kind="llamacpp", settings=settings.to_dict()))
-    done = subprocess.run([sys.executable, "-m", "console.sweep.loadgen", "--url", url, "--run-dir", str(run.dir)],
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "console.sweep.loadgen", "--url", url, "--run-dir", str(run.dir)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     return [json.loads(line) for line in done.stdout.splitlines()]
 
@@ -85,8 +104,9 @@ def test_the_load_generator_sends_such_a_request_again_once_and_loses_none(llama
 
 
 def test_a_drafting_server_is_measured_per_token_with_its_acceptance(llama_server, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    events = sweep(llama_server("--spec-type", "ngram-simple"), tmp_path,
-                   SweepSettings(levels=(1, 2), requests=6, max_tokens=32, input_tokens=16))
+    events = sweep(
+        llama_server("--spec-type", "ngram-simple"), tmp_path, SweepSettings(levels=(1, 2), requests=6, max_tokens=32, input_tokens=16)
+    )
     started = next(e for e in events if e["type"] == "sweep_started")
     assert started["prompts"]["counted_by"] == "the server's /tokenize"  # as long as asked, in its own tokens
     for level in (e for e in events if e["type"] == "level_done"):

@@ -36,8 +36,19 @@ def server_port(host: HostProcess) -> int:
 
 
 def loadgen(host: HostProcess, config: Path, run_dir: Path, **kw: Any) -> subprocess.Popen[str]:
-    argv = [sys.executable, "-m", "console.sweep.loadgen", "--config", str(config), "--host", "demo", "--port",
-            str(server_port(host)), "--run-dir", str(run_dir)]
+    argv = [
+        sys.executable,
+        "-m",
+        "console.sweep.loadgen",
+        "--config",
+        str(config),
+        "--host",
+        "demo",
+        "--port",
+        str(server_port(host)),
+        "--run-dir",
+        str(run_dir),
+    ]
     return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 
 
@@ -53,7 +64,7 @@ def events(out: str) -> list[dict[str, Any]]:
 def without_site_packages(host: HostProcess, tmp_path: Path) -> Path:
     """The same host whose python has none of the load generator's packages (its standard library only)."""
     python = tmp_path / "bare-python"
-    python.write_text(f"#!/bin/sh\nexec {sys.executable} -S \"$@\"\n")
+    python.write_text(f'#!/bin/sh\nexec {sys.executable} -S "$@"\n')
     python.chmod(0o755)
     config = tmp_path / "bare.toml"
     config.write_text(host.config_path.read_text().replace(f'python = "{sys.executable}"', f'python = "{python}"'))
@@ -75,13 +86,13 @@ def test_auto_runs_the_load_generator_on_the_host_and_keeps_its_events_here(host
     assert len(uploaded) == 1  # uploaded once, beside the agent
     campaign = tmp_path / "campaign.toml"
     campaign.write_text(f'campaign_dir = "{tmp_path / "campaign"}"\n')
-    shown = subprocess.run([sys.executable, "-m", "console", "--config", str(campaign), "runs", "show", run_dir.name],
-                           capture_output=True, text=True)
+    shown = subprocess.run(
+        [sys.executable, "-m", "console", "--config", str(campaign), "runs", "show", run_dir.name], capture_output=True, text=True
+    )
     assert any(line.endswith("on the GPU host, next to the server") for line in shown.stdout.splitlines()), shown.stdout
 
 
-def test_a_host_whose_python_cannot_run_it_gets_the_load_from_here_with_the_reason(host: HostProcess,
-                                                                                    tmp_path: Path) -> None:
+def test_a_host_whose_python_cannot_run_it_gets_the_load_from_here_with_the_reason(host: HostProcess, tmp_path: Path) -> None:
     bare = without_site_packages(host, tmp_path)
     run_dir = new_run(tmp_path / "campaign", "auto", [2])
     proc = loadgen(host, bare, run_dir)
@@ -89,15 +100,15 @@ def test_a_host_whose_python_cannot_run_it_gets_the_load_from_here_with_the_reas
     assert proc.returncode == 0, err
     started = next(e for e in events(out) if e["type"] == "sweep_started")
     assert started["client"]["path"] == "ssh-forward" and started["client"]["host"] == "demo"
-    assert any("not on demo: the host's python lacks aiohttp, orjson, pydantic, prometheus_client" in w
-               for w in started["warnings"])
+    assert any("not on demo: the host's python lacks aiohttp, orjson, pydantic, prometheus_client" in w for w in started["warnings"])
     # asked for the host, and the host cannot: one line, no sweep
     run_dir = new_run(tmp_path / "campaign", "host", [2])
     proc = loadgen(host, bare, run_dir)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 1 and not events(out)
-    assert err.strip().splitlines() == ["pivot-loadgen: demo: cannot run the load generator there: the host's python "
-                                        "lacks aiohttp, orjson, pydantic, prometheus_client"]
+    assert err.strip().splitlines() == [
+        "pivot-loadgen: demo: cannot run the load generator there: the host's python lacks aiohttp, orjson, pydantic, prometheus_client"
+    ]
 
 
 def host_generators() -> list[int]:
@@ -163,10 +174,16 @@ def test_what_is_kept_from_the_host_is_what_the_generator_emits() -> None:
     for module in (generator, server_view):
         text = Path(module.__file__).read_text()
         emitted |= set(re.findall(r'"type": "([a-z_]+)"', text))
-        emitted |= {m.model_fields["type"].default for name in re.findall(r"\b([A-Z][A-Za-z]+)\(", text)
-                    if isinstance(m := getattr(model, name, None), type) and "type" in getattr(m, "model_fields", {})}
-        emitted |= {m.model_fields["type"].default for name in re.findall(r"\b([A-Z][A-Za-z]+)\.model_(?:validate|construct)", text)
-                    if isinstance(m := getattr(model, name, None), type) and "type" in m.model_fields}
+        emitted |= {
+            m.model_fields["type"].default
+            for name in re.findall(r"\b([A-Z][A-Za-z]+)\(", text)
+            if isinstance(m := getattr(model, name, None), type) and "type" in getattr(m, "model_fields", {})
+        }
+        emitted |= {
+            m.model_fields["type"].default
+            for name in re.findall(r"\b([A-Z][A-Za-z]+)\.model_(?:validate|construct)", text)
+            if isinstance(m := getattr(model, name, None), type) and "type" in m.model_fields
+        }
     members = typing.get_args(typing.get_args(model.Event)[0])
     tags = {typing.get_args(m.model_fields["type"].annotation)[0] for m in members}
     assert emitted == tags == model.EVENT_TYPES

@@ -48,17 +48,19 @@ def test_a_profile_across_nodes_gets_each_ranks_own_flags_from_hosts_or_a_group(
     first = ranks(profiles.get("grouped"), config)[0]  # b's `address`, not its SSH name, is where the ranks meet
     assert first.profile.flags["dist-init-addr"] == "192.168.1.2:50000"
     vllm = ranks(profiles.get("vllm"), config)
-    assert vllm[0].profile.argv()[-8:] == ["--nnodes", "2", "--node-rank", "0", "--master-addr", "10.0.0.1",
-                                           "--master-port", "50000"]
+    assert vllm[0].profile.argv()[-8:] == ["--nnodes", "2", "--node-rank", "0", "--master-addr", "10.0.0.1", "--master-port", "50000"]
     assert vllm[1].profile.argv()[-1] == "--headless" and not vllm[1].serves_http and vllm[1].host.name == "c"
 
 
-@pytest.mark.parametrize(("text", "key", "problem"), [
-    ('kind = "llamacpp"\nnodes = ["a", "b"]\n', "nodes", "pivot knows the multi-node flags of sglang, vllm only"),
-    ('nodes = ["a", "a"]\n', "nodes", "names a host twice"),
-    ('nodes = []\n', "nodes", "names no host"),
-    ('nodes = ["a", "b"]\n[flags]\nnode-rank = 1\n', "flags.node-rank", "pivot sets it on each node"),
-])
+@pytest.mark.parametrize(
+    ("text", "key", "problem"),
+    [
+        ('kind = "llamacpp"\nnodes = ["a", "b"]\n', "nodes", "pivot knows the multi-node flags of sglang, vllm only"),
+        ('nodes = ["a", "a"]\n', "nodes", "names a host twice"),
+        ("nodes = []\n", "nodes", "names no host"),
+        ('nodes = ["a", "b"]\n[flags]\nnode-rank = 1\n', "flags.node-rank", "pivot sets it on each node"),
+    ],
+)
 def test_a_profile_that_cannot_span_nodes_says_why_in_one_line(tmp_path: Path, text: str, key: str, problem: str) -> None:
     path = write_profile(tmp_path, "bad", text)
     error = load_profiles(tmp_path / "profiles").broken["bad"]
@@ -116,12 +118,18 @@ async def test_two_ranks_start_on_two_hosts_serve_when_both_are_up_and_stop_toge
     lifecycle = gpu01.lifecycle
     assert lifecycle is not None
     checks = await lifecycle.start(gpu01.profiles().get("demo-2node"))
-    assert {c.name for c in checks} >= {"GPUs idle on gpu01", "GPUs idle on gpu02", "model path on gpu02",
-                                        "rendezvous port free on gpu01", "port free on gpu02"}
+    assert {c.name for c in checks} >= {
+        "GPUs idle on gpu01",
+        "GPUs idle on gpu02",
+        "model path on gpu02",
+        "rendezvous port free on gpu01",
+        "port free on gpu02",
+    }
     status = await wait_for(lambda: _ready(lifecycle), timeout=90)
     assert status.headline() == "ready demo-2node (2 nodes)" and status.nodes == ("gpu01", "gpu02")
-    assert "--node-rank 1 --dist-init-addr 127.0.0.1:" in " ".join(json.loads(
-        (fleet.root / "gpu02/home/.pivot/server.json").read_text())["argv"])
+    assert "--node-rank 1 --dist-init-addr 127.0.0.1:" in " ".join(
+        json.loads((fleet.root / "gpu02/home/.pivot/server.json").read_text())["argv"]
+    )
     assert "node_rank 1 joined the process group" in log_of(fleet, "gpu01")  # rank 0 served only once rank 1 was in
     peer = await gpu01.node_lifecycle("gpu02").poll()
     assert peer.state == ServerState.READY and peer.headline() == "ready demo-2node (rank 1/2)"
@@ -138,8 +146,9 @@ async def test_two_ranks_start_on_two_hosts_serve_when_both_are_up_and_stop_toge
     assert (await lifecycle.poll()).state == ServerState.READY
 
     report = await lifecycle.stop()
-    assert report.describe() == ("gpu01: stopped; no process of its group holds GPU memory; "
-                                 "gpu02: stopped; no process of its group holds GPU memory")
+    assert report.describe() == (
+        "gpu01: stopped; no process of its group holds GPU memory; gpu02: stopped; no process of its group holds GPU memory"
+    )
     assert (await lifecycle.poll()).state == ServerState.STOPPED
     assert (await gpu01.node_lifecycle("gpu02").poll()).state == ServerState.STOPPED
     assert await stray_on(gpu01, "gpu01") == [] and await stray_on(gpu01, "gpu02") == []
@@ -195,7 +204,8 @@ async def test_a_node_that_fails_its_checks_starts_no_rank_anywhere(fleet: HostP
 
 async def test_a_vllm_server_across_two_hosts_runs_its_second_rank_headless(fleet: HostProcess, gpu01: Session) -> None:
     (fleet.root / "gpu01" / "profiles" / "vllm-2node.toml").write_text(
-        f'extends = "demo-vllm-baseline"\nnodes = ["gpu01", "gpu02"]\nport = {free_port()}\ndist_port = {free_port()}\n')
+        f'extends = "demo-vllm-baseline"\nnodes = ["gpu01", "gpu02"]\nport = {free_port()}\ndist_port = {free_port()}\n'
+    )
     lifecycle = gpu01.lifecycle
     assert lifecycle is not None
     checks = await lifecycle.start(gpu01.profiles().get("vllm-2node"))

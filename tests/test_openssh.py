@@ -68,8 +68,12 @@ def start_sshd(root: Path, name: str = "openssh", log_level: str = "ERROR", rsa_
     import pwd
 
     spec = HostSpec(
-        name=name, hostname="127.0.0.1", port=port, user=pwd.getpwuid(os.getuid()).pw_name,
-        identity=str(root / "client_key"), known_hosts=str(root / "known_hosts"),
+        name=name,
+        hostname="127.0.0.1",
+        port=port,
+        user=pwd.getpwuid(os.getuid()).pw_name,
+        identity=str(root / "client_key"),
+        known_hosts=str(root / "known_hosts"),
     )
     return Sshd(root, port, proc, spec)
 
@@ -97,7 +101,7 @@ async def test_run_against_openssh(conn: Connection) -> None:
 
 
 async def test_stream_and_stop_against_openssh(conn: Connection) -> None:
-    stream = await conn.stream(["sh", "-c", 'echo $$; while true; do echo tick; sleep 0.05; done'])
+    stream = await conn.stream(["sh", "-c", "echo $$; while true; do echo tick; sleep 0.05; done"])
     pid = int(await stream.readline() or 0)
     assert [await stream.readline() for _ in range(3)] == ["tick"] * 3
     await stream.stop()
@@ -155,9 +159,14 @@ def test_a_host_behind_a_configured_jump_host_is_reached_the_same_way_headless_a
             f'[hosts.jump]\nhostname = "127.0.0.1"\nport = {jump.port}\nuser = "{jump.spec.user}"\n'
             f'identity = "{jump.root / "client_key"}"\nknown_hosts = "{jump.root / "known_hosts"}"\n'
             f'[hosts.gpu]\nhostname = "127.0.0.1"\nport = {target.port}\nuser = "{target.spec.user}"\njump = "jump"\n'
-            f'identity = "{target.root / "client_key"}"\nknown_hosts = "{target.root / "known_hosts"}"\n')
-        ping = subprocess.run([sys.executable, "-m", "console", "--config", str(tmp_path / "pivot.toml"), "-v", "ping", "gpu"],
-                              capture_output=True, text=True, timeout=60)
+            f'identity = "{target.root / "client_key"}"\nknown_hosts = "{target.root / "known_hosts"}"\n'
+        )
+        ping = subprocess.run(
+            [sys.executable, "-m", "console", "--config", str(tmp_path / "pivot.toml"), "-v", "ping", "gpu"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert ping.returncode == 0, ping.stderr
         assert ping.stdout.startswith("gpu: up") and "Opening SSH connection to jump" not in ping.stderr
 
@@ -189,9 +198,15 @@ def test_trust_reaches_a_host_behind_a_configured_jump_and_pins_its_ed25519_key(
             f'[hosts.jump]\nhostname = "127.0.0.1"\nport = {jump.port}\nuser = "{jump.spec.user}"\n'
             f'identity = "{jump.root / "client_key"}"\nknown_hosts = "{jump.root / "known_hosts"}"\n'
             f'[hosts.gpu]\nhostname = "127.0.0.1"\nport = {target.port}\nuser = "{target.spec.user}"\njump = "jump"\n'
-            f'identity = "{target.root / "client_key"}"\nknown_hosts = "{fresh}"\n')
-        trust = subprocess.run([sys.executable, "-m", "console", "--config", str(tmp_path / "pivot.toml"), "trust", "gpu"],
-                               input="yes\n", capture_output=True, text=True, timeout=60)
+            f'identity = "{target.root / "client_key"}"\nknown_hosts = "{fresh}"\n'
+        )
+        trust = subprocess.run(
+            [sys.executable, "-m", "console", "--config", str(tmp_path / "pivot.toml"), "trust", "gpu"],
+            input="yes\n",
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     finally:
         for server in (jump, target):
             server.proc.terminate()

@@ -19,8 +19,9 @@ def test_the_shipped_files_are_the_repositorys(directory: str) -> None:
     assert ours and {p.name: p.read_bytes() for p in package.glob("*.toml")} == ours
 
 
-def test_pivot_profiles_lists_the_shipped_ones_without_any_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_pivot_profiles_lists_the_shipped_ones_without_any_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     from console.cli import main
 
     monkeypatch.chdir(tmp_path)

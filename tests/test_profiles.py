@@ -27,22 +27,50 @@ def test_shipped_profiles_load_with_the_campaign_flags() -> None:
     profiles = load_profiles(SHIPPED)
     assert not profiles.broken
     base, eagle = profiles.get("baseline"), profiles.get("eagle3")
-    assert base.argv() == ["~/ml-env/bin/python3", "-m", "sglang.launch_server", "--model-path", "/shared/kimi-k2.5-int4",
-                           "--host", "127.0.0.1", "--port", "30000", "--tp-size", "8", "--trust-remote-code",
-                           "--cuda-graph-max-bs-decode", "128", "--disable-custom-all-reduce", "--attention-backend",
-                           "flashinfer", "--flashinfer-allreduce-fusion-backend", "auto", "--enable-metrics"]
+    assert base.argv() == [
+        "~/ml-env/bin/python3",
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        "/shared/kimi-k2.5-int4",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "30000",
+        "--tp-size",
+        "8",
+        "--trust-remote-code",
+        "--cuda-graph-max-bs-decode",
+        "128",
+        "--disable-custom-all-reduce",
+        "--attention-backend",
+        "flashinfer",
+        "--flashinfer-allreduce-fusion-backend",
+        "auto",
+        "--enable-metrics",
+    ]
     assert eagle.argv()[: len(base.argv())] == base.argv()
     assert [k for k, _, _ in diff(base, eagle)] == [
-        "speculation", "--speculative-algorithm", "--speculative-draft-model-path", "--speculative-num-steps",
-        "--speculative-eagle-topk", "--speculative-num-draft-tokens", "--mem-fraction-static"]
+        "speculation",
+        "--speculative-algorithm",
+        "--speculative-draft-model-path",
+        "--speculative-num-steps",
+        "--speculative-eagle-topk",
+        "--speculative-num-draft-tokens",
+        "--mem-fraction-static",
+    ]
     vllm = profiles.get("vllm-baseline")
     assert vllm.argv()[:3] == ["~/vllm-env/bin/vllm", "serve", "/shared/kimi-k2.5-int4"] and vllm.ready_line == "Starting vLLM server on"
     assert profiles.get("demo-eagle3").flags["speculative-draft-model-path"] == "~/models/kimi-k2.5-eagle3"
 
 
 def test_value_types_become_flags(tmp_path: Path) -> None:
-    write(tmp_path, "p", 'launcher = ["serve"]\nmodel_path = "/m"\n[env]\nA = "1 2"\n[flags]\non = true\noff = false\n'
-                         'n = 3\nx = 0.5\ns = "a b"\nrepeat = ["x", 2]\n')
+    write(
+        tmp_path,
+        "p",
+        'launcher = ["serve"]\nmodel_path = "/m"\n[env]\nA = "1 2"\n[flags]\non = true\noff = false\n'
+        'n = 3\nx = 0.5\ns = "a b"\nrepeat = ["x", 2]\n',
+    )
     p = load_profiles(tmp_path).get("p")
     assert p.argv()[5:] == ["--port", "30000", "--on", "--n", "3", "--x", "0.5", "--s", "a b", "--repeat", "x", "--repeat", "2"]
     assert p.command_line().startswith("env 'A=1 2' serve --model-path /m")
@@ -57,8 +85,13 @@ def test_false_leaves_a_flag_out_and_says_so_while_the_string_false_passes(tmp_p
     assert b.argv()[-2:] == ["--interrupt_requests", "False"] and b.left_out == []
     assert diff(a, b) == [("--interrupt_requests", "(left out)", "False")]
     (tmp_path / "pivot.toml").write_text(f'profiles_dir = "{tmp_path}"\n')
-    shown = subprocess.run([sys.executable, "-m", "console", "--config", str(tmp_path / "pivot.toml"), "profiles", "show", "a"],
-                           capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    shown = subprocess.run(
+        [sys.executable, "-m", "console", "--config", str(tmp_path / "pivot.toml"), "profiles", "show", "a"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+    )
     assert '# left out (false): --interrupt_requests; write "False" to pass the word' in shown.stdout, shown.stderr
 
 
@@ -68,26 +101,37 @@ def test_unset_removes_an_inherited_flag(tmp_path: Path) -> None:
     assert dict(load_profiles(tmp_path).get("child").flags) == {"b": 2, "c": 3}
 
 
-@pytest.mark.parametrize(("files", "broken", "message"), [
-    ({"p": 'launcher = "s"\nmodel_path = "/m"\nflavour = 1\n'}, "p", "p.toml: flavour: unknown key"),
-    ({"p": 'launcher = "s"\nmodel_path = "/m"\nport = "80"\n'}, "p", "p.toml: port: expected an integer, got '80'"),
-    ({"p": 'launcher = "s"\nmodel_path = "/m"\nport = 0\n'}, "p", "p.toml: port: must be 1-65535, got 0"),
-    ({"p": 'launcher = "s"\n'}, "p", "p.toml: model_path: missing: the path of the model on the host"),
-    ({"p": 'model_path = "/m"\n'}, "p", "p.toml: launcher: missing"),
-    ({"p": 'launcher = "s"\nmodel_path = "/m"\nkind = "mlc"\n'}, "p",
-     "p.toml: kind: must be one of sglang, vllm, llamacpp, llama-cpp-python, trtllm, tgi, openai, got 'mlc'"),
-    ({"p": 'launcher = "s"\nmodel_path = "/m"\n[flags]\n"--tp" = 8\n'}, "p",
-     "p.toml: flags.--tp: write the flag without its leading dashes"),
-    ({"p": 'launcher = "s"\nmodel_path = "/m"\n[flags]\ntp = {a = 1}\n'}, "p",
-     "p.toml: flags.tp: expected a boolean, number, string or list of those, got {'a': 1}"),
-    ({"p": 'launcher = "s"\nmodel_path = "/m"\n[env]\nA = 1\n'}, "p", "p.toml: env.A: expected a string, got 1"),
-    ({"a": 'extends = "b"\n', "b": 'extends = "a"\n'}, "a", "a.toml: extends: cycle: a -> b -> a"),
-    ({"a": 'extends = "nope"\n'}, "a", "a.toml: extends: no profile named 'nope'"),
-    ({"a": 'launcher = "s"\nmodel_path = "/m"\n', "b": 'extends = "a"\nunset = ["x"]\n'}, "b", "b.toml: unset: 'x' is not set by 'a'"),
-    ({"p": 'launcher = "s\n'}, "p", "p.toml: not valid TOML"),
-])
-def test_a_broken_profile_is_reported_with_file_key_and_problem(files: dict[str, str], broken: str, message: str,
-                                                                 tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("files", "broken", "message"),
+    [
+        ({"p": 'launcher = "s"\nmodel_path = "/m"\nflavour = 1\n'}, "p", "p.toml: flavour: unknown key"),
+        ({"p": 'launcher = "s"\nmodel_path = "/m"\nport = "80"\n'}, "p", "p.toml: port: expected an integer, got '80'"),
+        ({"p": 'launcher = "s"\nmodel_path = "/m"\nport = 0\n'}, "p", "p.toml: port: must be 1-65535, got 0"),
+        ({"p": 'launcher = "s"\n'}, "p", "p.toml: model_path: missing: the path of the model on the host"),
+        ({"p": 'model_path = "/m"\n'}, "p", "p.toml: launcher: missing"),
+        (
+            {"p": 'launcher = "s"\nmodel_path = "/m"\nkind = "mlc"\n'},
+            "p",
+            "p.toml: kind: must be one of sglang, vllm, llamacpp, llama-cpp-python, trtllm, tgi, openai, got 'mlc'",
+        ),
+        (
+            {"p": 'launcher = "s"\nmodel_path = "/m"\n[flags]\n"--tp" = 8\n'},
+            "p",
+            "p.toml: flags.--tp: write the flag without its leading dashes",
+        ),
+        (
+            {"p": 'launcher = "s"\nmodel_path = "/m"\n[flags]\ntp = {a = 1}\n'},
+            "p",
+            "p.toml: flags.tp: expected a boolean, number, string or list of those, got {'a': 1}",
+        ),
+        ({"p": 'launcher = "s"\nmodel_path = "/m"\n[env]\nA = 1\n'}, "p", "p.toml: env.A: expected a string, got 1"),
+        ({"a": 'extends = "b"\n', "b": 'extends = "a"\n'}, "a", "a.toml: extends: cycle: a -> b -> a"),
+        ({"a": 'extends = "nope"\n'}, "a", "a.toml: extends: no profile named 'nope'"),
+        ({"a": 'launcher = "s"\nmodel_path = "/m"\n', "b": 'extends = "a"\nunset = ["x"]\n'}, "b", "b.toml: unset: 'x' is not set by 'a'"),
+        ({"p": 'launcher = "s\n'}, "p", "p.toml: not valid TOML"),
+    ],
+)
+def test_a_broken_profile_is_reported_with_file_key_and_problem(files: dict[str, str], broken: str, message: str, tmp_path: Path) -> None:
     for name, text in files.items():
         write(tmp_path, name, text)
     profiles = load_profiles(tmp_path)

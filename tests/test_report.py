@@ -19,8 +19,9 @@ POWER = {"gpu_watts": 4000.0, "gpu_watts_lo": 3960.0, "gpu_watts_hi": 4040.0}
 
 
 def pivot(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "console", "--config", str(config), *args], capture_output=True,
-                          text=True, timeout=600)  # a hang guard: matplotlib's first import builds its font cache
+    return subprocess.run(
+        [sys.executable, "-m", "console", "--config", str(config), *args], capture_output=True, text=True, timeout=600
+    )  # a hang guard: matplotlib's first import builds its font cache
 
 
 @pytest.fixture
@@ -36,7 +37,8 @@ def config(tmp_path: Path) -> Path:
 
 
 def test_the_report_holds_the_verdict_the_charts_the_energy_and_every_runs_metadata_in_one_offline_file(
-        config: Path, tmp_path: Path) -> None:
+    config: Path, tmp_path: Path
+) -> None:
     out = tmp_path / "report.html"
     done = pivot(config, "report", "base", "spec", "short", "-o", str(out), "--slo", "itl_p90_ms<=30")
     assert done.returncode == 0, done.stderr
@@ -44,8 +46,9 @@ def test_the_report_holds_the_verdict_the_charts_the_energy_and_every_runs_metad
     page = out.read_text()
     assert not re.search(r"<script|<link|<iframe|\bsrc=\"(?!data:)", page)  # nothing to fetch, nothing to run
     assert "<b>$x$" not in page and "eagle3&lt;b&gt;$x$\\x1b[31m" in page  # shown as text, the escape made visible
-    assert ("recommendation: speculation (spec (eagle3&lt;b&gt;$x$\\x1b[31m), against base (baseline)) helps "
-            "per-request speed at C ≤ 1") in page
+    assert (
+        "recommendation: speculation (spec (eagle3&lt;b&gt;$x$\\x1b[31m), against base (baseline)) helps per-request speed at C ≤ 1"
+    ) in page
     assert "energy: J per output token of 8 GPU(s), A 47.34 vs B 45.45 at C=1" in page and "J/tok B/A" in page
     assert "slo: under ITL p90 ≤ 30 ms:" in page
     assert "eagle3-adaptive: extends eagle3" not in page  # the drafting profile is not among this machine's profiles
@@ -79,9 +82,22 @@ def test_chromium_shows_the_reports_charts(config: Path, tmp_path: Path) -> None
     out = tmp_path / "report.html"
     assert pivot(config, "report", "base", "spec", "-o", str(out)).returncode == 0
     shot = tmp_path / "shot.png"
-    subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                    f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={shot}", "--window-size=1200,2600",
-                    out.as_uri()], capture_output=True, timeout=600, check=True)
+    subprocess.run(
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            f"--screenshot={shot}",
+            "--window-size=1200,2600",
+            out.as_uri(),
+        ],
+        capture_output=True,
+        timeout=600,
+        check=True,
+    )
     from PIL import Image  # matplotlib's own dependency
 
     colours = Image.open(shot).convert("RGB").getcolors(maxcolors=1 << 24) or []

@@ -19,9 +19,22 @@ RUNBOOKS = Path(__file__).parent.parent / "profiles" / "runbooks"
 def test_the_shipped_runbooks_read() -> None:
     for name in ("campaign", "demo-campaign"):
         tasks = read_runbook(RUNBOOKS / f"{name}.toml")
-        assert [t.action.split()[0] for t in tasks] == ["stop", "kill-stray", "verify-idle", "check-files", "switch", "sweep",
-                                                        "switch", "sweep", "compare", "repeat-uncertain",
-                                                        "write-profile", "switch", "sweep", "verify"]
+        assert [t.action.split()[0] for t in tasks] == [
+            "stop",
+            "kill-stray",
+            "verify-idle",
+            "check-files",
+            "switch",
+            "sweep",
+            "switch",
+            "sweep",
+            "compare",
+            "repeat-uncertain",
+            "write-profile",
+            "switch",
+            "sweep",
+            "verify",
+        ]
 
 
 def test_a_runbook_is_found_by_name_and_a_later_directory_wins(tmp_path: Path) -> None:
@@ -37,12 +50,15 @@ def test_a_runbook_is_found_by_name_and_a_later_directory_wins(tmp_path: Path) -
         find_runbook(cfg, "nope")
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ('[[tasks]]\ncontent = "x"\naction = "reboot everything"\n', "tasks[1].action: unknown action 'reboot everything'"),
-    ('[[tasks]]\ncontent = "x"\naction = "start"\n', "start takes 1 argument(s)"),
-    ('[[tasks]]\naction = "stop"\n', "tasks[1]: needs a content string"),
-    ('name = "empty"\n', "no [[tasks]]"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('[[tasks]]\ncontent = "x"\naction = "reboot everything"\n', "tasks[1].action: unknown action 'reboot everything'"),
+        ('[[tasks]]\ncontent = "x"\naction = "start"\n', "start takes 1 argument(s)"),
+        ('[[tasks]]\naction = "stop"\n', "tasks[1]: needs a content string"),
+        ('name = "empty"\n', "no [[tasks]]"),
+    ],
+)
 def test_a_bad_runbook_is_refused_before_anything_runs(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "rb.toml"
     path.write_text(text)
@@ -56,7 +72,7 @@ def test_the_demo_campaign_runs_end_to_end(sim_host_process: HostProcess, tmp_pa
     does not reproduce: those steps are checked with runs of known numbers below."""
     runbook = (RUNBOOKS / "demo-campaign.toml").read_text().replace('action = "sweep"', 'action = "sweep levels=1,2 max_tokens=16"')
     path = tmp_path / "demo-campaign.toml"
-    path.write_text(runbook[:runbook.index("[[tasks]]\ncontent = \"Write the adaptive profile")])
+    path.write_text(runbook[: runbook.index('[[tasks]]\ncontent = "Write the adaptive profile')])
     # the same profiles on free ports, beside the demo's pivot.toml (a later directory's profile wins)
     local = sim_host_process.config_path.parent / "profiles"
     local.mkdir(exist_ok=True)
@@ -88,18 +104,23 @@ def test_the_demo_campaign_runs_end_to_end(sim_host_process: HostProcess, tmp_pa
 
 def test_a_failing_step_stops_the_runbook_and_leaves_its_task_in_progress(sim_host_process: HostProcess, tmp_path: Path) -> None:
     path = tmp_path / "rb.toml"
-    path.write_text('[[tasks]]\ncontent = "Check the inputs"\naction = "check-files ~/models/nope"\n'
-                    '[[tasks]]\ncontent = "Verify idle"\naction = "verify-idle"\n')
-    result = subprocess.run([sys.executable, "-m", "console", "--config", str(sim_host_process.config_path), "run", str(path)],
-                            capture_output=True, text=True, timeout=120)
+    path.write_text(
+        '[[tasks]]\ncontent = "Check the inputs"\naction = "check-files ~/models/nope"\n'
+        '[[tasks]]\ncontent = "Verify idle"\naction = "verify-idle"\n'
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "console", "--config", str(sim_host_process.config_path), "run", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 1 and "failed: missing on the host: ~/models/nope" in result.stdout
     tasks = TaskList(sim_host_process.root / "campaign").load().tasks
     assert [t.status for t in tasks] == ["in_progress", "pending"]
     assert tasks[0].result == "failed: missing on the host: ~/models/nope"
 
 
-def test_the_campaigns_last_steps_write_the_adaptive_profile_and_verify_its_run(sim_host_process: HostProcess,
-                                                                                tmp_path: Path) -> None:
+def test_the_campaigns_last_steps_write_the_adaptive_profile_and_verify_its_run(sim_host_process: HostProcess, tmp_path: Path) -> None:
     """write-profile writes what `w` writes (the profile beside pivot.toml, SGLang's config uploaded to the host);
     verify says whether the adaptive profile's run kept each parent's gain, and refuses a run that is not one."""
     from tests.fixtures_runs import BASELINE, EAGLE3, write_run
@@ -110,9 +131,11 @@ def test_the_campaigns_last_steps_write_the_adaptive_profile_and_verify_its_run(
     kept = {c: (EAGLE3[c] if c == 1 else BASELINE[c]) for c in BASELINE}
     write_run(campaign, "adaptive", "demo-eagle3-adaptive", kept, speculative=True, measured_from=["base", "spec"])
     path = tmp_path / "rb.toml"
-    path.write_text('[[tasks]]\ncontent = "Write it"\naction = "write-profile base spec"\n'
-                    '[[tasks]]\ncontent = "Verify it"\naction = "verify adaptive"\n'
-                    '[[tasks]]\ncontent = "Verify the baseline"\naction = "verify base"\n')
+    path.write_text(
+        '[[tasks]]\ncontent = "Write it"\naction = "write-profile base spec"\n'
+        '[[tasks]]\ncontent = "Verify it"\naction = "verify adaptive"\n'
+        '[[tasks]]\ncontent = "Verify the baseline"\naction = "verify base"\n'
+    )
     pivot = [sys.executable, "-m", "console", "--config", str(sim_host_process.config_path)]
     result = subprocess.run([*pivot, "run", str(path)], capture_output=True, text=True, timeout=120)
     assert result.returncode == 1, result.stdout + result.stderr
@@ -123,6 +146,7 @@ def test_the_campaigns_last_steps_write_the_adaptive_profile_and_verify_its_run(
     assert 'measured_from = [\n    "base",\n    "spec",\n]' in written.read_text()
     uploaded = list((sim_host_process.root / "home" / ".pivot").rglob("demo-eagle3-adaptive*.json"))
     assert len(uploaded) == 1  # SGLang's config, on the host, where the profile's flag points
-    assert tasks[1].result == ("adaptive (demo-eagle3-adaptive) keeps the gain of spec (demo-eagle3) at C ≤ 1, matches "
-                               "base (demo-baseline) at C ≥ 2")
+    assert tasks[1].result == (
+        "adaptive (demo-eagle3-adaptive) keeps the gain of spec (demo-eagle3) at C ≤ 1, matches base (demo-baseline) at C ≥ 2"
+    )
     assert tasks[2].result == "failed: base is not a run of an adaptive profile pivot wrote: nothing to verify"

@@ -145,15 +145,31 @@ def test_the_demos_own_traffic_makes_way_for_a_sweep(tmp_path: Path) -> None:
                 text = httpx.get(f"http://127.0.0.1:{port}/metrics", headers={TRAFFIC_HEADER: "1"}, timeout=10).text
             except httpx.TransportError:
                 return 0
-            return float(next((line.split()[-1] for line in text.splitlines() if line.startswith("sglang:num_running_reqs")),
-                              0))
+            return float(next((line.split()[-1] for line in text.splitlines() if line.startswith("sglang:num_running_reqs")), 0))
 
         deadline = time.monotonic() + 120  # the server loads, and the traffic's pattern begins with a few idle seconds
         while running() == 0:
             assert time.monotonic() < deadline, "the demo's traffic never started"
             time.sleep(0.2)
-        swept = subprocess.run([sys.executable, "-m", "console", "--config", str(host.config_path), "sweep", "--levels",
-                                "1", "--max-tokens", "16", "--requests", "4"], capture_output=True, text=True, timeout=600)
+        swept = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "console",
+                "--config",
+                str(host.config_path),
+                "sweep",
+                "--levels",
+                "1",
+                "--max-tokens",
+                "16",
+                "--requests",
+                "4",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert swept.returncode == 0, swept.stdout + swept.stderr
         assert "already serving" not in swept.stdout + swept.stderr
         log = (host.root / "home" / ".pivot" / "server.log").read_text()
@@ -171,8 +187,14 @@ def test_each_demo_keeps_a_campaign_of_its_own_with_the_profiles_written_for_it(
     from console import config
 
     env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data")}
-    proc = subprocess.Popen([sys.executable, "-m", "console", "demo", "--serve", "--no-traffic", "--server", "none"],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "console", "demo", "--serve", "--no-traffic", "--server", "none"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
     try:
         assert proc.stdout is not None
         lines = [proc.stdout.readline().strip() for _ in range(2)]

@@ -42,8 +42,18 @@ def start_server(sim_env: dict[str, str], tmp_path: Path) -> Iterator[Callable[.
     def start(*flags: str, wait_ready: bool = True) -> Server:
         port = free_port()
         log = tmp_path / f"server-{port}.log"
-        argv = [sys.executable, "-m", "console.sim.launch_server", "--model-path", str(tmp_path / "models" / "model"),
-                "--port", str(port), "--tp", "2", *(f.format(models=tmp_path / "models") for f in flags)]
+        argv = [
+            sys.executable,
+            "-m",
+            "console.sim.launch_server",
+            "--model-path",
+            str(tmp_path / "models" / "model"),
+            "--port",
+            str(port),
+            "--tp",
+            "2",
+            *(f.format(models=tmp_path / "models") for f in flags),
+        ]
         with open(log, "wb") as out:
             proc = subprocess.Popen(argv, env=sim_env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         started.append(proc)
@@ -96,8 +106,14 @@ def test_health_is_503_while_loading_then_200_with_the_ready_line(start_server: 
 
 def test_streaming_completion_has_the_openai_shape_and_usage_counts_the_tokens(start_server: Callable[..., Server]) -> None:
     server = start_server()
-    body = {"model": "m", "prompt": "hello " * 40, "max_tokens": 40, "stream": True, "ignore_eos": True,
-            "stream_options": {"include_usage": True}}
+    body = {
+        "model": "m",
+        "prompt": "hello " * 40,
+        "max_tokens": 40,
+        "stream": True,
+        "ignore_eos": True,
+        "stream_options": {"include_usage": True},
+    }
     with httpx.stream("POST", server.url + "/v1/completions", json=body, timeout=30) as response:
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("text/event-stream")
@@ -129,8 +145,13 @@ def test_speculative_server_sends_several_tokens_in_one_chunk(start_server: Call
 
 def test_chat_stream_with_continuous_usage(start_server: Callable[..., Server]) -> None:
     server = start_server()
-    body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 6, "stream": True,
-            "stream_options": {"include_usage": True, "continuous_usage_stats": True}, "ignore_eos": True}
+    body = {
+        "messages": [{"role": "user", "content": "hi"}],
+        "max_tokens": 6,
+        "stream": True,
+        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+        "ignore_eos": True,
+    }
     with httpx.stream("POST", server.url + "/v1/chat/completions", json=body, timeout=30) as response:
         events = sse_events(response)
     chunks = [e for e in events if isinstance(e, dict) and e["choices"]]
@@ -174,8 +195,9 @@ def test_bad_requests_get_a_400_with_the_reason(start_server: Callable[..., Serv
 
 
 def _launch(sim_env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "console.sim.launch_server", *argv], env=sim_env,
-                          capture_output=True, text=True, timeout=30)
+    return subprocess.run(
+        [sys.executable, "-m", "console.sim.launch_server", *argv], env=sim_env, capture_output=True, text=True, timeout=30
+    )
 
 
 def test_an_unknown_flag_exits_like_sglang(sim_env: dict[str, str], tmp_path: Path) -> None:

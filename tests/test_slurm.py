@@ -43,7 +43,8 @@ def login(cluster: Path, tmp_path: Path) -> Iterator[HostProcess]:
         text = host.config_path.read_text()
         host.config_path.write_text(text.replace('role = "gpu"', 'role = "slurm"\ngpus = false'))
         (host.root / "profiles" / "slurm-2node.toml").write_text(
-            f'extends = "demo-baseline"\nnodes = 2\nport = {free_port()}\ndist_port = {free_port()}\n')
+            f'extends = "demo-baseline"\nnodes = 2\nport = {free_port()}\ndist_port = {free_port()}\n'
+        )
         write_two_node_profile(host.root / "profiles", "gpu01", "gpu02")  # the fleet demo's own (names Slurm ignores)
         yield host
     finally:
@@ -59,8 +60,9 @@ async def session(login: HostProcess) -> AsyncIterator[Session]:
 
 def slurm(conf: Path, *argv: str) -> str:
     """A Slurm command on the test's cluster, as its operator would type it; its output."""
-    return subprocess.run(argv, capture_output=True, text=True, timeout=30,
-                          env={"SLURM_CONF": str(conf), "PATH": "/usr/bin:/bin"}).stdout.strip()
+    return subprocess.run(
+        argv, capture_output=True, text=True, timeout=30, env={"SLURM_CONF": str(conf), "PATH": "/usr/bin:/bin"}
+    ).stdout.strip()
 
 
 def squeue(conf: Path) -> str:
@@ -73,8 +75,10 @@ async def _state(lifecycle, wanted: ServerState):  # type: ignore[no-untyped-def
 
 
 def test_the_batch_script_quotes_every_word_and_takes_each_ranks_flags_from_slurm(tmp_path: Path) -> None:
-    (tmp_path / "p.toml").write_text('launcher = "python3 -m sglang.launch_server"\nmodel_path = "/m; rm -rf ~"\n'
-                                     'nodes = 2\ndist_port = 5000\n[env]\nNCCL_DEBUG = "$(reboot)"\n')
+    (tmp_path / "p.toml").write_text(
+        'launcher = "python3 -m sglang.launch_server"\nmodel_path = "/m; rm -rf ~"\n'
+        'nodes = 2\ndist_port = 5000\n[env]\nNCCL_DEBUG = "$(reboot)"\n'
+    )
     profile = load_profiles(tmp_path).get("p")
     script = batch_script(profile, profile.argv())
     assert "'/m; rm -rf ~'" in script and "'NCCL_DEBUG=$(reboot)'" in script  # words, never shell
@@ -82,19 +86,23 @@ def test_the_batch_script_quotes_every_word_and_takes_each_ranks_flags_from_slur
     assert f"bash -c {shlex.quote(RANK_SHELL['sglang'])} pivot-rank env 'NCCL_DEBUG=$(reboot)' python3 -m sglang" in script
 
 
-@pytest.mark.parametrize(("kind", "rank", "address"), [("sglang", 0, "10.0.0.7"), ("sglang", 1, "10.0.0.7"),
-                                                       ("sglang", 1, "fd00::7"), ("vllm", 0, "10.0.0.7"), ("vllm", 1, "fd00::7")])
+@pytest.mark.parametrize(
+    ("kind", "rank", "address"),
+    [("sglang", 0, "10.0.0.7"), ("sglang", 1, "10.0.0.7"), ("sglang", 1, "fd00::7"), ("vllm", 0, "10.0.0.7"), ("vllm", 1, "fd00::7")],
+)
 def test_each_task_of_the_job_adds_the_same_flags_a_rank_gets_on_named_hosts(kind: str, rank: int, address: str) -> None:
     """The job's rank snippet, run by bash as srun runs it, against console/server/multinode.py's flags."""
     env = {"PIVOT_NNODES": "2", "PIVOT_DIST_PORT": "5000", "SLURM_NODEID": str(rank), "SLURM_LAUNCH_NODE_IPADDR": address}
-    ran = subprocess.run(["bash", "-c", RANK_SHELL[kind].replace("exec ", "", 1), "pivot-rank", "echo"],
-                         capture_output=True, text=True, env=env, timeout=10)
+    ran = subprocess.run(
+        ["bash", "-c", RANK_SHELL[kind].replace("exec ", "", 1), "pivot-rank", "echo"], capture_output=True, text=True, env=env, timeout=10
+    )
     flags = Profile("p", Path("p.toml"), kind, ("x",), "/m", flags=rank_flags(kind, 2, rank, address, 5000)).flag_args()
     assert ran.stdout.split() == flags
 
 
 async def test_a_profile_runs_as_a_job_across_two_nodes_is_swept_and_stopped_with_scancel(
-        cluster: Path, login: HostProcess, session: Session) -> None:
+    cluster: Path, login: HostProcess, session: Session
+) -> None:
     lifecycle = session.lifecycle
     assert lifecycle is not None
     checks = await lifecycle.start(session.profiles().get("demo-2node"))
@@ -122,7 +130,8 @@ async def test_a_profile_runs_as_a_job_across_two_nodes_is_swept_and_stopped_wit
 
 
 async def test_a_job_cancelled_behind_pivots_back_is_a_crash_and_a_waiting_job_says_why(
-        cluster: Path, login: HostProcess, session: Session) -> None:
+    cluster: Path, login: HostProcess, session: Session
+) -> None:
     lifecycle = session.lifecycle
     assert lifecycle is not None
     blocker = slurm(cluster, "sbatch", "--parsable", "-N2", "--output=/dev/null", "--wrap", "sleep 300")

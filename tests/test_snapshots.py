@@ -16,8 +16,7 @@ from tests.fake_telemetry import LOG, FakeLifecycle, FakeTelemetry
 
 def make_app(tmp_path: Path) -> PivotApp:
     cfg = config.Config(path=None, hosts={}, campaign_dir=tmp_path / "campaign")
-    return PivotApp(Session(cfg, None, local=True, via="console", telemetry=FakeTelemetry(), lifecycle=FakeLifecycle()),
-                    theme="pivot-dark")
+    return PivotApp(Session(cfg, None, local=True, via="console", telemetry=FakeTelemetry(), lifecycle=FakeLifecycle()), theme="pivot-dark")
 
 
 async def settle(pilot) -> None:  # type: ignore[no-untyped-def]
@@ -128,13 +127,23 @@ class TestTasksPane:
         campaign = tmp_path / "campaign"
         campaign.mkdir()
         since = time.time() - 600  # "10 min" in progress, stable during the test
-        tasks = [("Kill current EAGLE-3 server and zombie processes", "high", "completed"),
-                 ("Start baseline server (no speculation) with flashinfer + fusion", "high", "in_progress"),
-                 ("Run parallel benchmark at C=1,2,5,10,30,70,100,250 on baseline", "high", "pending"),
-                 ("Compare EAGLE-3 vs baseline results and find crossover point", "medium", "pending")]
-        (campaign / "tasks.json").write_text(json.dumps({"version": 1, "tasks": [
-            {"id": f"t{i}", "content": c, "priority": p, "status": s, "history": [[since, s]]}
-            for i, (c, p, s) in enumerate(tasks)]}))
+        tasks = [
+            ("Kill current EAGLE-3 server and zombie processes", "high", "completed"),
+            ("Start baseline server (no speculation) with flashinfer + fusion", "high", "in_progress"),
+            ("Run parallel benchmark at C=1,2,5,10,30,70,100,250 on baseline", "high", "pending"),
+            ("Compare EAGLE-3 vs baseline results and find crossover point", "medium", "pending"),
+        ]
+        (campaign / "tasks.json").write_text(
+            json.dumps(
+                {
+                    "version": 1,
+                    "tasks": [
+                        {"id": f"t{i}", "content": c, "priority": p, "status": s, "history": [[since, s]]}
+                        for i, (c, p, s) in enumerate(tasks)
+                    ],
+                }
+            )
+        )
 
         async def zoom(pilot) -> None:  # type: ignore[no-untyped-def]
             await settle(pilot)

@@ -29,9 +29,11 @@ def test_the_campaigns_verdict(campaign: Path) -> None:
     assert cmp.table["ratio_total"].to_list()[-1] == pytest.approx(354 / 773)
     assert cmp.total.at is not None and 1 < cmp.total.at < 2 and cmp.total.leader_below == "b"
     assert cmp.per_request.at is not None and 1 < cmp.per_request.at < 2
-    assert cmp.recommendation == ("speculation (spec (eagle3), against base (baseline)) helps per-request speed at C ≤ 1 "
-                                  "and total throughput at C ≤ 1 and loses total throughput at C ≥ 2: "
-                                  "turn drafting off above C=1")
+    assert cmp.recommendation == (
+        "speculation (spec (eagle3), against base (baseline)) helps per-request speed at C ≤ 1 "
+        "and total throughput at C ≤ 1 and loses total throughput at C ≥ 2: "
+        "turn drafting off above C=1"
+    )
     assert cmp.helps_up_to == 1
     assert cmp.saturation == {"base (baseline)": 70, "spec (eagle3)": 30}
     assert cmp.table["ratio_itl"][0] == pytest.approx(92.6 / 96.1)  # ITL shown beside the throughput ratios
@@ -43,8 +45,10 @@ def test_a_run_that_never_wins(tmp_path: Path) -> None:
     write_run(tmp_path, "spec", "eagle3", worse, speculative=True)
     cmp = compare(open_run(tmp_path, "base"), open_run(tmp_path, "spec"))
     assert cmp.total.text == "none: base (baseline) leads at every level"
-    assert cmp.recommendation == ("speculation (spec (eagle3), against base (baseline)) loses total throughput at every "
-                                  "level and helps nowhere beyond the margin: disable it")
+    assert cmp.recommendation == (
+        "speculation (spec (eagle3), against base (baseline)) loses total throughput at every "
+        "level and helps nowhere beyond the margin: disable it"
+    )
     assert cmp.helps_up_to is None
 
 
@@ -57,13 +61,16 @@ def test_a_level_is_called_even_only_where_the_intervals_cannot_tell(tmp_path: P
     write_run(tmp_path, "spec", "eagle3", spec, speculative=True, spread=0.04)
     cmp = compare(open_run(tmp_path, "base"), open_run(tmp_path, "spec"))
     assert cmp.levels[0].per_request.leader is None and cmp.levels[0].total.leader is None
-    assert cmp.recommendation == ("speculation (spec (eagle3), against base (baseline)) loses total throughput at C ≥ 2; "
-                                  "cannot tell at C ≤ 1: repeat those levels to know whether drafting pays off there, "
-                                  "else disable it")
+    assert cmp.recommendation == (
+        "speculation (spec (eagle3), against base (baseline)) loses total throughput at C ≥ 2; "
+        "cannot tell at C ≤ 1: repeat those levels to know whether drafting pays off there, "
+        "else disable it"
+    )
     assert cmp.total.text == "none: base (baseline) leads at C ≥ 2; cannot tell at C ≤ 1"
     assert [r.c for r in cmp.repeats] == [1]
-    assert cmp.repeats[0].text == ("C=1: 84.5 vs 84.5 tok/s, +0.0 % ± 5.7 %: cannot tell; about 11 more request(s) in "
-                                   "each run would settle it (an estimate)")
+    assert cmp.repeats[0].text == (
+        "C=1: 84.5 vs 84.5 tok/s, +0.0 % ± 5.7 %: cannot tell; about 11 more request(s) in each run would settle it (an estimate)"
+    )
     assert cmp.repeats[0].alone == {}  # either run's ±4 % alone is wider than the margin: u must say both are needed
     table_leaders = cmp.table["leader_total"].to_list()
     assert table_leaders == [None, "a", "a"]  # the recommendation and the table say the same
@@ -75,8 +82,9 @@ def test_two_identical_runs_name_no_winner_and_no_crossover(tmp_path: Path) -> N
     write_run(tmp_path, "one", "direct", BASELINE, speculative=False, spread=0.02)
     write_run(tmp_path, "two", "direct", jitter, speculative=False, spread=0.02)
     cmp = compare(open_run(tmp_path, "one"), open_run(tmp_path, "two"))
-    assert cmp.recommendation == ("neither one (direct) nor two (direct) leads total throughput by more than the margin; "
-                                  "cannot tell at every level")
+    assert cmp.recommendation == (
+        "neither one (direct) nor two (direct) leads total throughput by more than the margin; cannot tell at every level"
+    )
     assert cmp.total.at is None and cmp.total.text == "none: nobody leads by more than the margin; cannot tell at every level"
     assert [r.c for r in cmp.repeats] == sorted(BASELINE) and all(r.more_requests for r in cmp.repeats)
 
@@ -89,8 +97,10 @@ def test_differences_within_the_margin_are_alike_however_tight_the_intervals(tmp
     write_run(tmp_path, "adaptive", "adaptive", near, speculative=True, spread=0.003)
     cmp = compare(open_run(tmp_path, "base"), open_run(tmp_path, "adaptive"))
     assert all(lv.total.alike and lv.total.leader is None for lv in cmp.levels)
-    assert cmp.recommendation == ("speculation (adaptive, against base (baseline)) matches it at every level (within "
-                                  "±2 %): it neither gains nor costs total throughput here")
+    assert cmp.recommendation == (
+        "speculation (adaptive, against base (baseline)) matches it at every level (within "
+        "±2 %): it neither gains nor costs total throughput here"
+    )
     assert cmp.total.text == "none: alike at every level (within ±2 %)" and not cmp.repeats
     assert cmp.table["alike_total"].to_list() == [True] * len(BASELINE)
     wider = compare(open_run(tmp_path, "base"), open_run(tmp_path, "adaptive"), margin=0.0005)  # 0.05 %: the old rule, near enough
@@ -120,10 +130,15 @@ def test_store_tables_partial_and_corrupt_runs(campaign: Path) -> None:
     (campaign / "runs" / "junk").mkdir()
     (campaign / "runs" / "junk" / "run.toml").write_text("not = [toml")
     (campaign / "runs" / "typo").mkdir()
-    (campaign / "runs" / "typo" / "run.toml").write_text('profile = 3\nsettings = { levels = [1] }\n')
+    (campaign / "runs" / "typo" / "run.toml").write_text("profile = 3\nsettings = { levels = [1] }\n")
     runs = {r.name: r for r in list_runs(campaign)}
-    assert {name: r.state for name, r in runs.items()} == {"base": "complete", "cut": "partial", "junk": "corrupt",
-                                                           "spec": "complete", "typo": "corrupt"}
+    assert {name: r.state for name, r in runs.items()} == {
+        "base": "complete",
+        "cut": "partial",
+        "junk": "corrupt",
+        "spec": "complete",
+        "typo": "corrupt",
+    }
     assert runs["typo"].corrupt == f"{campaign / 'runs' / 'typo' / 'run.toml'}: profile: Input should be a valid string"
     levels = pl.read_parquet(campaign / "runs" / "base" / "levels.parquet")
     assert levels["c"].to_list() == sorted(BASELINE) and "total_tok_s" in levels.columns
@@ -133,8 +148,7 @@ def test_store_tables_partial_and_corrupt_runs(campaign: Path) -> None:
 
 
 def pivot(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "console", "--config", str(config), *args], capture_output=True,
-                          text=True, timeout=60)
+    return subprocess.run([sys.executable, "-m", "console", "--config", str(config), *args], capture_output=True, text=True, timeout=60)
 
 
 def test_compare_command_table_json_markdown_and_profile(campaign: Path, tmp_path: Path) -> None:
@@ -154,7 +168,9 @@ def test_compare_command_table_json_markdown_and_profile(campaign: Path, tmp_pat
     profile = tmp_path / "profiles" / "eagle3-adaptive.toml"
     assert profile.exists() and 'extends = "eagle3"' in profile.read_text() and "wrote" in written.stdout
     assert json.loads((tmp_path / "profiles" / "eagle3-adaptive.json").read_text()) == {
-        "1": {"candidate_steps": [3]}, "2": {"candidate_steps": [0]}}
+        "1": {"candidate_steps": [3]},
+        "2": {"candidate_steps": [0]},
+    }
     listed = pivot(config, "runs")
     assert "base" in listed.stdout and "complete" in listed.stdout
     missing = pivot(config, "compare", "base", "nope")
@@ -164,10 +180,21 @@ def test_compare_command_table_json_markdown_and_profile(campaign: Path, tmp_pat
 
 
 def test_bench_serving_results_import_as_a_run_and_compare(campaign: Path, tmp_path: Path) -> None:
-    lines = [{"backend": "sglang-oai", "max_concurrency": c, "completed": 4 * c, "duration": 10.0,
-              "total_output_tokens": int(total * 10), "output_throughput": total, "mean_tpot_ms": 1000 / per,
-              "median_ttft_ms": 50.0, "median_itl_ms": 1000 / per, "request_throughput": 0.4 * c}
-             for c, (total, per) in EAGLE3.items()]
+    lines = [
+        {
+            "backend": "sglang-oai",
+            "max_concurrency": c,
+            "completed": 4 * c,
+            "duration": 10.0,
+            "total_output_tokens": int(total * 10),
+            "output_throughput": total,
+            "mean_tpot_ms": 1000 / per,
+            "median_ttft_ms": 50.0,
+            "median_itl_ms": 1000 / per,
+            "request_throughput": 0.4 * c,
+        }
+        for c, (total, per) in EAGLE3.items()
+    ]
     results = tmp_path / "old.jsonl"
     results.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
     config = tmp_path / "pivot.toml"
@@ -190,15 +217,16 @@ def test_two_runs_of_the_same_kind_get_no_speculation_verdict(tmp_path: Path) ->
     write_run(tmp_path, "spec", "eagle3", EAGLE3, speculative=True)
     write_run(tmp_path, "adaptive", "eagle3-adaptive", adaptive, speculative=True)
     cmp = compare(open_run(tmp_path, "spec"), open_run(tmp_path, "adaptive"))
-    assert cmp.recommendation == ("adaptive (eagle3-adaptive) leads total throughput at C ≥ 2 (×2.18 at C=250); "
-                                  "alike at C ≤ 1")
+    assert cmp.recommendation == ("adaptive (eagle3-adaptive) leads total throughput at C ≥ 2 (×2.18 at C=250); alike at C ≤ 1")
     assert cmp.helps_up_to is None  # nothing to write: no adaptive profile is offered
     # against the baseline, the adaptive profile keeps the C=1 gain and costs nothing above: the check passed
     write_run(tmp_path, "base", "baseline", BASELINE, speculative=False)
     verified = compare(open_run(tmp_path, "base"), open_run(tmp_path, "adaptive"))
-    assert verified.recommendation == ("speculation (adaptive (eagle3-adaptive), against base (baseline)) helps "
-                                       "per-request speed at C ≤ 1 and total throughput at C ≤ 1 and costs no total "
-                                       "throughput beyond the margin; alike in total throughput at C ≥ 2: keep it")
+    assert verified.recommendation == (
+        "speculation (adaptive (eagle3-adaptive), against base (baseline)) helps "
+        "per-request speed at C ≤ 1 and total throughput at C ≤ 1 and costs no total "
+        "throughput beyond the margin; alike in total throughput at C ≥ 2: keep it"
+    )
     assert verified.helps_up_to is None
     # a sweep that ends is compared with the newest run of the other kind: the adaptive one with the baseline
     assert counterpart(open_run(tmp_path, "adaptive"), list_runs(tmp_path)).name == "base"  # type: ignore[union-attr]
@@ -209,8 +237,10 @@ def test_client_bound_levels_are_in_no_verdict_and_lagging_ones_have_no_latency_
     write_run(tmp_path, "base", "baseline", BASELINE, speculative=False)
     write_run(tmp_path, "spec", "eagle3", EAGLE3, speculative=True)
     with open(tmp_path / "runs" / "spec" / EVENTS, "a") as f:
-        for c, extra in ((250, {"client_bound": "the load generator used 97% of a core"}),
-                         (100, {"lagging": "the load generator's loop ran late (p90 12.0 ms)", "client_cpu": 0.6})):
+        for c, extra in (
+            (250, {"client_bound": "the load generator used 97% of a core"}),
+            (100, {"lagging": "the load generator's loop ran late (p90 12.0 ms)", "client_cpu": 0.6}),
+        ):
             total, per = EAGLE3[c]
             f.write(json.dumps({"type": "level_started", "c": c, "requests": c}) + "\n")
             f.write(json.dumps(level(c, total, per, **extra)) + "\n")
@@ -225,15 +255,16 @@ def test_a_difference_in_where_the_load_generator_ran_refuses_and_is_noted_when_
     from console.sweep.model import ClientPlacement
     from console.sweep.runs.store import write_meta
 
-    for name, client in (("base", {"machine": "jump1", "cpus": 8, "path": "ssh-forward", "forwarded_from": "gpu1"}),  # older word
-                         ("spec", {"machine": "gpu1", "cpus": 64, "path": "direct"})):
+    for name, client in (
+        ("base", {"machine": "jump1", "cpus": 8, "path": "ssh-forward", "forwarded_from": "gpu1"}),  # older word
+        ("spec", {"machine": "gpu1", "cpus": 64, "path": "direct"}),
+    ):
         run = open_run(campaign, name)
         write_meta(run.dir, run.meta.model_copy(update={"client": ClientPlacement.model_validate(client)}))
     with pytest.raises(ValueError, match="client ssh-forward in A, direct in B"):
         compare(open_run(campaign, "base"), open_run(campaign, "spec"))
     notes = compare(open_run(campaign, "base"), open_run(campaign, "spec"), anyway=True).notes
-    assert any("the load generator ran on jump1, through an SSH forward to gpu1" in n and "on gpu1, direct" in n
-               for n in notes), notes
+    assert any("the load generator ran on jump1, through an SSH forward to gpu1" in n and "on gpu1, direct" in n for n in notes), notes
 
 
 def test_runs_that_measured_different_things_are_compared_only_when_asked(tmp_path: Path) -> None:
@@ -243,17 +274,19 @@ def test_runs_that_measured_different_things_are_compared_only_when_asked(tmp_pa
 
     write_run(tmp_path, "short", "baseline", BASELINE, speculative=False, settings={"max_tokens": 16}, host="gpu1")
     write_run(tmp_path, "long", "eagle3", EAGLE3, speculative=True, settings={"max_tokens": 64}, host="gpu2")
-    write_run(tmp_path, "file", "eagle3", EAGLE3, speculative=True, settings={"max_tokens": 16, "prompt_file": "p.jsonl"},
-              host="gpu1")
+    write_run(tmp_path, "file", "eagle3", EAGLE3, speculative=True, settings={"max_tokens": 16, "prompt_file": "p.jsonl"}, host="gpu1")
     short, long, file = (open_run(tmp_path, n) for n in ("short", "long", "file"))
     with pytest.raises(NotComparable) as refused:
         compare(short, long)
     assert str(refused.value) == (
         "short (baseline) and long (eagle3) did not measure the same thing: max_tokens 16 in A, 64 in B; host gpu1 in A, "
-        "gpu2 in B (pivot compare --anyway compares them, saying so; --may-differ KEY lets one key differ)")
+        "gpu2 in B (pivot compare --anyway compares them, saying so; --may-differ KEY lets one key differ)"
+    )
     anyway = compare(short, long, anyway=True)
-    assert anyway.report()[:2] == ["not comparable, compared anyway: max_tokens 16 in A, 64 in B",
-                                   "not comparable, compared anyway: host gpu1 in A, gpu2 in B"]
+    assert anyway.report()[:2] == [
+        "not comparable, compared anyway: max_tokens 16 in A, 64 in B",
+        "not comparable, compared anyway: host gpu1 in A, gpu2 in B",
+    ]
     with pytest.raises(NotComparable, match=r"prompts unique prompts in A, the file p\.jsonl in B"):
         compare(short, file)
     assert compare(short, file, may_differ=frozenset({"prompts"})).differences == []
@@ -273,7 +306,8 @@ def test_the_compare_command_refuses_in_one_line_and_compares_anyway_when_told(t
     assert refused.returncode == 2 and refused.stdout == ""
     assert refused.stderr.strip().splitlines() == [
         "pivot: long (eagle3) and short (baseline) did not measure the same thing: max_tokens 64 in A, 16 in B (pivot "
-        "compare --anyway compares them, saying so; --may-differ KEY lets one key differ)"]
+        "compare --anyway compares them, saying so; --may-differ KEY lets one key differ)"
+    ]
     anyway = pivot(config, "compare", "previous", "last", "--anyway")
     assert anyway.returncode == 0, anyway.stderr
     assert "±3 %" in anyway.stdout and "not comparable, compared anyway: max_tokens 64 in A, 16 in B" in anyway.stdout
@@ -290,8 +324,7 @@ def test_an_adaptive_profiles_run_is_verified_against_the_runs_it_was_written_fr
     good = {c: (EAGLE3[c] if c == 1 else BASELINE[c]) for c in BASELINE}
     write_run(tmp_path, "adaptive", "eagle3-adaptive", good, speculative=True, measured_from=["base", "spec"])
     cmp = compare(open_run(tmp_path, "base"), open_run(tmp_path, "adaptive"))
-    assert cmp.verification == ("adaptive (eagle3-adaptive) keeps the gain of spec (eagle3) at C ≤ 1, matches base "
-                                "(baseline) at C ≥ 2")
+    assert cmp.verification == ("adaptive (eagle3-adaptive) keeps the gain of spec (eagle3) at C ≤ 1, matches base (baseline) at C ≥ 2")
     assert "verification: adaptive (eagle3-adaptive) keeps the gain" in cmp.report()[1]
     # a schedule that costs: 10 % under the baseline at C = 30 and above (a downgrade of CUDA graphs, say)
     costly = {c: (t * 0.9, p) if c >= 30 else good[c] for c, (t, p) in good.items()}
@@ -299,12 +332,13 @@ def test_an_adaptive_profiles_run_is_verified_against_the_runs_it_was_written_fr
     spec_argv = ["vllm", "serve", "m", "--speculative-config", '{"method": "eagle3"}']
     write_run(vllm, "base", "baseline", BASELINE, speculative=False, kind="vllm", argv=["vllm", "serve", "m"])
     write_run(vllm, "spec", "eagle3", EAGLE3, speculative=True, kind="vllm", argv=spec_argv)
-    write_run(vllm, "adaptive", "eagle3-adaptive", costly, speculative=True, measured_from=["base", "spec"], kind="vllm",
-              argv=spec_argv)
+    write_run(vllm, "adaptive", "eagle3-adaptive", costly, speculative=True, measured_from=["base", "spec"], kind="vllm", argv=spec_argv)
     said = compare(open_run(vllm, "base"), open_run(vllm, "adaptive")).verification or ""
-    assert said.startswith("adaptive (eagle3-adaptive) keeps the gain of spec (eagle3) at C ≤ 1, matches base "
-                           "(baseline) at C = 2, 5, 10; falls short at C=30: base (baseline) leads it (631.0 vs 567.9 "
-                           "tok/s, -10.0 % ± 1.3 %)")
+    assert said.startswith(
+        "adaptive (eagle3-adaptive) keeps the gain of spec (eagle3) at C ≤ 1, matches base "
+        "(baseline) at C = 2, 5, 10; falls short at C=30: base (baseline) leads it (631.0 vs 567.9 "
+        "tok/s, -10.0 % ± 1.3 %)"
+    )
     assert "vllm-project/vllm issues 48494 and 49548" in said
     assert compare(open_run(tmp_path, "base"), open_run(tmp_path, "spec")).verification is None
 
@@ -315,15 +349,16 @@ def test_an_slo_is_read_checked_and_answered_per_level() -> None:
 
     slo = Slo.parse("itl_p90_ms<=30, ttft_p90_ms<=500,user_tok_s>=20")
     assert str(slo) == "TTFT p90 ≤ 500 ms, ITL p90 ≤ 30 ms, a user's speed ≥ 20 tok/s"
-    for text, problem in (("itl<30", "slo: 'itl<30' is not one of ttft_p90_ms<=MS, itl_p90_ms<=MS, user_tok_s>=TOK_S"),
-                          ("user_tok_s<=20", "slo: user_tok_s takes >=, not <=")):
+    for text, problem in (
+        ("itl<30", "slo: 'itl<30' is not one of ttft_p90_ms<=MS, itl_p90_ms<=MS, user_tok_s>=TOK_S"),
+        ("user_tok_s<=20", "slo: user_tok_s takes >=, not <="),
+    ):
         with pytest.raises(ValueError) as e:
             Slo.parse(text)
         assert str(e.value) == problem
 
     def at(c: int, itl_ms: float, total: float) -> LevelDone:
-        return LevelDone(c=c, requests=8, errors=0, total_tok_s=total, ttft_p90=0.2, itl_p90=itl_ms / 1000,
-                         req_tok_s_p50=1000 / itl_ms)
+        return LevelDone(c=c, requests=8, errors=0, total_tok_s=total, ttft_p90=0.2, itl_p90=itl_ms / 1000, req_tok_s_p50=1000 / itl_ms)
 
     levels = [at(1, 10, 90), at(2, 20, 170), at(5, 29, 300), at(10, 35, 450), at(30, 25, 600)]
     assert served(levels, slo).c == 5  # type: ignore[union-attr]  # C = 30 meets it again, but C = 10 does not
@@ -336,8 +371,9 @@ def test_a_bad_slo_in_pivot_toml_is_one_line(tmp_path: Path) -> None:
     config.write_text('[compare]\nslo = "itl<30"\n')
     refused = pivot(config, "runs")
     assert refused.returncode == 2
-    assert refused.stderr.strip() == (f"pivot: {config}: compare.slo: 'itl<30' is not one of ttft_p90_ms<=MS, "
-                                      "itl_p90_ms<=MS, user_tok_s>=TOK_S")
+    assert refused.stderr.strip() == (
+        f"pivot: {config}: compare.slo: 'itl<30' is not one of ttft_p90_ms<=MS, itl_p90_ms<=MS, user_tok_s>=TOK_S"
+    )
 
 
 def test_the_frontier_says_where_one_run_gives_more_throughput_per_gpu_at_a_users_speed(tmp_path: Path) -> None:
@@ -348,8 +384,9 @@ def test_the_frontier_says_where_one_run_gives_more_throughput_per_gpu_at_a_user
     base, spec = open_run(tmp_path, "base"), open_run(tmp_path, "spec")
     assert points(base.measured(), 8)[0] == (3.1, 773.0 / 8)  # the slowest user, at C = 250
     said = dominance(base, spec, 0.02)
-    assert said is not None and said.startswith("frontier (total tok/s per GPU against a user's tok/s, within ±2 %): "
-                                                 "base (baseline) gives more at 3.1–")
+    assert said is not None and said.startswith(
+        "frontier (total tok/s per GPU against a user's tok/s, within ±2 %): base (baseline) gives more at 3.1–"
+    )
     assert "spec (eagle3) gives more at 92.6 tok/s a user" in said  # EAGLE-3 at C between 1 and 2, the baseline at 1
     assert compare(base, spec).frontier == said
 
@@ -367,8 +404,10 @@ def test_a_run_that_drifted_beyond_the_margin_widens_what_it_takes_to_lead(tmp_p
     assert [lv.c for lv in spec.levels()] == sorted(BASELINE) and spec.reference().c == 1  # type: ignore[union-attr]
     cmp = compare(open_run(tmp_path, "base"), spec)
     assert not any(lv.total.leader for lv in cmp.levels)
-    assert ("note: spec (eagle3) drifted at C=1, measured again at the end: 88.7 vs 95.8 tok/s, +8.0 % ± 1.5 %: "
-            "beyond the ±2 % margin, so a run leads here only by more than ±10.0 %") in cmp.notes
+    assert (
+        "note: spec (eagle3) drifted at C=1, measured again at the end: 88.7 vs 95.8 tok/s, +8.0 % ± 1.5 %: "
+        "beyond the ±2 % margin, so a run leads here only by more than ±10.0 %"
+    ) in cmp.notes
 
 
 def test_figures_without_intervals_decide_nothing_and_a_drift_edge_settles_by_no_repeat() -> None:
@@ -396,8 +435,10 @@ def test_figures_without_intervals_decide_nothing_and_a_drift_edge_settles_by_no
             return levels
 
     said = answer(Imported("old"), Imported("new"), slo, 0.02)  # type: ignore[arg-type]
-    assert said == ("under a user's speed ≥ 20 tok/s: old cannot say from C = 1 (a figure the SLO needs was not measured "
-                    "there); new cannot say from C = 1 (a figure the SLO needs was not measured there)")
+    assert said == (
+        "under a user's speed ≥ 20 tok/s: old cannot say from C = 1 (a figure the SLO needs was not measured "
+        "there); new cannot say from C = 1 (a figure the SLO needs was not measured there)"
+    )
 
 
 def test_energy_per_token_is_the_gpus_power_over_throughput_compared_as_a_ratio_or_said_unknown(tmp_path: Path) -> None:
@@ -413,8 +454,10 @@ def test_energy_per_token_is_the_gpus_power_over_throughput_compared_as_a_ratio_
     at = {lv.c: lv.energy for lv in cmp.levels}
     assert at[1] is not None and at[1].ratio == pytest.approx(84.5 / 88.0) and at[1].leader is None  # 4 % ± 4 %
     assert at[250] is not None and at[250].leader == "a" and at[250].ratio == pytest.approx(773 / 354)
-    assert cmp.energy == ("energy: J per output token of 8 GPU(s), A 47.34 vs B 45.45 at C=1; base (baseline) spends "
-                          "less at C ≥ 2 (down to ×0.46); cannot tell at C ≤ 1")
+    assert cmp.energy == (
+        "energy: J per output token of 8 GPU(s), A 47.34 vs B 45.45 at C=1; base (baseline) spends "
+        "less at C ≥ 2 (down to ×0.46); cannot tell at C ≤ 1"
+    )
     assert cmp.table["ratio_energy"].to_list()[0] == pytest.approx(84.5 / 88.0)
     dark = compare(base, open_run(tmp_path, "dark"))
     assert all(lv.energy is None for lv in dark.levels)

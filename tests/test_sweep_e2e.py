@@ -40,12 +40,12 @@ async def serve(lifecycle: ServerLifecycle, tmp_path: Path, name: str) -> int:
 
     async def ready() -> bool:
         return (await lifecycle.poll()).state == ServerState.READY
+
     await wait_for(ready, timeout=30, interval=0.2)
     return port
 
 
-async def sweep(host: HostProcess, campaign: Path, port: int, settings: SweepSettings, name: str,
-                on_event=None) -> list[dict]:  # type: ignore[no-untyped-def]
+async def sweep(host: HostProcess, campaign: Path, port: int, settings: SweepSettings, name: str, on_event=None) -> list[dict]:  # type: ignore[no-untyped-def]
     # what the pane and `pivot sweep` record: the server's profile and command line, the host, its GPUs
     conn = Connection(host.config.host("demo"))
     try:
@@ -63,8 +63,9 @@ async def sweep(host: HostProcess, campaign: Path, port: int, settings: SweepSet
     return events
 
 
-async def test_exactly_c_in_flight_and_the_campaigns_shape(sim_host_measured: HostProcess, lifecycle: ServerLifecycle,
-                                                          tmp_path: Path) -> None:
+async def test_exactly_c_in_flight_and_the_campaigns_shape(
+    sim_host_measured: HostProcess, lifecycle: ServerLifecycle, tmp_path: Path
+) -> None:
     campaign = tmp_path / "campaign"
     settings = SweepSettings(levels=(1, 2, 8), requests="c", min_requests=16, max_tokens=48, input_tokens=32)
     port = await serve(lifecycle, tmp_path, "baseline")
@@ -109,7 +110,8 @@ async def test_exactly_c_in_flight_and_the_campaigns_shape(sim_host_measured: Ho
 
 
 async def test_abort_keeps_finished_requests_and_resume_reruns_only_the_interrupted_level(
-        sim_host_measured: HostProcess, lifecycle: ServerLifecycle, tmp_path: Path) -> None:
+    sim_host_measured: HostProcess, lifecycle: ServerLifecycle, tmp_path: Path
+) -> None:
     campaign = tmp_path / "campaign"
     port = await serve(lifecycle, tmp_path, "baseline")
     settings = SweepSettings(levels=(1, 4, 2), requests=8, max_tokens=32, input_tokens=16)
@@ -132,8 +134,7 @@ async def test_abort_keeps_finished_requests_and_resume_reruns_only_the_interrup
 
     run = open_run(campaign, "cut")
     assert run.state == "partial"
-    process = SweepProcess(run, ["--config", str(sim_host_measured.config_path), "--host", "demo", "--port", str(port)],
-                           resume=True)
+    process = SweepProcess(run, ["--config", str(sim_host_measured.config_path), "--host", "demo", "--port", str(port)], resume=True)
     resumed = [e.model_dump() async for e in process.events()]
     # no drift check: its first level (C = 1) was measured by the sweep before, maybe of another server
     assert [e["c"] for e in resumed if e["type"] == "level_started"] == [4, 2]
@@ -141,8 +142,9 @@ async def test_abort_keeps_finished_requests_and_resume_reruns_only_the_interrup
     assert [level.c for level in open_run(campaign, "cut").levels()] == [1, 2, 4]
 
 
-async def test_a_server_killed_mid_level_gives_errors_and_a_clean_stop(sim_host_measured: HostProcess,
-                                                                       lifecycle: ServerLifecycle, tmp_path: Path) -> None:
+async def test_a_server_killed_mid_level_gives_errors_and_a_clean_stop(
+    sim_host_measured: HostProcess, lifecycle: ServerLifecycle, tmp_path: Path
+) -> None:
     campaign = tmp_path / "campaign"
     port = await serve(lifecycle, tmp_path, "baseline")
     pid = lifecycle.status.pid
@@ -152,8 +154,7 @@ async def test_a_server_killed_mid_level_gives_errors_and_a_clean_stop(sim_host_
     def kill_server(process: SweepProcess, event: dict) -> None:
         if event["type"] == "level_started" and event["c"] == 4 and not killed["done"]:
             killed["done"] = True
-            asyncio.get_running_loop().create_task(
-                lifecycle.conn.run(["kill", "-KILL", "--", f"-{pid}"]))
+            asyncio.get_running_loop().create_task(lifecycle.conn.run(["kill", "-KILL", "--", f"-{pid}"]))
 
     events = await asyncio.wait_for(sweep(sim_host_measured, campaign, port, settings, "dead", kill_server), 120)
     done = [e for e in events if e["type"] == "level_done"]

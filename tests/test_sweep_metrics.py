@@ -7,12 +7,22 @@ import pytest
 from console.sweep.metrics import RequestRecord, level_metrics, percentile, steady_throughput
 
 
-def req(index: int, start: float, chunks: list[tuple[float, int]], *, c: int = 1, error: str | None = None,
-        usage_missing: bool = False) -> RequestRecord:
+def req(
+    index: int, start: float, chunks: list[tuple[float, int]], *, c: int = 1, error: str | None = None, usage_missing: bool = False
+) -> RequestRecord:
     tokens = sum(n for _, n in chunks)
-    return RequestRecord(c, index, start, 200 if error is None else 500, error, chunks[0][0] if chunks else None,
-                         chunks[-1][0] if chunks and error is None else None, tokens if error is None else 0,
-                         usage_missing, tuple(chunks))
+    return RequestRecord(
+        c,
+        index,
+        start,
+        200 if error is None else 500,
+        error,
+        chunks[0][0] if chunks else None,
+        chunks[-1][0] if chunks and error is None else None,
+        tokens if error is None else 0,
+        usage_missing,
+        tuple(chunks),
+    )
 
 
 def test_several_tokens_in_one_chunk_count_as_tokens_with_per_token_gaps() -> None:
@@ -23,8 +33,7 @@ def test_several_tokens_in_one_chunk_count_as_tokens_with_per_token_gaps() -> No
 
 
 def test_level_numbers() -> None:
-    records = [req(0, 0.0, [(0.1, 1), (1.1, 9)]), req(1, 1.1, [(0.2, 1), (1.2, 9)]),
-               req(2, 2.3, [], error="HTTP 500: boom")]
+    records = [req(0, 0.0, [(0.1, 1), (1.1, 9)]), req(1, 1.1, [(0.2, 1), (1.2, 9)]), req(2, 2.3, [], error="HTTP 500: boom")]
     m = level_metrics(1, records, wall_s=2.5)
     assert (m.requests, m.errors, m.output_tokens) == (3, 1, 20)
     assert m.total_tok_s == pytest.approx(8.0) and m.requests_per_s == pytest.approx(0.8)
@@ -45,8 +54,12 @@ def test_warmup_requests_are_not_counted() -> None:
 
 def test_steady_window_is_when_all_slots_are_busy() -> None:
     # C=2: requests start at 0, 0, 1, 2; the window is [0, 2]
-    records = [req(0, 0.0, [(0.5, 1), (1.0, 1)], c=2), req(1, 0.0, [(0.5, 1), (2.0, 1)], c=2),
-               req(2, 1.0, [(0.5, 1), (1.0, 1)], c=2), req(3, 2.0, [(0.5, 1), (1.0, 1)], c=2)]
+    records = [
+        req(0, 0.0, [(0.5, 1), (1.0, 1)], c=2),
+        req(1, 0.0, [(0.5, 1), (2.0, 1)], c=2),
+        req(2, 1.0, [(0.5, 1), (1.0, 1)], c=2),
+        req(3, 2.0, [(0.5, 1), (1.0, 1)], c=2),
+    ]
     # chunks at absolute 0.5, 1.0, 0.5, 2.0, 1.5, 2.0 fall in [0, 2]; 2.5 and 3.0 do not
     assert steady_throughput(2, records) == pytest.approx(6 / 2.0)
     assert steady_throughput(4, records) is None  # never more requests than slots: no steady window
@@ -60,19 +73,20 @@ def test_percentiles_interpolate() -> None:
 def test_a_server_already_busy_before_the_sweep_is_warned_about() -> None:
     from console.sweep.loadgen.server_view import server_gauges, warnings_for
     from console.sweep.model import ServerFacts
-    exposition = ('# HELP sglang:num_running_reqs The number of running requests.\n# TYPE sglang:num_running_reqs gauge\n'
-                  'sglang:num_running_reqs{model_name="m"} 12.0\n'
-                  '# HELP sglang:num_queue_reqs The number of requests in the waiting queue.\n# TYPE sglang:num_queue_reqs gauge\n'
-                  'sglang:num_queue_reqs{model_name="m"} 3.0\n')
+
+    exposition = (
+        "# HELP sglang:num_running_reqs The number of running requests.\n# TYPE sglang:num_running_reqs gauge\n"
+        'sglang:num_running_reqs{model_name="m"} 12.0\n'
+        "# HELP sglang:num_queue_reqs The number of requests in the waiting queue.\n# TYPE sglang:num_queue_reqs gauge\n"
+        'sglang:num_queue_reqs{model_name="m"} 3.0\n'
+    )
     gauges = server_gauges(exposition)
     assert gauges == {"running": 12.0, "queued": 3.0}
     busy = warnings_for([1, 2], ServerFacts(busy={"running": 12, "queued": 3}))
-    assert busy == ["the server was already serving 12 request(s) (3 queued) before the sweep: "
-                    "another client's load is in these numbers"]
+    assert busy == ["the server was already serving 12 request(s) (3 queued) before the sweep: another client's load is in these numbers"]
     assert warnings_for([1, 2], ServerFacts(busy={"running": 0, "queued": 0})) == []
     graphs = warnings_for([1, 250], ServerFacts(cuda_graph_max_bs=128, max_running_requests=256))
-    assert graphs == ["level 250 exceeds the server's largest CUDA-graph batch (128): those batches decode without "
-                      "graphs, in slower steps"]
+    assert graphs == ["level 250 exceeds the server's largest CUDA-graph batch (128): those batches decode without graphs, in slower steps"]
 
 
 def test_every_field_the_client_adds_to_a_level_says_how_repeats_pool_it() -> None:

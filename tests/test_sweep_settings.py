@@ -11,9 +11,19 @@ from console.sweep.settings import DEFAULT_LEVELS, SweepSettings
 
 def test_defaults_and_requests_per_level() -> None:
     s = SweepSettings()
-    assert (s.levels, s.requests, s.min_requests, s.max_tokens, s.input_tokens, s.api, s.timeout_s, s.idle_timeout_s,
-            s.server_wait_s, s.warmup, s.seed) == (DEFAULT_LEVELS, "auto", None, 512, 128, "completions", 600.0, 60.0,
-                                                   60.0, 0, 0)
+    assert (
+        s.levels,
+        s.requests,
+        s.min_requests,
+        s.max_tokens,
+        s.input_tokens,
+        s.api,
+        s.timeout_s,
+        s.idle_timeout_s,
+        s.server_wait_s,
+        s.warmup,
+        s.seed,
+    ) == (DEFAULT_LEVELS, "auto", None, 512, 128, "completions", 600.0, 60.0, 60.0, 0, 0)
     assert [s.requests_for(c) for c in (1, 10)] == [16, 40]
     one_wave = SweepSettings.from_dict({"requests": "c", "min_requests": 8})
     assert [one_wave.requests_for(c) for c in (1, 10)] == [8, 10]
@@ -21,32 +31,36 @@ def test_defaults_and_requests_per_level() -> None:
 
 
 def test_what_run_toml_keeps_reads_back_the_same() -> None:
-    s = SweepSettings.from_dict({"levels": [1, 4], "requests": "c", "max_tokens": 64, "duration_s": 2,
-                                 "extra_body": {"min_tokens": 16}, "api_key_env": "KEY"})
+    s = SweepSettings.from_dict(
+        {"levels": [1, 4], "requests": "c", "max_tokens": 64, "duration_s": 2, "extra_body": {"min_tokens": 16}, "api_key_env": "KEY"}
+    )
     assert s.levels == (1, 4) and s.duration_s == 2.0
     assert s.to_dict()["levels"] == [1, 4] and "model" not in s.to_dict()
     assert SweepSettings.from_dict(s.to_dict()) == s
     assert SweepSettings.from_dict(dataclasses.asdict(s)) == s  # the start form's way: every field, None included
 
 
-@pytest.mark.parametrize(("data", "message"), [
-    ({"max_tokens": "eight"}, "max_tokens: expected a positive integer, got 'eight'"),
-    ({"max_tokens": 0}, "max_tokens: expected a positive integer, got 0"),
-    ({"input_tokens": True}, "input_tokens: expected a positive integer, got True"),
-    ({"levels": []}, "levels: expected a list of positive integers, got []"),
-    ({"levels": [1, 0]}, "levels: expected a list of positive integers, got [1, 0]"),
-    ({"levels": "1,2"}, "levels: expected a list of positive integers, got '1,2'"),
-    ({"requests": "all"}, "requests: expected 'auto', 'c' or a positive integer, got 'all'"),
-    ({"requests": -3}, "requests: expected 'auto', 'c' or a positive integer, got -3"),
-    ({"min_requests": 1}, "min_requests: expected an integer of at least 2, got 1"),
-    ({"warmup": -1}, "warmup: expected a non-negative integer, got -1"),
-    ({"timeout_s": 0}, "timeout_s: expected a positive number of seconds, got 0"),
-    ({"duration_s": "10s"}, "duration_s: expected a positive number of seconds, got '10s'"),
-    ({"api": "responses"}, "api: expected completions or chat, got 'responses'"),
-    ({"extra_body": [1]}, "extra_body: expected a table of request fields, got [1]"),
-    ({"seed": 1.5}, "seed: expected an integer, got 1.5"),
-    ({"max_token": 64}, "max_token: unknown key (known: levels, requests, min_requests, duration_s, warmup, "),
-])
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"max_tokens": "eight"}, "max_tokens: expected a positive integer, got 'eight'"),
+        ({"max_tokens": 0}, "max_tokens: expected a positive integer, got 0"),
+        ({"input_tokens": True}, "input_tokens: expected a positive integer, got True"),
+        ({"levels": []}, "levels: expected a list of positive integers, got []"),
+        ({"levels": [1, 0]}, "levels: expected a list of positive integers, got [1, 0]"),
+        ({"levels": "1,2"}, "levels: expected a list of positive integers, got '1,2'"),
+        ({"requests": "all"}, "requests: expected 'auto', 'c' or a positive integer, got 'all'"),
+        ({"requests": -3}, "requests: expected 'auto', 'c' or a positive integer, got -3"),
+        ({"min_requests": 1}, "min_requests: expected an integer of at least 2, got 1"),
+        ({"warmup": -1}, "warmup: expected a non-negative integer, got -1"),
+        ({"timeout_s": 0}, "timeout_s: expected a positive number of seconds, got 0"),
+        ({"duration_s": "10s"}, "duration_s: expected a positive number of seconds, got '10s'"),
+        ({"api": "responses"}, "api: expected completions or chat, got 'responses'"),
+        ({"extra_body": [1]}, "extra_body: expected a table of request fields, got [1]"),
+        ({"seed": 1.5}, "seed: expected an integer, got 1.5"),
+        ({"max_token": 64}, "max_token: unknown key (known: levels, requests, min_requests, duration_s, warmup, "),
+    ],
+)
 def test_a_bad_value_is_one_line_naming_the_key(data: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError) as info:
         SweepSettings.from_dict(data)

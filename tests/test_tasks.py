@@ -13,9 +13,13 @@ import pytest
 from console.tasks.tasklist import FILE, TaskError, TaskList
 
 SHARED_TODOS = Path(__file__).parent.parent.parent / "shared" / "data" / "campaign-todos.json"
-TODOS = {"todos": [{"content": "Kill current EAGLE-3 server and zombie processes", "priority": "high", "status": "completed"},
-                   {"content": "Start baseline server", "priority": "high", "status": "in_progress"},
-                   {"content": "Sweep baseline", "priority": "medium", "status": "pending"}]}
+TODOS = {
+    "todos": [
+        {"content": "Kill current EAGLE-3 server and zombie processes", "priority": "high", "status": "completed"},
+        {"content": "Start baseline server", "priority": "high", "status": "in_progress"},
+        {"content": "Sweep baseline", "priority": "medium", "status": "pending"},
+    ]
+}
 
 
 def test_add_status_history_and_reload(tmp_path: Path) -> None:
@@ -110,8 +114,9 @@ def test_the_event_log_prints_filters_and_exports(tmp_path: Path) -> None:
         f.write('{"time": "cut by a cra')  # a crash mid-write loses only that line
     config = tmp_path / "pivot.toml"
     config.write_text('campaign_dir = "campaign"\n')
-    run = lambda *a: subprocess.run([sys.executable, "-m", "console", "--config", str(config), "events", *a],
-                                    capture_output=True, text=True, timeout=60)
+    run = lambda *a: subprocess.run(
+        [sys.executable, "-m", "console", "--config", str(config), "events", *a], capture_output=True, text=True, timeout=60
+    )
     printed = run().stdout.splitlines()
     assert len(printed) == 2 and "kill" in printed[0] and "outcomes=1:exited" in printed[0]
     assert run("--kind", "task").stdout.count("\n") == 1

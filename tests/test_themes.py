@@ -25,15 +25,18 @@ def test_the_shipped_themes_load() -> None:
     assert {t.name for t in loaded} == {"pivot-dark", "pivot-light", "pivot-16"} and errors == []
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ('name = "x"\nprimary = "not a colour"\n', "primary: expected a colour (a name, #rrggbb, rgb(r,g,b), ansi_…), got 'not a colour'"),
-    ('name = "x"\nprimary = "#fff"\nprimery = "#000"\n', "primery: unknown key (known: name, primary, secondary, "),
-    ('primary = "#fff"\n', "name: missing"),
-    ('name = "x"\nprimary = "#fff"\ndark = "yes"\n', "dark: expected a boolean, got 'yes'"),
-    ('name = "x"\nprimary = "#fff"\n[variables]\ngpu-stray = "loud"\n', "variables: gpu-stray: expected a colour"),
-    ('name = "x"\nprimary = "#fff"\n[variables]\nchart-2 = "loud"\n', "variables: chart-2: expected a colour (a name, #rrggbb"),
-    ('name = "x\n', "not valid TOML"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('name = "x"\nprimary = "not a colour"\n', "primary: expected a colour (a name, #rrggbb, rgb(r,g,b), ansi_…), got 'not a colour'"),
+        ('name = "x"\nprimary = "#fff"\nprimery = "#000"\n', "primery: unknown key (known: name, primary, secondary, "),
+        ('primary = "#fff"\n', "name: missing"),
+        ('name = "x"\nprimary = "#fff"\ndark = "yes"\n', "dark: expected a boolean, got 'yes'"),
+        ('name = "x"\nprimary = "#fff"\n[variables]\ngpu-stray = "loud"\n', "variables: gpu-stray: expected a colour"),
+        ('name = "x"\nprimary = "#fff"\n[variables]\nchart-2 = "loud"\n', "variables: chart-2: expected a colour (a name, #rrggbb"),
+        ('name = "x\n', "not valid TOML"),
+    ],
+)
 def test_a_broken_theme_file_is_one_line_naming_it(text: str, message: str, tmp_path: Path) -> None:
     (tmp_path / "x.toml").write_text(text)
     loaded, errors = load_themes([tmp_path, config.shipped("themes")])
@@ -47,8 +50,7 @@ def test_a_missing_default_theme_has_a_stand_in(tmp_path: Path) -> None:
     assert errors == [f"no usable {DEFAULT_THEME}.toml in {config.shipped('themes')}: Textual's textual-dark stands in for it"]
 
 
-async def test_the_console_starts_on_the_default_theme_whatever_the_files_say(tmp_path: Path,
-                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_the_console_starts_on_the_default_theme_whatever_the_files_say(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     user = tmp_path / "themes"
     user.mkdir()
     (user / "pivot-dark.toml").write_text('name = "pivot-dark"\nprimary = "#12"\n')  # broken, over the shipped one
@@ -87,8 +89,10 @@ async def test_a_users_theme_file_colours_the_chart(tmp_path: Path, monkeypatch:
 
     user = tmp_path / "themes"
     user.mkdir()
-    (user / "mine.toml").write_text('name = "mine"\nprimary = "#5f87d7"\nbackground = "#000000"\n'
-                                    '[variables]\nchart-run = "#ff00ff"\nchart-1 = "#00ff00"\nchart-axes = "#ffff00"\n')
+    (user / "mine.toml").write_text(
+        'name = "mine"\nprimary = "#5f87d7"\nbackground = "#000000"\n'
+        '[variables]\nchart-run = "#ff00ff"\nchart-1 = "#00ff00"\nchart-axes = "#ffff00"\n'
+    )
     monkeypatch.setattr(themes, "theme_dirs", lambda: [config.shipped("themes"), user])
     write_run(tmp_path / "campaign", "base", "baseline", BASELINE, speculative=False)
     write_run(tmp_path / "campaign", "spec", "eagle3", EAGLE3, speculative=True)
@@ -96,6 +100,9 @@ async def test_a_users_theme_file_colours_the_chart(tmp_path: Path, monkeypatch:
     async with app.run_test(size=(120, 36)) as pilot:
         await pilot.press("4", "z")
         await settled(pilot)
-        chart = {(run.text.strip()[:1], run.fg.triplet) for run in cells(app) if run.widget == "SweepChart#sweep-chart"
-                 and run.fg is not None and run.fg.triplet is not None}
+        chart = {
+            (run.text.strip()[:1], run.fg.triplet)
+            for run in cells(app)
+            if run.widget == "SweepChart#sweep-chart" and run.fg is not None and run.fg.triplet is not None
+        }
         assert ("⣀", (255, 0, 255)) in chart and ("•", (0, 255, 0)) in chart and ("┌", (255, 255, 0)) in chart

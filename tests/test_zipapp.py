@@ -17,8 +17,9 @@ def test_the_zipapp_is_the_same_for_the_same_source_and_runs_on_its_own(tmp_path
     assert agent_zip.__wrapped__() == (name, data)  # no build time in it: one name per version of the agent
     path = tmp_path / name
     path.write_bytes(data)
-    out = subprocess.run([sys.executable, "-I", str(path), "port", "127.0.0.1", "0"], capture_output=True, text=True,
-                         cwd=tmp_path, check=True)  # -I: nothing of pivot's on its path but the zipapp
+    out = subprocess.run(
+        [sys.executable, "-I", str(path), "port", "127.0.0.1", "0"], capture_output=True, text=True, cwd=tmp_path, check=True
+    )  # -I: nothing of pivot's on its path but the zipapp
     assert json.loads(out.stdout) == {"type": "port", "free": True, "v": 1}
 
 
@@ -32,8 +33,14 @@ def test_the_help_cache_is_asked_again_when_the_engine_is_upgraded(tmp_path: Pat
     env = {**os.environ, "PYTHONPATH": str(tmp_path / "site")}
 
     def ask() -> dict:
-        out = subprocess.run([sys.executable, name, "help", "--cache-dir", "cache", "--", sys.executable, "-m",
-                              "fakeengine.serve"], capture_output=True, text=True, cwd=tmp_path, env=env, check=True)
+        out = subprocess.run(
+            [sys.executable, name, "help", "--cache-dir", "cache", "--", sys.executable, "-m", "fakeengine.serve"],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env=env,
+            check=True,
+        )
         return json.loads(out.stdout)
 
     first, again = ask(), ask()

@@ -23,8 +23,10 @@ class WrittenProfile:
     def describe(self) -> str:
         p = self.plan
         where = f", its config uploaded to {self.uploaded_to}:{self.remote_config}" if self.uploaded_to else ""
-        text = (f"wrote profile {p.name} to {p.profile_path}: drafting for running batches up to {p.first_off - 1}, "
-                f"off from {p.first_off}{where}; sweep it to check that it follows the better curve at every level")
+        text = (
+            f"wrote profile {p.name} to {p.profile_path}: drafting for running batches up to {p.first_off - 1}, "
+            f"off from {p.first_off}{where}; sweep it to check that it follows the better curve at every level"
+        )
         return text + "".join(f"\nwarning: {w}" for w in p.warnings)
 
 
@@ -44,11 +46,20 @@ async def write_adaptive_profile(session: Session, adaptive: AdaptivePlan) -> Wr
             remote = await conn.expand(f"{conn.spec.workdir.rstrip('/')}/adaptive/{adaptive.name}.json")
             await conn.upload(text.encode(), remote)
             uploaded_to = conn.spec.name
-    header = (f"# Written by pivot from the comparison of {adaptive.spec.name}'s run with a baseline, in the form "
-              f"{adaptive.spec.kind} reads (see pivot's ENGINES notes).\n")
+    header = (
+        f"# Written by pivot from the comparison of {adaptive.spec.name}'s run with a baseline, in the form "
+        f"{adaptive.spec.kind} reads (see pivot's ENGINES notes).\n"
+    )
     tmp = adaptive.profile_path.with_suffix(".toml.tmp")
     tmp.write_text(header + tomli_w.dumps(adaptive.profile_data(remote)), encoding="utf-8")
     tmp.replace(adaptive.profile_path)
-    session.events.append(AdaptiveProfile(via=session.via, name=adaptive.name, path=str(adaptive.profile_path),
-                                          drafting_up_to=adaptive.drafting_up_to, first_off=adaptive.first_off))
+    session.events.append(
+        AdaptiveProfile(
+            via=session.via,
+            name=adaptive.name,
+            path=str(adaptive.profile_path),
+            drafting_up_to=adaptive.drafting_up_to,
+            first_off=adaptive.first_off,
+        )
+    )
     return WrittenProfile(adaptive, remote, uploaded_to)

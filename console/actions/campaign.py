@@ -34,9 +34,11 @@ class ActionFailed(Exception):
 
 
 # sweep settings a runbook may not set: what they would send to the server
-OPERATOR_ONLY = {"api_key_env": "an environment variable of yours as a bearer token",
-                 "prompt_file": "a file of this machine's as the prompts", "extra_body": "fields of its choosing"}
-
+OPERATOR_ONLY = {
+    "api_key_env": "an environment variable of yours as a bearer token",
+    "prompt_file": "a file of this machine's as the prompts",
+    "extra_body": "fields of its choosing",
+}
 
 
 class CampaignActions:
@@ -47,8 +49,7 @@ class CampaignActions:
 
     VIA = "runbook"
 
-    def __init__(self, session: Session, *, confirm_kill: Callable[[str], Awaitable[bool]],
-                 say: Callable[[str], None] = print):
+    def __init__(self, session: Session, *, confirm_kill: Callable[[str], Awaitable[bool]], say: Callable[[str], None] = print):
         if session.lifecycle is None:
             raise ActionFailed("runbooks run on a host from pivot.toml, not on --local")
         self.session, self.lifecycle, self.say = session, session.lifecycle, say
@@ -141,8 +142,9 @@ class CampaignActions:
         for item in overrides:
             key, _, value = item.partition("=")
             if key in OPERATOR_ONLY:  # a runbook is a file of the campaign's, not the operator's word
-                raise ActionFailed(f"a runbook may not set {key}: it would send {OPERATOR_ONLY[key]}; set it in "
-                                   "pivot.toml's [sweep] if you mean it")
+                raise ActionFailed(
+                    f"a runbook may not set {key}: it would send {OPERATOR_ONLY[key]}; set it in pivot.toml's [sweep] if you mean it"
+                )
             data[key] = [int(c) for c in value.split(",")] if key == "levels" else int(value) if value.isdigit() else value
         try:
             handle = await self.session.sweeps.start(SweepSettings.from_dict(data), via=self.VIA)
@@ -188,19 +190,27 @@ class CampaignActions:
             if not wanted:
                 unsettled = [r.c for r in cmp.repeats]
                 both = [r.c for r in cmp.repeats if r.more_requests and len(r.sides) == 2]
-                return (f"{run.name} against {other.name}: every level settled" if not unsettled else
-                        f"{run.name} against {other.name}: C = {', '.join(map(str, unsettled))} cannot be told, and no "
-                        f"repeat of {run.name} alone would settle them"
-                        + (f" (C = {', '.join(map(str, both))}: both runs' levels must be repeated; repeat {other.name} "
-                           "on its server too)" if both else " (see the comparison)"))
+                return (
+                    f"{run.name} against {other.name}: every level settled"
+                    if not unsettled
+                    else f"{run.name} against {other.name}: C = {', '.join(map(str, unsettled))} cannot be told, and no "
+                    f"repeat of {run.name} alone would settle them"
+                    + (
+                        f" (C = {', '.join(map(str, both))}: both runs' levels must be repeated; repeat {other.name} on its server too)"
+                        if both
+                        else " (see the comparison)"
+                    )
+                )
             requests = min(REPEAT_CAP, max(v for v in wanted.values() if v))
-            self.say(f"  round {round_} of {rounds}: repeating C = {', '.join(map(str, sorted(wanted)))} of {run.name}, "
-                     f"{requests} request(s) each (what the comparison estimates would settle them"
-                     + (f", capped at {REPEAT_CAP}" if requests < max(v for v in wanted.values() if v) else "") + ")")
+            self.say(
+                f"  round {round_} of {rounds}: repeating C = {', '.join(map(str, sorted(wanted)))} of {run.name}, "
+                f"{requests} request(s) each (what the comparison estimates would settle them"
+                + (f", capped at {REPEAT_CAP}" if requests < max(v for v in wanted.values() if v) else "")
+                + ")"
+            )
             try:
                 settings = SweepSettings.from_dict({**run.meta.settings, "requests": requests})
-                handle = await self.session.sweeps.start(settings, run=run, how="repeat", levels=sorted(wanted),
-                                                         via=self.VIA)
+                handle = await self.session.sweeps.start(settings, run=run, how="repeat", levels=sorted(wanted), via=self.VIA)
             except (RunError, RemoteError, ValueError) as e:
                 raise ActionFailed(str(e)) from None
             await self._follow(handle)
@@ -208,9 +218,12 @@ class CampaignActions:
                 raise ActionFailed(f"the repeat {handle.end}: {handle.reason or 'by the operator'}")
         cmp = await asyncio.to_thread(self._compare, other, run)
         left = [r.c for r in cmp.repeats]
-        return (f"{run.name} against {other.name}: every level settled after {rounds} round(s)" if not left else
-                f"{run.name} against {other.name}: after {rounds} round(s), C = {', '.join(map(str, left))} still cannot "
-                "be told (the cap on rounds: repeat again, or take them as alike within their spread)")
+        return (
+            f"{run.name} against {other.name}: every level settled after {rounds} round(s)"
+            if not left
+            else f"{run.name} against {other.name}: after {rounds} round(s), C = {', '.join(map(str, left))} still cannot "
+            "be told (the cap on rounds: repeat again, or take them as alike within their spread)"
+        )
 
     def _compare(self, a: Run, b: Run) -> Comparison:
         try:
@@ -256,8 +269,7 @@ class CampaignActions:
             async def measure(self, run: Run, level: int) -> None:
                 settings = run.settings
                 try:
-                    handle = await actions.session.sweeps.start(settings, run=run, how="refine", levels=[level],
-                                                                via=actions.VIA)
+                    handle = await actions.session.sweeps.start(settings, run=run, how="refine", levels=[level], via=actions.VIA)
                 except (RunError, RemoteError) as e:
                     raise ActionFailed(str(e)) from None
                 await actions._follow(handle)

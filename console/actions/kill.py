@@ -42,17 +42,25 @@ async def kill(session: Session, chosen: KillPlan, *, grace_s: float | None = No
     """SIGTERM to each target (its group where it leads one), SIGKILL after the grace; one `kill` event."""
     grace = session.config.kill_grace_s if grace_s is None else grace_s
     outcomes = tuple(KillOutcome.from_agent(d) for d in await session.telemetry.kill(chosen.agent_targets(), grace))
-    session.events.append(Kill(via=via or session.via, host=session.host_label, pids=[p.pid for p in chosen.targets],
-                               grace_s=grace, group=chosen.group, outcomes=[dataclasses.asdict(o) for o in outcomes]))
+    session.events.append(
+        Kill(
+            via=via or session.via,
+            host=session.host_label,
+            pids=[p.pid for p in chosen.targets],
+            grace_s=grace,
+            group=chosen.group,
+            outcomes=[dataclasses.asdict(o) for o in outcomes],
+        )
+    )
     parents = tuple(zombie_parents(outcomes))
     advice = tuple(a for o in outcomes if (a := zombie_advice(o)) and o.ppid not in parents)
-    stuck = any(o.outcome in ("permission-denied", "survived") or (o.outcome == "zombie" and o.ppid not in parents)
-                for o in outcomes)
+    stuck = any(o.outcome in ("permission-denied", "survived") or (o.outcome == "zombie" and o.ppid not in parents) for o in outcomes)
     return KillReport(chosen, outcomes, parents, advice, stuck)
 
 
-async def follow_release(samples: AsyncIterator[Sample], chosen: KillPlan, say: Callable[[str], None],
-                         timeout_s: float = RELEASE_TIMEOUT_S) -> bool:
+async def follow_release(
+    samples: AsyncIterator[Sample], chosen: KillPlan, say: Callable[[str], None], timeout_s: float = RELEASE_TIMEOUT_S
+) -> bool:
     """Say a line per GPU as the targets' memory comes back, from the samples given, until all of it has or the
     timeout passes (then a line with what still holds it); whether it all came back."""
     watch = ReleaseWatch(chosen)
@@ -67,8 +75,7 @@ async def follow_release(samples: AsyncIterator[Sample], chosen: KillPlan, say: 
             say(line)
     if not watch.done:
         holders = ", ".join(f"pid {p.pid} ({p.state})" for p in watch.holders(last)) if last else ""
-        say(f"memory not released after {timeout_s:g} s on GPU {', '.join(map(str, watch.pending))}: "
-            f"{holders or 'unknown'}")
+        say(f"memory not released after {timeout_s:g} s on GPU {', '.join(map(str, watch.pending))}: {holders or 'unknown'}")
     return watch.done
 
 
@@ -83,8 +90,7 @@ async def cleanup(session: Session) -> RunResult:
     """The hypervisor's cleanup command (a kill from inside failed); one `cleanup` event."""
     hypervisor = session.hypervisor
     if hypervisor is None or not hypervisor.cleanup:
-        raise ValueError("no host with role = \"hypervisor\" and a cleanup command is configured")
+        raise ValueError('no host with role = "hypervisor" and a cleanup command is configured')
     result = await session.pool.get(hypervisor.name).run(list(hypervisor.cleanup), timeout=120)
-    session.events.append(Cleanup(via=session.via, host=hypervisor.name, argv=list(hypervisor.cleanup),
-                                  exit_status=result.exit_status))
+    session.events.append(Cleanup(via=session.via, host=hypervisor.name, argv=list(hypervisor.cleanup), exit_status=result.exit_status))
     return result

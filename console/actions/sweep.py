@@ -117,9 +117,18 @@ class Sweeps:
         """Told of every sweep started through this session, before its first event."""
         self.listeners.append(callback)
 
-    async def start(self, settings: SweepSettings, *, run: Run | None = None, how: str = "new",
-                    levels: list[int] | None = None, url: str | None = None, other_server: bool = False,
-                    allow_busy: bool = False, via: str | None = None) -> SweepHandle:
+    async def start(
+        self,
+        settings: SweepSettings,
+        *,
+        run: Run | None = None,
+        how: str = "new",
+        levels: list[int] | None = None,
+        url: str | None = None,
+        other_server: bool = False,
+        allow_busy: bool = False,
+        via: str | None = None,
+    ) -> SweepHandle:
         """A sweep of the running server (or of `url`, directly): a new run, or `run` resumed (`how="resume"`), or
         `levels` of it measured again and merged (`how="repeat"` or `"refine"`). Raises RunError with one line; ServerBusy
         (before anything is created) when the server already serves requests, unless `allow_busy`."""
@@ -130,20 +139,28 @@ class Sweeps:
             if session.config.path is None or session.spec is None:
                 raise RunError("a sweep over SSH needs a host from a pivot.toml (or give --url)")
             meta, address, port = await describe_server(session.conn, session.config, session.spec.name)
-            target = ["--config", str(session.config.path), "--host", session.spec.name, "--address", address,
-                      "--port", str(port)]
+            target = ["--config", str(session.config.path), "--host", session.spec.name, "--address", address, "--port", str(port)]
         if not allow_busy:
             await self._check_idle(url, (address, port) if url is None else None)
         if run is None:
             run = create_run(session.config.campaign_dir, meta.model_copy(update={"settings": settings.to_dict()}))
         elif (mismatch := identity_mismatch(run.meta, meta)) and not other_server:
-            raise RunError(f"run {run.name} was measured on another server ({mismatch}): switch back to it, "
-                           "or give --other-server to add to it anyway")
+            raise RunError(
+                f"run {run.name} was measured on another server ({mismatch}): switch back to it, or give --other-server to add to it anyway"
+            )
         repeat = levels if how in ("repeat", "refine") else None
         requests = settings.requests if repeat and isinstance(settings.requests, int) else None
         process = SweepProcess(run, target, resume=how == "resume", repeat=repeat, requests=requests)
-        session.events.append(Sweep(via=via or session.via, host=session.host_label, run=run.name, profile=run.profile,
-                                    levels=repeat or list(settings.levels), how=how))
+        session.events.append(
+            Sweep(
+                via=via or session.via,
+                host=session.host_label,
+                run=run.name,
+                profile=run.profile,
+                levels=repeat or list(settings.levels),
+                how=how,
+            )
+        )
         handle = SweepHandle(run, settings, process, how, via=via or session.via)
         handle.ended.append(self._ended)
         self.current = handle
@@ -164,11 +181,12 @@ class Sweeps:
             if forward is not None:
                 forward.close()
         if now.get("running") or now.get("queued"):
-            raise ServerBusy(f"the server is already serving {now.get('running', 0)} request(s) ({now.get('queued', 0)} "
-                             "queued): another client's load would be in the numbers")
+            raise ServerBusy(
+                f"the server is already serving {now.get('running', 0)} request(s) ({now.get('queued', 0)} "
+                "queued): another client's load would be in the numbers"
+            )
 
     def _ended(self, handle: SweepHandle) -> None:
         if self.current is handle:
             self.current = None
-        self.session.events.append(Swept(via=handle.via, run=handle.run.name, end=handle.end or "aborted",
-                                         reason=handle.reason))
+        self.session.events.append(Swept(via=handle.via, run=handle.run.name, end=handle.end or "aborted", reason=handle.reason))

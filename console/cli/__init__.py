@@ -37,8 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # a bug: one line on the operator's screen; -v shows the traceback
         if args.verbose:
             raise
-        print(f"pivot: unexpected {type(e).__name__}: {visible(str(e))} (pivot -v {args.command or ''} shows where)",
-              file=sys.stderr)
+        print(f"pivot: unexpected {type(e).__name__}: {visible(str(e))} (pivot -v {args.command or ''} shows where)", file=sys.stderr)
         return 1
 
 

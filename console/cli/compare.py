@@ -25,42 +25,86 @@ from console.sweep.words import fmt_value, ratio_text
 
 
 def comparison_table(cmp: Comparison) -> Table:
-    table = Table(box=None, header_style="bold", pad_edge=False, title_justify="left",
-                  title=f"A = {cmp.name('a')}\nB = {cmp.name('b')}\nB/A ± its 95 % spread; A, B: who leads by more than "
-                        f"±{cmp.margin * 100:g} %; ≈: alike (within it); ?: cannot tell")
+    table = Table(
+        box=None,
+        header_style="bold",
+        pad_edge=False,
+        title_justify="left",
+        title=f"A = {cmp.name('a')}\nB = {cmp.name('b')}\nB/A ± its 95 % spread; A, B: who leads by more than "
+        f"±{cmp.margin * 100:g} %; ≈: alike (within it); ?: cannot tell",
+    )
     goodput = ("goodput A", "goodput B") if cmp.goodput else ()  # requests/s that met the SLO
-    for col in ("C", "A tok/s", "B tok/s", "B/A", "A per-req", "B per-req", "B/A ", "ITL B/A", "TTFT B/A", "J/tok B/A",
-                *goodput, "errors A", "errors B"):
+    for col in (
+        "C",
+        "A tok/s",
+        "B tok/s",
+        "B/A",
+        "A per-req",
+        "B per-req",
+        "B/A ",
+        "ITL B/A",
+        "TTFT B/A",
+        "J/tok B/A",
+        *goodput,
+        "errors A",
+        "errors B",
+    ):
         table.add_column(col, justify="right")
     for lv in cmp.levels:
         good = [fmt_value(cmp.goodput[side].get(lv.c), 2) for side in ("a", "b")] if cmp.goodput else []
-        table.add_row(str(lv.c), fmt_value(lv.total.a.value), fmt_value(lv.total.b.value), ratio_text(lv.total),
-                      fmt_value(lv.per_request.a.value), fmt_value(lv.per_request.b.value), ratio_text(lv.per_request),
-                      ratio_text(lv.itl), ratio_text(lv.ttft), ratio_text(lv.energy), *good, f"{lv.a.errors}/{lv.a.requests}",
-                      f"{lv.b.errors}/{lv.b.requests}")
+        table.add_row(
+            str(lv.c),
+            fmt_value(lv.total.a.value),
+            fmt_value(lv.total.b.value),
+            ratio_text(lv.total),
+            fmt_value(lv.per_request.a.value),
+            fmt_value(lv.per_request.b.value),
+            ratio_text(lv.per_request),
+            ratio_text(lv.itl),
+            ratio_text(lv.ttft),
+            ratio_text(lv.energy),
+            *good,
+            f"{lv.a.errors}/{lv.a.requests}",
+            f"{lv.b.errors}/{lv.b.requests}",
+        )
     return table
 
 
 def markdown(cmp: Comparison) -> str:
     head = f"# {cmp.a.name} vs {cmp.b.name}\n\nA = {cmp.name('a')}, B = {cmp.name('b')}\n\n"
-    rows = ["| C | A tok/s | B tok/s | B/A | A per-request | B per-request | B/A | ITL B/A | TTFT B/A | J/tok B/A |",
-            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    rows = [
+        "| C | A tok/s | B tok/s | B/A | A per-request | B per-request | B/A | ITL B/A | TTFT B/A | J/tok B/A |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for lv in cmp.levels:
-        rows.append(f"| {lv.c} | {fmt_value(lv.total.a.value)} | {fmt_value(lv.total.b.value)} | {ratio_text(lv.total)} | "
-                    f"{fmt_value(lv.per_request.a.value)} | {fmt_value(lv.per_request.b.value)} | {ratio_text(lv.per_request)} | "
-                    f"{ratio_text(lv.itl)} | {ratio_text(lv.ttft)} | {ratio_text(lv.energy)} |")
+        rows.append(
+            f"| {lv.c} | {fmt_value(lv.total.a.value)} | {fmt_value(lv.total.b.value)} | {ratio_text(lv.total)} | "
+            f"{fmt_value(lv.per_request.a.value)} | {fmt_value(lv.per_request.b.value)} | {ratio_text(lv.per_request)} | "
+            f"{ratio_text(lv.itl)} | {ratio_text(lv.ttft)} | {ratio_text(lv.energy)} |"
+        )
     return head + "\n".join(rows) + "\n\n" + "\n".join(f"- {line}" for line in cmp.report()) + "\n"
 
 
 def as_json(cmp: Comparison) -> dict[str, Any]:
-    return {"a": cmp.a.name, "b": cmp.b.name, "levels": cmp.table.to_dicts(), "excluded": cmp.excluded,
-            "crossover_total": cmp.total.at, "crossover_per_request": cmp.per_request.at,
-            "crossover_total_text": cmp.total.text, "crossover_per_request_text": cmp.per_request.text,
-            "saturation": cmp.saturation, "recommendation": cmp.recommendation, "drafting_up_to": cmp.helps_up_to,
-            "repeat": [{"c": r.c, "more_requests": r.more_requests, "text": r.text} for r in cmp.repeats],
-            "notes": cmp.notes, "margin": cmp.margin,
-            "not_comparable": [{"key": d.key, "a": d.a, "b": d.b} for d in cmp.differences],
-            "verification": cmp.verification, "slo": cmp.slo}
+    return {
+        "a": cmp.a.name,
+        "b": cmp.b.name,
+        "levels": cmp.table.to_dicts(),
+        "excluded": cmp.excluded,
+        "crossover_total": cmp.total.at,
+        "crossover_per_request": cmp.per_request.at,
+        "crossover_total_text": cmp.total.text,
+        "crossover_per_request_text": cmp.per_request.text,
+        "saturation": cmp.saturation,
+        "recommendation": cmp.recommendation,
+        "drafting_up_to": cmp.helps_up_to,
+        "repeat": [{"c": r.c, "more_requests": r.more_requests, "text": r.text} for r in cmp.repeats],
+        "notes": cmp.notes,
+        "margin": cmp.margin,
+        "not_comparable": [{"key": d.key, "a": d.a, "b": d.b} for d in cmp.differences],
+        "verification": cmp.verification,
+        "slo": cmp.slo,
+    }
 
 
 async def write_profile_for(cfg: config.Config, cmp: Comparison) -> int:
@@ -83,8 +127,7 @@ async def write_profile_for(cfg: config.Config, cmp: Comparison) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    cfg, names, fmt, markdown_path, write_profile = (pivot_toml.load(args.config), args.names, args.fmt, args.markdown,
-                                                     args.write_profile)
+    cfg, names, fmt, markdown_path, write_profile = (pivot_toml.load(args.config), args.names, args.fmt, args.markdown, args.write_profile)
     if len(names) < 2:
         raise RunError("compare needs two runs (pivot runs lists them)")
     if unknown := [k for k in args.may_differ if k not in KEYS]:

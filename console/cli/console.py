@@ -15,8 +15,9 @@ from console.session import Session
 def cmd_console(args: argparse.Namespace) -> int:
     if args.fleet:
         return open_fleet(pivot_toml.load(args.config), args.theme, readonly=args.readonly)
-    return open_console(pivot_toml.load(args.config), None if args.local else args.host, args.theme, local=args.local,
-                        readonly=args.readonly)
+    return open_console(
+        pivot_toml.load(args.config), None if args.local else args.host, args.theme, local=args.local, readonly=args.readonly
+    )
 
 
 def _import_screen() -> ModuleType:
@@ -37,8 +38,9 @@ def open_fleet(cfg: config.Config, theme: str | None, *, readonly: bool) -> int:
     return 0
 
 
-def open_console(cfg: config.Config, host: str | None, theme: str | None, *, local: bool = False,
-                 readonly: bool = False, notes: list[str] | None = None) -> int:
+def open_console(
+    cfg: config.Config, host: str | None, theme: str | None, *, local: bool = False, readonly: bool = False, notes: list[str] | None = None
+) -> int:
     """notes: lines the help screen shows first (the demo's own host, its config)."""
     session = Session(cfg, host, local=local, via="console")  # a bad host name fails here, before the screen opens
     asyncio.run(_console(session, theme or cfg.theme, readonly, notes))

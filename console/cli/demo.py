@@ -41,8 +41,10 @@ def offline_config(campaign: Path) -> Path | None:
         return None
     path = campaign.parent / "pivot.toml"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(f"# written by pivot demo: its kept campaign, for runs, compare, tasks and events\n"
-                    f"campaign_dir = {json.dumps(str(campaign))}\n", encoding="utf-8")
+    path.write_text(
+        f"# written by pivot demo: its kept campaign, for runs, compare, tasks and events\ncampaign_dir = {json.dumps(str(campaign))}\n",
+        encoding="utf-8",
+    )
     return path
 
 
@@ -58,15 +60,22 @@ def cmd_demo(args: argparse.Namespace) -> int:
         from console.sim.fleet import serve_fleet
 
         try:
-            asyncio.run(serve_fleet(root, args.hosts, gpus=GpuSpec(count=args.gpus), time_scale=args.time_scale,
-                                    campaign_dir=campaign, initial_server=args.server))
+            asyncio.run(
+                serve_fleet(
+                    root,
+                    args.hosts,
+                    gpus=GpuSpec(count=args.gpus),
+                    time_scale=args.time_scale,
+                    campaign_dir=campaign,
+                    initial_server=args.server,
+                )
+            )
         finally:
             if args.dir is None:
                 shutil.rmtree(root, ignore_errors=True)
         return 0
     if args.serve:
-        host = SimHost(root, gpus=GpuSpec(count=args.gpus), time_scale=args.time_scale, subreaper=True,
-                       campaign_dir=campaign)
+        host = SimHost(root, gpus=GpuSpec(count=args.gpus), time_scale=args.time_scale, subreaper=True, campaign_dir=campaign)
         try:
             asyncio.run(serve_forever(host, initial_server=args.server, traffic=args.traffic))
         finally:
@@ -75,9 +84,26 @@ def cmd_demo(args: argparse.Namespace) -> int:
         return 0
     # The host runs in its own process, as a remote host would: it adopts and reaps
     # the simulated server's orphans without touching the console's own children.
-    argv = [sys.executable, "-m", "console", "demo", "--serve", "--dir", str(root), "--campaign-dir", str(campaign),
-            "--gpus", str(args.gpus), "--time-scale", str(args.time_scale), "--server", args.server,
-            "--hosts", str(args.hosts), *([] if args.traffic else ["--no-traffic"])]
+    argv = [
+        sys.executable,
+        "-m",
+        "console",
+        "demo",
+        "--serve",
+        "--dir",
+        str(root),
+        "--campaign-dir",
+        str(campaign),
+        "--gpus",
+        str(args.gpus),
+        "--time-scale",
+        str(args.time_scale),
+        "--server",
+        args.server,
+        "--hosts",
+        str(args.hosts),
+        *([] if args.traffic else ["--no-traffic"]),
+    ]
     # a closed terminal or tmux window must still end the host and remove its files
     signal.signal(signal.SIGHUP, lambda *_: sys.exit(129))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -92,9 +118,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
         config_path = config_line.removeprefix("config: ").strip()  # (where the campaign is kept: said once, at the end)
         if args.hosts > 1:  # the fleet first; Enter opens a host's console, q there comes back
             return open_fleet(pivot_toml.load(config_path), args.theme, readonly=args.readonly)
-        notes = [f"This demo's simulated host: {lines[0].strip()}",
-                 f"Its server, ended as a crash would (from another terminal): kill $(cat {root / 'home/.pivot/server.pid'})",
-                 f"The demo's config: {config_path}", campaign_line(campaign, kept)]
+        notes = [
+            f"This demo's simulated host: {lines[0].strip()}",
+            f"Its server, ended as a crash would (from another terminal): kill $(cat {root / 'home/.pivot/server.pid'})",
+            f"The demo's config: {config_path}",
+            campaign_line(campaign, kept),
+        ]
         return open_console(pivot_toml.load(config_path), "demo", args.theme, readonly=args.readonly, notes=notes)
     finally:
         host_proc.send_signal(signal.SIGTERM)

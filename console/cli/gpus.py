@@ -32,13 +32,20 @@ def _table(sample: Sample, threshold: float) -> list[Table | str]:
         gpus.add_column(col, justify="left" if col == "NAME" else "right")
     for g in sample.gpus:
         power = f"{g.power_w:.0f}/{g.power_limit_w:.0f}W" if g.power_w is not None and g.power_limit_w else "?"
-        gpus.add_row(str(g.index), Text(g.name), f"{gib(g.mem_used_mib)}/{gib(g.mem_total_mib)}",
-                     "?" if g.util_pct is None else f"{g.util_pct:.0f}%", "?" if g.temp_c is None else f"{g.temp_c:.0f}C", power)
+        gpus.add_row(
+            str(g.index),
+            Text(g.name),
+            f"{gib(g.mem_used_mib)}/{gib(g.mem_total_mib)}",
+            "?" if g.util_pct is None else f"{g.util_pct:.0f}%",
+            "?" if g.temp_c is None else f"{g.temp_c:.0f}C",
+            power,
+        )
     procs = _process_table("GPU", "PID", "USER", "GPU-MEM", "STATE", "AGE", "FLAGS", "COMMAND")
     now = time.time()
     for p in sorted(sample.procs, key=lambda p: (p.gpu if p.gpu is not None else -1, p.pid)):
-        procs.add_row(str(p.gpu), str(p.pid), Text(p.user), f"{gib(p.mem_mib)} GiB", Text(p.state), age(p.age_s(now)),
-                      ",".join(flags(p)), Text(p.cmd))
+        procs.add_row(
+            str(p.gpu), str(p.pid), Text(p.user), f"{gib(p.mem_mib)} GiB", Text(p.state), age(p.age_s(now)), ",".join(flags(p)), Text(p.cmd)
+        )
     return [gpus, "", procs if sample.procs else "no GPU processes", "", idle_line(sample, threshold)]
 
 
@@ -66,8 +73,13 @@ def _process_table(*columns: str) -> Table:
     """One row per process; the command gets the width the other columns leave and is cut with an ellipsis."""
     table = Table(box=None, header_style="bold", pad_edge=False, expand=True)
     for col in columns:
-        table.add_column(col, justify="right" if col in ("GPU", "PID", "GPU-MEM", "AGE") else "left", no_wrap=True,
-                         overflow="ellipsis", ratio=1 if col == "COMMAND" else None)
+        table.add_column(
+            col,
+            justify="right" if col in ("GPU", "PID", "GPU-MEM", "AGE") else "left",
+            no_wrap=True,
+            overflow="ellipsis",
+            ratio=1 if col == "COMMAND" else None,
+        )
     return table
 
 
@@ -85,8 +97,9 @@ async def cmd_gpus(args: argparse.Namespace) -> int:
     try:  # a script reading JSON gets JSON, a failure too: {"type": "error", ...} on stdout, the line on stderr
         return await _gpus(args)
     except (ConfigError, RemoteError) as e:
-        print(json.dumps({"type": "error", "kind": type(e).__name__, "host": getattr(e, "host", None) or None,
-                          "message": str(e)}), flush=True)
+        print(
+            json.dumps({"type": "error", "kind": type(e).__name__, "host": getattr(e, "host", None) or None, "message": str(e)}), flush=True
+        )
         raise
 
 
@@ -149,12 +162,19 @@ async def cmd_kill(args: argparse.Namespace) -> int:
         return 2
     cfg = pivot_toml.load(args.config)
     async with Session(cfg, args.host, local=args.local) as session:
-        return await kill_processes(session, args.pids, stray=args.stray, yes=args.yes, grace_s=args.grace,
-                                    single=args.single)
+        return await kill_processes(session, args.pids, stray=args.stray, yes=args.yes, grace_s=args.grace, single=args.single)
 
 
-async def kill_processes(session: Session, pids: list[int], *, stray: bool, yes: bool, grace_s: float | None,
-                         single: bool, release_timeout_s: float = kill.RELEASE_TIMEOUT_S) -> int:
+async def kill_processes(
+    session: Session,
+    pids: list[int],
+    *,
+    stray: bool,
+    yes: bool,
+    grace_s: float | None,
+    single: bool,
+    release_timeout_s: float = kill.RELEASE_TIMEOUT_S,
+) -> int:
     """The kill flow on the terminal; 0 when every target's memory came back."""
     grace = session.config.kill_grace_s if grace_s is None else grace_s
     out = Console()
@@ -168,8 +188,7 @@ async def kill_processes(session: Session, pids: list[int], *, stray: bool, yes:
         out.print(Text.assemble(("refused", "bold red"), f" pid {refusal.pid}: {refusal.reason}"))
     if not plan.targets:
         return 1
-    out.print(f"SIGTERM, then SIGKILL after {grace:g} s"
-              + ("" if single else ", to the process group where the process leads one") + ":")
+    out.print(f"SIGTERM, then SIGKILL after {grace:g} s" + ("" if single else ", to the process group where the process leads one") + ":")
     table = _process_table("PID", "USER", "GPU", "GPU-MEM", "STATE", "COMMAND")
     for p in plan.targets:
         table.add_row(str(p.pid), Text(p.user), str(p.gpu), f"{gib(p.mem_mib)} GiB", Text(p.state), Text(p.cmd))
@@ -189,8 +208,7 @@ async def kill_processes(session: Session, pids: list[int], *, stray: bool, yes:
         out.print(f"  {line}")
     samples = kill.only_samples(session)
     try:
-        released = await kill.follow_release(samples, plan, lambda line: out.print(Text(line)),
-                                             timeout_s=release_timeout_s)
+        released = await kill.follow_release(samples, plan, lambda line: out.print(Text(line)), timeout_s=release_timeout_s)
     finally:
         await samples.aclose()
     return 0 if released else 1

@@ -32,11 +32,12 @@ def effective_toml(cfg: config.Config) -> str:
     def kept(value: object) -> bool:
         return value not in (None, (), {})
 
-    top = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg) if f.name not in ("path", "hosts", "sweep", "compare",
-                                                                                                  "notify")}
+    top = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg) if f.name not in ("path", "hosts", "sweep", "compare", "notify")}
     data: dict[str, object] = {k: str(v) if isinstance(v, Path) else v for k, v in top.items() if kept(v)}
-    data["hosts"] = {spec.name: {k: list(v) if isinstance(v, tuple) else v for k, v in vars(spec).items()
-                                 if k != "name" and kept(v)} for spec in cfg.hosts.values()}
+    data["hosts"] = {
+        spec.name: {k: list(v) if isinstance(v, tuple) else v for k, v in vars(spec).items() if k != "name" and kept(v)}
+        for spec in cfg.hosts.values()
+    }
     if cfg.sweep:
         data["sweep"] = cfg.sweep
     data["compare"] = cfg.compare.model_dump(exclude_none=True)

@@ -34,22 +34,40 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="start a simulated 8-GPU host on loopback and open the console on it")
     demo.set_defaults(run="console.cli.demo:cmd_demo")
     demo.add_argument("--serve", action="store_true", help="only run the simulated host, until Ctrl-C")
-    demo.add_argument("--dir", type=Path, help="keep the simulated host's files here (default: a temporary directory, "
-                                               "removed when the demo ends)")
-    demo.add_argument("--campaign-dir", type=Path, metavar="DIR",
-                      help="keep the demo's campaign (runs, tasks, events) here, to share it between demos (default: "
-                           "a campaign of its own under ~/.local/share/pivot/demo, kept after the demo; with --dir: "
-                           "inside it)")
+    demo.add_argument(
+        "--dir", type=Path, help="keep the simulated host's files here (default: a temporary directory, removed when the demo ends)"
+    )
+    demo.add_argument(
+        "--campaign-dir",
+        type=Path,
+        metavar="DIR",
+        help="keep the demo's campaign (runs, tasks, events) here, to share it between demos (default: "
+        "a campaign of its own under ~/.local/share/pivot/demo, kept after the demo; with --dir: "
+        "inside it)",
+    )
     demo.add_argument("--ephemeral", action="store_true", help="keep nothing: the campaign goes with the host's files")
     demo.add_argument("--gpus", type=int, default=8, help="GPUs of each simulated host (default 8)")
-    demo.add_argument("--hosts", type=int, default=1, metavar="N",
-                      help="N simulated hosts (gpu01 … gpuNN) on N ports, one pivot.toml for them all; the console "
-                           "opens on the fleet (the first two share a two-node profile, demo-2node)")
+    demo.add_argument(
+        "--hosts",
+        type=int,
+        default=1,
+        metavar="N",
+        help="N simulated hosts (gpu01 … gpuNN) on N ports, one pivot.toml for them all; the console "
+        "opens on the fleet (the first two share a two-node profile, demo-2node)",
+    )
     demo.add_argument("--time-scale", type=float, default=1.0, help="run the simulated server this many times faster")
-    demo.add_argument("--server", choices=["eagle3", "baseline", "none"], default="eagle3",
-                      help="simulated server already running on the host when the demo starts")
-    demo.add_argument("--no-traffic", dest="traffic", action="store_false",
-                      help="no background requests to the simulated server (GPUs stay at 0%% utilization)")
+    demo.add_argument(
+        "--server",
+        choices=["eagle3", "baseline", "none"],
+        default="eagle3",
+        help="simulated server already running on the host when the demo starts",
+    )
+    demo.add_argument(
+        "--no-traffic",
+        dest="traffic",
+        action="store_false",
+        help="no background requests to the simulated server (GPUs stay at 0%% utilization)",
+    )
     demo.add_argument("--theme", metavar="NAME", default=argparse.SUPPRESS, help="theme for the console")
     demo.add_argument("--readonly", action="store_true", default=argparse.SUPPRESS, help="a console without destructive actions")
 
@@ -74,14 +92,24 @@ def build_parser() -> argparse.ArgumentParser:
 
     server = sub.add_parser("server", help="the managed server: status, start, stop, restart, switch, logs, adopt")
     server.set_defaults(run="console.cli.server:cmd_server")
-    server.add_argument("action", choices=["status", "start", "stop", "restart", "switch", "logs", "adopt"],
-                        help="what to do with the host's managed server")
-    server.add_argument("profile", nargs="?", help="profile to start or switch to; adopt: the profile whose port a "
-                                                   "server pivot did not start is serving")
+    server.add_argument(
+        "action",
+        choices=["status", "start", "stop", "restart", "switch", "logs", "adopt"],
+        help="what to do with the host's managed server",
+    )
+    server.add_argument(
+        "profile", nargs="?", help="profile to start or switch to; adopt: the profile whose port a server pivot did not start is serving"
+    )
     server.add_argument("--yes", action="store_true", help="adopt: do not ask")
     server.add_argument("--force", action="store_true", help="start even when a preflight check fails")
-    server.add_argument("--skip", action="append", choices=list(CHECKS), default=[], metavar="CHECK",
-                        help=f"start without this preflight check (one of {', '.join(CHECKS)}; repeatable)")
+    server.add_argument(
+        "--skip",
+        action="append",
+        choices=list(CHECKS),
+        default=[],
+        metavar="CHECK",
+        help=f"start without this preflight check (one of {', '.join(CHECKS)}; repeatable)",
+    )
     server.add_argument("-f", "--follow", action="store_true", help="logs: keep following")
     server.add_argument("--no-wait", dest="wait", action="store_false", help="start/switch/restart: return once launched")
 
@@ -98,18 +126,28 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--url", help="the server's base URL, directly (no SSH, no lifecycle)")
     again = sweep.add_mutually_exclusive_group()
     again.add_argument("--resume", metavar="RUN", help="finish an interrupted run: measured levels are kept, failed ones run again")
-    again.add_argument("--repeat-uncertain", metavar="RUN",
-                       help="measure again the levels of RUN its comparison cannot decide, as many requests as it estimates "
-                            "would settle them, compared again after each round (at most 3), merged into RUN")
-    again.add_argument("--refine", nargs=2, metavar=("RUN_A", "RUN_B"),
-                       help="locate where the drafting decision changes: measure between levels on both runs' servers, "
-                            "switching between them")
+    again.add_argument(
+        "--repeat-uncertain",
+        metavar="RUN",
+        help="measure again the levels of RUN its comparison cannot decide, as many requests as it estimates "
+        "would settle them, compared again after each round (at most 3), merged into RUN",
+    )
+    again.add_argument(
+        "--refine",
+        nargs=2,
+        metavar=("RUN_A", "RUN_B"),
+        help="locate where the drafting decision changes: measure between levels on both runs' servers, switching between them",
+    )
     sweep.add_argument("--yes", action="store_true", help="with --refine: switch servers without asking")
     sweep.add_argument("--against", metavar="RUN", help="with --repeat-uncertain: the run to compare with (default: its counterpart)")
-    sweep.add_argument("--other-server", action="store_true",
-                       help="resume or repeat a run although the running server is not the one it measured")
-    sweep.add_argument("--allow-busy", action="store_true",
-                       help="sweep although the server already serves another client's requests (their load is measured too)")
+    sweep.add_argument(
+        "--other-server", action="store_true", help="resume or repeat a run although the running server is not the one it measured"
+    )
+    sweep.add_argument(
+        "--allow-busy",
+        action="store_true",
+        help="sweep although the server already serves another client's requests (their load is measured too)",
+    )
     sweep.add_argument("--json", action="store_true", help="one JSON event per line on stdout")
 
     runs = sub.add_parser("runs", help="saved sweeps: list, show one, delete")
@@ -127,33 +165,48 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--csv", dest="fmt", action="store_const", const="csv", help="the per-level table as CSV")
     cmp.add_argument("--markdown", type=Path, metavar="FILE", help="also write a Markdown report")
     cmp.add_argument("--write-profile", action="store_true", help="write the adaptive-speculation config and a profile using it")
-    cmp.add_argument("--anyway", action="store_true",
-                     help="compare runs that measured different things (max_tokens, prompts, host, GPUs, …), each "
-                          "difference said above the result")
-    cmp.add_argument("--slo", metavar="SLO",
-                     help="how many users each run serves within it, e.g. 'itl_p90_ms<=30,ttft_p90_ms<=500,"
-                          "user_tok_s>=20' (default: pivot.toml's [compare] slo), with each level's goodput")
-    cmp.add_argument("--may-differ", action="append", default=[], metavar="KEY",
-                     help="let this key differ between the runs (max_tokens, input_tokens, api, extra_body, warmup, "
-                          "prompts, model, engine, engine_version, host, gpus, nodes, client); repeatable")
+    cmp.add_argument(
+        "--anyway",
+        action="store_true",
+        help="compare runs that measured different things (max_tokens, prompts, host, GPUs, …), each difference said above the result",
+    )
+    cmp.add_argument(
+        "--slo",
+        metavar="SLO",
+        help="how many users each run serves within it, e.g. 'itl_p90_ms<=30,ttft_p90_ms<=500,"
+        "user_tok_s>=20' (default: pivot.toml's [compare] slo), with each level's goodput",
+    )
+    cmp.add_argument(
+        "--may-differ",
+        action="append",
+        default=[],
+        metavar="KEY",
+        help="let this key differ between the runs (max_tokens, input_tokens, api, extra_body, warmup, "
+        "prompts, model, engine, engine_version, host, gpus, nodes, client); repeatable",
+    )
 
     report = sub.add_parser("report", help="runs and their comparison as one HTML file that opens offline, or a chart")
     report.set_defaults(run="console.cli.report:cmd_report")
-    report.add_argument("names", nargs="+", metavar="RUN", help="runs (last, previous, or names); the first is compared "
-                        "with each other")
+    report.add_argument("names", nargs="+", metavar="RUN", help="runs (last, previous, or names); the first is compared with each other")
     report.add_argument("-o", "--output", type=Path, required=True, metavar="FILE", help="the file to write")
-    report.add_argument("--format", choices=["html", "png", "svg"],
-                        help="html: the whole report (the default, unless FILE ends in .png or .svg); png, svg: the "
-                             "throughput chart alone")
+    report.add_argument(
+        "--format",
+        choices=["html", "png", "svg"],
+        help="html: the whole report (the default, unless FILE ends in .png or .svg); png, svg: the throughput chart alone",
+    )
     report.add_argument("--slo", metavar="SLO", help="as pivot compare --slo (default: pivot.toml's [compare] slo)")
     report.add_argument("--anyway", action="store_true", help="compare runs that measured different things, saying so")
     report.add_argument("--may-differ", action="append", default=[], metavar="KEY", help="as pivot compare --may-differ")
 
     tasks = sub.add_parser("tasks", help="the campaign's task list: list, add, start, done, import, export")
     tasks.set_defaults(run="console.cli.tasks:cmd_tasks")
-    tasks.add_argument("action", nargs="?", default="list",
-                       choices=["list", "add", "start", "done", "cancel", "reset", "delete", "import", "export"],
-                       help="default: list the tasks")
+    tasks.add_argument(
+        "action",
+        nargs="?",
+        default="list",
+        choices=["list", "add", "start", "done", "cancel", "reset", "delete", "import", "export"],
+        help="default: list the tasks",
+    )
     tasks.add_argument("args", nargs="*", help="add: the text; start/done/cancel/reset/delete: task numbers; import: a file")
     tasks.add_argument("--priority", choices=["high", "medium", "low"], default="medium", help="add: the new task's priority")
     tasks.add_argument("--insist", action="store_true", help="start a task although another is in progress")

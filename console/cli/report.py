@@ -31,8 +31,11 @@ def _pair(cfg: config.Config, a: Run, b: Run, args: argparse.Namespace, slo: Slo
         return Pair(a, b, cmp)
     try:
         adaptive = plan(cfg, cmp)
-        written = [adaptive.summary(), tomli_w.dumps(adaptive.profile_data(f"<uploaded beside {adaptive.name}.toml>")),
-                   json.dumps(adaptive.config, indent=1)]
+        written = [
+            adaptive.summary(),
+            tomli_w.dumps(adaptive.profile_data(f"<uploaded beside {adaptive.name}.toml>")),
+            json.dumps(adaptive.config, indent=1),
+        ]
     except NoAdaptiveProfile as e:
         written = [str(e)]
     return Pair(a, b, cmp, adaptive=written)
@@ -67,6 +70,12 @@ def cmd_report(args: argparse.Namespace) -> int:
         pairs = [_pair(cfg, runs[0], other, args, slo) for other in runs[1:]]
         data = page(runs, pairs, _profiles(cfg, runs)).encode()
     write_atomically(args.output, data, durable=False)
-    print(f"wrote {visible(str(args.output))}: " + ("the throughput chart" if fmt != "html" else
-          f"{len(runs)} run(s)" + (f", {len(runs) - 1} comparison(s) with {runs[0].name}" if len(runs) > 1 else "")))
+    print(
+        f"wrote {visible(str(args.output))}: "
+        + (
+            "the throughput chart"
+            if fmt != "html"
+            else f"{len(runs)} run(s)" + (f", {len(runs) - 1} comparison(s) with {runs[0].name}" if len(runs) > 1 else "")
+        )
+    )
     return 0

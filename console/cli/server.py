@@ -60,9 +60,9 @@ def cmd_profiles(args: argparse.Namespace) -> int:
         print(f"# {metrics}; {usage}; {eos}{early}")
         print(f"# {p.drafting_text()}")
         if p.left_out:  # `false` drops a flag; the engine's default then applies, which may not be "off"
-            print(f"# left out (false): {' '.join(visible(f) for f in p.left_out)}; write \"False\" to pass the word")
+            print(f'# left out (false): {" ".join(visible(f) for f in p.left_out)}; write "False" to pass the word')
         if p.node_count:  # a number of nodes: a Slurm login node runs it as this job
-            print(f"# on a Slurm host (role = \"slurm\"): a job on {p.node_count} nodes, this batch script\n")
+            print(f'# on a Slurm host (role = "slurm"): a job on {p.node_count} nodes, this batch script\n')
             print(batch_script(p, p.argv()))
             return 0
         for rank in ranks(p, cfg):  # (none for a profile of one host)
@@ -120,9 +120,14 @@ async def _server_action(session: Session, lifecycle: Lifecycle, args: argparse.
             out.print("(the last lines of its log; pivot server logs shows the rest)")
         record = getattr(lifecycle, "record", None)
         stopped = status.state in (ServerState.STOPPED, ServerState.CRASHED)
-        if stopped and isinstance(lifecycle, ServerLifecycle) and not isinstance(lifecycle, SlurmLifecycle) \
-                and record is not None and record.job is None \
-                and (found := await unmanaged(lifecycle, record.host, record.port)):  # its port served by another process
+        if (
+            stopped
+            and isinstance(lifecycle, ServerLifecycle)
+            and not isinstance(lifecycle, SlurmLifecycle)
+            and record is not None
+            and record.job is None
+            and (found := await unmanaged(lifecycle, record.host, record.port))
+        ):  # its port served by another process
             out.print(Text(f"{found.describe()}: pivot server adopt {visible(record.profile)} takes it over", style="yellow"))
             return 1
         return 0 if status.state in (ServerState.READY, ServerState.STOPPED) else 1
@@ -176,8 +181,9 @@ async def _adopt(session: Session, lifecycle: Lifecycle, name: str, yes: bool, o
         raise LifecycleError(f"nothing but the managed server serves {profile.host}:{profile.port}: nothing to adopt")
     out.print(Text(found.describe()))
     if not yes:
-        answer = await asyncio.to_thread(input, f"adopt pid {found.pid} as {profile.name}, so that pivot stops it "
-                                                "(its whole process group) from now on? [y/N] ")
+        answer = await asyncio.to_thread(
+            input, f"adopt pid {found.pid} as {profile.name}, so that pivot stops it (its whole process group) from now on? [y/N] "
+        )
         if answer.strip().lower() not in ("y", "yes"):
             out.print("nothing adopted")
             return 1

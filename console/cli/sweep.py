@@ -43,8 +43,15 @@ def settings_from(cfg: config.Config, levels: list[int] | None, requests: str | 
 def cmd_sweep(args: argparse.Namespace) -> int:
     cfg = pivot_toml.load(args.config)
     if args.refine:
-        return asyncio.run(campaign_verb(cfg, args.host, "do_refine", *(r.name for r in resolve_runs(cfg, args.refine)),
-                                         ask_first=_refine_question(cfg, args) if not args.yes else None))
+        return asyncio.run(
+            campaign_verb(
+                cfg,
+                args.host,
+                "do_refine",
+                *(r.name for r in resolve_runs(cfg, args.refine)),
+                ask_first=_refine_question(cfg, args) if not args.yes else None,
+            )
+        )
     if args.repeat_uncertain:
         uncertain = resolve_runs(cfg, [args.repeat_uncertain])[0]
         if (pid := holder(uncertain.dir)) is not None:
@@ -61,8 +68,20 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         how = "resume"
     else:
         settings = settings_from(cfg, args.levels, args.requests, args.max_tokens)
-    status = asyncio.run(sweep(cfg, args.host, settings, run=run, how=how, levels=None, url=args.url, as_json=args.json,
-                               other_server=args.other_server, allow_busy=args.allow_busy))
+    status = asyncio.run(
+        sweep(
+            cfg,
+            args.host,
+            settings,
+            run=run,
+            how=how,
+            levels=None,
+            url=args.url,
+            as_json=args.json,
+            other_server=args.other_server,
+            allow_busy=args.allow_busy,
+        )
+    )
     if cfg.notify.bell and sys.stdout.isatty():  # an operator in another window: tmux marks this one
         print("\a", end="", flush=True)
     return status
@@ -70,8 +89,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 def _refine_question(cfg: config.Config, args: argparse.Namespace) -> str:
     a, b = resolve_runs(cfg, args.refine)
-    return (f"refining switches the server on {cfg.host(args.host).name} between {a.profile} and {b.profile}, as often "
-            "as it takes (each switch stops the running server)")
+    return (
+        f"refining switches the server on {cfg.host(args.host).name} between {a.profile} and {b.profile}, as often "
+        "as it takes (each switch stops the running server)"
+    )
 
 
 async def campaign_verb(cfg: config.Config, host: str | None, verb: str, *words: str, ask_first: str | None = None) -> int:
@@ -100,8 +121,19 @@ async def _never(question: str) -> bool:
     return False  # neither kills
 
 
-async def sweep(cfg: config.Config, host: str | None, settings: SweepSettings, *, run: Run | None, how: str,
-                levels: list[int] | None, url: str | None, as_json: bool, other_server: bool, allow_busy: bool) -> int:
+async def sweep(
+    cfg: config.Config,
+    host: str | None,
+    settings: SweepSettings,
+    *,
+    run: Run | None,
+    how: str,
+    levels: list[int] | None,
+    url: str | None,
+    as_json: bool,
+    other_server: bool,
+    allow_busy: bool,
+) -> int:
     from console.actions.sweep import ServerBusy
     from console.session import Session
 
@@ -110,8 +142,9 @@ async def sweep(cfg: config.Config, host: str | None, settings: SweepSettings, *
         if url is None:
             await session.connect()
         try:
-            handle = await session.sweeps.start(settings, run=run, how=how, levels=levels, url=url,
-                                                other_server=other_server, allow_busy=allow_busy)
+            handle = await session.sweeps.start(
+                settings, run=run, how=how, levels=levels, url=url, other_server=other_server, allow_busy=allow_busy
+            )
         except ServerBusy as e:  # the console asks instead; a command is told how to go on
             raise RunError(f"{e}; sweep anyway with --allow-busy") from None
         return await print_sweep(handle, out, as_json)
@@ -121,8 +154,15 @@ async def print_sweep(handle: SweepHandle, out: Console, as_json: bool) -> int:
     table = Table(box=None, header_style="bold", pad_edge=False, title=f"run {handle.run.name}", title_justify="left")
     for col in LEVEL_COLUMNS:
         table.add_column(col, justify="left" if col == "notes" else "right")
-    progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                        TimeElapsedColumn(), console=out, transient=True, disable=as_json or not out.is_terminal)
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=out,
+        transient=True,
+        disable=as_json or not out.is_terminal,
+    )
     status = 0
     with progress:
         task = None
@@ -136,30 +176,49 @@ async def print_sweep(handle: SweepHandle, out: Console, as_json: bool) -> int:
                 case LevelStarted():
                     if task is not None:
                         progress.remove_task(task)
-                    task = progress.add_task(f"C={event.c}" + (" again (drift)" if event.reference else ""),
-                                             total=event.requests + event.warmup)
+                    task = progress.add_task(
+                        f"C={event.c}" + (" again (drift)" if event.reference else ""), total=event.requests + event.warmup
+                    )
                 case Request() if task is not None:
                     progress.advance(task)
                 case LevelDone() if event.reference:
-                    out.print(Text(f"C={event.c} measured again at the end: {event.total_tok_s:.1f} tok/s (the sweep's "
-                                   "drift: pivot compare holds it against the start)"))
+                    out.print(
+                        Text(
+                            f"C={event.c} measured again at the end: {event.total_tok_s:.1f} tok/s (the sweep's "
+                            "drift: pivot compare holds it against the start)"
+                        )
+                    )
                 case LevelDone():
                     cells = level_row(event)
                     table.add_row(*cells)
                     if not as_json:
                         progress.console.print(Text("  ".join(f"{h}={v}" for h, v in zip(LEVEL_COLUMNS, cells, strict=True) if v)))
                 case LevelRetry():
-                    out.print(Text(f"C={event.c} failed ({visible(str(event.reason))}); the server answers "
-                                   "again: measuring the level once more", style="yellow"))
+                    out.print(
+                        Text(
+                            f"C={event.c} failed ({visible(str(event.reason))}); the server answers again: measuring the level once more",
+                            style="yellow",
+                        )
+                    )
                 case Said(type="failed"):
-                    out.print(Text(f"pivot: the load generator failed: {visible(event.message)}; what it measured is "
-                                   f"kept, and `pivot sweep --resume {handle.run.name}` measures the rest", style="red"))
+                    out.print(
+                        Text(
+                            f"pivot: the load generator failed: {visible(event.message)}; what it measured is "
+                            f"kept, and `pivot sweep --resume {handle.run.name}` measures the rest",
+                            style="red",
+                        )
+                    )
                     status = 1
                 case Said():
                     out.print(Text(visible(event.message), style="yellow"))
                 case SweepDone() if event.failed:
-                    out.print(Text(f"pivot: the sweep stopped: {visible(event.failed)}; the run is partial and "
-                                   f"`pivot sweep --resume {handle.run.name}` measures the rest", style="red"))
+                    out.print(
+                        Text(
+                            f"pivot: the sweep stopped: {visible(event.failed)}; the run is partial and "
+                            f"`pivot sweep --resume {handle.run.name}` measures the rest",
+                            style="red",
+                        )
+                    )
                     status = 3
                 case SweepDone() if event.aborted or event.stopped:
                     out.print("sweep " + ("aborted" if event.aborted else "stopped") + ": finished requests are kept")

@@ -56,7 +56,7 @@ def cmd_tasks(cli: argparse.Namespace) -> int:
     if action in STATUS_OF or action == "delete":
         numbers = _numbers(action, args, one=action == "delete")
     elif action == "import" and len(args) != 1:
-        raise TaskError("tasks import takes one file (our tasks.json or a todo list: {\"todos\": [...]})")
+        raise TaskError('tasks import takes one file (our tasks.json or a todo list: {"todos": [...]})')
     tasks = TaskList(cfg.campaign_dir).load()
     log = EventLog(cfg.campaign_dir)
     out = Console(highlight=False)
@@ -91,7 +91,7 @@ async def cmd_run(cli: argparse.Namespace) -> int:
     cfg = pivot_toml.load(cli.config)
     runbook = read_runbook(find_runbook(cfg, cli.runbook))
     tasks = TaskList(cfg.campaign_dir).load()
-    numbers = install(tasks, runbook)[cli.start - 1:]
+    numbers = install(tasks, runbook)[cli.start - 1 :]
 
     async def confirm(question: str) -> bool:
         if cli.yes:

@@ -68,6 +68,6 @@ def idle_line(sample: Sample, threshold_mib: float) -> str:
 
 
 def kill_strays_question(count: int, where: str = "") -> str:
-    """"Kill the stray process?" or "Kill all 3 stray processes?" (on `where`, a host of the fleet)."""
+    """ "Kill the stray process?" or "Kill all 3 stray processes?" (on `where`, a host of the fleet)."""
     what = "the stray process" if count == 1 else f"all {count} stray processes"
     return f"Kill {what}{f' on {where}' if where else ''}?"

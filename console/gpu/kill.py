@@ -47,7 +47,12 @@ def plan_kill(sample: Sample, pids: Iterable[int], *, agent_pid: int | None, gro
         # the parent of a zombie on the GPU list may be killed: it is the only way to free the zombie
         if zombie.zombie and zombie.ppid and zombie.parent_start_ticks is not None and zombie.ppid not in by_pid:
             by_pid[zombie.ppid] = GpuProcess(
-                pid=zombie.ppid, gpu=None, mem_mib=None, user=zombie.user, state="?", cmd=zombie.parent_cmd,
+                pid=zombie.ppid,
+                gpu=None,
+                mem_mib=None,
+                user=zombie.user,
+                state="?",
+                cmd=zombie.parent_cmd,
                 start_ticks=zombie.parent_start_ticks,
             )
     targets, refused = [], []
@@ -82,8 +87,13 @@ class KillOutcome:
 
     @classmethod
     def from_agent(cls, d: dict) -> KillOutcome:
-        return cls(int(d.get("pid", 0)), visible(str(d.get("outcome", "?"))), visible(str(d.get("detail", ""))),
-                   tuple(d.get("signals", ())), d.get("ppid"))
+        return cls(
+            int(d.get("pid", 0)),
+            visible(str(d.get("outcome", "?"))),
+            visible(str(d.get("detail", ""))),
+            tuple(d.get("signals", ())),
+            d.get("ppid"),
+        )
 
     def describe(self) -> str:
         return f"pid {self.pid}: {self.outcome.replace('-', ' ')} ({self.detail})"
@@ -133,8 +143,10 @@ def zombie_advice(outcome: KillOutcome) -> str | None:
         return None
     if outcome.ppid and outcome.ppid > 1:
         return f"pid {outcome.pid} is a zombie: its parent {outcome.ppid} must reap it, so kill the parent"
-    return (f"pid {outcome.pid} is a zombie whose parent is PID 1, which pivot never signals: it goes only when "
-            f"the container's init reaps it, or with the hypervisor's cleanup")
+    return (
+        f"pid {outcome.pid} is a zombie whose parent is PID 1, which pivot never signals: it goes only when "
+        f"the container's init reaps it, or with the hypervisor's cleanup"
+    )
 
 
 def zombie_parents(outcomes: Iterable[KillOutcome]) -> list[int]:

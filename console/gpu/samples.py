@@ -151,10 +151,15 @@ def _text(value: Any, default: str = "") -> str:
 
 def _gpu(d: dict[str, Any]) -> Gpu:
     return Gpu(
-        index=_int(d.get("index"), "gpu index"), uuid=_text(d.get("uuid")), name=_text(d.get("name"), "?"),
-        mem_used_mib=_num(d.get("mem_used_mib")), mem_total_mib=_num(d.get("mem_total_mib")),
-        util_pct=_num(d.get("util_pct")), temp_c=_num(d.get("temp_c")),
-        power_w=_num(d.get("power_w")), power_limit_w=_num(d.get("power_limit_w")),
+        index=_int(d.get("index"), "gpu index"),
+        uuid=_text(d.get("uuid")),
+        name=_text(d.get("name"), "?"),
+        mem_used_mib=_num(d.get("mem_used_mib")),
+        mem_total_mib=_num(d.get("mem_total_mib")),
+        util_pct=_num(d.get("util_pct")),
+        temp_c=_num(d.get("temp_c")),
+        power_w=_num(d.get("power_w")),
+        power_limit_w=_num(d.get("power_limit_w")),
     )
 
 
@@ -163,11 +168,20 @@ def _proc(d: dict[str, Any], server: ServerRef | None) -> GpuProcess:
     pgid = d.get("pgid") if isinstance(d.get("pgid"), int) else None
     in_server = bool(server and server.alive and pgid == server.pid)
     return GpuProcess(
-        pid=pid, gpu=d.get("gpu") if isinstance(d.get("gpu"), int) else None, mem_mib=_num(d.get("mem_mib")),
-        visible=bool(d.get("visible", True)), ppid=d.get("ppid"), pgid=pgid, user=_text(d.get("user"), "?"),
-        state=_text(d.get("state"), "?"), cmd=_text(d.get("cmd")), start=_num(d.get("start")),
+        pid=pid,
+        gpu=d.get("gpu") if isinstance(d.get("gpu"), int) else None,
+        mem_mib=_num(d.get("mem_mib")),
+        visible=bool(d.get("visible", True)),
+        ppid=d.get("ppid"),
+        pgid=pgid,
+        user=_text(d.get("user"), "?"),
+        state=_text(d.get("state"), "?"),
+        cmd=_text(d.get("cmd")),
+        start=_num(d.get("start")),
         start_ticks=d.get("start_ticks") if isinstance(d.get("start_ticks"), int) else None,
-        parent_gone=bool(d.get("parent_gone")), leader_gone=bool(d.get("leader_gone")), server=in_server,
+        parent_gone=bool(d.get("parent_gone")),
+        leader_gone=bool(d.get("leader_gone")),
+        server=in_server,
         parent_start_ticks=d.get("parent_start_ticks") if isinstance(d.get("parent_start_ticks"), int) else None,
         parent_cmd=_text(d.get("parent_cmd")),
     )
@@ -200,8 +214,13 @@ def parse_line(line: str, source: str = "?") -> Hello | Sample | AgentError:
     version = data.get("v", 0)
     try:
         if kind == "hello":
-            return Hello(_text(data.get("source"), "?"), int(data.get("pid", 0)), _text(data.get("host"), "?"),
-                         float(data.get("interval", 1.0)), int(version))
+            return Hello(
+                _text(data.get("source"), "?"),
+                int(data.get("pid", 0)),
+                _text(data.get("host"), "?"),
+                float(data.get("interval", 1.0)),
+                int(version),
+            )
         if kind == "error":
             return AgentError(_text(data.get("kind"), "?"), _text(data.get("message")))
         if kind == "sample":
@@ -215,7 +234,9 @@ def parse_line(line: str, source: str = "?") -> Hello | Sample | AgentError:
                 t=float(data.get("t", time.time())),
                 gpus=tuple(sorted(_rows(gpus, _gpu, "GPU", problems), key=lambda g: g.index)),
                 procs=tuple(_rows(procs, lambda p: _proc(p, server), "process", problems)),
-                server=server, source=source, problems=tuple(problems),
+                server=server,
+                source=source,
+                problems=tuple(problems),
             )
     except (TypeError, KeyError, ValueError) as e:
         if isinstance(e, SampleParseError):

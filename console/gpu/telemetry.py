@@ -142,9 +142,15 @@ class RemoteTelemetry:
         try:
             result = await self._run(("kill", "--grace", str(grace_s), *targets), grace_s * len(targets) + 30, via)
         except Disconnected:  # the link dropped mid-kill: each target's fate is unknown here, and said so
-            return [{"pid": int(t.split(":")[0]), "outcome": "unknown",
-                     "detail": "the link was lost before the host said; pivot gpus shows whether it still runs"}
-                    for t in targets if t.split(":")[0].isdigit()]
+            return [
+                {
+                    "pid": int(t.split(":")[0]),
+                    "outcome": "unknown",
+                    "detail": "the link was lost before the host said; pivot gpus shows whether it still runs",
+                }
+                for t in targets
+                if t.split(":")[0].isdigit()
+            ]
         outcomes = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
         if not outcomes and not result.ok:
             why = visible(result.stderr.strip()) or f"exit status {result.exit_status}"

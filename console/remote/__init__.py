@@ -16,11 +16,16 @@ if TYPE_CHECKING:
     from console.remote.streams import PortForward, RemoteStream, RunResult
 
 _WHERE = {
-    "Connection": "connection", "HostPool": "pool", "RemoteError": "errors", "ConnectionEvent": "state",
-    "ConnState": "state", "PortForward": "streams", "RemoteStream": "streams", "RunResult": "streams",
+    "Connection": "connection",
+    "HostPool": "pool",
+    "RemoteError": "errors",
+    "ConnectionEvent": "state",
+    "ConnState": "state",
+    "PortForward": "streams",
+    "RemoteStream": "streams",
+    "RunResult": "streams",
 }
-__all__ = ["ConnState", "Connection", "ConnectionEvent", "HostPool", "PortForward", "RemoteError", "RemoteStream",
-           "RunResult"]
+__all__ = ["ConnState", "Connection", "ConnectionEvent", "HostPool", "PortForward", "RemoteError", "RemoteStream", "RunResult"]
 
 
 def __getattr__(name: str) -> Any:

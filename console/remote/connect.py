@@ -46,7 +46,6 @@ class SshClient(asyncssh.SSHClient):
         self.lost_reason = visible(str(exc)) if exc else "closed by the remote end"  # may carry the host's words
 
 
-
 async def open_ssh(spec: HostSpec, tunnel: Tunnel | None) -> tuple[asyncssh.SSHClientConnection, SshClient]:
     """One SSH connection to the host as its spec says, or the RemoteError that says why not, in one line."""
     options: dict[str, object] = {
@@ -67,8 +66,9 @@ async def open_ssh(spec: HostSpec, tunnel: Tunnel | None) -> tuple[asyncssh.SSHC
         try:  # loaded here so that a missing or unreadable key is named (asyncssh says only "No such file")
             options["client_keys"] = asyncssh.load_keypairs([identity])
         except (OSError, asyncssh.KeyImportError) as e:
-            raise AuthFailed(spec.name, f"identity file {identity} (hosts.{spec.name}.identity): "
-                                        f"{getattr(e, 'strerror', None) or e}") from None
+            raise AuthFailed(
+                spec.name, f"identity file {identity} (hosts.{spec.name}.identity): {getattr(e, 'strerror', None) or e}"
+            ) from None
     if spec.known_hosts:
         known = known_hosts_path(spec)
         if not known.is_file():
@@ -84,6 +84,7 @@ async def open_ssh(spec: HostSpec, tunnel: Tunnel | None) -> tuple[asyncssh.SSHC
     except Exception as e:  # every failure becomes one readable line
         raise classify(spec, e) from e
     return conn, client
+
 
 def classify(spec: HostSpec, e: Exception) -> RemoteError:
     where = f"{spec.target}:{spec.port or 22}"

@@ -235,8 +235,9 @@ class Connection:
             log.warning("%s: a host new to pivot: created its workdir %s (mode 0700)", self.host, visible(result.stdout.strip()))
         self._workdir_of = conn
 
-    async def _run(self, conn: asyncssh.SSHClientConnection, argv: Sequence[str], command: str, timeout: float,
-                   input: str | None) -> RunResult:
+    async def _run(
+        self, conn: asyncssh.SSHClientConnection, argv: Sequence[str], command: str, timeout: float, input: str | None
+    ) -> RunResult:
         try:
             process = await conn.create_process(command, stdin=asyncssh.PIPE if input is not None else asyncssh.DEVNULL)
         except (asyncssh.Error, OSError) as e:
@@ -319,5 +320,3 @@ class Connection:
                 )
             except (asyncssh.Error, OSError) as e:
                 log.warning("%s: cannot restore forward %s: %s", self.host, forward, e)
-
-

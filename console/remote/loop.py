@@ -35,8 +35,9 @@ class RemoteLoop:
             if self._stream is None or self._stream.exit_status is not None:
                 await self._drop()
                 self._end = f"--pivot-end-{secrets.token_hex(8)}--"
-                self._stream = await self.conn.stream(["sh", "-c", _LOOP.format(script=self.script), "sh", self._end],
-                                                      cwd=self.cwd, timeout=timeout)
+                self._stream = await self.conn.stream(
+                    ["sh", "-c", _LOOP.format(script=self.script), "sh", self._end], cwd=self.cwd, timeout=timeout
+                )
             stream = self._stream
             lines: list[str] = []
             try:

@@ -29,8 +29,9 @@ class RunResult:
 
 
 class PortForward:
-    def __init__(self, closed: Callable[[int], object], remote_host: str, remote_port: int, local_port: int,
-                 listener: asyncssh.SSHListener):
+    def __init__(
+        self, closed: Callable[[int], object], remote_host: str, remote_port: int, local_port: int, listener: asyncssh.SSHListener
+    ):
         """closed: told the local port when the forward closes (its connection forgets it)."""
         self._closed = closed
         self.remote_host, self.remote_port, self.local_port = remote_host, remote_port, local_port

@@ -40,8 +40,15 @@ class OfferedKey:
 
 # The key kinds asked for, best first, as OpenSSH's own client prefers them (ssh_config(5) HostKeyAlgorithms): a host
 # offers one key per kind, and the one pinned should be the one a later connect will be shown.
-PREFERRED_KEYS = ("ssh-ed25519", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384", "ecdsa-sha2-nistp521", "rsa-sha2-512",
-                  "rsa-sha2-256", "ssh-rsa")
+PREFERRED_KEYS = (
+    "ssh-ed25519",
+    "ecdsa-sha2-nistp256",
+    "ecdsa-sha2-nistp384",
+    "ecdsa-sha2-nistp521",
+    "rsa-sha2-512",
+    "rsa-sha2-256",
+    "ssh-rsa",
+)
 
 
 async def fetch_key(spec: HostSpec, tunnel: Connection | None = None) -> OfferedKey:

@@ -19,8 +19,16 @@ from console.sweep.analysis.intervals import estimate
 from console.sweep.runs.store import Run, label
 from console.untrusted import visible
 
-STYLE: dict[Any, Any] = {"svg.hashsalt": "pivot", "text.parse_math": False, "svg.fonttype": "path", "font.size": 9,
-         "axes.grid": True, "grid.alpha": 0.3, "axes.spines.top": False, "axes.spines.right": False}
+STYLE: dict[Any, Any] = {
+    "svg.hashsalt": "pivot",
+    "text.parse_math": False,
+    "svg.fonttype": "path",
+    "font.size": 9,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+}
 
 
 @contextmanager
@@ -41,8 +49,16 @@ def _by_c(ax: Axes, runs: list[Run], metric: str, ylabel: str) -> bool:
         cs = [c for c, _, _, _ in found]
         below = [y - (lo if lo is not None else y) for _, y, lo, _ in found]  # no interval: a bar of nothing
         above = [(hi if hi is not None else y) - y for _, y, _, hi in found]
-        ax.errorbar(cs, [y for _, y, _, _ in found], yerr=[below, above], marker="o", markersize=3, capsize=2, linewidth=1.2,
-                    label=visible(label(run)))
+        ax.errorbar(
+            cs,
+            [y for _, y, _, _ in found],
+            yerr=[below, above],
+            marker="o",
+            markersize=3,
+            capsize=2,
+            linewidth=1.2,
+            label=visible(label(run)),
+        )
         levels.update(cs)
         drawn = True
     ax.set_xscale("log")
@@ -78,11 +94,16 @@ def frontier(runs: list[Run]) -> Figure:
             found = points(measured, run.meta.gpu_count if per_gpu else None)
             if not found:
                 continue
-            line, = ax.plot([x for x, _ in found], [y for _, y in found], marker="o", markersize=3,
-                            label=visible(label(run)))
+            (line,) = ax.plot([x for x, _ in found], [y for _, y in found], marker="o", markersize=3, label=visible(label(run)))
             for lv in measured:
-                ax.annotate(f"C={lv.c}", (lv.req_tok_s_mean or 0, lv.total_tok_s / ((run.meta.gpu_count or 1) if per_gpu else 1)),
-                            fontsize=6, color=line.get_color(), xytext=(3, 3), textcoords="offset points")
+                ax.annotate(
+                    f"C={lv.c}",
+                    (lv.req_tok_s_mean or 0, lv.total_tok_s / ((run.meta.gpu_count or 1) if per_gpu else 1)),
+                    fontsize=6,
+                    color=line.get_color(),
+                    xytext=(3, 3),
+                    textcoords="offset points",
+                )
         ax.set_xlabel("a user's tok/s (per-request)")
         ax.set_ylabel("total output tok/s per GPU" if per_gpu else "total output tok/s")
         ax.set_xlim(left=0)

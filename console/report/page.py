@@ -75,16 +75,30 @@ def _comparison(pair: Pair) -> str:
     cmp = pair.comparison
     lines = cmp.report()
     head = ["C", "A tok/s", "B tok/s", "B/A", "A per-req", "B per-req", "B/A per-req", "ITL B/A", "TTFT B/A", "J/tok B/A"]
-    rows = [[str(lv.c), f"{lv.total.a.value:.1f}", f"{lv.total.b.value:.1f}", _ratio(lv.total),
-             _e(f"{lv.per_request.a.value or 0:.1f}"), _e(f"{lv.per_request.b.value or 0:.1f}"), _ratio(lv.per_request),
-             _ratio(lv.itl), _ratio(lv.ttft), _ratio(lv.energy)] for lv in cmp.levels]
-    legend = (f'<p class="dim">B/A ± its 95 % spread; <span class="lead-a">A</span>, <span class="lead-b">B</span>: who '
-              f"leads by more than ±{cmp.margin * 100:g} %; ≈: alike (within it); ?: cannot tell</p>")
+    rows = [
+        [
+            str(lv.c),
+            f"{lv.total.a.value:.1f}",
+            f"{lv.total.b.value:.1f}",
+            _ratio(lv.total),
+            _e(f"{lv.per_request.a.value or 0:.1f}"),
+            _e(f"{lv.per_request.b.value or 0:.1f}"),
+            _ratio(lv.per_request),
+            _ratio(lv.itl),
+            _ratio(lv.ttft),
+            _ratio(lv.energy),
+        ]
+        for lv in cmp.levels
+    ]
+    legend = (
+        f'<p class="dim">B/A ± its 95 % spread; <span class="lead-a">A</span>, <span class="lead-b">B</span>: who '
+        f"leads by more than ±{cmp.margin * 100:g} %; ≈: alike (within it); ?: cannot tell</p>"
+    )
     said = "".join(f"<li>{_e(line)}</li>" for line in lines[1:])
-    adaptive = ("<h3>The adaptive profile this comparison recommends</h3>" + "".join(_block(t) for t in pair.adaptive)
-                if pair.adaptive else "")
-    return (title + f'<p class="verdict">{_e(lines[0])}</p>' + legend + _table(head, rows)
-            + f'<ul class="lines">{said}</ul>' + adaptive)
+    adaptive = (
+        "<h3>The adaptive profile this comparison recommends</h3>" + "".join(_block(t) for t in pair.adaptive) if pair.adaptive else ""
+    )
+    return title + f'<p class="verdict">{_e(lines[0])}</p>' + legend + _table(head, rows) + f'<ul class="lines">{said}</ul>' + adaptive
 
 
 def _run(run: Run, profile_text: str | None) -> str:
@@ -92,14 +106,16 @@ def _run(run: Run, profile_text: str | None) -> str:
     if (again := run.reference()) is not None:
         rows.append([*level_row(again)[:-1], "measured again at the sweep's end (its drift)"])
     try:
-        meta = (run.dir / META).read_bytes()[:1 << 20].decode(errors="replace")
+        meta = (run.dir / META).read_bytes()[: 1 << 20].decode(errors="replace")
     except OSError as e:
         meta = f"cannot be read: {e.strerror or e}"
     table = _table(LEVEL_COLUMNS, [[_e(cell) for cell in row] for row in rows], words={len(LEVEL_COLUMNS) - 1})
-    profile = (f"<h3>Its profile, as written</h3>{_block(profile_text)}" if profile_text else "")
-    return (f"<h2>Run {_e(label(run))}</h2><p>{_e(run.summary() or run.state)}</p>{table}"
-            f"<h3>Its server's command line</h3>{_block(' '.join(run.meta.argv_or_words()) or '(not recorded)')}{profile}"
-            f"<details><summary>run.toml</summary>{_block(meta)}</details>")
+    profile = f"<h3>Its profile, as written</h3>{_block(profile_text)}" if profile_text else ""
+    return (
+        f"<h2>Run {_e(label(run))}</h2><p>{_e(run.summary() or run.state)}</p>{table}"
+        f"<h3>Its server's command line</h3>{_block(' '.join(run.meta.argv_or_words()) or '(not recorded)')}{profile}"
+        f"<details><summary>run.toml</summary>{_block(meta)}</details>"
+    )
 
 
 def page(runs: list[Run], pairs: list[Pair], profiles: dict[str, str]) -> str:
@@ -108,16 +124,21 @@ def page(runs: list[Run], pairs: list[Pair], profiles: dict[str, str]) -> str:
     curves = _image(charts.render(charts.curves(runs), "svg"), "throughput by concurrency")
     frontier = _image(charts.render(charts.frontier(runs), "svg"), "the frontier")
     energy_fig = charts.energy(runs)
-    energy = (_image(charts.render(energy_fig, "svg"), "energy per token") if energy_fig is not None else
-              "<p>No run read its GPUs' power: energy per token is not known.</p>")
+    energy = (
+        _image(charts.render(energy_fig, "svg"), "energy per token")
+        if energy_fig is not None
+        else "<p>No run read its GPUs' power: energy per token is not known.</p>"
+    )
     names = ", ".join(label(run) for run in runs)
     made = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>pivot report: {_e(names)}</title>'
-            f"<style>{CSS}</style></head><body><h1>pivot report</h1>"
-            f'<p class="dim">{_e(names)} · made {made} by pivot {_e(version())}</p>'
-            + "".join(_comparison(p) for p in pairs)
-            + f"<h2>Throughput by concurrency</h2>{curves}"
-            + f"<h2>The frontier: throughput against each user's speed</h2>{frontier}"
-            + f"<h2>Energy per output token</h2>{energy}"
-            + "".join(_run(run, profiles.get(run.name)) for run in runs)
-            + "</body></html>\n")
+    return (
+        f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>pivot report: {_e(names)}</title>'
+        f"<style>{CSS}</style></head><body><h1>pivot report</h1>"
+        f'<p class="dim">{_e(names)} · made {made} by pivot {_e(version())}</p>'
+        + "".join(_comparison(p) for p in pairs)
+        + f"<h2>Throughput by concurrency</h2>{curves}"
+        + f"<h2>The frontier: throughput against each user's speed</h2>{frontier}"
+        + f"<h2>Energy per output token</h2>{energy}"
+        + "".join(_run(run, profiles.get(run.name)) for run in runs)
+        + "</body></html>\n"
+    )

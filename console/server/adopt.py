@@ -31,8 +31,14 @@ async def unmanaged(self: ServerLifecycle, host: str, port: int) -> Unmanaged | 
     if record is not None and not record.stopped and record.pid == leader:
         return None
     words = tuple(visible(a) for a in argv if isinstance(a, str)) if isinstance(argv, list) else ()
-    return Unmanaged(port, leader, ticks if isinstance(ticks, int) and not isinstance(ticks, bool) else None,
-                     visible(str(found.get("cmd", "")))[:200], words)
+    return Unmanaged(
+        port,
+        leader,
+        ticks if isinstance(ticks, int) and not isinstance(ticks, bool) else None,
+        visible(str(found.get("cmd", "")))[:200],
+        words,
+    )
+
 
 async def adopt(self: ServerLifecycle, profile: Profile, found: Unmanaged, *, via: str | None = None) -> ServerRecord:
     """Take over a server pivot did not start as `profile`'s: its record and pid file written under the host's
@@ -41,13 +47,20 @@ async def adopt(self: ServerLifecycle, profile: Profile, found: Unmanaged, *, vi
     if current.state.running:
         raise LifecycleError(f"{current.profile} (pid {current.pid}) is the server pivot manages here: stop it first")
     if found.pid is None or found.start_ticks is None:
-        raise LifecycleError(f"port {found.port} is served by a process pivot cannot see (another user's?): "
-                             "nothing to adopt")
-    record = ServerRecord(profile.name, list(found.argv) or [found.cmd], found.pid, found.start_ticks, time.time(),
-                          profile.host, profile.port, profile.kind, health=profile.health_paths)
+        raise LifecycleError(f"port {found.port} is served by a process pivot cannot see (another user's?): nothing to adopt")
+    record = ServerRecord(
+        profile.name,
+        list(found.argv) or [found.cmd],
+        found.pid,
+        found.start_ticks,
+        time.time(),
+        profile.host,
+        profile.port,
+        profile.kind,
+        health=profile.health_paths,
+    )
     text = json.dumps(asdict(record), indent=1)
-    result = await self.conn.run(["sh", "-c", ADOPT, "sh", self.record_text or "", text, str(found.pid)],
-                                 cwd=self.spec.workdir, timeout=30)
+    result = await self.conn.run(["sh", "-c", ADOPT, "sh", self.record_text or "", text, str(found.pid)], cwd=self.spec.workdir, timeout=30)
     if not result.ok:
         raise LifecycleError(f"{self.spec.name}: not adopted: {visible(result.stderr.strip()) or result.exit_status}")
     if self.events is not None:

@@ -15,5 +15,10 @@ class Check:
 
 
 # what --skip calls each check, and the name it is shown under, in the order they run
-CHECKS = {"launcher": "launcher", "model-path": "model path", "gpus-idle": "GPUs idle", "port-free": "port free",
-          "flags-known": "flags known"}
+CHECKS = {
+    "launcher": "launcher",
+    "model-path": "model path",
+    "gpus-idle": "GPUs idle",
+    "port-free": "port free",
+    "flags-known": "flags known",
+}

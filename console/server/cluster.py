@@ -48,8 +48,9 @@ class Node(Protocol):
     async def poll(self) -> ServerStatus: ...
     async def read_record(self) -> ServerRecord: ...
     async def own_log(self, lines: int = 200) -> RemoteStream: ...
-    async def rank_preflight(self, profile: Profile, *, skip: frozenset[str] = frozenset(),
-                             binds: tuple[tuple[str, str, int], ...] | None = None) -> list[Check]: ...
+    async def rank_preflight(
+        self, profile: Profile, *, skip: frozenset[str] = frozenset(), binds: tuple[tuple[str, str, int], ...] | None = None
+    ) -> list[Check]: ...
     async def launch(self, profile: Profile, *, rank: int = 0, nodes: tuple[str, ...] = ()) -> ServerRecord: ...
     async def stop_rank(self, record: ServerRecord | None = None) -> StopReport: ...
 
@@ -89,22 +90,24 @@ async def preflight_ranks(leader: ClusterLeader, ranks: list[Rank], *, skip: fro
         return checks
 
     found = await asyncio.gather(*(check(lc, r) for lc, r in zip(lifecycles, ranks, strict=True)))
-    return [replace(c, name=f"{c.name} on {r.host.name}", node=r.host.name)
-            for r, checks in zip(ranks, found, strict=True) for c in checks]
+    return [replace(c, name=f"{c.name} on {r.host.name}", node=r.host.name) for r, checks in zip(ranks, found, strict=True) for c in checks]
 
 
 async def start_ranks(leader: ClusterLeader, ranks: list[Rank], *, force: bool, skip: frozenset[str]) -> list[Check]:
     """Check every node, then start rank 0 here and each other rank on its node. A rank that cannot start stops the
     ranks already started."""
     if ranks[0].host.name != leader.spec.name:
-        raise LifecycleError(f"{ranks[0].profile.name} runs rank 0 on {ranks[0].host.name}: start it from there "
-                             f"(pivot --host {ranks[0].host.name})")
+        raise LifecycleError(
+            f"{ranks[0].profile.name} runs rank 0 on {ranks[0].host.name}: start it from there (pivot --host {ranks[0].host.name})"
+        )
     peers = _peers(leader, tuple(r.host.name for r in ranks[1:]))
     for peer in peers:
         status = await peer.poll()
         if status.state.running or (status.state == ServerState.CRASHED and status.nodes):
-            raise LifecycleError(f"{peer.spec.name}: a server is already {status.state} ({status.profile}, {status.process})"
-                                 + (": stop it from its first node" if status.nodes else ": stop it there first"))
+            raise LifecycleError(
+                f"{peer.spec.name}: a server is already {status.state} ({status.profile}, {status.process})"
+                + (": stop it from its first node" if status.nodes else ": stop it there first")
+            )
     checks = await preflight_ranks(leader, ranks, skip=skip)
     if not force and not all(c.ok for c in checks):
         raise PreflightFailed(checks)
@@ -162,8 +165,7 @@ async def _peer_statuses(leader: ClusterLeader, record: ServerRecord) -> list[Se
     pending = [t for t in tasks if t is not None]
     if pending:
         await asyncio.wait(pending, timeout=PEER_POLL_S)
-    return [t.result() if t is not None and t.done() and not t.cancelled() and t.exception() is None else None
-            for t in tasks]
+    return [t.result() if t is not None and t.done() and not t.cancelled() and t.exception() is None else None for t in tasks]
 
 
 def _labelled(label: str, lines: tuple[str, ...]) -> tuple[str, ...]:
@@ -171,8 +173,9 @@ def _labelled(label: str, lines: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(f"{label}│ {line}" for line in lines if line.strip())
 
 
-async def crash_of(leader: ClusterLeader, record: ServerRecord, own_tail: tuple[str, ...] | None,
-                   crashed: Crashed | None = None) -> dict[str, Any]:
+async def crash_of(
+    leader: ClusterLeader, record: ServerRecord, own_tail: tuple[str, ...] | None, crashed: Crashed | None = None
+) -> dict[str, Any]:
     """The crashed server's detail and log tail: the first rank to end (another rank's, when one ended: rank 0 fails
     after it), whether rank 0 ended too (own_tail: its log's last lines; None: it still runs), and which ranks still
     run (a stop ends them). Each log line is led by its rank's host."""
@@ -217,8 +220,9 @@ async def stop_peers(leader: ClusterLeader, record: ServerRecord) -> list[tuple[
 def whole_report(host: str, own: StopReport, others: list[tuple[str, StopReport]]) -> StopReport:
     """One report of every rank's stop: the outcomes and leftovers of all, each node's own said in turn."""
     reports = [(host, own), *others]
-    return StopReport(tuple(o for _, r in reports for o in r.outcomes), tuple(p for _, r in reports for p in r.leftovers),
-                      own.gpus, ranks=tuple(reports))  # ok only when every node's is
+    return StopReport(
+        tuple(o for _, r in reports for o in r.outcomes), tuple(p for _, r in reports for p in r.leftovers), own.gpus, ranks=tuple(reports)
+    )  # ok only when every node's is
 
 
 async def follow_logs(leader: ClusterLeader, record: ServerRecord, lines: int) -> LineStream:
@@ -310,8 +314,17 @@ class ClusterLeader(ServerLifecycle):
         rank 0's own tail) once rank 0 has ended too."""
         if not record.nodes or record.rank != 0:
             return None
-        crashed = ServerStatus(ServerState.CRASHED, visible(record.profile), record.pid, record.started, None,
-                               seen.last_line, model=self.status.model, nodes=record.nodes, rank=record.rank)
+        crashed = ServerStatus(
+            ServerState.CRASHED,
+            visible(record.profile),
+            record.pid,
+            record.started,
+            None,
+            seen.last_line,
+            model=self.status.model,
+            nodes=record.nodes,
+            rank=record.rank,
+        )
         if not seen.alive:
             if record.stopped or self._stopping or (self._crash_for == record.pid and self._crash_final):
                 return None

@@ -43,24 +43,33 @@ class Next:
     fetch: Fetch = Fetch.NOTHING
 
 
-def next_status(previous: ServerStatus, seen: Seen, *, stopping: bool, crash_known: bool, failures: int,
-                now: float) -> Next:
+def next_status(previous: ServerStatus, seen: Seen, *, stopping: bool, crash_known: bool, failures: int, now: float) -> Next:
     """previous: the last status; stopping: a stop of pivot's is under way; crash_known: this record's process was
     already seen to have ended (its crash is said once, with its log tail); failures: failed health checks so far."""
     record = seen.record
     if record is None:
         return Next(ServerStatus(ServerState.STOPPED), 0)
-    base = ServerStatus(ServerState.STOPPED, visible(record.profile), record.pid, record.started, previous.ready_at,
-                        seen.last_line, model=previous.model, nodes=record.nodes, rank=record.rank, at=now)
+    base = ServerStatus(
+        ServerState.STOPPED,
+        visible(record.profile),
+        record.pid,
+        record.started,
+        previous.ready_at,
+        seen.last_line,
+        model=previous.model,
+        nodes=record.nodes,
+        rank=record.rank,
+        at=now,
+    )
     if not seen.alive:
         if record.stopped or stopping:
             return Next(replace(base, ready_at=None), 0)
         if not crash_known:
             ended = f"rank {record.rank} on {seen.host}" if record.nodes else "the process"
-            return Next(replace(base, state=ServerState.CRASHED, ready_at=None, detail=f"{ended} ended without a stop"),
-                        0, Fetch.CRASH_TAIL)
-        return Next(replace(base, state=ServerState.CRASHED, ready_at=None, log_tail=previous.log_tail,
-                            detail=previous.detail), 0)
+            return Next(
+                replace(base, state=ServerState.CRASHED, ready_at=None, detail=f"{ended} ended without a stop"), 0, Fetch.CRASH_TAIL
+            )
+        return Next(replace(base, state=ServerState.CRASHED, ready_at=None, log_tail=previous.log_tail, detail=previous.detail), 0)
     if record.rank > 0:  # a rank that serves no API (or a dummy /health): its process is what there is to see
         state = ServerState.STOPPING if stopping else ServerState.READY
         return Next(replace(base, state=state, detail=f"rank 0 on {record.nodes[0]} serves it"), failures)

@@ -65,8 +65,10 @@ class HealthProbe:
                         return False, f"{visible(path)} answered {status}, a redirect: pivot follows none"
                     if status != 404:
                         return status == 200, f"{visible(path)} answered {status}"
-            raise NoHealthRoute(f"{visible(', then '.join(record.health_paths))} answered 404: this server has no such "
-                                "route; set health_path in its profile")
+            raise NoHealthRoute(
+                f"{visible(', then '.join(record.health_paths))} answered 404: this server has no such "
+                "route; set health_path in its profile"
+            )
         except (httpx.HTTPError, httpx.InvalidURL, RemoteError, OSError, TimeoutError) as e:
             return False, f"health check failed: {type(e).__name__}"
 
@@ -91,8 +93,9 @@ class HealthProbe:
         async with self._http_lock:
             if self._http is None:
                 return None
-            with contextlib.suppress(httpx.HTTPError, ValueError, KeyError, IndexError, TypeError, AttributeError,
-                                     TimeoutError, BodyTooLarge):
+            with contextlib.suppress(
+                httpx.HTTPError, ValueError, KeyError, IndexError, TypeError, AttributeError, TimeoutError, BodyTooLarge
+            ):
                 if record.kind == "sglang":
                     return visible(str(json.loads(await bounded_get(self._http, "/model_info"))["model_path"]))
                 return visible(str(json.loads(await bounded_get(self._http, "/v1/models"))["data"][0]["id"]))
@@ -109,4 +112,3 @@ class HealthProbe:
         if self._forward is not None:
             self._forward.close()
             self._forward = None
-

@@ -73,20 +73,33 @@ class Lifecycle(Protocol):
     async def log_tail(self, lines: int = CRASH_TAIL) -> list[str]: ...
     async def follow_log(self, lines: int = 200) -> LineStream: ...
     async def preflight(self, profile: Profile, *, skip: frozenset[str] = frozenset()) -> list[Check]: ...
-    async def start(self, profile: Profile, *, force: bool = False, skip: frozenset[str] = frozenset(),
-                    via: str | None = None) -> list[Check]: ...
+    async def start(
+        self, profile: Profile, *, force: bool = False, skip: frozenset[str] = frozenset(), via: str | None = None
+    ) -> list[Check]: ...
     async def stop(self, *, during: str | None = None, via: str | None = None) -> StopReport: ...
-    async def switch(self, profile: Profile, *, force: bool = False, skip: frozenset[str] = frozenset(),
-                    via: str | None = None) -> list[Check]: ...
-    async def restart(self, profiles: ProfileSet, *, force: bool = False, skip: frozenset[str] = frozenset(),
-                    via: str | None = None) -> list[Check]: ...
+    async def switch(
+        self, profile: Profile, *, force: bool = False, skip: frozenset[str] = frozenset(), via: str | None = None
+    ) -> list[Check]: ...
+    async def restart(
+        self, profiles: ProfileSet, *, force: bool = False, skip: frozenset[str] = frozenset(), via: str | None = None
+    ) -> list[Check]: ...
     async def close(self) -> None: ...
 
 
 class ServerLifecycle(HealthProbe):
     runs_jobs = False  # the server is a process of this host; its GPUs are the host's own
-    def __init__(self, conn: Connection, spec: HostSpec, agent: RemoteTelemetry, *, idle_threshold_mib: float,
-                 grace_s: float, events: EventLog | None = None, via: str = "cli"):
+
+    def __init__(
+        self,
+        conn: Connection,
+        spec: HostSpec,
+        agent: RemoteTelemetry,
+        *,
+        idle_threshold_mib: float,
+        grace_s: float,
+        events: EventLog | None = None,
+        via: str = "cli",
+    ):
         """events: the campaign's log, where every start, switch and stop is written (a stop alone, or inside a switch
         or a restart), with `via`: who acted ("console", "cli", "runbook"). A server across nodes is led by
         console/server/cluster.py's ClusterLeader, which extends this with the other hosts."""
@@ -112,7 +125,12 @@ class ServerLifecycle(HealthProbe):
 
     def _set(self, status: ServerStatus) -> ServerStatus:
         changed = (status.state, status.profile, status.pid, status.last_line, status.detail) != (
-            self.status.state, self.status.profile, self.status.pid, self.status.last_line, self.status.detail)
+            self.status.state,
+            self.status.profile,
+            self.status.pid,
+            self.status.last_line,
+            self.status.detail,
+        )
         self.status = status
         if changed:
             for callback in list(self._listeners):
@@ -139,8 +157,7 @@ class ServerLifecycle(HealthProbe):
             return self._set(ServerStatus(ServerState.UNKNOWN, detail=str(e)))
         seen = Seen(record, last_line=visible(last_line.strip()), host=self.spec.name)
         if record is None:
-            return self._set(next_status(self.status, seen, stopping=self._stopping, crash_known=False, failures=0,
-                                         now=time.time()).status)
+            return self._set(next_status(self.status, seen, stopping=self._stopping, crash_known=False, failures=0, now=time.time()).status)
         seen = replace(seen, alive=await self._server_process(record, stat_text))
         if not seen.alive:
             await self._forget_forward()
@@ -152,8 +169,14 @@ class ServerLifecycle(HealthProbe):
                 seen = replace(seen, healthy=healthy, why=why)
             except NoHealthRoute as e:  # it will not change by waiting: said while it starts
                 seen = replace(seen, healthy=False, why=str(e), no_health_route=True)
-        decided = next_status(self.status, seen, stopping=self._stopping, crash_known=self._crash_for == record.pid,
-                              failures=self._health_failures, now=time.time())
+        decided = next_status(
+            self.status,
+            seen,
+            stopping=self._stopping,
+            crash_known=self._crash_for == record.pid,
+            failures=self._health_failures,
+            now=time.time(),
+        )
         self._health_failures, status = decided.failures, decided.status
         if decided.fetch == Fetch.CRASH_TAIL:
             self._crash_for = record.pid
@@ -204,15 +227,25 @@ class ServerLifecycle(HealthProbe):
             self._ranks(profile)
         return await self.rank_preflight(profile, skip=skip)
 
-    async def rank_preflight(self, profile: Profile, *, skip: frozenset[str] = frozenset(),
-                             binds: tuple[tuple[str, str, int], ...] | None = None) -> list[Check]:
+    async def rank_preflight(
+        self, profile: Profile, *, skip: frozenset[str] = frozenset(), binds: tuple[tuple[str, str, int], ...] | None = None
+    ) -> list[Check]:
         """This host's checks (binds: what must be free to bind, as (check, host, port); default: the profile's)."""
-        return await preflight(self.conn, self.agent, profile, await self.resolved_argv(profile),
-                               idle_threshold_mib=self.idle_threshold_mib, gpus=self.spec.gpus, skip=skip, binds=binds)
+        return await preflight(
+            self.conn,
+            self.agent,
+            profile,
+            await self.resolved_argv(profile),
+            idle_threshold_mib=self.idle_threshold_mib,
+            gpus=self.spec.gpus,
+            skip=skip,
+            binds=binds,
+        )
 
     # -- actions --------------------------------------------------------------
-    async def start(self, profile: Profile, *, force: bool = False, skip: frozenset[str] = frozenset(),
-                    via: str | None = None) -> list[Check]:
+    async def start(
+        self, profile: Profile, *, force: bool = False, skip: frozenset[str] = frozenset(), via: str | None = None
+    ) -> list[Check]:
         checks = await self._start(profile, force=force, skip=skip)
         if self.events is not None:
             self.events.append(Start(via=via or self.via, host=self.spec.name, profile=profile.name, pid=self.status.pid))
@@ -223,11 +256,15 @@ class ServerLifecycle(HealthProbe):
         if current.state.running:
             raise LifecycleError(f"a server is already {current.state} ({current.profile}, pid {current.pid}): stop it or switch")
         if current.state == ServerState.CRASHED and current.nodes:
-            raise LifecycleError(f"{current.profile} crashed, and ranks of it may still run on {', '.join(current.nodes)}: "
-                                 "stop it first (a stop ends every rank)")
+            raise LifecycleError(
+                f"{current.profile} crashed, and ranks of it may still run on {', '.join(current.nodes)}: "
+                "stop it first (a stop ends every rank)"
+            )
         if profile.node_count:
-            raise LifecycleError(f"{profile.name} asks for nodes = {profile.node_count}, a number: Slurm chooses them, "
-                                 f"on a host of role \"slurm\"; {self.spec.name} is a GPU host (name the hosts instead)")
+            raise LifecycleError(
+                f"{profile.name} asks for nodes = {profile.node_count}, a number: Slurm chooses them, "
+                f'on a host of role "slurm"; {self.spec.name} is a GPU host (name the hosts instead)'
+            )
         return await self._checked_launch(profile, force=force, skip=skip)
 
     async def _checked_launch(self, profile: Profile, *, force: bool, skip: frozenset[str]) -> list[Check]:
@@ -248,17 +285,30 @@ class ServerLifecycle(HealthProbe):
         argv = await self.resolved_argv(profile)
         if profile.env:
             argv = ["env", *(f"{k}={v}" for k, v in profile.env.items()), *argv]
-        template = ServerRecord(profile.name, argv, PID_STANDIN, TICKS_STANDIN, time.time(), profile.host, profile.port, profile.kind,
-                                health=profile.health_paths, rank=rank, nodes=nodes)
+        template = ServerRecord(
+            profile.name,
+            argv,
+            PID_STANDIN,
+            TICKS_STANDIN,
+            time.time(),
+            profile.host,
+            profile.port,
+            profile.kind,
+            health=profile.health_paths,
+            rank=rank,
+            nodes=nodes,
+        )
         text = json.dumps(asdict(template), indent=1)
         pre, rest = text.split(str(PID_STANDIN), 1)
         mid, post = rest.split(str(TICKS_STANDIN), 1)
-        result = await self.conn.run(["sh", "-c", START, "sh", self.record_text or "", pre, mid, post, *argv],
-                                     cwd=self.spec.workdir, timeout=30)
+        result = await self.conn.run(
+            ["sh", "-c", START, "sh", self.record_text or "", pre, mid, post, *argv], cwd=self.spec.workdir, timeout=30
+        )
         words = result.stdout.split()
         if not result.ok or len(words) != 2 or not all(w.isdigit() for w in words):
-            raise LifecycleError(f"could not start {profile.name} on {self.spec.name}: "
-                                 f"{visible(result.stderr.strip()) or result.exit_status}")
+            raise LifecycleError(
+                f"could not start {profile.name} on {self.spec.name}: {visible(result.stderr.strip()) or result.exit_status}"
+            )
         record = replace(template, pid=int(words[0]), start_ticks=int(words[1]))
         self.record, self.record_text = record, f"{pre}{record.pid}{mid}{record.start_ticks}{post}"
         self._stopping, self._health_failures, self._crash_for = False, 0, None
@@ -272,14 +322,25 @@ class ServerLifecycle(HealthProbe):
         for its shutdown), then every other rank on its own host, each with its release check."""
         record = await self.read_record()
         if record.rank > 0:
-            raise LifecycleError(f"this host runs rank {record.rank} of {visible(record.profile)}, whose rank 0 runs on "
-                                 f"{record.nodes[0]}: stop it there (a stop ends every rank)")
+            raise LifecycleError(
+                f"this host runs rank {record.rank} of {visible(record.profile)}, whose rank 0 runs on "
+                f"{record.nodes[0]}: stop it there (a stop ends every rank)"
+            )
         self._stopping = True
         self._set(replace(self.status, state=ServerState.STOPPING))
+
         def said(outcome: str) -> None:
             if self.events is not None:
-                self.events.append(Stop(via=via or self.via, host=self.spec.name, profile=visible(record.profile),
-                                        pid=record.pid, outcome=outcome, during=during))
+                self.events.append(
+                    Stop(
+                        via=via or self.via,
+                        host=self.spec.name,
+                        profile=visible(record.profile),
+                        pid=record.pid,
+                        outcome=outcome,
+                        during=during,
+                    )
+                )
 
         try:
             try:
@@ -313,11 +374,9 @@ class ServerLifecycle(HealthProbe):
     async def write_record(self, record: ServerRecord) -> None:
         """Replace the record read last with this one, under the host's lock, if it is still the one read."""
         text = json.dumps(asdict(record), indent=1)
-        result = await self.conn.run(["sh", "-c", REWRITE, "sh", self.record_text or "", text], cwd=self.spec.workdir,
-                                     timeout=30)
+        result = await self.conn.run(["sh", "-c", REWRITE, "sh", self.record_text or "", text], cwd=self.spec.workdir, timeout=30)
         if not result.ok:
-            raise LifecycleError(f"{self.spec.name}: the record was not written: "
-                                 f"{visible(result.stderr.strip()) or result.exit_status}")
+            raise LifecycleError(f"{self.spec.name}: the record was not written: {visible(result.stderr.strip()) or result.exit_status}")
         self.record_text = text
 
     async def stop_rank(self, record: ServerRecord | None = None) -> StopReport:
@@ -328,13 +387,17 @@ class ServerLifecycle(HealthProbe):
         try:
             stopped = json.dumps(asdict(replace(record, stopped=True)), indent=1)
             mark = ("sh", "-c", KILL_THEN_MARK, "sh", self.record_text or "", stopped)
-            outcomes = tuple(KillOutcome.from_agent(d) for d in
-                             await self.agent.kill([f"{record.pid}:{record.start_ticks}:group"], self.grace_s, via=mark))
+            outcomes = tuple(
+                KillOutcome.from_agent(d)
+                for d in await self.agent.kill([f"{record.pid}:{record.start_ticks}:group"], self.grace_s, via=mark)
+            )
             if outcomes and outcomes[0].outcome == "unknown":  # the link dropped: whether it was marked is the host's
                 raise LifecycleError(f"{self.spec.name}: {outcomes[0].describe()}")
             if (await self.read_record()).stopped is not True:
-                raise LifecycleError(f"{self.spec.name}: the record was not marked stopped: another console acted on "
-                                     "this host meanwhile (pivot server status shows what runs)")
+                raise LifecycleError(
+                    f"{self.spec.name}: the record was not marked stopped: another console acted on "
+                    "this host meanwhile (pivot server status shows what runs)"
+                )
             await self._forget_forward()
             leftovers: tuple[GpuProcess, ...] = ()
             gpus = "read" if self.spec.gpus else "none"
@@ -351,8 +414,9 @@ class ServerLifecycle(HealthProbe):
         finally:
             self._stopping = was_stopping
 
-    async def switch(self, profile: Profile, *, force: bool = False, skip: frozenset[str] = frozenset(),
-                    via: str | None = None) -> list[Check]:
+    async def switch(
+        self, profile: Profile, *, force: bool = False, skip: frozenset[str] = frozenset(), via: str | None = None
+    ) -> list[Check]:
         """Check the profile, stop whatever runs, check that the GPUs are idle, start the profile: one action.
 
         A profile that cannot start stops nothing: every preflight check runs before the stop, but for those the stop
@@ -361,12 +425,19 @@ class ServerLifecycle(HealthProbe):
         current = await self._replace(profile, force=force, skip=skip, during=f"switch to {profile.name}", via=via)
         checks = await self._start(profile, force=force, skip=skip)
         if self.events is not None:
-            self.events.append(Switch(via=via or self.via, host=self.spec.name, profile=profile.name,
-                                      replaced=visible(current.profile) if current.profile else None))
+            self.events.append(
+                Switch(
+                    via=via or self.via,
+                    host=self.spec.name,
+                    profile=profile.name,
+                    replaced=visible(current.profile) if current.profile else None,
+                )
+            )
         return checks
 
-    async def restart(self, profiles: ProfileSet, *, force: bool = False, skip: frozenset[str] = frozenset(),
-                    via: str | None = None) -> list[Check]:
+    async def restart(
+        self, profiles: ProfileSet, *, force: bool = False, skip: frozenset[str] = frozenset(), via: str | None = None
+    ) -> list[Check]:
         """The running server's profile, stopped and started again (its profile file as it is now)."""
         current = await self.poll()
         if current.profile is None:
@@ -378,16 +449,20 @@ class ServerLifecycle(HealthProbe):
             self.events.append(Restart(via=via or self.via, host=self.spec.name, profile=profile.name, pid=self.status.pid))
         return checks
 
-    async def _replace(self, profile: Profile, *, force: bool, skip: frozenset[str], during: str,
-                       via: str | None) -> ServerStatus:
+    async def _replace(self, profile: Profile, *, force: bool, skip: frozenset[str], during: str, via: str | None) -> ServerStatus:
         """Stop the running server for `profile`, once its preflight passes; the status it had."""
         current = await self.poll()
         if current.state in (ServerState.STARTING, ServerState.READY, ServerState.UNHEALTHY):
             if not force:
                 record = self.record
-                checks = after_stop(await self.preflight(profile, skip=skip), profile, await self.agent.sample_once(),
-                                    (record.host, record.port) if record is not None else None, self.spec.name,
-                                    record.nodes if record is not None else ())
+                checks = after_stop(
+                    await self.preflight(profile, skip=skip),
+                    profile,
+                    await self.agent.sample_once(),
+                    (record.host, record.port) if record is not None else None,
+                    self.spec.name,
+                    record.nodes if record is not None else (),
+                )
                 if not all(c.ok for c in checks):
                     raise PreflightFailed(checks, still_running=f"{current.profile} (pid {current.pid})")
             report = await self.stop(during=during, via=via)

@@ -42,8 +42,12 @@ def node_names(profile: Profile, config: Config) -> tuple[str, ...]:
     names = config.groups.get(profile.nodes[0], profile.nodes) if len(profile.nodes) == 1 else profile.nodes
     if unknown := [n for n in names if n not in config.hosts or config.hosts[n].role != "gpu"]:
         groups = f"; groups: {', '.join(sorted(config.groups))}" if config.groups else ""
-        raise ProfileError(profile.path, "nodes", f"no GPU host or group named {', '.join(map(repr, unknown))} in "
-                                                  f"{config.path or 'pivot.toml'} (hosts: {', '.join(sorted(config.hosts))}{groups})")
+        raise ProfileError(
+            profile.path,
+            "nodes",
+            f"no GPU host or group named {', '.join(map(repr, unknown))} in "
+            f"{config.path or 'pivot.toml'} (hosts: {', '.join(sorted(config.hosts))}{groups})",
+        )
     if len(names) < 2:
         raise ProfileError(profile.path, "nodes", f"{names[0]!r} is one host: a server across nodes needs two or more")
     if len(set(names)) < len(names):
@@ -57,9 +61,14 @@ def ranks(profile: Profile, config: Config) -> list[Rank]:
     if not names:
         return []
     first = config.hosts[names[0]].node_address
-    return [Rank(r, config.hosts[name], dataclasses.replace(
-        profile, flags={**profile.flags, **rank_flags(profile.kind, len(names), r, first, profile.dist_port)}))
-        for r, name in enumerate(names)]
+    return [
+        Rank(
+            r,
+            config.hosts[name],
+            dataclasses.replace(profile, flags={**profile.flags, **rank_flags(profile.kind, len(names), r, first, profile.dist_port)}),
+        )
+        for r, name in enumerate(names)
+    ]
 
 
 def rank_flags(kind: str, nnodes: int, rank: int, address: str, port: int) -> dict[str, FlagValue]:

@@ -20,15 +20,23 @@ from console.untrusted import visible
 def known_flags(help_text: str) -> tuple[set[str], set[str]]:
     """Flags a launcher's --help names, and those it calls deprecated."""
     flags = set(re.findall(r"--([A-Za-z0-9][A-Za-z0-9_-]*)", help_text))
-    deprecated = {f for line in help_text.splitlines() if "deprecat" in line.lower()
-                  for f in re.findall(r"--([A-Za-z0-9][A-Za-z0-9_-]*)", line)}
+    deprecated = {
+        f for line in help_text.splitlines() if "deprecat" in line.lower() for f in re.findall(r"--([A-Za-z0-9][A-Za-z0-9_-]*)", line)
+    }
     return flags, deprecated
 
 
-
-async def preflight(conn: Connection, agent: RemoteTelemetry, profile: Profile, argv: list[str], *,
-                    idle_threshold_mib: float, gpus: bool = True, skip: frozenset[str] = frozenset(),
-                    binds: tuple[tuple[str, str, int], ...] | None = None) -> list[Check]:
+async def preflight(
+    conn: Connection,
+    agent: RemoteTelemetry,
+    profile: Profile,
+    argv: list[str],
+    *,
+    idle_threshold_mib: float,
+    gpus: bool = True,
+    skip: frozenset[str] = frozenset(),
+    binds: tuple[tuple[str, str, int], ...] | None = None,
+) -> list[Check]:
     """Every check before a start: the launcher and the model on the host, the GPUs idle, the port free, every flag
     known to the launcher's own --help, and what the engine will make of the profile's speculation. gpus: the host
     has GPUs (pivot.toml's `gpus = false` says it has none); skip: checks not to run (CHECKS), each said so; binds:
@@ -55,10 +63,19 @@ async def preflight(conn: Connection, agent: RemoteTelemetry, profile: Profile, 
             status, lines = await agent.agent("port", host, str(port))
             free = status == 0
             holder = lines[0].get("listener") if lines and isinstance(lines[0], dict) else None
-            by = (f"; pid {holder['leader']}: {visible(str(holder.get('cmd', '')))[:120]}"
-                  if isinstance(holder, dict) and isinstance(holder.get("leader"), int) else "")
-            checks.append(Check(name, free, f"{host}:{port} " + ("is free" if free else
-                                f"is in use ({visible(str(lines[0].get('detail', ''))) if lines else ''}{by})")))
+            by = (
+                f"; pid {holder['leader']}: {visible(str(holder.get('cmd', '')))[:120]}"
+                if isinstance(holder, dict) and isinstance(holder.get("leader"), int)
+                else ""
+            )
+            checks.append(
+                Check(
+                    name,
+                    free,
+                    f"{host}:{port} "
+                    + ("is free" if free else f"is in use ({visible(str(lines[0].get('detail', ''))) if lines else ''}{by})"),
+                )
+            )
     if "flags-known" not in skip:
         flags, help_text = await check_flags(agent, profile, argv)
         checks += [flags, *filter(None, [interrupts(profile, help_text)])]
@@ -67,6 +84,7 @@ async def preflight(conn: Connection, agent: RemoteTelemetry, profile: Profile, 
     if warning := adaptive_warning(profile.kind, argv):
         checks.append(Check("adaptive speculation", True, warning, warning=True))
     return checks
+
 
 async def check_flags(agent: RemoteTelemetry, profile: Profile, argv: list[str]) -> tuple[Check, str]:
     """The check, and the --help it read ("" when it could not)."""
@@ -83,8 +101,12 @@ async def check_flags(agent: RemoteTelemetry, profile: Profile, argv: list[str])
     model_flag = [] if profile.model_arg == POSITIONAL else [profile.model_arg]
     wanted = [*profile.flags, "host", "port"] + [f.lstrip("-") for f in model_flag if f.startswith("--")]
     if profile.model_arg == POSITIONAL and not takes_positional(text):
-        return Check("flags known", False, "the launcher's --help names no positional argument for the model: set "
-                                           "model_arg to its flag (for example model_arg = \"--model\")"), text
+        return Check(
+            "flags known",
+            False,
+            "the launcher's --help names no positional argument for the model: set "
+            'model_arg to its flag (for example model_arg = "--model")',
+        ), text
     unknown = [f for f in wanted if f not in known]
     old = [f for f in wanted if f in deprecated]
     if unknown:
@@ -102,8 +124,13 @@ def interrupts(profile: Profile, help_text: str) -> Check | None:
     value = profile.flags.get("interrupt_requests")
     if isinstance(value, str) and value.strip().lower() in ("0", "off", "f", "false", "n", "no"):
         return None
-    return Check("interrupts", True, 'this server ends each stream when the next request arrives unless told not to: '
-                 'set interrupt_requests = "False" in the profile\'s [flags] to measure concurrency', warning=True)
+    return Check(
+        "interrupts",
+        True,
+        "this server ends each stream when the next request arrives unless told not to: "
+        'set interrupt_requests = "False" in the profile\'s [flags] to measure concurrency',
+        warning=True,
+    )
 
 
 def takes_positional(help_text: str) -> bool:
@@ -130,12 +157,13 @@ def _advice(profile: Profile, why: str) -> str:
     means the launcher ends in the model's flag, which belongs in model_arg."""
     last = profile.launcher[-1]
     if last.startswith("-") and "expected one argument" in why:
-        return f"; the launcher ends in {last}, which takes the model: write model_arg = \"{last}\" and leave it out of the launcher"
+        return f'; the launcher ends in {last}, which takes the model: write model_arg = "{last}" and leave it out of the launcher'
     return ""
 
 
-def after_stop(checks: list[Check], profile: Profile, sample: Sample | AgentError, held: tuple[str, int] | None,
-               host: str, nodes: tuple[str, ...] = ()) -> list[Check]:
+def after_stop(
+    checks: list[Check], profile: Profile, sample: Sample | AgentError, held: tuple[str, int] | None, host: str, nodes: tuple[str, ...] = ()
+) -> list[Check]:
     """The checks as they will stand once the running server on `host` (holding `held`, its host and port; across
     `nodes`, every rank) is stopped. Another node of it is taken as freed too: the stop's release check on that node
     says if it was not, and the start does not follow. Any other node's checks stand as they are."""
@@ -149,5 +177,9 @@ def after_stop(checks: list[Check], profile: Profile, sample: Sample | AgentErro
             freed.add(("port free", node))
     if nodes:
         freed.add(("rendezvous port free", host))
-    return [replace(c, ok=True, warning=True, detail=f"{c.detail} (the stop frees it)")
-            if not c.ok and (c.name.removesuffix(f" on {c.node}"), c.node or host) in freed else c for c in checks]
+    return [
+        replace(c, ok=True, warning=True, detail=f"{c.detail} (the stop frees it)")
+        if not c.ok and (c.name.removesuffix(f" on {c.node}"), c.node or host) in freed
+        else c
+        for c in checks
+    ]

@@ -57,8 +57,7 @@ def _argv(launcher: str | list[str]) -> tuple[str, ...]:
 _MODEL_PATH = "the path of the model on the host"
 Launcher = Annotated[Str | list[Str], expect("a string or a list"), AfterValidator(_argv)]
 FlagName = Annotated[str, must(lambda n: not n.startswith("-"), "write the flag without its leading dashes")]
-Flag = Annotated[Bool | Int | Number | Str | list[Int | Number | Str],
-                 expect("a boolean, number, string or list of those")]
+Flag = Annotated[Bool | Int | Number | Str | list[Int | Number | Str], expect("a boolean, number, string or list of those")]
 
 
 class ProfileFile(Table):
@@ -66,10 +65,25 @@ class ProfileFile(Table):
     the merge)."""
 
     kind: Annotated[Str, choice(*KINDS)] = "sglang"
-    health_path: Annotated[Str, must(lambda p: HEALTH_PATH.fullmatch(p) is not None,
-                                     "expected a path starting with / (printable ASCII, no space), got {value}")] | None = None
-    model_arg: Annotated[Str, must(lambda a: a == POSITIONAL or (a.startswith("-") and len(a) > 1),
-                                   f"expected a flag such as --model, or {POSITIONAL!r}, got {{value}}")] | None = None
+    health_path: (
+        Annotated[
+            Str,
+            must(
+                lambda p: HEALTH_PATH.fullmatch(p) is not None, "expected a path starting with / (printable ASCII, no space), got {value}"
+            ),
+        ]
+        | None
+    ) = None
+    model_arg: (
+        Annotated[
+            Str,
+            must(
+                lambda a: a == POSITIONAL or (a.startswith("-") and len(a) > 1),
+                f"expected a flag such as --model, or {POSITIONAL!r}, got {{value}}",
+            ),
+        ]
+        | None
+    ) = None
     ready_line: Str | None = None
     launcher: Launcher = Field(description="the command that starts the server")
     model_path: Annotated[Str, must(bool, f"missing: {_MODEL_PATH}")] = Field(description=_MODEL_PATH)
@@ -77,8 +91,14 @@ class ProfileFile(Table):
     port: Port = 30000
     description: Str = ""
     extends: Str | None = None
-    nodes: Annotated[Int | Str | list[Str], expect("a list of host names, a group's name, or a number of nodes"),
-                     must(lambda v: v >= 1 if isinstance(v, int) else bool(v) and all(v), "names no host")] | None = None
+    nodes: (
+        Annotated[
+            Int | Str | list[Str],
+            expect("a list of host names, a group's name, or a number of nodes"),
+            must(lambda v: v >= 1 if isinstance(v, int) else bool(v) and all(v), "names no host"),
+        ]
+        | None
+    ) = None
     dist_port: Port = 50000
     unset: Annotated[list[Str], expect("a list of flag names")] = []  # inherited flags to remove
     # an adaptive profile pivot wrote: the runs of the comparison it came from (baseline, drafting), to verify it by
@@ -182,8 +202,19 @@ class Profile:
 def diff(a: Profile, b: Profile) -> list[tuple[str, str | None, str | None]]:
     """(setting, value in a, value in b) for every setting that differs; None where absent."""
     rows: list[tuple[str, str | None, str | None]] = []
-    for key in ("kind", "launcher", "model_path", "model_arg", "host", "port", "health_paths", "ready_line", "nodes",
-                "node_count", "dist_port"):
+    for key in (
+        "kind",
+        "launcher",
+        "model_path",
+        "model_arg",
+        "host",
+        "port",
+        "health_paths",
+        "ready_line",
+        "nodes",
+        "node_count",
+        "dist_port",
+    ):
         va, vb = getattr(a, key), getattr(b, key)
         if va != vb:
             rows.append((key, _setting(key, va), _setting(key, vb)))
@@ -238,11 +269,12 @@ MAX_EXTENDS = 16  # a chain of profiles each extending the next: deeper is a mis
 def _merged(name: str, files: dict[str, Path], chain: tuple[str, ...] = ()) -> dict[str, Any]:
     path = files[name]
     if name in chain:
-        cycle = " -> ".join([*chain[chain.index(name):], name])
+        cycle = " -> ".join([*chain[chain.index(name) :], name])
         raise ProfileError(path, "extends", f"cycle: {cycle}")
     if len(chain) >= MAX_EXTENDS:
-        raise ProfileError(files[chain[0]], "extends", f"a chain of more than {MAX_EXTENDS} profiles: "
-                                                       f"{' -> '.join(chain[:3])} -> … -> {name}")
+        raise ProfileError(
+            files[chain[0]], "extends", f"a chain of more than {MAX_EXTENDS} profiles: {' -> '.join(chain[:3])} -> … -> {name}"
+        )
     data = _read(path)
     parent_name = data.get("extends")
     if parent_name is None:
@@ -268,21 +300,33 @@ def _build(name: str, path: Path, data: dict[str, Any], extends: str | None) -> 
     except Invalid as e:
         raise ProfileError(path, e.key, e.problem) from None
     count = spec.nodes if isinstance(spec.nodes, int) else 0
-    nodes: tuple[str, ...] = (spec.nodes,) if isinstance(spec.nodes, str) else tuple(spec.nodes or ()) \
-        if isinstance(spec.nodes, list) else ()
+    nodes: tuple[str, ...] = (
+        (spec.nodes,) if isinstance(spec.nodes, str) else tuple(spec.nodes or ()) if isinstance(spec.nodes, list) else ()
+    )
     if nodes or count > 1:
         if spec.kind not in MULTINODE:
-            raise ProfileError(path, "nodes", f"pivot knows the multi-node flags of {', '.join(MULTINODE)} only, "
-                                              f"not of {spec.kind}")
+            raise ProfileError(path, "nodes", f"pivot knows the multi-node flags of {', '.join(MULTINODE)} only, not of {spec.kind}")
         if len(set(nodes)) < len(nodes):
             raise ProfileError(path, "nodes", "names a host twice")
         if set_by_pivot := [f for f in spec.flags if f in ENGINES[spec.kind].rank_flags]:
             raise ProfileError(path, f"flags.{set_by_pivot[0]}", "pivot sets it on each node from nodes (leave it out)")
     return Profile(
-        name=name, path=path, kind=spec.kind, launcher=cast("tuple[str, ...]", spec.launcher), model_path=spec.model_path, host=spec.host,
-        port=spec.port, description=spec.description, env=dict(spec.env), flags=dict(spec.flags), extends=extends,
+        name=name,
+        path=path,
+        kind=spec.kind,
+        launcher=cast("tuple[str, ...]", spec.launcher),
+        model_path=spec.model_path,
+        host=spec.host,
+        port=spec.port,
+        description=spec.description,
+        env=dict(spec.env),
+        flags=dict(spec.flags),
+        extends=extends,
         overrides={k: v for k in ("health_path", "model_arg", "ready_line") if (v := getattr(spec, k)) is not None},
-        nodes=nodes, node_count=count, dist_port=spec.dist_port, measured_from=tuple(spec.measured_from),
+        nodes=nodes,
+        node_count=count,
+        dist_port=spec.dist_port,
+        measured_from=tuple(spec.measured_from),
     )
 
 

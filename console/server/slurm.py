@@ -53,16 +53,27 @@ from console.server.state import (
 from console.untrusted import visible
 
 SCRIPT = "server.sbatch"
-PENDING = {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD", "SUSPENDED", "STOPPED",
-           "RESIZING", "SIGNALING", "STAGE_OUT"}
+PENDING = {
+    "PENDING",
+    "CONFIGURING",
+    "REQUEUED",
+    "REQUEUE_HOLD",
+    "REQUEUE_FED",
+    "RESV_DEL_HOLD",
+    "SUSPENDED",
+    "STOPPED",
+    "RESIZING",
+    "SIGNALING",
+    "STAGE_OUT",
+}
 JOB_POLL_S = 5.0  # squeue at most this often (each is slurmctld's work): the health check still runs at each poll
 STOP_WAIT_S = 120.0  # scancel's SIGTERM, then Slurm's own SIGKILL after KillWait (30 s by default)
 # The rank's command line, run by srun in each task: "$@" is the profile's argv (env included), the rest constant.
 RANK_SHELL = {
     "sglang": 'a=$SLURM_LAUNCH_NODE_IPADDR; case $a in *:*) a="[$a]";; esac; '  # SGLang takes an IPv6 host in brackets
-              'exec "$@" --nnodes "$PIVOT_NNODES" --node-rank "$SLURM_NODEID" --dist-init-addr "$a:$PIVOT_DIST_PORT"',
+    'exec "$@" --nnodes "$PIVOT_NNODES" --node-rank "$SLURM_NODEID" --dist-init-addr "$a:$PIVOT_DIST_PORT"',
     "vllm": 'h=; [ "$SLURM_NODEID" = 0 ] || h=--headless; exec "$@" --nnodes "$PIVOT_NNODES" --node-rank "$SLURM_NODEID" '
-            '--master-addr "$SLURM_LAUNCH_NODE_IPADDR" --master-port "$PIVOT_DIST_PORT" $h',
+    '--master-addr "$SLURM_LAUNCH_NODE_IPADDR" --master-port "$PIVOT_DIST_PORT" $h',
 }
 
 
@@ -71,15 +82,16 @@ def batch_script(profile: Profile, argv: list[str]) -> str:
     nnodes = profile.nodes_needed
     words = shlex.join(["env", *(f"{k}={v}" for k, v in profile.env.items()), *argv] if profile.env else argv)
     rank = RANK_SHELL[profile.kind] if nnodes > 1 else 'exec "$@"'
-    return "\n".join([
-        "#!/bin/bash",
-        f"# written by pivot: {' '.join(visible(profile.name).split())}, {nnodes} node(s), a task per node; task R runs",
-        "# rank R (SLURM_NODEID), rank 0's node (the batch host, where srun runs) is the ranks' rendezvous",
-        f"export PIVOT_NNODES={nnodes} PIVOT_DIST_PORT={profile.dist_port}",
-        f"exec srun --label --kill-on-bad-exit=1 --ntasks-per-node=1 --nodes={nnodes} bash -c {shlex.quote(rank)} "
-        f"pivot-rank {words}",
-        "",
-    ])
+    return "\n".join(
+        [
+            "#!/bin/bash",
+            f"# written by pivot: {' '.join(visible(profile.name).split())}, {nnodes} node(s), a task per node; task R runs",
+            "# rank R (SLURM_NODEID), rank 0's node (the batch host, where srun runs) is the ranks' rendezvous",
+            f"export PIVOT_NNODES={nnodes} PIVOT_DIST_PORT={profile.dist_port}",
+            f"exec srun --label --kill-on-bad-exit=1 --ntasks-per-node=1 --nodes={nnodes} bash -c {shlex.quote(rank)} pivot-rank {words}",
+            "",
+        ]
+    )
 
 
 @dataclass(frozen=True)
@@ -130,8 +142,16 @@ class SlurmLifecycle(ServerLifecycle):
             return self._set(ServerStatus(ServerState.UNKNOWN, detail=str(e)))
         if record is None or record.job is None:
             return self._set(ServerStatus(ServerState.STOPPED))
-        base = ServerStatus(ServerState.STOPPED, visible(record.profile), None, record.started, self.status.ready_at,
-                            visible(last_line.strip()), model=self.status.model, job=record.job)
+        base = ServerStatus(
+            ServerState.STOPPED,
+            visible(record.profile),
+            None,
+            record.started,
+            self.status.ready_at,
+            visible(last_line.strip()),
+            model=self.status.model,
+            job=record.job,
+        )
         job = await self._job(record.job)
         if job is None:  # neither squeue nor scontrol answered: nothing new is known
             return self.status
@@ -144,19 +164,25 @@ class SlurmLifecycle(ServerLifecycle):
                 await self._note_address(record.job, job.first)
             return await self._serving(record, base)
         if record.stopped or self._stopping:
-            return self._set(replace(base, state=ServerState.STOPPING if state in ("RUNNING", "COMPLETING") else
-                                     ServerState.STOPPED, ready_at=None, detail=f"job {state.lower()}" if state else ""))
+            return self._set(
+                replace(
+                    base,
+                    state=ServerState.STOPPING if state in ("RUNNING", "COMPLETING") else ServerState.STOPPED,
+                    ready_at=None,
+                    detail=f"job {state.lower()}" if state else "",
+                )
+            )
         await self._forget_forward()
         if state == "COMPLETING":  # ending without a stop: its final state and exit code come once it has ended
-            return self._set(replace(base, state=ServerState.CRASHED, ready_at=None,
-                                     detail="the job is ending without a stop (COMPLETING)"))
+            return self._set(
+                replace(base, state=ServerState.CRASHED, ready_at=None, detail="the job is ending without a stop (COMPLETING)")
+            )
         if self._crash_for != record.job:
             self._crash_for = record.job
             tail = tuple(await self.log_tail())
             why = f"the job ended {state or 'and left Slurm'}{job.ended}"
             return self._set(replace(base, state=ServerState.CRASHED, ready_at=None, log_tail=tail, detail=why))
-        return self._set(replace(base, state=ServerState.CRASHED, ready_at=None, log_tail=self.status.log_tail,
-                                 detail=self.status.detail))
+        return self._set(replace(base, state=ServerState.CRASHED, ready_at=None, log_tail=self.status.log_tail, detail=self.status.detail))
 
     async def _serving(self, record: ServerRecord, base: ServerStatus) -> ServerStatus:
         try:
@@ -178,15 +204,19 @@ class SlurmLifecycle(ServerLifecycle):
         queued = await self.conn.run(["squeue", "-h", "-j", str(job), "-o", "%T|%r|%N|%B"], timeout=20)
         fields = queued.stdout.strip().split("|") if queued.ok else []
         if len(fields) == 4 and fields[0]:
-            found = Job(visible(fields[0]), visible(fields[1]), visible(fields[2]),
-                        fields[3] if fields[3] not in ("", "(null)") else "")
+            found = Job(visible(fields[0]), visible(fields[1]), visible(fields[2]), fields[3] if fields[3] not in ("", "(null)") else "")
         else:
             shown = await self.conn.run(["scontrol", "-o", "show", "job", str(job)], timeout=20)
             if not shown.ok and not queued.ok:
                 return None
             facts = _facts(shown.stdout) if shown.ok else {}
-            found = Job(visible(facts.get("JobState", "")), visible(facts.get("Reason", "")), visible(facts.get("NodeList", "")),
-                        facts.get("BatchHost", ""), f", exit code {visible(facts['ExitCode'])}" if "ExitCode" in facts else "")
+            found = Job(
+                visible(facts.get("JobState", "")),
+                visible(facts.get("Reason", "")),
+                visible(facts.get("NodeList", "")),
+                facts.get("BatchHost", ""),
+                f", exit code {visible(facts['ExitCode'])}" if "ExitCode" in facts else "",
+            )
         self.job, self._job_id = found, job
         return found
 
@@ -204,22 +234,33 @@ class SlurmLifecycle(ServerLifecycle):
         """Each node of the running job ("rank R NODE") with one sample of its GPUs, or why it could not be read; []
         when no job of pivot's runs."""
         record = self.record
-        if record is None or record.job is None or record.stopped or not self.nodelist or \
-                self.status.state not in (ServerState.STARTING, ServerState.READY):
+        if (
+            record is None
+            or record.job is None
+            or record.stopped
+            or not self.nodelist
+            or self.status.state not in (ServerState.STARTING, ServerState.READY)
+        ):
             return []
         names = await self.conn.run(["scontrol", "show", "hostnames", self.nodelist], timeout=20)
         nodes = [visible(n) for n in names.stdout.split()] if names.ok else []
         if not nodes:
             return []
-        return list(zip([f"rank {r} {node}" for r, node in enumerate(nodes)],
-                        await asyncio.gather(*(self._node_sample(record.job, node) for node in nodes)), strict=True))
+        return list(
+            zip(
+                [f"rank {r} {node}" for r, node in enumerate(nodes)],
+                await asyncio.gather(*(self._node_sample(record.job, node) for node in nodes)),
+                strict=True,
+            )
+        )
 
     async def _node_sample(self, job: int, node: str) -> Sample | AgentError:
         """One step on one node (a step of one task: srun's --label would cut the agent's long lines into labelled
         pieces, and tasks sharing a step may interleave theirs)."""
         try:
-            return await self.agent.sample_once(via=("srun", "--overlap", f"--jobid={job}", "--nodes=1", "--ntasks=1",
-                                                     f"--nodelist={node}", "--quiet"))
+            return await self.agent.sample_once(
+                via=("srun", "--overlap", f"--jobid={job}", "--nodes=1", "--ntasks=1", f"--nodelist={node}", "--quiet")
+            )
         except SampleParseError as e:  # a line of the node's own on the step's output: said on the node's line
             return AgentError("query-failed", visible(str(e)))
 
@@ -233,23 +274,45 @@ class SlurmLifecycle(ServerLifecycle):
         if self.spec.partition:
             part = await self.conn.run(["sinfo", "-h", "-p", self.spec.partition, "-o", "%a %D"])
             known = part.ok and bool(part.stdout.strip())
-            checks.append(Check("partition", known, f"{self.spec.partition}: " + (visible(part.stdout.strip()) + " (avail, nodes)"
-                                if known else "no such partition")))
+            checks.append(
+                Check(
+                    "partition",
+                    known,
+                    f"{self.spec.partition}: " + (visible(part.stdout.strip()) + " (avail, nodes)" if known else "no such partition"),
+                )
+            )
         argv = await self.resolved_argv(profile)
         which = await self.conn.run(["sh", "-c", 'command -v "$1"', "sh", argv[0]])
-        checks.append(Check("launcher", True, visible(which.stdout.strip()) if which.ok else
-                            f"{argv[0]} not found on the login node: the nodes may have it", warning=not which.ok))
+        checks.append(
+            Check(
+                "launcher",
+                True,
+                visible(which.stdout.strip()) if which.ok else f"{argv[0]} not found on the login node: the nodes may have it",
+                warning=not which.ok,
+            )
+        )
         model = await self.conn.expand(profile.model_path)
         seen = (await self.conn.run(["test", "-e", model])).ok
-        checks.append(Check("model path", True, model if seen else f"{model} not seen from the login node: the nodes "
-                            "may see it", warning=not seen))
+        checks.append(
+            Check("model path", True, model if seen else f"{model} not seen from the login node: the nodes may see it", warning=not seen)
+        )
         if which.ok and "flags-known" not in skip:  # with the ranks' own flags, as the job will add them
-            ranked = replace(profile, flags={**profile.flags, **rank_flags(profile.kind, 2, 1, "node0", profile.dist_port)}) \
-                if profile.nodes_needed > 1 else profile
+            ranked = (
+                replace(profile, flags={**profile.flags, **rank_flags(profile.kind, 2, 1, "node0", profile.dist_port)})
+                if profile.nodes_needed > 1
+                else profile
+            )
             checks.append((await check_flags(self.agent, ranked, argv))[0])
         if profile.host in ("127.0.0.1", "localhost", "::1"):
-            checks.append(Check("host", True, f"the server binds {profile.host} on its node: only a login node that is "
-                                "that node reaches it (host = \"0.0.0.0\" in the profile)", warning=True))
+            checks.append(
+                Check(
+                    "host",
+                    True,
+                    f"the server binds {profile.host} on its node: only a login node that is "
+                    'that node reaches it (host = "0.0.0.0" in the profile)',
+                    warning=True,
+                )
+            )
         return checks
 
     async def _start(self, profile: Profile, *, force: bool, skip: frozenset[str]) -> list[Check]:
@@ -262,17 +325,23 @@ class SlurmLifecycle(ServerLifecycle):
         workdir = await self.conn.expand(self.spec.workdir.rstrip("/"))
         argv = await self.resolved_argv(profile)
         await self.conn.upload(batch_script(profile, argv).encode(), f"{workdir}/{SCRIPT}")
-        await self.conn.run(["sh", "-c", f'[ -f {LOG} ] && mv -f {LOG} {LOG}.1; :'], cwd=self.spec.workdir)
-        options = [f"--job-name=pivot-{profile.name}", f"--nodes={profile.nodes_needed}", "--ntasks-per-node=1",
-                   f"--output={workdir}/{LOG}", f"--chdir={workdir}",
-                   *([f"--partition={self.spec.partition}"] if self.spec.partition else []), *self.spec.sbatch_args]
-        submitted = await self.conn.run(["sbatch", "--parsable", *options, f"{workdir}/{SCRIPT}"], cwd=self.spec.workdir,
-                                        timeout=60)
+        await self.conn.run(["sh", "-c", f"[ -f {LOG} ] && mv -f {LOG} {LOG}.1; :"], cwd=self.spec.workdir)
+        options = [
+            f"--job-name=pivot-{profile.name}",
+            f"--nodes={profile.nodes_needed}",
+            "--ntasks-per-node=1",
+            f"--output={workdir}/{LOG}",
+            f"--chdir={workdir}",
+            *([f"--partition={self.spec.partition}"] if self.spec.partition else []),
+            *self.spec.sbatch_args,
+        ]
+        submitted = await self.conn.run(["sbatch", "--parsable", *options, f"{workdir}/{SCRIPT}"], cwd=self.spec.workdir, timeout=60)
         job = submitted.stdout.strip().split(";")[0]
         if not submitted.ok or not job.isdigit():
             raise LifecycleError(f"sbatch refused {profile.name}: {visible(submitted.stderr.strip()) or submitted.exit_status}")
-        record = ServerRecord(profile.name, argv, 0, None, time.time(), profile.host,
-                              profile.port, profile.kind, health=profile.health_paths, job=int(job))
+        record = ServerRecord(
+            profile.name, argv, 0, None, time.time(), profile.host, profile.port, profile.kind, health=profile.health_paths, job=int(job)
+        )
         await self.write_record(record)
         self.record = record
         self._stopping, self._health_failures, self._crash_for, self.job = False, 0, None, None
@@ -301,14 +370,21 @@ class SlurmLifecycle(ServerLifecycle):
                     break
                 await asyncio.sleep(1.0)
             if state in PENDING | {"RUNNING", "COMPLETING"}:
-                report = StopReport((), (), problem=f"scancel sent, but job {record.job} is still {state} after "
-                                                    f"{STOP_WAIT_S:.0f} s")
+                report = StopReport((), (), problem=f"scancel sent, but job {record.job} is still {state} after {STOP_WAIT_S:.0f} s")
             else:
                 report = StopReport((), (), note=f"stopped: job {record.job} " + (f"ended {state}" if state else "left Slurm"))
             self.last_stop = report
             if self.events is not None:
-                self.events.append(Stop(via=via or self.via, host=self.spec.name, profile=visible(record.profile), pid=0,
-                                        outcome=report.describe(), during=during))
+                self.events.append(
+                    Stop(
+                        via=via or self.via,
+                        host=self.spec.name,
+                        profile=visible(record.profile),
+                        pid=0,
+                        outcome=report.describe(),
+                        during=during,
+                    )
+                )
             await self.poll()
             return report
         finally:
@@ -323,8 +399,9 @@ def node_line(name: str, sample: Sample | AgentError, threshold_mib: float) -> s
     return f"{name}: {idle_line(sample, threshold_mib)}" + (f"; utilization {sum(util) / len(util):.0f} %" if util else "")
 
 
-def lifecycle_of(conn: Connection, spec: HostSpec, agent: RemoteTelemetry, *, peers: Peers | None = None,
-                 **options: Any) -> ServerLifecycle:
+def lifecycle_of(
+    conn: Connection, spec: HostSpec, agent: RemoteTelemetry, *, peers: Peers | None = None, **options: Any
+) -> ServerLifecycle:
     """The host's server lifecycle: a Slurm login node's runs its servers as jobs; a GPU host's, given the other hosts
     (`peers`), can lead a server across nodes."""
     if spec.role == "slurm":

@@ -70,7 +70,7 @@ def _list_flag(argv: Sequence[str], name: str) -> list[int]:
     if f"--{name}" not in args:
         return []
     values = []
-    for arg in args[args.index(f"--{name}") + 1:]:
+    for arg in args[args.index(f"--{name}") + 1 :]:
         if arg.startswith("--") or (number := _int(arg)) is None:
             break
         values.append(number)
@@ -219,8 +219,9 @@ def sglang_decode_batch_sizes(argv: Sequence[str], gpu_memory_mib: float | None 
     running = _int(flags.get("max-running-requests"))
     if explicit is None and running is not None and max_bs > running:
         max_bs = running
-    return sglang_capture_sizes(max_bs, speculative=isinstance(flags.get("speculative-algorithm"), str),
-                                padding=flags.get("disable-cuda-graph-padding") is not True)
+    return sglang_capture_sizes(
+        max_bs, speculative=isinstance(flags.get("speculative-algorithm"), str), padding=flags.get("disable-cuda-graph-padding") is not True
+    )
 
 
 def adaptive_warning(kind: str, argv: Sequence[str]) -> str | None:

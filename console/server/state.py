@@ -84,8 +84,14 @@ class ServerRecord:
             where = ".".join(str(p) for p in first["loc"]) if first and first.get("loc") else ""
             why = first["msg"] if first else str(e)
             raise RecordError(f"server.json: {where + ': ' if where else ''}{visible(str(why))}") from None
-        if record.pid < (0 if record.job is not None else 1) or not 0 < record.port < 65536 or (  # a Slurm job's pid is 0
-                record.start_ticks is not None and record.start_ticks < 0) or (record.job is not None and record.job < 1):
+        if (
+            record.pid < (0 if record.job is not None else 1)
+            or not 0 < record.port < 65536
+            or (  # a Slurm job's pid is 0
+                record.start_ticks is not None and record.start_ticks < 0
+            )
+            or (record.job is not None and record.job < 1)
+        ):
             raise RecordError("server.json: pid, port or start_ticks out of range")
         record = replace(record, health=tuple(p for p in record.health if HEALTH_PATH.fullmatch(p)))
         if not 0 <= record.rank < max(1, len(record.nodes)) or not all(NODE.fullmatch(n) for n in record.nodes):
@@ -139,7 +145,7 @@ class ServerStatus:
 
     @property
     def process(self) -> str | None:
-        """"pid N", or "job N" of a server run as a Slurm job."""
+        """ "pid N", or "job N" of a server run as a Slurm job."""
         return f"job {self.job}" if self.job is not None else f"pid {self.pid}" if self.pid else None
 
     def headline(self) -> str:
@@ -190,7 +196,6 @@ class StopReport:
     def ok(self) -> bool:
         """Stopped, and nothing of it holds GPU memory."""
         return not self.leftovers and not self.problem and all(r.ok for _, r in self.ranks)
-
 
     def describe(self) -> str:
         if self.ranks:

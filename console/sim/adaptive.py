@@ -42,7 +42,8 @@ def load_adaptive_config(cfg_path: str | None) -> tuple[dict[str, Any], dict[int
         raise ValueError(
             "speculative_adaptive_config must contain at least one integer-string "
             'BS key, e.g. {"1": {"candidate_steps": [1,3,7]}}. '
-            f"Got keys: {list(cfg.keys())}")
+            f"Got keys: {list(cfg.keys())}"
+        )
     return cfg, bs_entries
 
 

@@ -17,22 +17,41 @@ from console.sim.state import GpuSpec
 
 
 def fleet_hosts(root: Path, count: int, gpus: GpuSpec, time_scale: float, campaign_dir: Path) -> list[SimHost]:
-    hosts = [SimHost(root / f"gpu{i:02d}", gpus=GpuSpec(count=gpus.count if i % 2 else max(1, gpus.count // 2),
-                                                         memory_mib=gpus.memory_mib),
-                     time_scale=time_scale, subreaper=i == 1, campaign_dir=campaign_dir) for i in range(1, count + 1)]
+    hosts = [
+        SimHost(
+            root / f"gpu{i:02d}",
+            gpus=GpuSpec(count=gpus.count if i % 2 else max(1, gpus.count // 2), memory_mib=gpus.memory_mib),
+            time_scale=time_scale,
+            subreaper=i == 1,
+            campaign_dir=campaign_dir,
+        )
+        for i in range(1, count + 1)
+    ]
     hosts[0].siblings = hosts[1:]
     return hosts
 
 
 def write_fleet_config(root: Path, hosts: list[SimHost], campaign_dir: Path) -> Path:
-    lines = ["# written by pivot demo --hosts: the simulated GPU hosts", f'default_host = "{hosts[0].root.name}"',
-             f"campaign_dir = {json.dumps(str(campaign_dir))}",
-             f"profiles_dir = {json.dumps(str(hosts[0].root / 'profiles'))}", ""]
+    lines = [
+        "# written by pivot demo --hosts: the simulated GPU hosts",
+        f'default_host = "{hosts[0].root.name}"',
+        f"campaign_dir = {json.dumps(str(campaign_dir))}",
+        f"profiles_dir = {json.dumps(str(hosts[0].root / 'profiles'))}",
+        "",
+    ]
     for host in hosts:
-        lines += [f"[hosts.{host.root.name}]", 'hostname = "127.0.0.1"', f"port = {host.port}",
-                  f"user = {json.dumps(host.user)}", f"identity = {json.dumps(str(host.root / 'client_key'))}",
-                  f"known_hosts = {json.dumps(str(host.root / 'known_hosts'))}", f"python = {json.dumps(sys.executable)}",
-                  'workdir = "~/.pivot"', 'role = "gpu"', ""]
+        lines += [
+            f"[hosts.{host.root.name}]",
+            'hostname = "127.0.0.1"',
+            f"port = {host.port}",
+            f"user = {json.dumps(host.user)}",
+            f"identity = {json.dumps(str(host.root / 'client_key'))}",
+            f"known_hosts = {json.dumps(str(host.root / 'known_hosts'))}",
+            f"python = {json.dumps(sys.executable)}",
+            'workdir = "~/.pivot"',
+            'role = "gpu"',
+            "",
+        ]
     lines += ["[sweep]", "max_tokens = 64", 'requests = "c"', "min_requests = 16", ""]
     path = root / "pivot.toml"
     path.write_text("\n".join(lines), encoding="utf-8")
@@ -49,11 +68,12 @@ def write_two_node_profile(profiles: Path, first: str, second: str) -> None:
         'extends = "demo-baseline"\n'
         f"nodes = [{json.dumps(first)}, {json.dumps(second)}]\n"
         f"port = {free_port(30100)}\n"  # the hosts share this machine's loopback: not the single-host demos' port
-        f"dist_port = {free_port(50000)}\n", encoding="utf-8")
+        f"dist_port = {free_port(50000)}\n",
+        encoding="utf-8",
+    )
 
 
-async def serve_fleet(root: Path, count: int, *, gpus: GpuSpec, time_scale: float, campaign_dir: Path,
-                      initial_server: str) -> None:
+async def serve_fleet(root: Path, count: int, *, gpus: GpuSpec, time_scale: float, campaign_dir: Path, initial_server: str) -> None:
     hosts = fleet_hosts(root, count, gpus, time_scale, campaign_dir)
     try:
         for host in hosts:

@@ -49,8 +49,9 @@ def import_root() -> Path:
 
 
 class SimHost:
-    def __init__(self, root: Path, *, gpus: GpuSpec = GpuSpec(), time_scale: float = 1.0, subreaper: bool = False,
-                 campaign_dir: Path | None = None):
+    def __init__(
+        self, root: Path, *, gpus: GpuSpec = GpuSpec(), time_scale: float = 1.0, subreaper: bool = False, campaign_dir: Path | None = None
+    ):
         """campaign_dir: where the console's runs, tasks and events go (default: inside root, gone with it)."""
         self.root = root
         self.campaign_dir = campaign_dir or root / "campaign"
@@ -91,9 +92,16 @@ class SimHost:
         path = os.pathsep.join([str(self.root / "bin"), str(Path(sys.executable).parent), os.environ.get("PATH", "/usr/bin:/bin")])
         pythonpath = os.pathsep.join(p for p in (str(import_root()), os.environ.get("PYTHONPATH")) if p)
         return {
-            "PATH": path, "HOME": str(self.home), "USER": self.user, "LOGNAME": self.user, "SHELL": "/bin/bash",
-            "LANG": os.environ.get("LANG", "C.UTF-8"), "PYTHONPATH": pythonpath, "PYTHONUNBUFFERED": "1",
-            state.ENV: str(self.sim), "PIVOT_SIM_TIME_SCALE": repr(self.time_scale),
+            "PATH": path,
+            "HOME": str(self.home),
+            "USER": self.user,
+            "LOGNAME": self.user,
+            "SHELL": "/bin/bash",
+            "LANG": os.environ.get("LANG", "C.UTF-8"),
+            "PYTHONPATH": pythonpath,
+            "PYTHONUNBUFFERED": "1",
+            state.ENV: str(self.sim),
+            "PIVOT_SIM_TIME_SCALE": repr(self.time_scale),
             "PIVOT_SIM_HOST_PID": str(os.getpid()),
             # a Slurm login node's clients find their cluster's config here (the tests' one-machine cluster)
             **{k: v for k, v in os.environ.items() if k == "SLURM_CONF"},
@@ -123,9 +131,17 @@ class SimHost:
                 return dest_host in ("127.0.0.1", "localhost", "::1")  # port forwards stay on loopback
 
         self._server = await asyncssh.listen(
-            "127.0.0.1", self.port, server_factory=_Server, server_host_keys=[self.host_key], authorized_client_keys=authorized,
-            process_factory=self.sessions, sftp_factory=_Sftp, allow_scp=False,
-            encoding=None, line_editor=False, keepalive_interval=15,
+            "127.0.0.1",
+            self.port,
+            server_factory=_Server,
+            server_host_keys=[self.host_key],
+            authorized_client_keys=authorized,
+            process_factory=self.sessions,
+            sftp_factory=_Sftp,
+            allow_scp=False,
+            encoding=None,
+            line_editor=False,
+            keepalive_interval=15,
         )
         self.port = self._server.sockets[0].getsockname()[1]
         self._write_client_files()
@@ -138,8 +154,12 @@ class SimHost:
             'default_host = "demo"\n'
             f"campaign_dir = {json.dumps(str(self.campaign_dir))}\n"
             # a kept campaign keeps the profiles written for it (w), beside its own pivot.toml (console/cli/demo.py)
-            + (f"profiles_dir = {json.dumps(str(self.campaign_dir.parent / 'profiles'))}\n"
-               if self.root not in self.campaign_dir.parents else "") + "\n"
+            + (
+                f"profiles_dir = {json.dumps(str(self.campaign_dir.parent / 'profiles'))}\n"
+                if self.root not in self.campaign_dir.parents
+                else ""
+            )
+            + "\n"
             "[hosts.demo]\n"
             'hostname = "127.0.0.1"\n'
             f"port = {self.port}\n"
@@ -175,10 +195,20 @@ class SimHost:
 
     @property
     def ssh_command(self) -> str:
-        return shlex.join([
-            "ssh", "-i", str(self.root / "client_key"), "-o", "IdentitiesOnly=yes",
-            "-o", f"UserKnownHostsFile={self.root / 'known_hosts'}", "-p", str(self.port), f"{self.user}@127.0.0.1",
-        ])
+        return shlex.join(
+            [
+                "ssh",
+                "-i",
+                str(self.root / "client_key"),
+                "-o",
+                "IdentitiesOnly=yes",
+                "-o",
+                f"UserKnownHostsFile={self.root / 'known_hosts'}",
+                "-p",
+                str(self.port),
+                f"{self.user}@127.0.0.1",
+            ]
+        )
 
     def drop_clients(self) -> None:
         """Cut every client connection from the server side, as a network failure or a reboot would."""
@@ -204,11 +234,21 @@ class SimHost:
         workdir = self.home / ".pivot"
         workdir.mkdir(mode=0o700, exist_ok=True)  # as the earlier console's first contact left it
         with open(workdir / LOG, "ab") as log:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=self.env(),
-                                    cwd=self.home, start_new_session=True)
+            proc = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=self.env(), cwd=self.home, start_new_session=True
+            )
         (workdir / PIDFILE).write_text(f"{proc.pid}\n")
-        record = ServerRecord(profile.name, argv, proc.pid, state.proc_start_ticks(proc.pid), time.time(), profile.host,
-                              port, profile.kind, health=profile.health_paths)
+        record = ServerRecord(
+            profile.name,
+            argv,
+            proc.pid,
+            state.proc_start_ticks(proc.pid),
+            time.time(),
+            profile.host,
+            port,
+            profile.kind,
+            health=profile.health_paths,
+        )
         (workdir / RECORD).write_text(json.dumps(dataclasses.asdict(record), indent=1))
         return proc.pid
 
@@ -278,8 +318,11 @@ async def serve_forever(host: SimHost, announce: bool = True, initial_server: st
     if announce:
         print(host.ssh_command, flush=True)
         print(f"config: {host.config_path}", flush=True)
-        print(f"a simulated GPU host of its own: `pivot --config {host.config_path}` opens a console on it, the ssh line "
-              f"logs in; its campaign is {host.campaign_dir}", flush=True)
+        print(
+            f"a simulated GPU host of its own: `pivot --config {host.config_path}` opens a console on it, the ssh line "
+            f"logs in; its campaign is {host.campaign_dir}",
+            flush=True,
+        )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):

@@ -59,8 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     a("--disable-cuda-graph-padding", action="store_true")
     a("--disable-custom-all-reduce", action="store_true")
     a("--disable-radix-cache", action="store_true")
-    a("--attention-backend", choices=["triton", "torch_native", "fa3", "fa4", "flashinfer", "flashmla", "trtllm_mla",
-                                      "trtllm_mha"])
+    a("--attention-backend", choices=["triton", "torch_native", "fa3", "fa4", "flashinfer", "flashmla", "trtllm_mla", "trtllm_mha"])
     a("--enable-flashinfer-allreduce-fusion", action="store_true")
     a("--flashinfer-allreduce-fusion-backend", choices=["auto", "trtllm", "mnnvl", "cutedsl"])
     a("--speculative-algorithm")
@@ -76,8 +75,12 @@ def build_parser() -> argparse.ArgumentParser:
     a("--dist-init-addr", "--nccl-init-addr", dest="dist_init_addr")
     a("--log-level", default="info")
     a("--random-seed", type=int, default=0)
-    a("--time-scale", type=float, default=float(os.environ.get("PIVOT_SIM_TIME_SCALE", "1")),
-      help="simulation only: run this many times faster than real time")
+    a(
+        "--time-scale",
+        type=float,
+        default=float(os.environ.get("PIVOT_SIM_TIME_SCALE", "1")),
+        help="simulation only: run this many times faster than real time",
+    )
     return p
 
 
@@ -103,8 +106,7 @@ def decode_graph_sizes(args: argparse.Namespace, gpus: state.GpuSpec) -> list[in
         max_bs = sglang_default_max_bs(gpus.memory_mib, args.tp_size)
         if args.max_running_requests is not None:
             max_bs = min(max_bs, args.max_running_requests)
-    return sglang_capture_sizes(max_bs, speculative=bool(args.speculative_algorithm),
-                                padding=not args.disable_cuda_graph_padding)
+    return sglang_capture_sizes(max_bs, speculative=bool(args.speculative_algorithm), padding=not args.disable_cuda_graph_padding)
 
 
 def draft_policy(args: argparse.Namespace, argv: list[str], graph_sizes: list[int] | None) -> DraftPolicy | None:
@@ -130,8 +132,9 @@ def draft_policy(args: argparse.Namespace, argv: list[str], graph_sizes: list[in
     if steps is None:
         steps = candidates[len(candidates) // 2]
     if steps not in candidates:
-        raise ValueError(f"--speculative-num-steps={steps} is not in the adaptive config candidate_steps {candidates}. "
-                         "Pass one of those values.")
+        raise ValueError(
+            f"--speculative-num-steps={steps} is not in the adaptive config candidate_steps {candidates}. Pass one of those values."
+        )
     return AdaptiveParams(steps, args.speculative_adaptive_config, graph_sizes)
 
 
@@ -156,21 +159,44 @@ def start_workers(args: argparse.Namespace, gpus: state.GpuSpec) -> list[subproc
     per_node = args.tp_size // args.nnodes
     for gpu in range(per_node):
         rank = args.node_rank * per_node + gpu
-        argv = [sys.executable, "-m", "console.sim.worker", "--rank", str(rank), "--gpu", str(gpu),
-                "--mib", str(mib), "--server-pid", str(os.getpid())]
+        argv = [
+            sys.executable,
+            "-m",
+            "console.sim.worker",
+            "--rank",
+            str(rank),
+            "--gpu",
+            str(gpu),
+            "--mib",
+            str(mib),
+            "--server-pid",
+            str(os.getpid()),
+        ]
         if rank == DEFAULT.zombie_rank:
             argv += ["--zombie-helper-mib", str(DEFAULT.zombie_mib)]
         workers.append(subprocess.Popen(argv, stdin=subprocess.DEVNULL))
     return workers
 
 
+SGLANG_LOADING = [
+    "Load weight end. type=DeepseekV3ForCausalLM",
+    "KV Cache is allocated.",
+    "Capture cuda graph begin. This can take up to several minutes.",
+    "Capture cuda graph end.",
+]
 
-SGLANG_LOADING = ["Load weight end. type=DeepseekV3ForCausalLM", "KV Cache is allocated.",
-                  "Capture cuda graph begin. This can take up to several minutes.", "Capture cuda graph end."]
 
-
-async def serve(args: argparse.Namespace, sock: socket.socket, home: Path, policy: DraftPolicy | None,
-                server_args: dict[str, Any], *, loading: list[str], ready: list[str], engine: str = "sglang") -> str:
+async def serve(
+    args: argparse.Namespace,
+    sock: socket.socket,
+    home: Path,
+    policy: DraftPolicy | None,
+    server_args: dict[str, Any],
+    *,
+    loading: list[str],
+    ready: list[str],
+    engine: str = "sglang",
+) -> str:
     """Serve until a signal; returns the signal's name ("peer-lost" when another node's rank ended without rank 0's
     word). args: tp_size, host, port, served_model_name, model_path, enable_metrics, random_seed, time_scale,
     max_running_requests, nnodes and rendezvous, as the engine's own flags set them."""
@@ -183,8 +209,7 @@ async def serve(args: argparse.Namespace, sock: socket.socket, home: Path, polic
             state.publish_server(home, gpus, running, queued)
             last_publish[:] = [now, running, queued]
 
-    scheduler = BatchScheduler(DEFAULT, spec=policy, max_running=args.max_running_requests or DEFAULT_MAX_RUNNING,
-                               seed=args.random_seed)
+    scheduler = BatchScheduler(DEFAULT, spec=policy, max_running=args.max_running_requests or DEFAULT_MAX_RUNNING, seed=args.random_seed)
     engine_loop = EngineLoop(scheduler, time_scale=args.time_scale, on_change=publish)
     sim = SimServer(engine_loop, server_args, args.served_model_name or args.model_path, args.enable_metrics, engine, log=_log)
     config = uvicorn.Config(sim.app, log_level="warning", access_log=False, lifespan="off")
@@ -223,8 +248,10 @@ async def serve(args: argparse.Namespace, sock: socket.socket, home: Path, polic
     while not received and not serve_task.done() and not leader.lost.is_set():
         await asyncio.sleep(0.1)
     if leader.lost.is_set() and not received:
-        _log(f"Scheduler hit an exception: RuntimeError: the process group lost node_rank {leader.lost_rank} "
-             "(its connection closed without a shutdown)")
+        _log(
+            f"Scheduler hit an exception: RuntimeError: the process group lost node_rank {leader.lost_rank} "
+            "(its connection closed without a shutdown)"
+        )
         received.append("peer-lost")
     else:
         leader.shutdown()
@@ -242,8 +269,11 @@ async def _sleep_unless(seconds: float, received: list[str]) -> None:
 
 def resolved_args(args: argparse.Namespace, policy: DraftPolicy | None, graph_sizes: list[int] | None) -> dict[str, Any]:
     """What /server_info reports: the arguments as resolution left them, SGLang 0.5.23's field names."""
-    resolved = {k: v for k, v in vars(args).items() if k not in ("time_scale", "rendezvous", "cuda_graph_max_bs_decode",
-                                                                  "cuda_graph_max_bs_prefill", "cuda_graph_bs_decode")}
+    resolved = {
+        k: v
+        for k, v in vars(args).items()
+        if k not in ("time_scale", "rendezvous", "cuda_graph_max_bs_decode", "cuda_graph_max_bs_prefill", "cuda_graph_bs_decode")
+    }
     resolved["served_model_name"] = args.served_model_name or args.model_path
     resolved["tokenizer_path"] = args.tokenizer_path or args.model_path
     resolved["max_running_requests"] = args.max_running_requests or DEFAULT_MAX_RUNNING
@@ -266,8 +296,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.tp_size % args.nnodes:  # SGLang 0.5.23's own assertion: srt/arg_groups/validation_hook.py
             return refused_at_start(AssertionError("tp_size must be divisible by number of nodes"))
         if args.tp_size // args.nnodes > gpus.count:
-            raise LaunchError(f"tp_size={args.tp_size} needs {args.tp_size // args.nnodes} GPUs on each of "
-                              f"{args.nnodes} node(s) but this host has {gpus.count}")
+            raise LaunchError(
+                f"tp_size={args.tp_size} needs {args.tp_size // args.nnodes} GPUs on each of "
+                f"{args.nnodes} node(s) but this host has {gpus.count}"
+            )
         args.rendezvous = args.dist_init_addr or "127.0.0.1:0"  # no address: the other nodes never arrive
         graph_sizes = decode_graph_sizes(args, gpus)
         try:
@@ -280,19 +312,46 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     server_args = resolved_args(args, policy, graph_sizes)
     _log(f"server_args=ServerArgs({', '.join(f'{k}={v!r}' for k, v in server_args.items())})")
-    return run_simulated(args, sock, gpus, home, policy, server_args, loading=SGLANG_LOADING,
-                         ready=["INFO:     Uvicorn running on http://{host}:{port} (Press CTRL+C to quit)", READY_LINE])
+    return run_simulated(
+        args,
+        sock,
+        gpus,
+        home,
+        policy,
+        server_args,
+        loading=SGLANG_LOADING,
+        ready=["INFO:     Uvicorn running on http://{host}:{port} (Press CTRL+C to quit)", READY_LINE],
+    )
 
 
-def run_simulated(args: argparse.Namespace, sock: socket.socket | None, gpus: state.GpuSpec, home: Path,
-                  policy: DraftPolicy | None, server_args: dict[str, Any], *, loading: list[str], ready: list[str],
-                  engine: str = "sglang") -> int:
+def run_simulated(
+    args: argparse.Namespace,
+    sock: socket.socket | None,
+    gpus: state.GpuSpec,
+    home: Path,
+    policy: DraftPolicy | None,
+    server_args: dict[str, Any],
+    *,
+    loading: list[str],
+    ready: list[str],
+    engine: str = "sglang",
+) -> int:
     """Workers, the server until a signal (a rank above 0: until rank 0 ends it), and a shutdown that leaves behind
     what a real engine's does."""
     workers = start_workers(args, gpus)
     if sock is None:
-        reason = asyncio.run(run_follower(args.rendezvous, args.node_rank, engine=engine, host=args.host, port=args.port,
-                                          ready_lines=loading[-1:], load_s=DEFAULT.load_seconds / args.time_scale, log=_log))
+        reason = asyncio.run(
+            run_follower(
+                args.rendezvous,
+                args.node_rank,
+                engine=engine,
+                host=args.host,
+                port=args.port,
+                ready_lines=loading[-1:],
+                load_s=DEFAULT.load_seconds / args.time_scale,
+                log=_log,
+            )
+        )
     else:
         reason = asyncio.run(serve(args, sock, home, policy, server_args, loading=loading, ready=ready, engine=engine))
     if reason in ("peer-lost", "leader-lost"):  # a failed collective: the process ends, its workers stay behind
@@ -318,8 +377,7 @@ def run_simulated(args: argparse.Namespace, sock: socket.socket | None, gpus: st
 
 def refused_at_start(e: BaseException) -> int:
     """An engine that lets an exception out of its start: a traceback's last lines on stderr, exit status 1."""
-    print(f"Traceback (most recent call last):\n  File \"<engine start>\", in <module>\n{type(e).__name__}: {e}",
-          file=sys.stderr, flush=True)
+    print(f'Traceback (most recent call last):\n  File "<engine start>", in <module>\n{type(e).__name__}: {e}', file=sys.stderr, flush=True)
     return 1
 
 

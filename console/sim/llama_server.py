@@ -39,14 +39,31 @@ GROWTH = 0.15
 NGRAM_ACCEPT = 0.9  # the chance that each drafted token is right, one after the other
 DRAFT_ACCEPT = 0.97
 LOAD_S = 1.0
-TYPES = ("none", "draft-simple", "draft-eagle3", "draft-mtp", "draft-dflash", "draft-dspark", "ngram-simple",
-         "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache")
+TYPES = (
+    "none",
+    "draft-simple",
+    "draft-eagle3",
+    "draft-mtp",
+    "draft-dflash",
+    "draft-dspark",
+    "ngram-simple",
+    "ngram-map-k",
+    "ngram-map-k4v",
+    "ngram-mod",
+    "ngram-cache",
+)
 FLAGS = {  # every spelling -> (its name here, takes a value); common/arg.cpp
-    **dict.fromkeys(("-m", "--model"), ("model", True)), "--host": ("host", True), "--port": ("port", True),
-    **dict.fromkeys(("-np", "--parallel"), ("parallel", True)), **dict.fromkeys(("-t", "--threads"), ("threads", True)),
-    **dict.fromkeys(("-c", "--ctx-size"), ("ctx_size", True)), "--metrics": ("metrics", False),
-    "--spec-type": ("spec_type", True), **dict.fromkeys(("-md", "--spec-draft-model", "--model-draft"), ("draft", True)),
-    "--spec-draft-n-max": ("n_max", True), "--time-scale": ("time_scale", True),
+    **dict.fromkeys(("-m", "--model"), ("model", True)),
+    "--host": ("host", True),
+    "--port": ("port", True),
+    **dict.fromkeys(("-np", "--parallel"), ("parallel", True)),
+    **dict.fromkeys(("-t", "--threads"), ("threads", True)),
+    **dict.fromkeys(("-c", "--ctx-size"), ("ctx_size", True)),
+    "--metrics": ("metrics", False),
+    "--spec-type": ("spec_type", True),
+    **dict.fromkeys(("-md", "--spec-draft-model", "--model-draft"), ("draft", True)),
+    "--spec-draft-n-max": ("n_max", True),
+    "--time-scale": ("time_scale", True),
 }
 HELP = """----- common params -----
 
@@ -73,8 +90,15 @@ def log(level: str, text: str) -> None:
 
 def parse(argv: list[str]) -> dict[str, Any]:
     """As common_params_parse: an unknown argument ends it with `error: invalid argument: X`."""
-    args: dict[str, Any] = {"host": "127.0.0.1", "port": "8080", "parallel": "-1", "spec_type": [], "metrics": False,
-                            "n_max": "3", "time_scale": os.environ.get("PIVOT_SIM_TIME_SCALE", "1")}
+    args: dict[str, Any] = {
+        "host": "127.0.0.1",
+        "port": "8080",
+        "parallel": "-1",
+        "spec_type": [],
+        "metrics": False,
+        "n_max": "3",
+        "time_scale": os.environ.get("PIVOT_SIM_TIME_SCALE", "1"),
+    }
     i = 0
     while i < len(argv):
         arg = argv[i]
@@ -89,7 +113,7 @@ def parse(argv: list[str]) -> dict[str, Any]:
         if name == "spec_type":
             for t in argv[i + 1].split(","):
                 if t not in TYPES:
-                    raise LaunchError(f"error while handling argument \"{arg}\": unknown speculative decoding type: {t}")
+                    raise LaunchError(f'error while handling argument "{arg}": unknown speculative decoding type: {t}')
                 args["spec_type"].append(t)
         else:
             args[name] = argv[i + 1] if takes else True
@@ -121,8 +145,13 @@ class Engine:
         self.waiting: list[Request] = []
         self.wake = asyncio.Event()
         self.rng = random.Random(0)
-        self.counters = {"tokens_predicted_total": 0, "prompt_tokens_total": 0, "spec_decode_num_drafts_total": 0,
-                         "spec_decode_num_draft_tokens_total": 0, "spec_decode_num_accepted_tokens_total": 0}
+        self.counters = {
+            "tokens_predicted_total": 0,
+            "prompt_tokens_total": 0,
+            "spec_decode_num_drafts_total": 0,
+            "spec_decode_num_draft_tokens_total": 0,
+            "spec_decode_num_accepted_tokens_total": 0,
+        }
 
     def submit(self, request: Request) -> None:
         self.waiting.append(request)
@@ -192,8 +221,11 @@ class Server:
     def _json(self, writer: asyncio.StreamWriter, status: int, data: Any, ctype: str = "application/json; charset=utf-8") -> None:
         payload = (json.dumps(data) if not isinstance(data, str) else data).encode()
         reason = {200: "OK", 404: "Not Found", 400: "Bad Request", 501: "Not Implemented", 503: "Service Unavailable"}
-        writer.write(f"HTTP/1.1 {status} {reason.get(status, 'OK')}\r\nServer: llama.cpp\r\nContent-Type: {ctype}\r\n"
-                     f"Content-Length: {len(payload)}\r\nKeep-Alive: timeout=5, max=100\r\n\r\n".encode() + payload)
+        writer.write(
+            f"HTTP/1.1 {status} {reason.get(status, 'OK')}\r\nServer: llama.cpp\r\nContent-Type: {ctype}\r\n"
+            f"Content-Length: {len(payload)}\r\nKeep-Alive: timeout=5, max=100\r\n\r\n".encode()
+            + payload
+        )
 
     async def route(self, method: str, path: str, body: bytes, writer: asyncio.StreamWriter) -> bool:
         """Answers one request; False when the connection is to be closed."""
@@ -206,8 +238,17 @@ class Server:
             self._json(writer, 503, {"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}})
         elif path == "/metrics":
             if not self.args["metrics"]:
-                self._json(writer, 501, {"error": {"code": 501, "message": "This server does not support metrics endpoint. "
-                                                    "Start it with `--metrics`", "type": "not_supported_error"}})
+                self._json(
+                    writer,
+                    501,
+                    {
+                        "error": {
+                            "code": 501,
+                            "message": "This server does not support metrics endpoint. Start it with `--metrics`",
+                            "type": "not_supported_error",
+                        }
+                    },
+                )
             else:
                 self._json(writer, 200, self.metrics(), "text/plain; version=0.0.4")
         elif path == "/v1/models":
@@ -234,12 +275,19 @@ class Server:
         text = json.dumps(body.get("messages")) if chat else str(body.get("prompt", ""))
         request = Request(count_tokens(text), int(body.get("max_tokens") or body.get("n_predict") or 16))
         self.engine.submit(request)
-        head = {"id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "created": int(time.time()), "model": self.model,
-                "system_fingerprint": "b0-pivot-sim", "object": "chat.completion.chunk" if chat else "text_completion"}
+        head = {
+            "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
+            "created": int(time.time()),
+            "model": self.model,
+            "system_fingerprint": "b0-pivot-sim",
+            "object": "chat.completion.chunk" if chat else "text_completion",
+        }
         stream = bool(body.get("stream"))
         if stream:
-            writer.write(b"HTTP/1.1 200 OK\r\nServer: llama.cpp\r\nX-Accel-Buffering: no\r\nContent-Type: text/event-stream\r\n"
-                         b"Transfer-Encoding: chunked\r\nKeep-Alive: timeout=5, max=100\r\n\r\n")
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nServer: llama.cpp\r\nX-Accel-Buffering: no\r\nContent-Type: text/event-stream\r\n"
+                b"Transfer-Encoding: chunked\r\nKeep-Alive: timeout=5, max=100\r\n\r\n"
+            )
         words: list[str] = []
         while (n := await request.queue.get()) is not None:
             request.first = request.first or time.monotonic()
@@ -247,25 +295,39 @@ class Server:
             for _ in range(n):
                 word = " " + VOCAB[len(words) % len(VOCAB)]
                 words.append(word)
-                choice = {"index": 0, "delta": {"content": word}, "finish_reason": None} if chat else \
-                    {"text": word, "index": 0, "logprobs": None, "finish_reason": None}
+                choice = (
+                    {"index": 0, "delta": {"content": word}, "finish_reason": None}
+                    if chat
+                    else {"text": word, "index": 0, "logprobs": None, "finish_reason": None}
+                )
                 burst += _sse({**head, "choices": [choice]})
             if stream:
                 writer.write(_chunk(burst))
                 await writer.drain()
         now = time.monotonic()
-        usage = {"completion_tokens": request.generated, "prompt_tokens": request.prompt_tokens,
-                 "total_tokens": request.generated + request.prompt_tokens}
+        usage = {
+            "completion_tokens": request.generated,
+            "prompt_tokens": request.prompt_tokens,
+            "total_tokens": request.generated + request.prompt_tokens,
+        }
         first = request.first or now
         decode_s = max(1e-6, now - first)
-        timings: dict[str, Any] = {"cache_n": 0, "prompt_n": request.prompt_tokens, "prompt_ms": (first - request.started) * 1000,
-                                   "predicted_n": request.generated, "predicted_ms": decode_s * 1000,
-                                   "predicted_per_second": request.generated / decode_s}
+        timings: dict[str, Any] = {
+            "cache_n": 0,
+            "prompt_n": request.prompt_tokens,
+            "prompt_ms": (first - request.started) * 1000,
+            "predicted_n": request.generated,
+            "predicted_ms": decode_s * 1000,
+            "predicted_per_second": request.generated / decode_s,
+        }
         if request.drafted:
             timings |= {"draft_n": request.drafted, "draft_n_accepted": request.accepted}
         if not stream:
-            choice = {"index": 0, "finish_reason": "length",
-                      **({"message": {"role": "assistant", "content": "".join(words)}} if chat else {"text": "".join(words)})}
+            choice = {
+                "index": 0,
+                "finish_reason": "length",
+                **({"message": {"role": "assistant", "content": "".join(words)}} if chat else {"text": "".join(words)}),
+            }
             self._json(writer, 200, {**head, "choices": [choice], "usage": usage, "timings": timings})
             await writer.drain()
             return True

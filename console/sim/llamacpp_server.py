@@ -56,10 +56,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--n_threads", type=int, help="The number of threads to use.")
     p.add_argument("--host", type=str, help="Listen address")
     p.add_argument("--port", type=int, help="Listen port")
-    p.add_argument("--interrupt_requests", type=parse_bool,
-                   help="Whether to interrupt requests when a new request is received.")
-    p.add_argument("--time-scale", type=float, default=float(os.environ.get("PIVOT_SIM_TIME_SCALE", "1")),
-                   help="simulation only: run this many times faster than real time")
+    p.add_argument("--interrupt_requests", type=parse_bool, help="Whether to interrupt requests when a new request is received.")
+    p.add_argument(
+        "--time-scale",
+        type=float,
+        default=float(os.environ.get("PIVOT_SIM_TIME_SCALE", "1")),
+        help="simulation only: run this many times faster than real time",
+    )
     return p
 
 
@@ -67,12 +70,14 @@ class LlamaServer:
     def __init__(self, model: str, interrupt_requests: bool, time_scale: float):
         self.model, self.interrupt, self.time_scale = model, interrupt_requests, time_scale
         self.outer, self.inner = asyncio.Lock(), asyncio.Lock()
-        self.app = Starlette(routes=[
-            Route("/openapi.json", self.openapi),
-            Route("/v1/models", self.models),
-            Route("/v1/completions", self.completions, methods=["POST"]),
-            Route("/v1/chat/completions", self.chat_completions, methods=["POST"]),
-        ])
+        self.app = Starlette(
+            routes=[
+                Route("/openapi.json", self.openapi),
+                Route("/v1/models", self.models),
+                Route("/v1/completions", self.completions, methods=["POST"]),
+                Route("/v1/chat/completions", self.chat_completions, methods=["POST"]),
+            ]
+        )
 
     async def openapi(self, _request: Request) -> JSONResponse:
         return JSONResponse({"openapi": "3.1.0", "info": {"title": "🦙 llama.cpp Python API", "version": "0.3.36"}})
@@ -89,8 +94,7 @@ class LlamaServer:
     async def models(self, _request: Request) -> JSONResponse:
         await self._model_lock()
         try:
-            return JSONResponse({"object": "list", "data": [{"id": self.model, "object": "model", "owned_by": "me",
-                                                             "permissions": []}]})
+            return JSONResponse({"object": "list", "data": [{"id": self.model, "object": "model", "owned_by": "me", "permissions": []}]})
         finally:
             self.inner.release()
 
@@ -107,8 +111,12 @@ class LlamaServer:
             max_tokens = int(body.get("max_tokens") or 16)
         except (ValueError, TypeError, AttributeError) as e:
             return JSONResponse({"detail": str(e)}, status_code=422)
-        head = {"id": f"cmpl-{uuid.uuid4()}", "object": "chat.completion.chunk" if chat else "text_completion",
-                "created": int(time.time()), "model": self.model}
+        head = {
+            "id": f"cmpl-{uuid.uuid4()}",
+            "object": "chat.completion.chunk" if chat else "text_completion",
+            "created": int(time.time()),
+            "model": self.model,
+        }
         await self._model_lock()
         if not body.get("stream"):
             try:
@@ -117,8 +125,7 @@ class LlamaServer:
                 self.inner.release()
             choice = {"index": 0, "finish_reason": "length"}
             choice |= {"message": {"role": "assistant", "content": "".join(words)}} if chat else {"text": "".join(words)}
-            usage = {"prompt_tokens": count_tokens(text), "completion_tokens": len(words),
-                     "total_tokens": count_tokens(text) + len(words)}
+            usage = {"prompt_tokens": count_tokens(text), "completion_tokens": len(words), "total_tokens": count_tokens(text) + len(words)}
             return JSONResponse({**head, "choices": [choice], "usage": usage})
         return StreamingResponse(self._stream(head, chat, count_tokens(text), max_tokens), media_type="text/event-stream")
 
@@ -128,8 +135,11 @@ class LlamaServer:
             async for word in self._tokens(prompt_tokens, max_tokens, interruptible=True):
                 sent += 1
                 finish = "length" if sent == max_tokens else None
-                choice = {"index": 0, "delta": {"content": word}, "finish_reason": finish} if chat else \
-                         {"index": 0, "text": word, "finish_reason": finish}
+                choice = (
+                    {"index": 0, "delta": {"content": word}, "finish_reason": finish}
+                    if chat
+                    else {"index": 0, "text": word, "finish_reason": finish}
+                )
                 yield f"data: {json.dumps({**head, 'choices': [choice]})}\r\n\r\n"
             yield "data: [DONE]\r\n\r\n"
         finally:

@@ -84,11 +84,19 @@ def snapshot(home: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         util = 0 if batch == 0 else min(100, 70 + round(30 * batch / 64))
         held = 40.0 if used else 0.0
         power = DEFAULT.idle_power_w + held + (DEFAULT.max_power_w - DEFAULT.idle_power_w - 60) * util / 100
-        gpus.append({
-            "index": i, "uuid": spec.uuid(i), "name": spec.name, "count": spec.count, "total": spec.memory_mib,
-            "used": min(used, spec.memory_mib), "util": util, "temp": 32 + round(util * 0.4) + (3 if used else 0),
-            "power": power,
-        })
+        gpus.append(
+            {
+                "index": i,
+                "uuid": spec.uuid(i),
+                "name": spec.name,
+                "count": spec.count,
+                "total": spec.memory_mib,
+                "used": min(used, spec.memory_mib),
+                "util": util,
+                "temp": 32 + round(util * 0.4) + (3 if used else 0),
+                "power": power,
+            }
+        )
     apps = [{**c, "name": _process_name(c["pid"]), "gpu_uuid": spec.uuid(c["gpu"])} for c in claims if c["gpu"] < spec.count]
     return gpus, apps
 
@@ -143,8 +151,9 @@ def main(argv: list[str] | None = None) -> int:
 def _summary(gpus: list[dict[str, Any]], apps: list[dict[str, Any]]) -> str:
     lines = ["Simulated NVIDIA-SMI (pivot demo host)"]
     for g in gpus:
-        lines.append(f"|{g['index']:>3}  {g['name']:<20} {g['temp']:>3}C {g['power']:>6.0f}W  "
-                     f"{g['used']:>6}MiB / {g['total']}MiB  {g['util']:>3}% |")
+        lines.append(
+            f"|{g['index']:>3}  {g['name']:<20} {g['temp']:>3}C {g['power']:>6.0f}W  {g['used']:>6}MiB / {g['total']}MiB  {g['util']:>3}% |"
+        )
     lines.append("Processes:")
     for a in apps:
         gpu = next(g["index"] for g in gpus if g["uuid"] == a["gpu_uuid"])

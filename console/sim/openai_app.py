@@ -25,8 +25,10 @@ from console.sim.engine import BatchScheduler, SimRequest
 
 TRAFFIC_HEADER = "x-pivot-demo-traffic"  # console/sim/traffic.py's requests carry it
 PAUSE_S = 30.0  # the demo's traffic stays paused this long after another client last read /metrics
-VOCAB = ("the model streams tokens while the batch grows and each step costs a little more time so throughput rises then saturates "
-         "near the limit of the engine speculation drafts several tokens that the target verifies in one pass").split()
+VOCAB = (
+    "the model streams tokens while the batch grows and each step costs a little more time so throughput rises then saturates "
+    "near the limit of the engine speculation drafts several tokens that the target verifies in one pass"
+).split()
 
 
 @dataclass
@@ -129,8 +131,15 @@ class SimServer:
     while a level runs) ends the traffic's requests before it is answered, refuses new ones until PAUSE_S after the
     last such read, and says so in the log. A real server has no such traffic; nothing else changes."""
 
-    def __init__(self, engine: EngineLoop, args: dict[str, Any], served_model_name: str, enable_metrics: bool,
-                 kind: str = "sglang", log: Callable[[str], None] = print):
+    def __init__(
+        self,
+        engine: EngineLoop,
+        args: dict[str, Any],
+        served_model_name: str,
+        enable_metrics: bool,
+        kind: str = "sglang",
+        log: Callable[[str], None] = print,
+    ):
         self.engine = engine
         self.log = log
         self.traffic: set[SimRequest] = set()  # the demo traffic's requests in flight
@@ -140,55 +149,81 @@ class SimServer:
         self.model = served_model_name
         self.enable_metrics = enable_metrics
         self.ready = False
-        self.app = Starlette(routes=[
-            Route("/ready", self.health),  # SGLang's: 503 until warmed up, then 200, without a generation
-            Route("/health", self.health),
-            Route("/health_generate", self.health),
-            Route("/v1/models", self.models),
-            Route("/model_info", self.model_info),
-            Route("/get_model_info", self.model_info),
-            Route("/server_info", self.server_info),
-            Route("/get_server_info", self.server_info),
-            Route("/metrics", self.metrics),
-            Route("/v1/completions", self.completions, methods=["POST"]),
-            Route("/v1/chat/completions", self.chat_completions, methods=["POST"]),
-        ])
+        self.app = Starlette(
+            routes=[
+                Route("/ready", self.health),  # SGLang's: 503 until warmed up, then 200, without a generation
+                Route("/health", self.health),
+                Route("/health_generate", self.health),
+                Route("/v1/models", self.models),
+                Route("/model_info", self.model_info),
+                Route("/get_model_info", self.model_info),
+                Route("/server_info", self.server_info),
+                Route("/get_server_info", self.server_info),
+                Route("/metrics", self.metrics),
+                Route("/v1/completions", self.completions, methods=["POST"]),
+                Route("/v1/chat/completions", self.chat_completions, methods=["POST"]),
+            ]
+        )
 
     async def health(self, _request: Request) -> Response:
         return Response(status_code=200) if self.ready else Response("loading", status_code=503)
 
     async def models(self, _request: Request) -> JSONResponse:
-        return JSONResponse({"object": "list", "data": [{
-            "id": self.model, "object": "model", "created": int(time.time()), "owned_by": "sglang",
-            "root": self.args["model_path"], "max_model_len": self.args["context_length"],
-        }]})
+        return JSONResponse(
+            {
+                "object": "list",
+                "data": [
+                    {
+                        "id": self.model,
+                        "object": "model",
+                        "created": int(time.time()),
+                        "owned_by": "sglang",
+                        "root": self.args["model_path"],
+                        "max_model_len": self.args["context_length"],
+                    }
+                ],
+            }
+        )
 
     async def model_info(self, _request: Request) -> JSONResponse:
-        return JSONResponse({
-            "model_path": self.args["model_path"], "tokenizer_path": self.args["model_path"],
-            "is_generation": True, "preferred_sampling_params": None, "weight_version": "default",
-            "has_image_understanding": False, "has_audio_understanding": False, "model_type": "kimi_k2",
-        })
+        return JSONResponse(
+            {
+                "model_path": self.args["model_path"],
+                "tokenizer_path": self.args["model_path"],
+                "is_generation": True,
+                "preferred_sampling_params": None,
+                "weight_version": "default",
+                "has_image_understanding": False,
+                "has_audio_understanding": False,
+                "model_type": "kimi_k2",
+            }
+        )
 
     async def server_info(self, _request: Request) -> JSONResponse:
         scheduler = self.engine.scheduler
-        return JSONResponse({
-            **self.args,
-            "max_running_requests": scheduler.max_running,
-            "max_total_num_tokens": scheduler.max_running * 4096,
-            "internal_states": [{
-                "avg_spec_accept_length": scheduler.avg_accept_length if scheduler.spec else None,
-                "last_gen_throughput": self.engine.throughput(),
-            }],
-            "version": self.args.get("version", "0.5.23-pivot-sim"),
-        })
+        return JSONResponse(
+            {
+                **self.args,
+                "max_running_requests": scheduler.max_running,
+                "max_total_num_tokens": scheduler.max_running * 4096,
+                "internal_states": [
+                    {
+                        "avg_spec_accept_length": scheduler.avg_accept_length if scheduler.spec else None,
+                        "last_gen_throughput": self.engine.throughput(),
+                    }
+                ],
+                "version": self.args.get("version", "0.5.23-pivot-sim"),
+            }
+        )
 
     def _make_way(self) -> None:
         now = time.monotonic()
         if now >= self.traffic_paused_until:
-            self.log(f"pivot demo: its background traffic pauses while another client measures this server "
-                     f"(ending {len(self.traffic)} of its requests); it resumes {PAUSE_S:g} s after that client last "
-                     "reads /metrics")
+            self.log(
+                f"pivot demo: its background traffic pauses while another client measures this server "
+                f"(ending {len(self.traffic)} of its requests); it resumes {PAUSE_S:g} s after that client last "
+                "reads /metrics"
+            )
         self.traffic_paused_until = now + PAUSE_S
         for request in list(self.traffic):
             self.engine.end(request)
@@ -210,10 +245,15 @@ class SimServer:
             }
             counters: dict[str, tuple[str, float]] = {
                 "vllm:generation_tokens_total": ("Number of generation tokens processed.", self.engine.generation_tokens_total),
-                **({"vllm:spec_decode_num_drafts_total": ("Number of spec decoding drafts.", scheduler.spec_steps),
-                    "vllm:spec_decode_num_draft_tokens_total": ("Number of draft tokens.", scheduler.drafted_tokens),
-                    "vllm:spec_decode_num_accepted_tokens_total": ("Number of accepted tokens.", scheduler.accepted_drafts)}
-                   if drafting else {}),
+                **(
+                    {
+                        "vllm:spec_decode_num_drafts_total": ("Number of spec decoding drafts.", scheduler.spec_steps),
+                        "vllm:spec_decode_num_draft_tokens_total": ("Number of draft tokens.", scheduler.drafted_tokens),
+                        "vllm:spec_decode_num_accepted_tokens_total": ("Number of accepted tokens.", scheduler.accepted_drafts),
+                    }
+                    if drafting
+                    else {}
+                ),
             }
         else:  # sglang/srt/observability/metrics_collector.py
             label = f'{{model_name="{self.model}"}}'
@@ -221,10 +261,11 @@ class SimServer:
                 "sglang:num_running_reqs": ("The number of running requests.", len(scheduler.running)),
                 "sglang:num_queue_reqs": ("The number of requests in the waiting queue.", len(scheduler.waiting)),
                 "sglang:gen_throughput": ("The generation throughput (token/s).", self.engine.throughput()),
-                "sglang:spec_accept_length": ("Mean acceptance length of speculative decoding (accepted drafts + bonus "
-                                              "token per forward).", scheduler.avg_accept_length),
-                "sglang:spec_accept_rate": ("Speculative acceptance rate (`accepted drafts / proposed drafts` in batch).",
-                                            accept_rate),
+                "sglang:spec_accept_length": (
+                    "Mean acceptance length of speculative decoding (accepted drafts + bonus token per forward).",
+                    scheduler.avg_accept_length,
+                ),
+                "sglang:spec_accept_rate": ("Speculative acceptance rate (`accepted drafts / proposed drafts` in batch).", accept_rate),
                 "sglang:spec_num_steps": ("Currently active speculative_num_steps.", scheduler.last_num_steps),
             }
             counters = {
@@ -335,8 +376,7 @@ class _Completion:
         else:
             choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
             kind = "text_completion"
-        return {"id": self.id, "object": kind, "created": self.created, "model": self.model,
-                "choices": [choice], "usage": self.usage()}
+        return {"id": self.id, "object": kind, "created": self.created, "model": self.model, "choices": [choice], "usage": self.usage()}
 
 
 class OwnSignals(uvicorn.Server):

@@ -93,20 +93,26 @@ async def follow_leader(address: str, rank: int, log: Callable[[str], None]) -> 
             await asyncio.sleep(RETRY_S)
 
 
-async def run_follower(address: str, rank: int, *, engine: str, host: str, port: int, ready_lines: list[str],
-                       load_s: float, log: Callable[[str], None]) -> str:
+async def run_follower(
+    address: str, rank: int, *, engine: str, host: str, port: int, ready_lines: list[str], load_s: float, log: Callable[[str], None]
+) -> str:
     """A rank above 0, once its workers run: joined to rank 0 until it says shutdown ("shutdown") or is gone
     ("leader-lost"). engine: "sglang" (dummy /health, SIGTERM ignored) or "vllm" (headless, SIGTERM ends it)."""
     loop = asyncio.get_running_loop()
     ended = asyncio.Event()
     if engine == "sglang":
-        loop.add_signal_handler(signal.SIGTERM, log, f"SIGTERM received on node_rank {rank}; waiting for the rank-0 "
-                                                    "ShutdownReq broadcast to stop the schedulers.")
+        loop.add_signal_handler(
+            signal.SIGTERM,
+            log,
+            f"SIGTERM received on node_rank {rank}; waiting for the rank-0 ShutdownReq broadcast to stop the schedulers.",
+        )
     else:
         loop.add_signal_handler(signal.SIGTERM, ended.set)
     if engine == "vllm":  # vllm/entrypoints/cli/serve.py run_headless
-        log(f"Launching vLLM (v0.33.0-pivot-sim) headless multiproc executor, with head node address {address} for "
-            "torch.distributed process group.")
+        log(
+            f"Launching vLLM (v0.33.0-pivot-sim) headless multiproc executor, with head node address {address} for "
+            "torch.distributed process group."
+        )
     reader, writer = await follow_leader(address, rank, log)
     log(f"node_rank {rank} joined the process group at {address}")
     await asyncio.sleep(load_s)

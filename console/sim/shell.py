@@ -122,8 +122,9 @@ class Sessions:
             fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
         env_term = process.term_type or "xterm"
-        child = await self._spawn(argv, stdin=slave, stdout=slave, stderr=slave, env={**self.env(), "TERM": env_term},
-                                  preexec_fn=controlling_tty)
+        child = await self._spawn(
+            argv, stdin=slave, stdout=slave, stderr=slave, env={**self.env(), "TERM": env_term}, preexec_fn=controlling_tty
+        )
         os.close(slave)
         try:
             await process.redirect(stdin=os.dup(master), stdout=master)

@@ -21,8 +21,7 @@ PERIOD_S = 6.0
 
 
 async def _one(client: httpx.AsyncClient, rng: random.Random) -> None:
-    body = {"prompt": "demo traffic " * rng.randint(8, 64), "max_tokens": rng.randint(64, 256),
-            "stream": True, "ignore_eos": True}
+    body = {"prompt": "demo traffic " * rng.randint(8, 64), "max_tokens": rng.randint(64, 256), "stream": True, "ignore_eos": True}
     async with client.stream("POST", "/v1/completions", json=body) as response:
         async for _ in response.aiter_raw():
             pass
@@ -43,8 +42,9 @@ async def _slot(client: httpx.AsyncClient, index: int, target: list[int], rng: r
 async def run(port: int, server_alive: Callable[[], bool], seed: int = 0) -> None:
     rng = random.Random(seed)
     target = [0]
-    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=httpx.Timeout(10, read=None),
-                                 headers={TRAFFIC_HEADER: "1"}) as client:  # it makes way for a sweep (openai_app.py)
+    async with httpx.AsyncClient(
+        base_url=f"http://127.0.0.1:{port}", timeout=httpx.Timeout(10, read=None), headers={TRAFFIC_HEADER: "1"}
+    ) as client:  # it makes way for a sweep (openai_app.py)
         slots = [asyncio.create_task(_slot(client, i, target, rng)) for i in range(max(PATTERN))]
         try:
             while server_alive():

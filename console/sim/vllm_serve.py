@@ -31,15 +31,18 @@ def validate_schedule(schedule: object) -> list[tuple[int, int, int]]:
     if schedule is None:
         raise ValueError("num_speculative_tokens_per_batch_size is required for dynamic speculative decoding.")
     if not isinstance(schedule, list):
-        raise ValueError("num_speculative_tokens_per_batch_size must be a non-empty list of "
-                         "(range_start, range_end, num_speculative_tokens) entries.")
+        raise ValueError(
+            "num_speculative_tokens_per_batch_size must be a non-empty list of (range_start, range_end, num_speculative_tokens) entries."
+        )
     if not schedule:
         raise ValueError("num_speculative_tokens_per_batch_size must not be empty.")
     parsed = []
     for entry in schedule:
         if not isinstance(entry, (list, tuple)) or len(entry) != 3:
-            raise ValueError("Each num_speculative_tokens_per_batch_size entry must be a 3-item sequence: "
-                             "(range_start, range_end, num_speculative_tokens).")
+            raise ValueError(
+                "Each num_speculative_tokens_per_batch_size entry must be a 3-item sequence: "
+                "(range_start, range_end, num_speculative_tokens)."
+            )
         start, end, k = int(entry[0]), int(entry[1]), int(entry[2])
         if start <= 0 or end <= 0:
             raise ValueError(f"Batch-size range ({start}, {end}) must be positive.")
@@ -116,16 +119,23 @@ def build_parser() -> argparse.ArgumentParser:
     a("--spec-method")
     a("--spec-model")
     a("--spec-tokens", type=int)
-    a("--time-scale", type=float, default=float(os.environ.get("PIVOT_SIM_TIME_SCALE", "1")),
-      help="simulation only: run this many times faster than real time")
+    a(
+        "--time-scale",
+        type=float,
+        default=float(os.environ.get("PIVOT_SIM_TIME_SCALE", "1")),
+        help="simulation only: run this many times faster than real time",
+    )
     return p
 
 
 def speculative_config(args: argparse.Namespace) -> dict[str, Any] | None:
     """`EngineArgs.create_speculative_config`: --spec-* flags folded into the JSON, never both for one key."""
     config = dict(args.speculative_config) if args.speculative_config is not None else None
-    for flag, key, value in (("--spec-method", "method", args.spec_method), ("--spec-model", "model", args.spec_model),
-                             ("--spec-tokens", "num_speculative_tokens", args.spec_tokens)):
+    for flag, key, value in (
+        ("--spec-method", "method", args.spec_method),
+        ("--spec-model", "model", args.spec_model),
+        ("--spec-tokens", "num_speculative_tokens", args.spec_tokens),
+    ):
         if value is None:
             continue
         config = config or {}
@@ -146,8 +156,7 @@ def draft_policy(args: argparse.Namespace, config: dict[str, Any] | None, max_nu
     schedule = config.get("num_speculative_tokens_per_batch_size")
     method = str(config.get("method") or "draft_model")
     if schedule is not None and (args.data_parallel_size > 1 or method not in VLLM_V1_DYNAMIC_METHODS):
-        _log("WARNING Disabling num_speculative_tokens_per_batch_size and falling back to static "
-             f"num_speculative_tokens={k}.")
+        _log(f"WARNING Disabling num_speculative_tokens_per_batch_size and falling back to static num_speculative_tokens={k}.")
         schedule = None
     if schedule is None:
         return StaticDrafting(k)
@@ -178,13 +187,32 @@ def main(argv: list[str] | None = None) -> int:
     except (LaunchError, state.SimHomeMissing) as e:
         print(f"ERROR: {e}", file=sys.stderr, flush=True)
         return 1
-    server_args = {"model": args.model_path, "served_model_name": args.served_model_name or args.model_path,
-                   "tensor_parallel_size": args.tp_size, "max_num_seqs": max_num_seqs, "speculative_config": config,
-                   "max_running_requests": max_num_seqs, "version": "0.33.0-pivot-sim"}
+    server_args = {
+        "model": args.model_path,
+        "served_model_name": args.served_model_name or args.model_path,
+        "tensor_parallel_size": args.tp_size,
+        "max_num_seqs": max_num_seqs,
+        "speculative_config": config,
+        "max_running_requests": max_num_seqs,
+        "version": "0.33.0-pivot-sim",
+    }
     _log(f"non-default args: {server_args}")
-    return run_simulated(args, sock, gpus, home, policy, server_args, loading=[
-        "Loading weights took 4.2 seconds", "Memory profiling takes 3.1 seconds", "Graph capturing finished in 5 secs",
-        "init engine (profile, create kv cache, warmup model) took 12.3 seconds"], ready=[READY_LINE], engine="vllm")
+    return run_simulated(
+        args,
+        sock,
+        gpus,
+        home,
+        policy,
+        server_args,
+        loading=[
+            "Loading weights took 4.2 seconds",
+            "Memory profiling takes 3.1 seconds",
+            "Graph capturing finished in 5 secs",
+            "init engine (profile, create kv cache, warmup model) took 12.3 seconds",
+        ],
+        ready=[READY_LINE],
+        engine="vllm",
+    )
 
 
 def multinode(args: argparse.Namespace) -> None:
@@ -194,12 +222,16 @@ def multinode(args: argparse.Namespace) -> None:
         return
     world_size = args.data_parallel_size * args.tp_size
     if world_size % args.nnodes != 0:
-        raise ValueError(f"Invalid data-parallel launch options: `--nnodes {args.nnodes}` must evenly divide the total "
-                         f"world size ({world_size}). Adjust `--nnodes`, `--data-parallel-size`, "
-                         "`--pipeline-parallel-size`, `--tensor-parallel-size`, or `--prefill-context-parallel-size`.")
+        raise ValueError(
+            f"Invalid data-parallel launch options: `--nnodes {args.nnodes}` must evenly divide the total "
+            f"world size ({world_size}). Adjust `--nnodes`, `--data-parallel-size`, "
+            "`--pipeline-parallel-size`, `--tensor-parallel-size`, or `--prefill-context-parallel-size`."
+        )
     if not 0 <= args.node_rank < args.nnodes:
-        raise ValueError(f"Invalid data-parallel launch options: `--node-rank` must be between 0 and {args.nnodes - 1}; "
-                         f"got `--node-rank {args.node_rank}`. Set it to this node's zero-based index.")
+        raise ValueError(
+            f"Invalid data-parallel launch options: `--node-rank` must be between 0 and {args.nnodes - 1}; "
+            f"got `--node-rank {args.node_rank}`. Set it to this node's zero-based index."
+        )
 
 
 if __name__ == "__main__":

@@ -87,10 +87,20 @@ class RequestRecord:
         return gaps
 
     def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"c": self.c, "i": self.index, "start": self.start, "status": self.status, "error": self.error,
-                             "ttft": self.ttft, "e2e": self.e2e, "tokens": self.tokens, "usage_missing": self.usage_missing,
-                             "chunks": [list(c) for c in self.chunks], "warmup": self.warmup,
-                             "finish_reason": self.finish_reason}
+        d: dict[str, Any] = {
+            "c": self.c,
+            "i": self.index,
+            "start": self.start,
+            "status": self.status,
+            "error": self.error,
+            "ttft": self.ttft,
+            "e2e": self.e2e,
+            "tokens": self.tokens,
+            "usage_missing": self.usage_missing,
+            "chunks": [list(c) for c in self.chunks],
+            "warmup": self.warmup,
+            "finish_reason": self.finish_reason,
+        }
         if self.over_asked:
             d["over_asked"] = True
         if self.retried:
@@ -101,11 +111,23 @@ class RequestRecord:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RequestRecord:
-        return cls(int(d["c"]), int(d["i"]), float(d["start"]), d.get("status"), d.get("error"), d.get("ttft"),
-                   d.get("e2e"), int(d.get("tokens") or 0), bool(d.get("usage_missing")),
-                   tuple((float(t), int(n)) for t, n in d.get("chunks") or ()), bool(d.get("warmup")),
-                   d.get("finish_reason"), bool(d.get("over_asked")), bool(d.get("retried")),
-                   d["timings"] if isinstance(d.get("timings"), dict) else None)
+        return cls(
+            int(d["c"]),
+            int(d["i"]),
+            float(d["start"]),
+            d.get("status"),
+            d.get("error"),
+            d.get("ttft"),
+            d.get("e2e"),
+            int(d.get("tokens") or 0),
+            bool(d.get("usage_missing")),
+            tuple((float(t), int(n)) for t, n in d.get("chunks") or ()),
+            bool(d.get("warmup")),
+            d.get("finish_reason"),
+            bool(d.get("over_asked")),
+            bool(d.get("retried")),
+            d["timings"] if isinstance(d.get("timings"), dict) else None,
+        )
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
@@ -125,8 +147,12 @@ def t975(df: int) -> float:
     if df == 1:
         return 12.706
     z = _Z975
-    return (z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
-            + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * df**3))
+    return (
+        z
+        + (z**3 + z) / (4 * df)
+        + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+        + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * df**3)
+    )
 
 
 def mean_interval(values: Sequence[float]) -> tuple[float, float, float] | None:
@@ -172,8 +198,15 @@ def drafted(records: Sequence[RequestRecord]) -> dict[str, float]:
     return {"spec_accept_rate": accepted / proposed, "spec_draft_tokens": proposed}
 
 
-def level_metrics(c: int, records: Sequence[RequestRecord], wall_s: float, server: dict[str, float] | None = None, *,
-                  failed: str | None = None, attempts: int = 1) -> LevelMetrics:
+def level_metrics(
+    c: int,
+    records: Sequence[RequestRecord],
+    wall_s: float,
+    server: dict[str, float] | None = None,
+    *,
+    failed: str | None = None,
+    attempts: int = 1,
+) -> LevelMetrics:
     counted = [r for r in records if not r.warmup]
     ok = [r for r in counted if r.ok]
     tokens = sum(r.tokens for r in ok)
@@ -191,22 +224,42 @@ def level_metrics(c: int, records: Sequence[RequestRecord], wall_s: float, serve
     if failed is None and counted and errors / len(counted) > FAILED_ERROR_RATE:
         failed = f"{errors} of {len(counted)} requests failed"
     return LevelMetrics(
-        c=c, requests=len(counted), errors=errors, wall_s=wall_s, output_tokens=tokens,
-        total_tok_s=total, steady_tok_s=steady_throughput(c, ok),
-        req_tok_s_mean=sum(speeds) / len(speeds) if speeds else None, req_tok_s_p50=percentile(speeds, 50),
-        ttft_p50=percentile(ttft, 50), ttft_p90=percentile(ttft, 90), ttft_p99=percentile(ttft, 99),
-        itl_p50=percentile(itl, 50), itl_p90=percentile(itl, 90), itl_p99=percentile(itl, 99),
-        e2e_p50=percentile(e2e, 50), e2e_p90=percentile(e2e, 90), e2e_p99=percentile(e2e, 99),
+        c=c,
+        requests=len(counted),
+        errors=errors,
+        wall_s=wall_s,
+        output_tokens=tokens,
+        total_tok_s=total,
+        steady_tok_s=steady_throughput(c, ok),
+        req_tok_s_mean=sum(speeds) / len(speeds) if speeds else None,
+        req_tok_s_p50=percentile(speeds, 50),
+        ttft_p50=percentile(ttft, 50),
+        ttft_p90=percentile(ttft, 90),
+        ttft_p99=percentile(ttft, 99),
+        itl_p50=percentile(itl, 50),
+        itl_p90=percentile(itl, 90),
+        itl_p99=percentile(itl, 99),
+        e2e_p50=percentile(e2e, 50),
+        e2e_p90=percentile(e2e, 90),
+        e2e_p99=percentile(e2e, 99),
         requests_per_s=len(ok) / wall_s if wall_s > 0 else 0.0,
-        usage_missing=sum(r.usage_missing for r in ok), server={**(server or {}), **drafted(counted)},
+        usage_missing=sum(r.usage_missing for r in ok),
+        server={**(server or {}), **drafted(counted)},
         total_tok_s_lo=total * (1 - rel) if rel is not None else None,
         total_tok_s_hi=total * (1 + rel) if rel is not None else None,
-        req_tok_s_lo=speed_ci[1] if speed_ci else None, req_tok_s_hi=speed_ci[2] if speed_ci else None,
-        ttft_mean=ttft_ci[0] if ttft_ci else None, ttft_lo=ttft_ci[1] if ttft_ci else None,
+        req_tok_s_lo=speed_ci[1] if speed_ci else None,
+        req_tok_s_hi=speed_ci[2] if speed_ci else None,
+        ttft_mean=ttft_ci[0] if ttft_ci else None,
+        ttft_lo=ttft_ci[1] if ttft_ci else None,
         ttft_hi=ttft_ci[2] if ttft_ci else None,
-        itl_mean=itl_ci[0] if itl_ci else None, itl_lo=itl_ci[1] if itl_ci else None, itl_hi=itl_ci[2] if itl_ci else None,
-        short=sum(r.short for r in ok), over_asked=sum(r.over_asked for r in ok),
-        first_error=next((r.error for r in counted if r.error), None), failed=failed, attempts=attempts,
+        itl_mean=itl_ci[0] if itl_ci else None,
+        itl_lo=itl_ci[1] if itl_ci else None,
+        itl_hi=itl_ci[2] if itl_ci else None,
+        short=sum(r.short for r in ok),
+        over_asked=sum(r.over_asked for r in ok),
+        first_error=next((r.error for r in counted if r.error), None),
+        failed=failed,
+        attempts=attempts,
         retried=sum(r.retried for r in counted),
     )
 

@@ -26,8 +26,21 @@ from pydantic import (
     model_validator,
 )
 
-__all__ = ["EVENT_TYPES", "ClientPlacement", "Event", "EventError", "LevelDone", "LevelMetrics", "Said", "ServerFacts", "Shown",
-           "SweepDone", "SweepStarted", "decode_event", "decode_shown"]
+__all__ = [
+    "EVENT_TYPES",
+    "ClientPlacement",
+    "Event",
+    "EventError",
+    "LevelDone",
+    "LevelMetrics",
+    "Said",
+    "ServerFacts",
+    "Shown",
+    "SweepDone",
+    "SweepStarted",
+    "decode_event",
+    "decode_shown",
+]
 
 Seconds = Annotated[float, Field(ge=0)]
 
@@ -295,13 +308,13 @@ class LevelProgress(_Strict):
     streamed: NonNegativeInt | None = None  # tokens streamed in the level so far, finished requests or not
 
 
-Event = Annotated[SweepStarted | LevelStarted | Request | ServerMetrics | LevelRetry | LevelDone | SweepDone | LevelProgress,
-                  Field(discriminator="type")]
+Event = Annotated[
+    SweepStarted | LevelStarted | Request | ServerMetrics | LevelRetry | LevelDone | SweepDone | LevelProgress, Field(discriminator="type")
+]
 Shown = Annotated[Event | Said, Field(discriminator="type")]  # what a sweep's followers are handed
 _EVENT: TypeAdapter[Event] = TypeAdapter(Event)
 _SHOWN: TypeAdapter[Shown] = TypeAdapter(Shown)
-EVENT_TYPES = frozenset(("sweep_started", "level_started", "request", "metrics", "level_retry", "level_done", "sweep_done",
-                         "progress"))
+EVENT_TYPES = frozenset(("sweep_started", "level_started", "request", "metrics", "level_retry", "level_done", "sweep_done", "progress"))
 
 
 class RunMeta(BaseModel):

@@ -17,8 +17,7 @@ from console.schema import Int, PositiveInt, Seconds, Str, expect, validate
 DEFAULT_LEVELS = (1, 2, 5, 10, 30, 70, 100, 250)
 
 Levels = Annotated[tuple[PositiveInt, ...], Field(min_length=1), expect("a list of positive integers")]
-Requests = Annotated[Literal["auto", "c"] | Annotated[int, Strict(), Field(gt=0)],
-                     expect("'auto', 'c' or a positive integer")]
+Requests = Annotated[Literal["auto", "c"] | Annotated[int, Strict(), Field(gt=0)], expect("'auto', 'c' or a positive integer")]
 
 
 @with_config(ConfigDict(extra="forbid"))
@@ -61,8 +60,7 @@ class SweepSettings:
         return max(4 * c, self.min_requests or 16)
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()
-                if v is not None and v != {}}
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items() if v is not None and v != {}}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SweepSettings:
@@ -73,4 +71,3 @@ class SweepSettings:
     def validate(self) -> None:
         """Raises ValueError naming the key when a field is wrong (fields set directly are not checked)."""
         validate(SweepSettings, asdict(self))
-

@@ -52,15 +52,21 @@ def level_notes(e: LevelDone) -> str:
 
 def level_row(e: LevelDone) -> list[str]:
     ms = lambda v: None if v is None else v * 1000
-    return [str(e.c), with_interval(e.total_tok_s, e.total_tok_s_lo, e.total_tok_s_hi),
-            with_interval(e.req_tok_s_mean, e.req_tok_s_lo, e.req_tok_s_hi),
-            fmt_value(ms(e.ttft_p50), 0), fmt_value(ms(e.itl_p50)), fmt_value(ms(e.e2e_p90), 0),
-            fmt_value(e.gpu_watts, 0), "—" if e.joules_per_token is None else f"{e.joules_per_token:.3g}",
-            f"{e.errors}/{e.requests}", level_notes(e)]
+    return [
+        str(e.c),
+        with_interval(e.total_tok_s, e.total_tok_s_lo, e.total_tok_s_hi),
+        with_interval(e.req_tok_s_mean, e.req_tok_s_lo, e.req_tok_s_hi),
+        fmt_value(ms(e.ttft_p50), 0),
+        fmt_value(ms(e.itl_p50)),
+        fmt_value(ms(e.e2e_p90), 0),
+        fmt_value(e.gpu_watts, 0),
+        "—" if e.joules_per_token is None else f"{e.joules_per_token:.3g}",
+        f"{e.errors}/{e.requests}",
+        level_notes(e),
+    ]
 
 
-LEVEL_COLUMNS = ["C", "tok/s", "per-req tok/s", "TTFT p50 ms", "ITL p50 ms", "E2E p90 ms", "GPU W", "J/tok", "errors",
-                 "notes"]
+LEVEL_COLUMNS = ["C", "tok/s", "per-req tok/s", "TTFT p50 ms", "ITL p50 ms", "E2E p90 ms", "GPU W", "J/tok", "errors", "notes"]
 
 
 def ratio_text(v: Verdict | None) -> str:

@@ -27,8 +27,20 @@ from console.actions.campaign import ActionFailed, CampaignActions
 from console.config import Config, user_config_dir
 from console.tasks.tasklist import TaskError, TaskList
 
-ACTIONS = ("kill-stray", "verify-idle", "check-files", "start", "stop", "switch", "sweep", "compare", "repeat-uncertain",
-           "refine", "write-profile", "verify")
+ACTIONS = (
+    "kill-stray",
+    "verify-idle",
+    "check-files",
+    "start",
+    "stop",
+    "switch",
+    "sweep",
+    "compare",
+    "repeat-uncertain",
+    "refine",
+    "write-profile",
+    "verify",
+)
 
 
 @dataclass(frozen=True)
@@ -42,8 +54,18 @@ def check_action(action: str) -> list[str]:
     words = shlex.split(action)
     if not words or words[0] not in ACTIONS:
         raise TaskError(f"unknown action {action!r} (known: {', '.join(ACTIONS)})")
-    arity = {"start": (1,), "switch": (1,), "compare": (2,), "stop": (0,), "kill-stray": (0,), "verify-idle": (0,),
-             "refine": (0, 2), "repeat-uncertain": (0, 1, 2), "write-profile": (0, 2), "verify": (0, 1)}
+    arity = {
+        "start": (1,),
+        "switch": (1,),
+        "compare": (2,),
+        "stop": (0,),
+        "kill-stray": (0,),
+        "verify-idle": (0,),
+        "refine": (0, 2),
+        "repeat-uncertain": (0, 1, 2),
+        "write-profile": (0, 2),
+        "verify": (0, 1),
+    }
     if words[0] in arity and len(words) - 1 not in arity[words[0]]:
         counts = " or ".join(map(str, arity[words[0]]))
         raise TaskError(f"{words[0]} takes {counts} argument(s): {action!r}")

@@ -58,8 +58,13 @@ class Task:
         return next((t for t, s in reversed(self.history) if s == "in_progress"), None)
 
     def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"id": self.id, "content": self.content, "priority": self.priority,
-                                "status": self.status, "history": [list(h) for h in self.history]}
+        data: dict[str, Any] = {
+            "id": self.id,
+            "content": self.content,
+            "priority": self.priority,
+            "status": self.status,
+            "history": [list(h) for h in self.history],
+        }
         if self.action:
             data["action"] = self.action
         if self.result:
@@ -68,10 +73,15 @@ class Task:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Task:
-        return cls(content=str(data["content"]), priority=str(data.get("priority", "medium")),
-                   status=str(data.get("status", "pending")), id=str(data.get("id") or uuid.uuid4().hex[:8]),
-                   history=tuple((float(t), str(s)) for t, s in data.get("history", ())),
-                   action=data.get("action"), result=data.get("result"))
+        return cls(
+            content=str(data["content"]),
+            priority=str(data.get("priority", "medium")),
+            status=str(data.get("status", "pending")),
+            id=str(data.get("id") or uuid.uuid4().hex[:8]),
+            history=tuple((float(t), str(s)) for t, s in data.get("history", ())),
+            action=data.get("action"),
+            result=data.get("result"),
+        )
 
 
 class NotATaskList(TaskError):
@@ -200,23 +210,27 @@ class TaskList:
             if busy:
                 raise TaskError(f"task {busy[0]} is already in progress: finish it first, or insist")
         task = self.tasks[i]
-        changed = replace(task, status=status, history=(*task.history, (time.time(), status)),
-                          result=result if result is not None else task.result)
-        self._change([*self.tasks[:i], changed, *self.tasks[i + 1:]])
+        changed = replace(
+            task, status=status, history=(*task.history, (time.time(), status)), result=result if result is not None else task.result
+        )
+        self._change([*self.tasks[:i], changed, *self.tasks[i + 1 :]])
         return changed
 
     def edit(self, number: int, *, content: str | None = None, priority: str | None = None) -> Task:
         i = self.index_of(number)
         task = self.tasks[i]
-        changed = replace(task, content=check_text(content) if content is not None else task.content,
-                          priority=priority if priority is not None else task.priority)
-        self._change([*self.tasks[:i], changed, *self.tasks[i + 1:]])
+        changed = replace(
+            task,
+            content=check_text(content) if content is not None else task.content,
+            priority=priority if priority is not None else task.priority,
+        )
+        self._change([*self.tasks[:i], changed, *self.tasks[i + 1 :]])
         return changed
 
     def delete(self, number: int) -> Task:
         i = self.index_of(number)
         task = self.tasks[i]
-        self._change([*self.tasks[:i], *self.tasks[i + 1:]])
+        self._change([*self.tasks[:i], *self.tasks[i + 1 :]])
         return task
 
     def move(self, number: int, offset: int) -> None:
@@ -240,8 +254,7 @@ class TaskList:
 
     def export_todos(self) -> str:
         """The todo format as coding assistants write it: content, priority, status."""
-        return json.dumps({"todos": [{"content": t.content, "priority": t.priority, "status": t.status}
-                                     for t in self.tasks]})
+        return json.dumps({"todos": [{"content": t.content, "priority": t.priority, "status": t.status} for t in self.tasks]})
 
     @property
     def done_count(self) -> tuple[int, int]:
@@ -253,8 +266,11 @@ def merge(base: list[Task], ours: list[Task], theirs: list[Task]) -> list[Task]:
     """Three-way merge by task id: each side's changes to different tasks are both kept."""
     by_id = {t.id: t for t in base}
     ours_by, theirs_by = {t.id: t for t in ours}, {t.id: t for t in theirs}
-    conflicts = [i for i in ours_by.keys() & theirs_by.keys()
-                 if ours_by[i] != by_id.get(i) and theirs_by[i] != by_id.get(i) and ours_by[i] != theirs_by[i]]
+    conflicts = [
+        i
+        for i in ours_by.keys() & theirs_by.keys()
+        if ours_by[i] != by_id.get(i) and theirs_by[i] != by_id.get(i) and ours_by[i] != theirs_by[i]
+    ]
     if conflicts:
         content = ours_by[conflicts[0]].content
         raise TaskError(f"another console changed the task {content!r} at the same time: reload (r) and redo the change")

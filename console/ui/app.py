@@ -12,6 +12,7 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Container
 from textual.filter import LineFilter
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import DataTable, Footer
@@ -47,6 +48,7 @@ def _import_later() -> None:
     for name in IMPORT_LATER:
         importlib.import_module(name)
 
+
 PANES = ("gpus", "server", "tasks", "sweep")
 JOB_GPUS_S = 5.0  # a Slurm login node: how often its job's nodes are sampled (each time a short srun step)
 WIDE_COLUMNS = 160  # from this many columns the right-hand panes (the Server log, the Sweep chart) get the wider share
@@ -59,8 +61,14 @@ class PivotApp(App[None]):
     _recolour: Recolour | None = None  # the line filter for the theme variables in use (get_line_filters)
     BINDINGS = [
         Binding("tab", "focus_next_pane", "Next pane", show=False, id="app.next", tooltip="Move the focus to the next pane"),
-        Binding("shift+tab", "focus_previous_pane", "Previous pane", show=False, id="app.previous",
-                tooltip="Move the focus to the previous pane"),
+        Binding(
+            "shift+tab",
+            "focus_previous_pane",
+            "Previous pane",
+            show=False,
+            id="app.previous",
+            tooltip="Move the focus to the previous pane",
+        ),
         Binding("1", "focus_pane('gpus')", "GPUs", show=False, id="app.gpus", tooltip="Focus the GPU pane"),
         Binding("2", "focus_pane('server')", "Server", show=False, id="app.server", tooltip="Focus the Server pane"),
         Binding("3", "focus_pane('tasks')", "Tasks", show=False, id="app.tasks", tooltip="Focus the Tasks pane"),
@@ -68,14 +76,22 @@ class PivotApp(App[None]):
         Binding("z", "toggle_zoom", "Zoom", id="app.zoom", tooltip="Show the focused pane on the whole screen, or all panes again"),
         Binding("r", "reconnect", "Reconnect", show=False, id="app.reconnect", tooltip="Drop and re-establish the SSH connection"),
         Binding("question_mark,f1", "help", "Help", id="app.help", tooltip="Every key, pane by pane"),
-        Binding("E", "event_log", "Events", show=False, id="app.events",
-                tooltip="The campaign's event log: kills, starts, sweeps, task changes"),
+        Binding(
+            "E", "event_log", "Events", show=False, id="app.events", tooltip="The campaign's event log: kills, starts, sweeps, task changes"
+        ),
         Binding("ctrl+p", "command_palette", "Palette", show=False, id="app.palette", tooltip="Commands for the current state"),
         Binding("q", "quit", "Quit", id="app.quit", tooltip="Quit (the server and processes on the host are left as they are)"),
     ]
 
-    def __init__(self, session: Session, *, theme: str | None = None, readonly: bool = False,
-                 notes: list[str] | None = None, telemetry: EarlyStream | None = None):
+    def __init__(
+        self,
+        session: Session,
+        *,
+        theme: str | None = None,
+        readonly: bool = False,
+        notes: list[str] | None = None,
+        telemetry: EarlyStream | None = None,
+    ):
         """The session holds what every pane works with: config, connection, telemetry, lifecycle, sweeps, events.
         notes: lines the help screen shows first. telemetry: the session's telemetry stream, already started (else the
         app starts reading it when mounted)."""
@@ -101,11 +117,17 @@ class PivotApp(App[None]):
         panes = self.query(GpuPane)
         return panes.first() if panes else None
 
-    def notify(self, message: str, *, title: str = "", severity: str = "information", timeout: float | None = None,
-               markup: bool = True) -> None:
+    def notify(
+        self, message: str, *, title: str = "", severity: SeverityLevel = "information", timeout: float | None = None, markup: bool = True
+    ) -> None:
         """Notifications carry data (paths, commands, errors quoting the host): never markup, never a raw escape."""
-        super().notify(visible(message, newlines=True), title=visible(title), severity=severity, timeout=timeout,  # type: ignore[arg-type]
-                       markup=False)
+        super().notify(
+            visible(message, newlines=True),
+            title=visible(title),
+            severity=severity,
+            timeout=timeout,
+            markup=False,
+        )
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return variable_defaults(self.current_theme)
@@ -120,8 +142,9 @@ class PivotApp(App[None]):
     def compose(self) -> ComposeResult:
         session, readonly = self.session, self.readonly
         spec = session.spec
-        unsampled = None if spec is None or (spec.gpus and spec.role != "slurm") else \
-            "Slurm login node" if spec.role == "slurm" else "no GPUs"
+        unsampled = (
+            None if spec is None or (spec.gpus and spec.role != "slurm") else "Slurm login node" if spec.role == "slurm" else "no GPUs"
+        )
         yield HostStatus(session.host_label, local=spec is None, readonly=readonly, unsampled=unsampled, id="host-status")
         yield LinkBanner(session.host_label, id="link-banner")
         with Container(id="panes"):
@@ -181,9 +204,13 @@ class PivotApp(App[None]):
                 problem = ""
             self._gpus_watched()
             lines = [node_line(name, sample, self.session.config.idle_threshold_mib) for name, sample in nodes]
-            bars.no_gpus("\n".join(lines) if lines else problem or
-                         f"{self.session.host_label} is a Slurm login node: the GPUs are its jobs' nodes', shown here while "
-                         "pivot's job runs (read-only: kill from the GPU hosts' own consoles)")
+            bars.no_gpus(
+                "\n".join(lines)
+                if lines
+                else problem
+                or f"{self.session.host_label} is a Slurm login node: the GPUs are its jobs' nodes', shown here while "
+                "pivot's job runs (read-only: kill from the GPU hosts' own consoles)"
+            )
             await asyncio.sleep(JOB_GPUS_S)
 
     @work(exclusive=True, group="telemetry", exit_on_error=False)
@@ -261,31 +288,31 @@ class PivotApp(App[None]):
         yield from super().get_system_commands(screen)
         for pane_id, name in (("gpus", "GPUs"), ("server", "Server"), ("tasks", "Tasks"), ("sweep", "Sweep")):
             yield SystemCommand(f"focus {name}", f"move the focus to the {name} pane", partial(self.action_focus_pane, pane_id))
-        yield SystemCommand("zoom the focused pane", "show one pane on the whole screen, or all four again",
-                            self.action_toggle_zoom)
+        yield SystemCommand("zoom the focused pane", "show one pane on the whole screen, or all four again", self.action_toggle_zoom)
         yield SystemCommand("reconnect", "drop and re-establish the SSH connection", self.action_reconnect)
         yield SystemCommand("help: keys", "every key of every pane", self.action_help)
         yield SystemCommand("event log", "every kill, start, stop, sweep, comparison and task change", self.action_event_log)
         pane = self.gpu_pane
         if pane is not None and pane.sample is not None and (stray := len({p.pid for p in pane.sample.stray})):
-            yield SystemCommand(f"kill {stray} stray process{'es' if stray != 1 else ''}",
-                                "read-only: off" if self.readonly else
-                                "SIGTERM, then SIGKILL after the grace period, after a confirmation",
-                                self._refused("kill") if self.readonly else pane.action_kill_stray)
+            yield SystemCommand(
+                f"kill {stray} stray process{'es' if stray != 1 else ''}",
+                "read-only: off" if self.readonly else "SIGTERM, then SIGKILL after the grace period, after a confirmation",
+                self._refused("kill") if self.readonly else pane.action_kill_stray,
+            )
         if sweep := self.query(SweepPane):
             sweep_pane = sweep.first()
             yield SystemCommand("compare the last two runs", "crossover, saturation and recommendation", sweep_pane.action_compare)
             if self.readonly:
                 yield SystemCommand("start a sweep", "read-only: off", self._refused("a sweep"))
             elif sweep_pane.check_action("new_sweep", ()):
-                yield SystemCommand("start a sweep", "choose levels and settings, then sweep the running server",
-                                    sweep_pane.action_new_sweep)
+                yield SystemCommand(
+                    "start a sweep", "choose levels and settings, then sweep the running server", sweep_pane.action_new_sweep
+                )
         for theme in sorted(self.available_themes):
             yield SystemCommand(f"theme: {theme}", "switch the colour theme", partial(setattr, self, "theme", theme))
 
     def _refused(self, what: str) -> Callable[[], None]:
-        return lambda: self.notify(f"read-only: {what} is off (pivot was started with --readonly)", severity="warning",
-                                   timeout=4)
+        return lambda: self.notify(f"read-only: {what} is off (pivot was started with --readonly)", severity="warning", timeout=4)
 
     def action_focus_pane(self, pane: str) -> None:
         target = self.query_one(f"#{pane}")
@@ -346,8 +373,9 @@ class PivotApp(App[None]):
         happens, rather than nothing."""
         pane = self._pane_of(self.focused)
         if isinstance(pane, Pane) and (binding := pane.readonly_binding(event.key)) is not None:
-            self.notify(f"read-only: {binding.description.lower()} is off (pivot was started with --readonly)",
-                        severity="warning", timeout=4)
+            self.notify(
+                f"read-only: {binding.description.lower()} is off (pivot was started with --readonly)", severity="warning", timeout=4
+            )
             event.stop()
 
     def action_reconnect(self) -> None:

@@ -69,5 +69,4 @@ class Recolour(LineFilter):
 
     def apply(self, segments: list[Segment], background: Color) -> list[Segment]:
         restyle = self.restyle
-        return [Segment(text, restyle(style) if style is not None else None, control)
-                for text, style, control in segments]
+        return [Segment(text, restyle(style) if style is not None else None, control) for text, style, control in segments]

@@ -26,9 +26,11 @@ class FleetApp(App[str | None]):
 
     TITLE = "pivot fleet"
     CSS = "#fleet-head { padding: 0 1; color: $text-muted; } DataTable { height: 1fr; }"
-    BINDINGS = [Binding("enter", "open_host", "Open host", show=True),
-                Binding("K", "kill_stray", "Kill stray", tooltip="Kill the highlighted host's stray processes (asks first)"),
-                Binding("q", "quit", "Quit")]
+    BINDINGS = [
+        Binding("enter", "open_host", "Open host", show=True),
+        Binding("K", "kill_stray", "Kill stray", tooltip="Kill the highlighted host's stray processes (asks first)"),
+        Binding("q", "quit", "Quit"),
+    ]
 
     def __init__(self, config: Config, *, theme: str | None = None, fleet: FleetWatch | None = None, readonly: bool = False):
         """readonly: no kill (--readonly)."""
@@ -41,8 +43,9 @@ class FleetApp(App[str | None]):
         self.theme = theme if theme in self.available_themes else DEFAULT_THEME
 
     def compose(self) -> ComposeResult:
-        yield Static(f"{len(self.fleet.sessions)} GPU hosts, followed at once: Enter opens one, K kills its strays, q quits",
-                     id="fleet-head")
+        yield Static(
+            f"{len(self.fleet.sessions)} GPU hosts, followed at once: Enter opens one, K kills its strays, q quits", id="fleet-head"
+        )
         yield DataTable(id="fleet", cursor_type="row", zebra_stripes=True)
         yield Footer()
 
@@ -93,8 +96,11 @@ class FleetApp(App[str | None]):
             self.notify(f"{host}: {e}", title="Not killed", severity="error")
             return
         failed = [o.describe() for o in report.outcomes if not o.ended]
-        self.notify("\n".join([*failed, *report.advice]) or f"{host}: {len(report.outcomes)} ended; the line shows the "
-                    "memory as it comes back (Enter opens the host for more)", severity="warning" if failed else "information")
+        self.notify(
+            "\n".join([*failed, *report.advice])
+            or f"{host}: {len(report.outcomes)} ended; the line shows the memory as it comes back (Enter opens the host for more)",
+            severity="warning" if failed else "information",
+        )
 
     async def on_unmount(self) -> None:
         await self.fleet.close()

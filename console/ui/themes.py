@@ -31,8 +31,14 @@ ANSI_DEFAULTS = {"gpu-mem-high": "ansi_bright_red", "gpu-stray": "ansi_yellow", 
 # series on the right axis, the level in progress and client-bound points, the frame with its ticks and title)
 DERIVED_VARIABLES = {
     "pane-border": "foreground 50%",
-    "chart-run": "foreground", "chart-1": "accent", "chart-2": "secondary", "chart-3": "primary", "chart-4": "success",
-    "chart-second": "warning", "chart-live": "error", "chart-axes": "foreground",
+    "chart-run": "foreground",
+    "chart-1": "accent",
+    "chart-2": "secondary",
+    "chart-3": "primary",
+    "chart-4": "success",
+    "chart-second": "warning",
+    "chart-live": "error",
+    "chart-axes": "foreground",
 }
 COLOUR_VARIABLES = [*VARIABLE_DEFAULTS, *DERIVED_VARIABLES]
 
@@ -47,6 +53,8 @@ def _is_colour(value: str) -> bool:
 
 COLOUR_PROBLEM = "expected a colour (a name, #rrggbb, rgb(r,g,b), ansi_…), got {value}"
 Colour = Annotated[Str, must(_is_colour, COLOUR_PROBLEM)]
+
+
 def _colours(value: dict[str, str]) -> dict[str, str]:
     """pivot's own variables must be colours; a theme's other variables are Textual's business."""
     for key in COLOUR_VARIABLES:

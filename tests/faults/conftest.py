@@ -101,9 +101,21 @@ async def serving(host: Host, answer: Answer, pidfile: str | None = None, **reco
     port = server.sockets[0].getsockname()[1]
     process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
     host.workdir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    (host.workdir / "server.json").write_text(json.dumps({
-        "profile": "baseline", "argv": ["serve"], "pid": process.pid, "start_ticks": proc_start_ticks(process.pid),
-        "started": time.time(), "host": "127.0.0.1", "port": port, "kind": "sglang", **record}))
+    (host.workdir / "server.json").write_text(
+        json.dumps(
+            {
+                "profile": "baseline",
+                "argv": ["serve"],
+                "pid": process.pid,
+                "start_ticks": proc_start_ticks(process.pid),
+                "started": time.time(),
+                "host": "127.0.0.1",
+                "port": port,
+                "kind": "sglang",
+                **record,
+            }
+        )
+    )
     (host.workdir / "server.pid").write_text(f"{process.pid}\n" if pidfile is None else pidfile)
     try:
         yield FakeServer(process, port, host.workdir / "server.log")
@@ -129,17 +141,32 @@ async def managed_server(host: Host) -> AsyncIterator[FakeServer]:
 async def pivot(config_path: Path, *args: str, stdin: bytes | None = None, timeout: float = 120) -> tuple[int, str, str]:
     """The `pivot` command in a process of its own, while this event loop keeps serving the in-process host."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "console", "--config", str(config_path), *args,
-        stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        sys.executable,
+        "-m",
+        "console",
+        "--config",
+        str(config_path),
+        *args,
+        stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     out, err = await asyncio.wait_for(proc.communicate(stdin), timeout)
     assert proc.returncode is not None
     return proc.returncode, out.decode(), err.decode()
 
 
-def run_pivot(config_path: Path, *args: str, stdin: str | None = None, cwd: Path | None = None,
-              timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "console", "--config", str(config_path), *args], input=stdin,
-                          capture_output=True, text=True, timeout=timeout, cwd=cwd)
+def run_pivot(
+    config_path: Path, *args: str, stdin: str | None = None, cwd: Path | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "console", "--config", str(config_path), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+    )
 
 
 def rendered(widget: Widget) -> str:

@@ -19,15 +19,18 @@ def chunk(data: object) -> bytes:
     return b"data: " + json.dumps(data).encode() + b"\n\n"
 
 
-def good_stream(max_tokens: int, *, per_chunk: int = 1, usage: bool = True, finish: str = "length",
-                stop_after: int | None = None) -> list[bytes]:
+def good_stream(
+    max_tokens: int, *, per_chunk: int = 1, usage: bool = True, finish: str = "length", stop_after: int | None = None
+) -> list[bytes]:
     out, sent = [], 0
     limit = stop_after or max_tokens
     while sent < limit:
         n = min(per_chunk, limit - sent)
         sent += n
-        body: dict[str, object] = {**GOOD_CHUNK, "choices": [{"index": 0, "text": " tok" * n,
-                                                            "finish_reason": finish if sent >= limit else None}]}
+        body: dict[str, object] = {
+            **GOOD_CHUNK,
+            "choices": [{"index": 0, "text": " tok" * n, "finish_reason": finish if sent >= limit else None}],
+        }
         if usage:
             body["usage"] = {"prompt_tokens": 4, "completion_tokens": sent, "total_tokens": 4 + sent}
         out.append(chunk(body))
@@ -35,9 +38,16 @@ def good_stream(max_tokens: int, *, per_chunk: int = 1, usage: bool = True, fini
 
 
 async def stream_body(mode: str, max_tokens: int, writer: asyncio.StreamWriter) -> None:
-    bad = {"choices_str": {"choices": "str"}, "choices_null": {"choices": [None]}, "usage_list": {**GOOD_CHUNK, "usage": [1]},
-           "tokens_abc": {**GOOD_CHUNK, "usage": {"completion_tokens": "abc"}}, "top_list": [1, 2, 3], "top_null": None,
-           "top_number": 5, "usage_huge": {**GOOD_CHUNK, "usage": {"completion_tokens": 10**30}}}
+    bad = {
+        "choices_str": {"choices": "str"},
+        "choices_null": {"choices": [None]},
+        "usage_list": {**GOOD_CHUNK, "usage": [1]},
+        "tokens_abc": {**GOOD_CHUNK, "usage": {"completion_tokens": "abc"}},
+        "top_list": [1, 2, 3],
+        "top_null": None,
+        "top_number": 5,
+        "usage_huge": {**GOOD_CHUNK, "usage": {"completion_tokens": 10**30}},
+    }
     if mode in bad:
         writer.write(chunk(GOOD_CHUNK) + chunk(bad[mode]))
         return
@@ -88,15 +98,17 @@ async def handle(mode: str, reader: asyncio.StreamReader, writer: asyncio.Stream
             if path == "/v1/models":
                 data = {"data": "not a list"} if mode == "models_bad" else {"data": [{"id": "hostile"}]}
                 payload = json.dumps(data).encode()
-                writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "
-                             + str(len(payload)).encode() + b"\r\n\r\n" + payload)
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "
+                    + str(len(payload)).encode()
+                    + b"\r\n\r\n"
+                    + payload
+                )
             elif path == "/v1/completions" and mode == "redirect":  # to another service on the operator's loopback
-                writer.write(b"HTTP/1.1 307 Temporary Redirect\r\nlocation: http://127.0.0.1:9/v1/completions\r\n"
-                             b"content-length: 0\r\n\r\n")
+                writer.write(b"HTTP/1.1 307 Temporary Redirect\r\nlocation: http://127.0.0.1:9/v1/completions\r\ncontent-length: 0\r\n\r\n")
             elif path == "/v1/completions" and mode == "error_body":
                 payload = b"\x1b]0;pwned\x07\x1b[2J boom"
-                writer.write(b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: " + str(len(payload)).encode()
-                             + b"\r\n\r\n" + payload)
+                writer.write(b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: " + str(len(payload)).encode() + b"\r\n\r\n" + payload)
             elif path == "/v1/completions":
                 writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n")
                 await stream_body(mode, int(body.get("max_tokens", 16)), writer)

@@ -1,6 +1,6 @@
 """A console that streams telemetry and is then killed with SIGKILL by a test: it prints its agent's pid, then waits.
 
-    python telemetry_client.py PIVOT_TOML
+python telemetry_client.py PIVOT_TOML
 """
 
 from __future__ import annotations

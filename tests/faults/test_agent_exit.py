@@ -29,8 +29,7 @@ def gone(pid: int) -> bool:
 async def test_an_agent_ends_when_its_console_is_killed(host: Host, caplog: pytest.LogCaptureFixture) -> None:
     agents = []
     for _ in range(3):
-        client = await asyncio.create_subprocess_exec(sys.executable, str(CLIENT), str(host.config_path),
-                                                      stdout=subprocess.PIPE)
+        client = await asyncio.create_subprocess_exec(sys.executable, str(CLIENT), str(host.config_path), stdout=subprocess.PIPE)
         assert client.stdout is not None
         agent = int(await asyncio.wait_for(client.stdout.readline(), 60))
         assert not gone(agent)

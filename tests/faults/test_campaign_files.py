@@ -18,8 +18,9 @@ from console.remote.errors import Disconnected
 
 
 def pivot(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "console", *args], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, **(env or {})}, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "console", *args], capture_output=True, text=True, timeout=60, env={**os.environ, **(env or {})}, cwd=cwd
+    )
 
 
 def test_a_jump_loop_is_one_line_naming_it(tmp_path: Path) -> None:
@@ -43,8 +44,7 @@ def test_an_extends_chain_too_deep_is_one_line_not_a_recursion_error(tmp_path: P
 
 @pytest.mark.parametrize(("value", "said"), [("NaN", "is nan"), ("Infinity", "is inf"), ("-5", "is negative")])
 def test_an_import_of_nonsense_numbers_is_refused_naming_the_line(tmp_path: Path, value: str, said: str) -> None:
-    line = ('{"max_concurrency": 4, "completed": 16, "duration": 10.0, "output_throughput": ' + value
-            + ', "mean_tpot_ms": 10.0}\n')
+    line = '{"max_concurrency": 4, "completed": 16, "duration": 10.0, "output_throughput": ' + value + ', "mean_tpot_ms": 10.0}\n'
     (tmp_path / "old.jsonl").write_text(line)
     (tmp_path / "pivot.toml").write_text(f'campaign_dir = "{tmp_path / "campaign"}"\n')
     done = pivot("--config", str(tmp_path / "pivot.toml"), "runs", "import", str(tmp_path / "old.jsonl"))

@@ -27,15 +27,25 @@ def one_line_error(result: subprocess.CompletedProcess[str] | tuple[int, str, st
     return lines[0]
 
 
-@pytest.mark.parametrize(("args", "names"), [
-    (["tasks", "delete"], ["tasks delete", "task number"]),
-    (["tasks", "start", "abc"], ["tasks start", "'abc'"]),
-    (["tasks", "done"], ["tasks done", "task numbers"]),
-    (["tasks", "delete", "7"], ["no task 7"]),
-    (["tasks", "import", "nope.json"], ["nope.json"]),
-    (["events", "--export", "nodir/x"], ["nodir/x"]),
-], ids=["delete-without-number", "start-abc", "done-without-numbers", "delete-missing-task", "import-missing-file",
-        "export-into-missing-dir"])
+@pytest.mark.parametrize(
+    ("args", "names"),
+    [
+        (["tasks", "delete"], ["tasks delete", "task number"]),
+        (["tasks", "start", "abc"], ["tasks start", "'abc'"]),
+        (["tasks", "done"], ["tasks done", "task numbers"]),
+        (["tasks", "delete", "7"], ["no task 7"]),
+        (["tasks", "import", "nope.json"], ["nope.json"]),
+        (["events", "--export", "nodir/x"], ["nodir/x"]),
+    ],
+    ids=[
+        "delete-without-number",
+        "start-abc",
+        "done-without-numbers",
+        "delete-missing-task",
+        "import-missing-file",
+        "export-into-missing-dir",
+    ],
+)
 def test_bad_arguments_are_one_line(campaign_config: Path, args: list[str], names: list[str]) -> None:
     one_line_error(run_pivot(campaign_config, *args, cwd=campaign_config.parent), *names)
 
@@ -49,8 +59,11 @@ def test_an_import_nested_too_deeply_or_not_utf8_is_one_line(campaign_config: Pa
     one_line_error(run_pivot(campaign_config, "tasks", "import", str(latin)), "latin.json", "not UTF-8")
 
 
-@pytest.mark.parametrize(("content", "why"), [(b"bad \xff\xfe", "not UTF-8: byte 0xff at offset 4"),
-                                             (b"[" * 100_000, "nested too deeply")], ids=["not-utf8", "nested"])
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [(b"bad \xff\xfe", "not UTF-8: byte 0xff at offset 4"), (b"[" * 100_000, "nested too deeply")],
+    ids=["not-utf8", "nested"],
+)
 def test_a_task_file_that_does_not_load_is_named_and_set_aside(campaign_config: Path, content: bytes, why: str) -> None:
     campaign = campaign_config.parent / "campaign"
     campaign.mkdir()
@@ -85,8 +98,14 @@ def read_only_campaign() -> Iterator[tuple[list[str], Path]]:
 
 def test_a_corrupt_list_in_a_read_only_campaign_is_one_line(read_only_campaign: tuple[list[str], Path]) -> None:
     prefix, top = read_only_campaign
-    result = subprocess.run([*prefix, sys.executable, "-m", "console", "--config", str(top / "pivot.toml"), "tasks", "list"],
-                            capture_output=True, text=True, timeout=60, cwd=top, env={**os.environ, "HOME": str(top)})
+    result = subprocess.run(
+        [*prefix, sys.executable, "-m", "console", "--config", str(top / "pivot.toml"), "tasks", "list"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=top,
+        env={**os.environ, "HOME": str(top)},
+    )
     line = one_line_error(result, "tasks.json: not a task list", "cannot set it aside (Permission denied)")
     assert "Traceback" not in result.stdout and line
     assert (top / "campaign" / "tasks.json").read_text() == '{"tasks": [{"content": "half'  # left as it was
@@ -112,7 +131,10 @@ async def test_end_of_input_at_the_kill_and_trust_prompts_is_a_no(sim: SimHost, 
     empty = tmp_path / "known_hosts"
     empty.write_text("")
     config = tmp_path / "pivot.toml"
-    config.write_text("\n".join(f'known_hosts = "{empty}"' if line.startswith("known_hosts") else line
-                                for line in sim.config_path.read_text().splitlines()))
+    config.write_text(
+        "\n".join(
+            f'known_hosts = "{empty}"' if line.startswith("known_hosts") else line for line in sim.config_path.read_text().splitlines()
+        )
+    )
     status, out, err = await pivot(config, "trust", "demo", stdin=b"")
     assert status == 1 and "not added" in out and "Traceback" not in err and empty.read_text() == "", out + err

@@ -43,8 +43,12 @@ def test_a_starved_load_generator_flags_its_levels(start_server, sim_env, tmp_pa
     try:
         settings = SweepSettings(levels=(8,), requests=24, max_tokens=64, input_tokens=16)
         run = create_run(tmp_path / "campaign", RunMeta(profile="p", settings=settings.to_dict()))
-        done = subprocess.run(["taskset", "-c", str(cpu), sys.executable, "-m", "console.sweep.loadgen", "--url",
-                               server.url, "--run-dir", str(run.dir)], capture_output=True, text=True, timeout=300)
+        done = subprocess.run(
+            ["taskset", "-c", str(cpu), sys.executable, "-m", "console.sweep.loadgen", "--url", server.url, "--run-dir", str(run.dir)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     finally:
         for hog in hogs:
             hog.kill()

@@ -15,18 +15,30 @@ from tests.conftest import wait_for
 from tests.fake_telemetry import FakeTelemetry
 from tests.faults.conftest import Host, pivot, serving
 
-GOOD = {"profile": "baseline", "argv": ["serve"], "pid": 1, "start_ticks": 1, "started": 1.0, "host": "127.0.0.1",
-        "port": 30000, "kind": "sglang"}
+GOOD = {
+    "profile": "baseline",
+    "argv": ["serve"],
+    "pid": 1,
+    "start_ticks": 1,
+    "started": 1.0,
+    "host": "127.0.0.1",
+    "port": 30000,
+    "kind": "sglang",
+}
 
 
-@pytest.mark.parametrize(("text", "said"), [
-    (json.dumps({**GOOD, "started": "yesterday"}), "started: Input should be a valid number"),
-    (json.dumps({**GOOD, "start_ticks": "soon"}), "start_ticks: Input should be a valid integer"),
-    (json.dumps({**GOOD, "pid": "4100"}), "pid: Input should be a valid integer"),
-    (json.dumps([GOOD]), "Input should be an object"),
-    ('{"profile": "baseline", ', "Invalid JSON"),
-    ("BIG", "server.json is over 256 KiB"),
-], ids=["started", "start_ticks", "pid", "list", "cut", "big"])
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        (json.dumps({**GOOD, "started": "yesterday"}), "started: Input should be a valid number"),
+        (json.dumps({**GOOD, "start_ticks": "soon"}), "start_ticks: Input should be a valid integer"),
+        (json.dumps({**GOOD, "pid": "4100"}), "pid: Input should be a valid integer"),
+        (json.dumps([GOOD]), "Input should be an object"),
+        ('{"profile": "baseline", ', "Invalid JSON"),
+        ("BIG", "server.json is over 256 KiB"),
+    ],
+    ids=["started", "start_ticks", "pid", "list", "cut", "big"],
+)
 async def test_a_record_pivot_did_not_write_reads_unknown_with_why(host: Host, text: str, said: str) -> None:
     host.workdir.mkdir(mode=0o700, exist_ok=True)  # as pivot left it
     text = json.dumps({**GOOD, "argv": ["x" * 1024] * 300}) if text == "BIG" else text
@@ -119,8 +131,10 @@ async def test_the_gpu_watch_survives_an_error_nobody_foresaw_and_says_it_in_its
     app = PivotApp(Session(cfg, None, local=True, via="console", telemetry=telemetry))  # type: ignore[arg-type]
     async with app.run_test(size=(100, 30)):
         pane = app.query_one(GpuPane)
-        await wait_for(lambda: "watching the GPUs failed (TypeError: 'NoneType' object is not subscriptable); "
-                               "trying again in 1 s" in _problem(pane), timeout=10)
+        await wait_for(
+            lambda: "watching the GPUs failed (TypeError: 'NoneType' object is not subscriptable); trying again in 1 s" in _problem(pane),
+            timeout=10,
+        )
         await wait_for(lambda: pane.sample is not None, timeout=15)  # watched again
         await wait_for(lambda: not _problem(pane), timeout=5)
         assert app.is_running
@@ -162,8 +176,9 @@ async def test_a_model_info_list_and_a_malformed_pid_file_leave_the_state_readab
             while True:
                 head = (await reader.readuntil(b"\r\n\r\n")).decode()
                 body = b"[1, 2, 3]" if head.startswith("GET /model_info") else b"ok"
-                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
-                             + str(len(body)).encode() + b"\r\n\r\n" + body)
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+                )
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):
             writer.close()
@@ -201,5 +216,6 @@ def test_a_level_from_the_host_whose_numbers_are_not_numbers_is_not_kept_and_is_
         "the load generator on gpu1 sent a level_done event pivot cannot read (level_done.total_tok_s: Input should be "
         "a valid number): not kept",
         "the load generator on gpu1 sent a level_done event pivot cannot read (level_done.total_tok_s: Input should be "
-        "a finite number): not kept"]
+        "a finite number): not kept",
+    ]
     assert generator._take({**level, "seq": 3, "total_tok_s": 812.5}) is not None and len(sink.kept) == 1

@@ -17,8 +17,7 @@ from console.sweep.runs.store import create_run, open_run
 from console.sweep.settings import SweepSettings
 from tests.conftest import free_port
 
-FAST = SweepSettings(levels=(1,), requests=4, max_tokens=16, input_tokens=8, idle_timeout_s=2, timeout_s=20,
-                     server_wait_s=1)
+FAST = SweepSettings(levels=(1,), requests=4, max_tokens=16, input_tokens=8, idle_timeout_s=2, timeout_s=20, server_wait_s=1)
 
 
 @pytest.fixture
@@ -27,8 +26,7 @@ def hostile() -> Iterator[object]:
 
     def start(mode: str) -> str:
         port = free_port()
-        proc = subprocess.Popen([sys.executable, "-m", "tests.faults.hostile_server", mode, str(port)],
-                                stdout=subprocess.PIPE, text=True)
+        proc = subprocess.Popen([sys.executable, "-m", "tests.faults.hostile_server", mode, str(port)], stdout=subprocess.PIPE, text=True)
         servers.append(proc)
         assert proc.stdout and proc.stdout.readline().strip() == "listening"
         return f"http://127.0.0.1:{port}"
@@ -41,8 +39,12 @@ def hostile() -> Iterator[object]:
 
 def sweep(url: str, tmp_path: Path, settings: SweepSettings = FAST) -> tuple[int, list[dict], str]:
     run = create_run(tmp_path / "campaign", RunMeta(profile="hostile", settings=settings.to_dict()))
-    done = subprocess.run([sys.executable, "-m", "console.sweep.loadgen", "--url", url, "--run-dir", str(run.dir)],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "console.sweep.loadgen", "--url", url, "--run-dir", str(run.dir)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     events = [json.loads(line) for line in done.stdout.splitlines()]
     return done.returncode, events, done.stderr
 
@@ -51,16 +53,25 @@ def errors(events: list[dict]) -> list[str]:
     return [e["error"] for e in events if e["type"] == "request" and e["error"]]
 
 
-@pytest.mark.parametrize(("mode", "reason"), [
-    ("choices_str", "choices is not a list"), ("choices_null", "a choice that is not an object"),
-    ("usage_list", "usage is not an object"), ("tokens_abc", "completion_tokens is not a token count"),
-    ("usage_huge", "completion_tokens is not a token count"), ("top_list", "a chunk that is not a JSON object"),
-    ("top_null", "a chunk that is not a JSON object"), ("top_number", "a chunk that is not a JSON object"),
-    ("deep_json", "malformed SSE data"), ("cut", "the stream was cut off after"),
-    ("endless", "the stream went on past 80 chunks for max_tokens 16"),
-    ("unterminated", "the server sent a line longer than 1024 KiB"),
-    ("stall", "timeout: no data for 2 s"), ("error_body", "HTTP 500: \\x1b]0;pwned\\x07\\x1b[2J boom"),
-])
+@pytest.mark.parametrize(
+    ("mode", "reason"),
+    [
+        ("choices_str", "choices is not a list"),
+        ("choices_null", "a choice that is not an object"),
+        ("usage_list", "usage is not an object"),
+        ("tokens_abc", "completion_tokens is not a token count"),
+        ("usage_huge", "completion_tokens is not a token count"),
+        ("top_list", "a chunk that is not a JSON object"),
+        ("top_null", "a chunk that is not a JSON object"),
+        ("top_number", "a chunk that is not a JSON object"),
+        ("deep_json", "malformed SSE data"),
+        ("cut", "the stream was cut off after"),
+        ("endless", "the stream went on past 80 chunks for max_tokens 16"),
+        ("unterminated", "the server sent a line longer than 1024 KiB"),
+        ("stall", "timeout: no data for 2 s"),
+        ("error_body", "HTTP 500: \\x1b]0;pwned\\x07\\x1b[2J boom"),
+    ],
+)
 def test_each_kind_of_garbage_fails_its_requests_with_the_reason(hostile, tmp_path: Path, mode: str, reason: str) -> None:  # type: ignore[no-untyped-def]
     status, events, stderr = sweep(hostile(mode), tmp_path)
     assert status == 3, stderr  # a failed level: non-zero, and said

@@ -87,8 +87,7 @@ async def test_the_gpu_pane_and_the_kill_dialog_write_process_names_out(sim: Sim
     app = PivotApp(Session(config.load(sim.config_path), "demo", via="console"))
     async with app.run_test(size=(200, 50)) as pilot:
         pane = app.query_one(GpuPane)
-        await wait_for(lambda: pane.sample is not None and any(p.pid == hostile_gpu_process for p in pane.sample.procs),
-                       timeout=20)
+        await wait_for(lambda: pane.sample is not None and any(p.pid == hostile_gpu_process for p in pane.sample.procs), timeout=20)
         await pilot.press("z")
         await pilot.pause()
         assert safe(rendered(app.query_one(ProcessTable)))

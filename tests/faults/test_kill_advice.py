@@ -39,19 +39,27 @@ class InitZombieTelemetry(FakeTelemetry):
     async def kill(self, targets: list[str], grace_s: float) -> list[dict]:
         self.killed.append(targets)
         # what the agent answers for a zombie: it is not signalled, and its parent is named
-        return [{"type": "kill", "pid": ZOMBIE, "signals": [], "ppid": 1, "outcome": "zombie",
-                 "detail": "a zombie cannot be signalled; its parent 1 must reap it"}]
+        return [
+            {
+                "type": "kill",
+                "pid": ZOMBIE,
+                "signals": [],
+                "ppid": 1,
+                "outcome": "zombie",
+                "detail": "a zombie cannot be signalled; its parent 1 must reap it",
+            }
+        ]
 
 
-async def test_pivot_kill_never_advises_killing_pid_1(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                      capsys: pytest.CaptureFixture[str]) -> None:
+async def test_pivot_kill_never_advises_killing_pid_1(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     from console.cli import gpus
 
     cfg = config.Config(path=None, hosts={}, campaign_dir=tmp_path / "campaign")
     session = Session(cfg, local=True, telemetry=InitZombieTelemetry())
     # the memory stays held: do not wait 30 s to be told
-    status = await gpus.kill_processes(session, [ZOMBIE], stray=False, yes=True, grace_s=1, single=False,
-                                       release_timeout_s=0.5)
+    status = await gpus.kill_processes(session, [ZOMBIE], stray=False, yes=True, grace_s=1, single=False, release_timeout_s=0.5)
     out = capsys.readouterr().out
     assert status == 1 and "pivot kill 1" not in out
     assert "parent is PID 1" in out and "container's init" in out and "hypervisor's cleanup" in out

@@ -51,9 +51,11 @@ def linked(request: pytest.FixtureRequest, host: HostProcess, tmp_path: Path) ->
         sshd = start_sshd(tmp_path / "sshd")
         request.addfinalizer(lambda: (sshd.proc.terminate(), sshd.proc.wait()))
         port, known, workdir, spec = sshd.port, Path(str(sshd.spec.known_hosts)), tmp_path / "work", sshd.spec
-        text = (f'default_host = "demo"\ncampaign_dir = "{tmp_path / "campaign"}"\n[hosts.demo]\nhostname = "127.0.0.1"\n'
-                f'port = {port}\nuser = "{spec.user}"\nidentity = "{spec.identity}"\nknown_hosts = "{known}"\n'
-                f'python = "{sys.executable}"\nworkdir = "{workdir}"\n')
+        text = (
+            f'default_host = "demo"\ncampaign_dir = "{tmp_path / "campaign"}"\n[hosts.demo]\nhostname = "127.0.0.1"\n'
+            f'port = {port}\nuser = "{spec.user}"\nidentity = "{spec.identity}"\nknown_hosts = "{known}"\n'
+            f'python = "{sys.executable}"\nworkdir = "{workdir}"\n'
+        )
     relay = Link(port)
     first = known.read_text().splitlines()[0]
     known.write_text(known.read_text() + first.replace(first.split()[0], f"[127.0.0.1]:{relay.port}") + "\n")
@@ -64,8 +66,20 @@ def linked(request: pytest.FixtureRequest, host: HostProcess, tmp_path: Path) ->
 
 
 def loadgen(config: Path, port: int, run_dir: Path, *extra: str) -> subprocess.Popen[str]:
-    argv = [sys.executable, "-m", "console.sweep.loadgen", "--config", str(config), "--host", "demo", "--port",
-            str(port), "--run-dir", str(run_dir), *extra]
+    argv = [
+        sys.executable,
+        "-m",
+        "console.sweep.loadgen",
+        "--config",
+        str(config),
+        "--host",
+        "demo",
+        "--port",
+        str(port),
+        "--run-dir",
+        str(run_dir),
+        *extra,
+    ]
     return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -90,7 +104,8 @@ def requests_of(events: list[dict[str, Any]], c: int) -> list[int]:
 
 
 def test_a_drop_mid_level_keeps_what_the_host_measured_and_ends_with_the_resume_command(
-        host: HostProcess, linked: Linked, tmp_path: Path) -> None:
+    host: HostProcess, linked: Linked, tmp_path: Path
+) -> None:
     run_dir = new_run(tmp_path)
     proc = loadgen(linked.config, server_port(host), run_dir)
     before = wait_for_line(proc, "request")
@@ -122,8 +137,7 @@ def test_a_drop_mid_level_keeps_what_the_host_measured_and_ends_with_the_resume_
     assert run.state == "complete" and [level.c for level in run.measured()] == [4, 8]
 
 
-def test_a_link_not_back_in_time_leaves_the_host_s_measurements_to_resume(
-        host: HostProcess, linked: Linked, tmp_path: Path) -> None:
+def test_a_link_not_back_in_time_leaves_the_host_s_measurements_to_resume(host: HostProcess, linked: Linked, tmp_path: Path) -> None:
     run_dir = new_run(tmp_path)
     proc = loadgen(linked.config, server_port(host), run_dir)
     wait_for_line(proc, "request")

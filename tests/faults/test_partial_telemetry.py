@@ -15,20 +15,27 @@ from console.gpu.samples import AgentError, Sample, parse_line
 ROW = "{i}, GPU-{i:04d}, NVIDIA H200, {used}, 143771, 0, 30, 70.0, 700.0"
 
 
-def agent(tmp_path: Path, gpu_out: str, app_out: str = "", status: int = 0, stderr: str = "",
-          pidfile: Path | None = None) -> Sample | AgentError:
+def agent(
+    tmp_path: Path, gpu_out: str, app_out: str = "", status: int = 0, stderr: str = "", pidfile: Path | None = None
+) -> Sample | AgentError:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     (tmp_path / "gpu.txt").write_text(gpu_out)
     (tmp_path / "app.txt").write_text(app_out)
     (bin_dir / "nvidia-smi").write_text(
-        "#!/bin/sh\ncase \"$1\" in --query-gpu=*) cat " + str(tmp_path / "gpu.txt") + "; echo " + repr(stderr) + " >&2; "
-        f"exit {status};; *) cat " + str(tmp_path / "app.txt") + ";; esac\n")
+        '#!/bin/sh\ncase "$1" in --query-gpu=*) cat ' + str(tmp_path / "gpu.txt") + "; echo " + repr(stderr) + " >&2; "
+        f"exit {status};; *) cat " + str(tmp_path / "app.txt") + ";; esac\n"
+    )
     (bin_dir / "nvidia-smi").chmod(0o755)
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
     server = ["--server-pidfile", str(pidfile)] if pidfile else []
-    out = subprocess.run([sys.executable, "-m", "console.gpu.agent", "sample", "--once", "--source", "nvidia-smi", *server],
-                         capture_output=True, text=True, env=env, timeout=60).stdout.splitlines()
+    out = subprocess.run(
+        [sys.executable, "-m", "console.gpu.agent", "sample", "--once", "--source", "nvidia-smi", *server],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    ).stdout.splitlines()
     return parse_line(out[-1], "nvidia-smi")  # type: ignore[return-value]
 
 
@@ -52,8 +59,15 @@ def test_a_bad_process_row_is_dropped_and_said(tmp_path: Path) -> None:
 
 
 def test_a_malformed_row_on_the_wire_drops_that_row_only() -> None:
-    line = json.dumps({"type": "sample", "t": 1.0, "gpus": [{"index": "[N/A]"}, {"index": 1, "uuid": "u", "name": "H200"}],
-                       "procs": [{"pid": "x"}, {"pid": 42, "gpu": 1}], "server": None})
+    line = json.dumps(
+        {
+            "type": "sample",
+            "t": 1.0,
+            "gpus": [{"index": "[N/A]"}, {"index": 1, "uuid": "u", "name": "H200"}],
+            "procs": [{"pid": "x"}, {"pid": 42, "gpu": 1}],
+            "server": None,
+        }
+    )
     sample = parse_line(line)
     assert isinstance(sample, Sample) and [g.index for g in sample.gpus] == [1] and [p.pid for p in sample.procs] == [42]
     assert len(sample.problems) == 2 and not sample.idle(1024)
@@ -100,8 +114,7 @@ def test_command_lines_are_cut_at_the_agent(tmp_path: Path) -> None:
         long.wait()
 
 
-async def test_a_warning_while_the_console_is_up_is_a_notification_not_text_over_the_screen(
-        tmp_path: Path, capfd) -> None:  # type: ignore[no-untyped-def]
+async def test_a_warning_while_the_console_is_up_is_a_notification_not_text_over_the_screen(tmp_path: Path, capfd) -> None:  # type: ignore[no-untyped-def]
     """Issue 21, D: "agent line skipped" warnings were printed over the Textual screen."""
     import logging
 

@@ -25,7 +25,8 @@ def test_profiles_show_prints_a_line_a_shell_runs_as_is(tmp_path: Path) -> None:
     evil = "x; touch pwned \x1b]0;title\x07 it's"
     (profiles / "p.toml").write_text(
         'launcher = "~/bin/serve --verbose"\nmodel_path = "~/models/a model"\n'
-        f"[env]\nEVILENV = {json.dumps(evil)}\nNCCL_DEBUG = \"WARN\"\n[flags]\ntp = 8\nname = \"$(id) `id`\"\n")
+        f'[env]\nEVILENV = {json.dumps(evil)}\nNCCL_DEBUG = "WARN"\n[flags]\ntp = 8\nname = "$(id) `id`"\n'
+    )
     config = tmp_path / "pivot.toml"
     config.write_text(f'campaign_dir = "campaign"\nprofiles_dir = {json.dumps(str(profiles))}\n')
     shown = run_pivot(config, "profiles", "show", "p")
@@ -33,8 +34,9 @@ def test_profiles_show_prints_a_line_a_shell_runs_as_is(tmp_path: Path) -> None:
     line = shown.stdout.splitlines()[-1]  # after the comment lines: the file, the engine
     assert line.startswith("env $'EVILENV=") and "\x1b" not in shown.stdout
     # pasted into a shell on the host: the launcher runs, with exactly the profile's environment and arguments
-    ran = subprocess.run(["bash", "-c", line], capture_output=True, text=True, cwd=tmp_path,
-                         env={"HOME": str(home), "PATH": os.environ["PATH"]}, timeout=30)
+    ran = subprocess.run(
+        ["bash", "-c", line], capture_output=True, text=True, cwd=tmp_path, env={"HOME": str(home), "PATH": os.environ["PATH"]}, timeout=30
+    )
     assert ran.returncode == 0, ran.stderr
     argv, env_value = json.loads(ran.stdout)
     profile = load_profiles(profiles).get("p")

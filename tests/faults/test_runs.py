@@ -23,8 +23,9 @@ from tests.test_sim_server import sim_env, start_server  # noqa: F401  (fixtures
 
 
 def pivot(config: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "console", "--config", str(config), *args], capture_output=True,
-                          text=True, timeout=120, input=stdin)
+    return subprocess.run(
+        [sys.executable, "-m", "console", "--config", str(config), *args], capture_output=True, text=True, timeout=120, input=stdin
+    )
 
 
 @pytest.fixture
@@ -74,8 +75,15 @@ def test_delete_asks_and_stays_inside_runs(campaign: Path, tmp_path: Path) -> No
     assert told.returncode == 0 and not (campaign / "runs" / "base").exists()
 
 
-@pytest.mark.parametrize("line", ['{"type":"level_done"}', '{"type":"level_done","c":"abc","requests":1,"errors":0,'
-                                  '"total_tok_s":1}', "[1,2,3]", '{"type":"request","c":1,"i":0,"start":0,"tokens":"x"}'])
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{"type":"level_done"}',
+        '{"type":"level_done","c":"abc","requests":1,"errors":0,"total_tok_s":1}',
+        "[1,2,3]",
+        '{"type":"request","c":1,"i":0,"start":0,"tokens":"x"}',
+    ],
+)
 def test_one_wrong_line_makes_one_run_corrupt_and_the_others_work(campaign: Path, tmp_path: Path, line: str) -> None:
     with open(campaign / "runs" / "spec" / EVENTS, "a") as f:
         f.write(line + "\n")
@@ -103,7 +111,8 @@ def test_a_torn_last_line_is_cut_before_the_next_event(tmp_path: Path) -> None:
 
 
 def test_a_full_disk_at_the_end_of_a_sweep_is_one_line_and_leaves_no_temporary_file(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import errno
 
     import polars as pl
@@ -127,8 +136,12 @@ def test_the_load_generator_says_so_in_one_line_when_it_cannot_write(tmp_path: P
     run = create_run(tmp_path, RunMeta(profile="p", settings={"levels": [1]}))
     (run.dir / EVENTS).unlink()
     (run.dir / EVENTS).symlink_to("/dev/full")
-    done = subprocess.run([sys.executable, "-m", "console.sweep.loadgen", "--url", "http://127.0.0.1:9", "--run-dir",
-                           str(run.dir)], capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "console.sweep.loadgen", "--url", "http://127.0.0.1:9", "--run-dir", str(run.dir)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 1 and done.stderr.strip() == "pivot-loadgen: cannot write the run: No space left on device"
 
 
@@ -144,8 +157,12 @@ def test_two_load_generators_never_write_one_run(tmp_path: Path) -> None:
 
     run = create_run(tmp_path, RunMeta(profile="p", settings={"levels": [1]}))
     with run_lock(run.dir):
-        second = subprocess.run([sys.executable, "-m", "console.sweep.loadgen", "--url", "http://127.0.0.1:9",
-                                 "--run-dir", str(run.dir), "--resume"], capture_output=True, text=True, timeout=60)
+        second = subprocess.run(
+            [sys.executable, "-m", "console.sweep.loadgen", "--url", "http://127.0.0.1:9", "--run-dir", str(run.dir), "--resume"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     assert second.returncode == 2 and f"being written by another load generator (pid {os.getpid()})" in second.stderr
     assert (run.dir / EVENTS).read_text() == ""  # the second one wrote nothing
 
@@ -189,8 +206,12 @@ def test_a_server_killed_mid_level_fails_the_level_and_the_sweep_says_why(start_
     server = start_server()
     settings = SweepSettings(levels=(2, 4), requests=40, max_tokens=64, input_tokens=16, server_wait_s=2, idle_timeout_s=5)
     run = create_run(tmp_path / "campaign", RunMeta(profile="p", settings=settings.to_dict()))
-    loadgen = subprocess.Popen([sys.executable, "-m", "console.sweep.loadgen", "--url", server.url, "--run-dir",
-                                str(run.dir)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    loadgen = subprocess.Popen(
+        [sys.executable, "-m", "console.sweep.loadgen", "--url", server.url, "--run-dir", str(run.dir)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     _wait(lambda: sum(e["type"] == "request" for e in _events(run.dir)) >= 3)
     os.killpg(server.proc.pid, signal.SIGKILL)  # the server dies in the middle of C=2
     assert loadgen.wait(timeout=120) == 3
@@ -201,8 +222,12 @@ def test_a_server_killed_mid_level_fails_the_level_and_the_sweep_says_why(start_
     assert not run.measured() and run.levels()[0].failed
     # the server is back: --resume measures the failed level and the rest
     again = start_server()
-    resumed = subprocess.run([sys.executable, "-m", "console.sweep.loadgen", "--url", again.url, "--run-dir",
-                              str(run.dir), "--resume"], capture_output=True, text=True, timeout=180)
+    resumed = subprocess.run(
+        [sys.executable, "-m", "console.sweep.loadgen", "--url", again.url, "--run-dir", str(run.dir), "--resume"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert resumed.returncode == 0, resumed.stderr
     run = open_run(tmp_path / "campaign", run.name)
     run.finish()
@@ -217,16 +242,34 @@ def test_a_stalled_link_is_waited_for_and_the_level_measured_again(sim_host_proc
 
     host = sim_host_process
     config_text = host.config_path.read_text()
-    host.config_path.write_text(config_text.replace(
-        "[sweep]\n", f'[sweep]\nidle_timeout_s = 3\nserver_wait_s = 120\nclient = "{client}"\n'))
+    host.config_path.write_text(
+        config_text.replace("[sweep]\n", f'[sweep]\nidle_timeout_s = 3\nserver_wait_s = 120\nclient = "{client}"\n')
+    )
     profiles = host.config_path.parent / "profiles"
     profiles.mkdir(exist_ok=True)
     (profiles / "t.toml").write_text(f'extends = "demo-baseline"\nport = {free_port()}\n')
     started = pivot(host.config_path, "server", "start", "t")
     assert started.returncode == 0, started.stdout + started.stderr
-    sweep = subprocess.Popen([sys.executable, "-m", "console", "--config", str(host.config_path), "sweep", "--levels",
-                              "2", "--requests", "200", "--max-tokens", "64", "--json"], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)
+    sweep = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "console",
+            "--config",
+            str(host.config_path),
+            "sweep",
+            "--levels",
+            "2",
+            "--requests",
+            "200",
+            "--max-tokens",
+            "64",
+            "--json",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     runs = host.config.campaign_dir / "runs"
     _wait(lambda: runs.exists() and any(runs.iterdir()))
     run_dir = next(runs.iterdir())
@@ -296,8 +339,12 @@ def test_a_long_first_wave_says_how_far_it_is_while_no_request_has_finished(star
     server = start_server("--time-scale", "1")  # real time: a 2,000-token request takes some 20 s
     settings = SweepSettings(levels=(2,), requests=2, max_tokens=2000, input_tokens=16)
     run = create_run(tmp_path / "campaign", RunMeta(profile="p", settings=settings.to_dict()))
-    loadgen = subprocess.Popen([sys.executable, "-m", "console.sweep.loadgen", "--url", server.url, "--run-dir",
-                                str(run.dir)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    loadgen = subprocess.Popen(
+        [sys.executable, "-m", "console.sweep.loadgen", "--url", server.url, "--run-dir", str(run.dir)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     try:
         assert loadgen.stdout is not None
         seen: list[dict] = []

@@ -26,8 +26,7 @@ def switch_config(sim_host_process: HostProcess, tmp_path: Path) -> Path:
     (profiles / "t-eagle3.toml").write_text(f'extends = "demo-eagle3"\nport = {port}\n')
     (profiles / "t-nomodel.toml").write_text(f'extends = "demo-eagle3"\nport = {port}\nmodel_path = "~/models/nope"\n')
     path = tmp_path / "pivot.toml"
-    path.write_text(sim_host_process.config_path.read_text().replace(
-        "[hosts.demo]", f'profiles_dir = "{profiles}"\n\n[hosts.demo]'))
+    path.write_text(sim_host_process.config_path.read_text().replace("[hosts.demo]", f'profiles_dir = "{profiles}"\n\n[hosts.demo]'))
     return path
 
 
@@ -37,8 +36,9 @@ def stops(cfg: config.Config) -> list[dict]:
 
 def test_a_refused_switch_from_the_cli_leaves_the_server_running(switch_config: Path) -> None:
     def pivot(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "console", "--config", str(switch_config), *args],
-                              capture_output=True, text=True, timeout=300)
+        return subprocess.run(
+            [sys.executable, "-m", "console", "--config", str(switch_config), *args], capture_output=True, text=True, timeout=300
+        )
 
     cfg = config.load(switch_config)
     assert pivot("server", "start", "t-baseline").returncode == 0

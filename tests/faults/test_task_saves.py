@@ -31,8 +31,12 @@ for i in range(25):
 
 def test_four_processes_adding_25_tasks_each_lose_none(campaign_config: Path) -> None:
     go = campaign_config.parent / "go"
-    workers = [subprocess.Popen([sys.executable, "-c", WORKER, str(campaign_config), str(go), str(w)],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE) for w in range(4)]
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER, str(campaign_config), str(go), str(w)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        for w in range(4)
+    ]
     for worker in workers:  # each imported and loaded its config: the adds will overlap
         assert worker.stdout is not None and worker.stdout.readline() == b"ready\n"
     go.touch()

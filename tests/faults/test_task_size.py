@@ -15,7 +15,8 @@ from tests.faults.conftest import run_pivot
 def test_tasks_add_refuses_a_text_over_4_kib(campaign_config: Path) -> None:
     refused = run_pivot(campaign_config, "tasks", "add", "x" * (MAX_TEXT + 1))
     assert refused.returncode != 0 and refused.stderr.splitlines() == [
-        "pivot: a task's text is 4097 bytes: a task holds at most 4096 bytes (4 KiB)"]
+        "pivot: a task's text is 4097 bytes: a task holds at most 4096 bytes (4 KiB)"
+    ]
     assert not (campaign_config.parent / "campaign" / "tasks.json").exists()
     accepted = run_pivot(campaign_config, "tasks", "add", "é" * (MAX_TEXT // 2))  # 4096 bytes of UTF-8
     assert accepted.returncode == 0, accepted.stderr
@@ -26,7 +27,8 @@ def test_an_import_with_a_20_mb_task_is_refused_whole(campaign_config: Path) -> 
     todos.write_text(json.dumps({"todos": [{"content": "Sweep the baseline"}, {"content": "y" * 20_000_000}]}))
     refused = run_pivot(campaign_config, "tasks", "import", str(todos))
     assert refused.returncode != 0 and refused.stderr.splitlines() == [
-        f"pivot: {todos}: task 2's text is 19.1 MiB: a task holds at most 4096 bytes (4 KiB)"]
+        f"pivot: {todos}: task 2's text is 19.1 MiB: a task holds at most 4096 bytes (4 KiB)"
+    ]
     assert TaskList(campaign_config.parent / "campaign").load().tasks == []
 
 

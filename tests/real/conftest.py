@@ -59,8 +59,7 @@ def real_host() -> Iterator[RealHost]:
     user = f"pivotreal{os.getpid() % 100000}"
     home = root / "home"
     # a password of "*": no password login, yet not locked ("!"), which sshd refuses even for keys
-    subprocess.run(["useradd", "--no-create-home", "--home-dir", str(home), "--shell", "/bin/sh", "--password", "*", user],
-                   check=True)
+    subprocess.run(["useradd", "--no-create-home", "--home-dir", str(home), "--shell", "/bin/sh", "--password", "*", user], check=True)
     home.mkdir(mode=0o700)
     shutil.chown(home, user, user)
     sshd = start_sshd(root / "sshd")
@@ -74,20 +73,23 @@ def real_host() -> Iterator[RealHost]:
         f'default_host = "cpu1"\ncampaign_dir = {json.dumps(str(campaign))}\n\n[hosts.cpu1]\nhostname = "127.0.0.1"\n'
         f'port = {sshd.port}\nuser = "{user}"\nidentity = {json.dumps(sshd.spec.identity)}\n'
         f'known_hosts = {json.dumps(sshd.spec.known_hosts)}\npython = "{python}"\ngpus = false\n\n'
-        '[sweep]\nlevels = [1, 2, 4, 8]\nrequests = 16\nmax_tokens = 64\ninput_tokens = 64\n')
+        "[sweep]\nlevels = [1, 2, 4, 8]\nrequests = 16\nmax_tokens = 64\ninput_tokens = 64\n"
+    )
     profiles = config.parent / "profiles"
     profiles.mkdir()
     port = free_port()
     (profiles / "ls-base.toml").write_text(
         f'description = "llama-server, Gemma 3 270M Q4_K_M, 8 slots, no speculation"\nkind = "llamacpp"\n'
         f'launcher = "{opt / "llama-server"}"\nmodel_path = "{opt / MODEL}"\nport = {port}\n\n'
-        '[flags]\nparallel = 8\nthreads = 2\nctx-size = 8192\nmetrics = true\n')
+        "[flags]\nparallel = 8\nthreads = 2\nctx-size = 8192\nmetrics = true\n"
+    )
     (profiles / "ls-ngram.toml").write_text(
-        'description = "ls-base + n-gram self-speculation (no draft model)"\nextends = "ls-base"\n\n'
-        '[flags]\nspec-type = "ngram-simple"\n')
+        'description = "ls-base + n-gram self-speculation (no draft model)"\nextends = "ls-base"\n\n[flags]\nspec-type = "ngram-simple"\n'
+    )
     (profiles / "ls-draft.toml").write_text(
         'description = "ls-base + the same model as its own draft: a draft as costly as the target"\nextends = "ls-base"\n\n'
-        f'[flags]\nspec-type = "draft-simple"\nspec-draft-model = "{opt / MODEL}"\n')
+        f'[flags]\nspec-type = "draft-simple"\nspec-draft-model = "{opt / MODEL}"\n'
+    )
     try:
         yield RealHost(config, home, user, opt)
     finally:

@@ -22,5 +22,15 @@ from .sample import collect
 from .sources import NvitopSource, SmiSource, pick_source
 from .wire import VERSION, NoDriver
 
-__all__ = ["VERSION", "NoDriver", "NvitopSource", "SmiSource", "boot_time", "collect", "kill_one", "pick_source", "proc_stat",
-           "start_ticks"]
+__all__ = [
+    "VERSION",
+    "NoDriver",
+    "NvitopSource",
+    "SmiSource",
+    "boot_time",
+    "collect",
+    "kill_one",
+    "pick_source",
+    "proc_stat",
+    "start_ticks",
+]

@@ -50,8 +50,13 @@ def listener(port: int) -> dict | None:
                     except OSError:
                         argv = []
                     # the server is the leader of the listener's process group: what a stop signals
-                    return {"pid": pid, "leader": leader, "start_ticks": int(lead[19]) if len(lead) > 19 else None,
-                            "cmd": cmdline(leader), "argv": argv}
+                    return {
+                        "pid": pid,
+                        "leader": leader,
+                        "start_ticks": int(lead[19]) if len(lead) > 19 else None,
+                        "cmd": cmdline(leader),
+                        "argv": argv,
+                    }
             except OSError:
                 continue
     return None
@@ -101,8 +106,7 @@ def _engine_version(launcher: list, program: str) -> str:
     if module is None:
         return ""
     try:
-        out = subprocess.run([program, "-c", MODULE_VERSION, module], capture_output=True, text=True, errors="replace",
-                             timeout=60)
+        out = subprocess.run([program, "-c", MODULE_VERSION, module], capture_output=True, text=True, errors="replace", timeout=60)
     except (OSError, subprocess.TimeoutExpired):
         return ""
     return out.stdout.strip()
@@ -127,8 +131,7 @@ def run_help(args: argparse.Namespace) -> int:
             text = f.read()
     else:
         try:
-            out = subprocess.run(list(args.launcher) + ["--help"], capture_output=True, text=True, errors="replace",
-                                 timeout=args.timeout)
+            out = subprocess.run(list(args.launcher) + ["--help"], capture_output=True, text=True, errors="replace", timeout=args.timeout)
         except (OSError, subprocess.TimeoutExpired) as e:
             emit({"type": "help", "ok": False, "detail": str(e)})
             return 1
@@ -143,4 +146,3 @@ def run_help(args: argparse.Namespace) -> int:
         os.replace(tmp, cache)
     emit({"type": "help", "ok": True, "cached": cached, "text": text})
     return 0
-

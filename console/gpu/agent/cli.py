@@ -40,4 +40,3 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--interval must be at least 0.25 s")
         return run_sample(args)
     return run_kill(args)
-

@@ -83,4 +83,3 @@ def run_kill(args: argparse.Namespace) -> int:
             continue
         emit(dict(kill_one(pid, ticks, mode, args.grace), type="kill"))
     return 0
-

@@ -52,8 +52,14 @@ def proc_details(pid: int, btime: float) -> dict:
             cmd = "?"
     ticks = int(fields[19])
     details = {
-        "visible": True, "ppid": ppid, "pgid": pgid, "user": user, "state": fields[0], "cmd": cmd,
-        "start": round(btime + ticks / CLK_TCK, 2), "start_ticks": ticks,
+        "visible": True,
+        "ppid": ppid,
+        "pgid": pgid,
+        "user": user,
+        "state": fields[0],
+        "cmd": cmd,
+        "start": round(btime + ticks / CLK_TCK, 2),
+        "start_ticks": ticks,
         "cpu_s": round((int(fields[11]) + int(fields[12])) / CLK_TCK, 2),
         "parent_gone": ppid in (0, 1),
         "leader_gone": pgid != pid and proc_stat(pgid) is None,
@@ -99,4 +105,3 @@ def server_info(pidfile: str | None) -> dict | None:
     # and a pid file alone (no record naming it) is not enough
     alive = fields is not None and fields[0] != "Z" and ticks is not None and fields[19] == str(ticks)
     return {"pid": pid, "alive": alive}
-

@@ -43,8 +43,16 @@ def run_sample(args: argparse.Namespace) -> int:
     except (AttributeError, OSError, ValueError):  # no stdin at all: nothing to watch
         stdin = None
     source = pick_source(args.source)
-    emit({"type": "hello", "source": source.name, "pid": os.getpid(), "host": socket.gethostname(),
-          "interval": args.interval, "python": sys.version.split()[0]})
+    emit(
+        {
+            "type": "hello",
+            "source": source.name,
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "interval": args.interval,
+            "python": sys.version.split()[0],
+        }
+    )
     btime = boot_time()
     while True:
         started = time.monotonic()
@@ -59,4 +67,3 @@ def run_sample(args: argparse.Namespace) -> int:
         while (left := started + args.interval - time.monotonic()) > 0:
             if console_gone(stdin, left):
                 return 0
-

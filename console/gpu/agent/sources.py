@@ -28,7 +28,10 @@ class SmiSource:
         try:
             return subprocess.Popen(
                 ["nvidia-smi", "--query-%s=%s" % (kind, query), "--format=csv,noheader,nounits"],
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                errors="replace",
             )
         except FileNotFoundError:
             raise NoDriver("nvidia-smi not found on PATH: no NVIDIA driver on this host") from None
@@ -75,11 +78,19 @@ class SmiSource:
             if len(row) < 9 or _num(row[0]) is None:
                 warnings.append("a GPU row nvidia-smi printed was not read: %r" % ",".join(row)[:120])
                 continue
-            gpus.append({
-                "index": _num(row[0]), "uuid": row[1], "name": row[2], "mem_used_mib": _num(row[3]),
-                "mem_total_mib": _num(row[4]), "util_pct": _num(row[5]), "temp_c": _num(row[6]),
-                "power_w": _num(row[7]), "power_limit_w": _num(row[8]),
-            })
+            gpus.append(
+                {
+                    "index": _num(row[0]),
+                    "uuid": row[1],
+                    "name": row[2],
+                    "mem_used_mib": _num(row[3]),
+                    "mem_total_mib": _num(row[4]),
+                    "util_pct": _num(row[5]),
+                    "temp_c": _num(row[6]),
+                    "power_w": _num(row[7]),
+                    "power_limit_w": _num(row[8]),
+                }
+            )
         if not gpus:  # an answer with no GPU in it says nothing of the GPUs: never "all idle"
             raise RuntimeError("nvidia-smi answered without a GPU row pivot can read" + (": " + warnings[0] if warnings else ""))
         by_uuid = {g["uuid"]: g["index"] for g in gpus}
@@ -117,12 +128,19 @@ class NvitopSource:
         gpus, procs = [], []
         for d in devices:
             index, uuid = d.index, d.uuid()
-            gpus.append({
-                "index": index, "uuid": uuid, "name": d.name(),
-                "mem_used_mib": val(d.memory_used(), 1 << 20), "mem_total_mib": val(d.memory_total(), 1 << 20),
-                "util_pct": val(d.gpu_utilization()), "temp_c": val(d.temperature()),
-                "power_w": val(d.power_usage(), 1000), "power_limit_w": val(d.power_limit(), 1000),
-            })
+            gpus.append(
+                {
+                    "index": index,
+                    "uuid": uuid,
+                    "name": d.name(),
+                    "mem_used_mib": val(d.memory_used(), 1 << 20),
+                    "mem_total_mib": val(d.memory_total(), 1 << 20),
+                    "util_pct": val(d.gpu_utilization()),
+                    "temp_c": val(d.temperature()),
+                    "power_w": val(d.power_usage(), 1000),
+                    "power_limit_w": val(d.power_limit(), 1000),
+                }
+            )
             for pid, p in d.processes().items():
                 procs.append({"pid": pid, "mem_mib": val(p.gpu_memory(), 1 << 20), "gpu_uuid": uuid, "gpu": index})
         return gpus, procs
@@ -153,4 +171,3 @@ def pick_source(wanted: str) -> NvitopSource | SmiSource:
         except Exception:  # NVML cannot load: nvidia-smi may still work, and says why if not
             pass
     return SmiSource()
-

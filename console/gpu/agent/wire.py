@@ -16,4 +16,3 @@ def emit(obj: dict) -> None:
     obj.setdefault("v", VERSION)
     sys.stdout.write(json.dumps(obj, separators=(",", ":")) + "\n")
     sys.stdout.flush()
-

@@ -28,8 +28,10 @@ def acceptance_notes(run: Run) -> list[str]:
     if run.drafting is None:
         return []
     if drafted_nothing(run):
-        return [f"note: {label(run)} is set to draft ({run.drafting.method}), but its server drafted no token at any "
-                "level (its own count of every request)"]
+        return [
+            f"note: {label(run)} is set to draft ({run.drafting.method}), but its server drafted no token at any "
+            "level (its own count of every request)"
+        ]
     said = [f"C={level.c}: {text}" for level in run.measured() if (text := acceptance(level))]
     if not said:
         return [f"note: {label(run)} drafts ({run.drafting.method}) but its server reported no draft acceptance"]

@@ -68,8 +68,9 @@ def sglang_schedule(cut: int, measured: list[int], steps: int, sizes: list[int] 
         config = sglang_tiers(candidate, steps, sizes)
         if all((sglang_steps_at(config, c, sizes) > 0) == (c <= candidate) for c in measured):
             return candidate, config
-    raise NoAdaptiveProfile("no adaptive profile: SGLang's CUDA-graph padding routes the levels where drafting "
-                            "helps and those where it costs to the same tier")
+    raise NoAdaptiveProfile(
+        "no adaptive profile: SGLang's CUDA-graph padding routes the levels where drafting helps and those where it costs to the same tier"
+    )
 
 
 def vllm_schedule(drafting_up_to: int, tokens: int, max_num_seqs: int) -> list[list[int]]:
@@ -102,22 +103,29 @@ class AdaptivePlan:
         else:
             flags = {"speculative-config": json.dumps(self.config)}
             unset = [f for f in ("spec-method", "spec-model", "spec-tokens", "sc") if f in self.spec.flags]
-        what = (f"drafting for running batches up to {self.first_off - 1} (measured C ≤ {self.drafting_up_to}), "
-                f"off from {self.first_off}")
-        return {"description": f"{self.spec.name} with {what}, from pivot compare", "extends": self.spec.name,
-                "measured_from": list(self.measured_from), **({"unset": unset} if unset else {}), "flags": flags}
+        what = f"drafting for running batches up to {self.first_off - 1} (measured C ≤ {self.drafting_up_to}), off from {self.first_off}"
+        return {
+            "description": f"{self.spec.name} with {what}, from pivot compare",
+            "extends": self.spec.name,
+            "measured_from": list(self.measured_from),
+            **({"unset": unset} if unset else {}),
+            "flags": flags,
+        }
 
     def summary(self) -> str:
-        return (f"{self.name}: extends {self.spec.name}, drafting for running batches up to {self.first_off - 1} "
-                f"(measured C ≤ {self.drafting_up_to}), off from {self.first_off}")
+        return (
+            f"{self.name}: extends {self.spec.name}, drafting for running batches up to {self.first_off - 1} "
+            f"(measured C ≤ {self.drafting_up_to}), off from {self.first_off}"
+        )
 
 
 def plan(cfg: Config, cmp: Comparison) -> AdaptivePlan:
     """What to write for this comparison; raises NoAdaptiveProfile with the reason when nothing should be."""
     if cmp.a.speculative == cmp.b.speculative:
         both = "both draft" if cmp.a.speculative else "neither drafts"
-        raise NoAdaptiveProfile(f"no adaptive profile: {label(cmp.a)} and {label(cmp.b)} {both}, so there is no "
-                                "speculation to switch by batch size")
+        raise NoAdaptiveProfile(
+            f"no adaptive profile: {label(cmp.a)} and {label(cmp.b)} {both}, so there is no speculation to switch by batch size"
+        )
     if cmp.helps_up_to is None:
         raise NoAdaptiveProfile(f"no adaptive profile: {cmp.recommendation}")
     run = cmp.drafting
@@ -125,12 +133,12 @@ def plan(cfg: Config, cmp: Comparison) -> AdaptivePlan:
     try:
         spec = profiles.get(run.profile)
     except ProfileError:
-        raise NoAdaptiveProfile(f"no adaptive profile: the drafting run's profile {run.profile!r} is not among the "
-                                f"profiles here ({', '.join(profiles.names)})") from None
+        raise NoAdaptiveProfile(
+            f"no adaptive profile: the drafting run's profile {run.profile!r} is not among the profiles here ({', '.join(profiles.names)})"
+        ) from None
     found = drafting(spec.kind, spec.argv(), spec.env)
     if found is None:
-        raise NoAdaptiveProfile(f"no adaptive profile: {spec.path} does not draft by its own flags, though "
-                                f"{label(run)} did")
+        raise NoAdaptiveProfile(f"no adaptive profile: {spec.path} does not draft by its own flags, though {label(run)} did")
     measured = [lv.c for lv in cmp.levels]
     cut = cmp.helps_up_to
     warnings: list[str] = []
@@ -138,18 +146,21 @@ def plan(cfg: Config, cmp: Comparison) -> AdaptivePlan:
         sizes = (run.meta.server and run.meta.server.cuda_graph_bs) or sglang_decode_batch_sizes(spec.argv(), run.meta.gpu_memory_mib)
         kept, config = sglang_schedule(cut, measured, found.steps or SGLANG_DEFAULT_STEPS, sizes)
         if kept != cut:
-            warnings.append(f"SGLang pads C={cut} and the next level to the same CUDA-graph batch size: "
-                            f"drafting stops above C={kept} instead")
+            warnings.append(
+                f"SGLang pads C={cut} and the next level to the same CUDA-graph batch size: drafting stops above C={kept} instead"
+            )
         cut, first_off = kept, pad(kept, sizes) + 1
         reason = sglang_adaptive_unsupported(spec.argv())
     elif spec.kind == "vllm":
         tokens = found.vllm_config.get("num_speculative_tokens")
         if not isinstance(tokens, int) or tokens < 1:
-            raise NoAdaptiveProfile(f"no adaptive profile: {spec.name}'s --speculative-config has no "
-                                    "num_speculative_tokens to keep below the crossover")
+            raise NoAdaptiveProfile(
+                f"no adaptive profile: {spec.name}'s --speculative-config has no num_speculative_tokens to keep below the crossover"
+            )
         max_seqs = parse_flags(spec.argv()).get("max-num-seqs")
-        schedule = vllm_schedule(cut, tokens, int(max_seqs) if isinstance(max_seqs, str) and max_seqs.isdigit()
-                                 else VLLM_DEFAULT_MAX_NUM_SEQS)
+        schedule = vllm_schedule(
+            cut, tokens, int(max_seqs) if isinstance(max_seqs, str) and max_seqs.isdigit() else VLLM_DEFAULT_MAX_NUM_SEQS
+        )
         config = {**found.vllm_config, "num_speculative_tokens_per_batch_size": schedule}
         first_off = cut + 1
         reason = vllm_dynamic_unsupported(spec.argv(), config)
@@ -159,18 +170,21 @@ def plan(cfg: Config, cmp: Comparison) -> AdaptivePlan:
             f"no adaptive profile: llama.cpp's llama-server cannot switch drafting by batch size (its --spec-type and "
             "draft lengths are fixed at start, common/arg.cpp; its per-request speculative fields are compiled out, "
             f"tools/server/server-schema.cpp): run {spec.name} while at most {cut} requests run at once and "
-            f"{visible(base.profile)} above (switch with pivot server switch, or serve both and route by load)")
+            f"{visible(base.profile)} above (switch with pivot server switch, or serve both and route by load)"
+        )
     else:
         raise NoAdaptiveProfile(f"no adaptive profile: pivot knows no batch-size speculation for {spec.kind} servers")
     if reason:
-        warnings.append(f"{'SGLang' if spec.kind == 'sglang' else 'vLLM'} will not switch drafting by batch size with "
-                        f"{spec.name}'s flags: {reason}")
+        warnings.append(
+            f"{'SGLang' if spec.kind == 'sglang' else 'vLLM'} will not switch drafting by batch size with {spec.name}'s flags: {reason}"
+        )
     name = f"{spec.name}-adaptive"
     # pivot.toml's profiles_dir if it names one, else beside pivot.toml: each is among profile_dirs
     directory = cfg.profiles_dir or (cfg.path.parent / "profiles" if cfg.path else user_config_dir() / "profiles")
     baseline = cmp.b if run is cmp.a else cmp.a
-    return AdaptivePlan(name, directory / f"{name}.toml", spec, cut, first_off, config,
-                        {c: c <= cut for c in measured}, (baseline.name, run.name), warnings)
+    return AdaptivePlan(
+        name, directory / f"{name}.toml", spec, cut, first_off, config, {c: c <= cut for c in measured}, (baseline.name, run.name), warnings
+    )
 
 
 def spec_host(cfg: Config, cmp: Comparison) -> HostSpec | None:

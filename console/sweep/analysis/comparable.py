@@ -60,15 +60,24 @@ def _gpus(run: Run) -> str | None:
 
 
 def _facts(run: Run) -> dict[str, Any]:
-    return {**{key: _setting(run, key) for key in SETTINGS}, "prompts": _prompts(run),
-            "model": run.meta.model or run.meta.settings.get("model"), "engine": run.meta.kind,
-            "engine_version": run.meta.server.version if run.meta.server else None, "host": run.meta.host, "gpus": _gpus(run),
-            "nodes": ", ".join(run.meta.nodes) if run.meta.nodes else ("one" if run.meta.host and run.meta.kind else None),
-            "client": run.meta.client.path if run.meta.client else None}
+    return {
+        **{key: _setting(run, key) for key in SETTINGS},
+        "prompts": _prompts(run),
+        "model": run.meta.model or run.meta.settings.get("model"),
+        "engine": run.meta.kind,
+        "engine_version": run.meta.server.version if run.meta.server else None,
+        "host": run.meta.host,
+        "gpus": _gpus(run),
+        "nodes": ", ".join(run.meta.nodes) if run.meta.nodes else ("one" if run.meta.host and run.meta.kind else None),
+        "client": run.meta.client.path if run.meta.client else None,
+    }
 
 
 def differences(a: Run, b: Run, may_differ: frozenset[str] = frozenset()) -> list[Difference]:
     """What the two runs measured differently, but for the keys that may differ; a key either did not record is left out."""
     fa, fb = _facts(a), _facts(b)
-    return [Difference(key, visible(str(fa[key])), visible(str(fb[key]))) for key in KEYS
-            if key not in may_differ and fa[key] is not None and fb[key] is not None and fa[key] != fb[key]]
+    return [
+        Difference(key, visible(str(fa[key])), visible(str(fb[key])))
+        for key in KEYS
+        if key not in may_differ and fa[key] is not None and fb[key] is not None and fa[key] != fb[key]
+    ]

@@ -95,12 +95,16 @@ class Comparison:
         """The comparison in sentences, as the terminal and the pane print them under the table."""
         sat = "; ".join(f"{name}: C={c}" if c else f"{name}: not within the levels" for name, c in self.saturation.items())
         lines = [f"not comparable, compared anyway: {d}" for d in self.differences]
-        lines += [f"recommendation: {self.recommendation}", *([f"verification: {self.verification}"] if self.verification else []),
-                  *([f"slo: {self.slo}"] if self.slo else []),
-                  f"crossover, total tok/s: {self.total.text}",
-                 f"crossover, per-request tok/s: {self.per_request.text}",
-                 f"saturation (< 10 % more to the next level): {sat}", *([self.frontier] if self.frontier else []),
-                 *([self.energy] if self.energy else [])]
+        lines += [
+            f"recommendation: {self.recommendation}",
+            *([f"verification: {self.verification}"] if self.verification else []),
+            *([f"slo: {self.slo}"] if self.slo else []),
+            f"crossover, total tok/s: {self.total.text}",
+            f"crossover, per-request tok/s: {self.per_request.text}",
+            f"saturation (< 10 % more to the next level): {sat}",
+            *([self.frontier] if self.frontier else []),
+            *([self.energy] if self.energy else []),
+        ]
         lines += [f"C={c}: left out: {why}" for c, why in sorted(self.excluded.items())]
         lines += [f"repeat: {r.text}" for r in self.repeats]
         refine = refine_suggestion(self)
@@ -141,8 +145,10 @@ def refine_suggestion(cmp: Comparison) -> str | None:
     found = bracket(cmp)
     if found is None or found.located:
         return None
-    return (f"refine: {found.what} lies between C = {found.lo} and C = {found.hi}; measuring C = {found.middle} on both "
-            f"runs narrows it (pivot sweep --refine {cmp.a.name} {cmp.b.name})")
+    return (
+        f"refine: {found.what} lies between C = {found.lo} and C = {found.hi}; measuring C = {found.middle} on both "
+        f"runs narrows it (pivot sweep --refine {cmp.a.name} {cmp.b.name})"
+    )
 
 
 def drafting(a: Run, b: Run) -> Run:
@@ -154,8 +160,7 @@ def counterpart(run: Run, runs: list[Run]) -> Run | None:
     """The earlier run to hold this one against: of the runs that measured the same thing (console/sweep/analysis/
     comparable.py), the newest of the other kind (drafting or not), so that an adaptive profile is checked against
     the baseline; else the newest of another profile; None without one."""
-    others = [r for r in runs if r.name != run.name and r.profile != run.profile and r.has_measured_levels
-              and not differences(r, run)]
+    others = [r for r in runs if r.name != run.name and r.profile != run.profile and r.has_measured_levels and not differences(r, run)]
     other_kind = [r for r in others if r.speculative != run.speculative]
     candidates = other_kind or others
     return candidates[-1] if candidates else None
@@ -180,14 +185,18 @@ def _levels(a: Run, b: Run, margin: float, drift: float) -> tuple[list[Level], d
             excluded[c] = "; ".join(why)
             continue
         latency = not (ra.lagging or rb.lagging)
-        levels.append(Level(
-            c, judge(estimate(ra, "total"), estimate(rb, "total"), margin=margin, drift=drift),
-            judge(estimate(ra, "per_request"), estimate(rb, "per_request"), margin=margin, drift=drift),
-            judge(estimate(ra, "ttft"), estimate(rb, "ttft"), higher_is_better=False, margin=margin, drift=drift)
-            if latency else None,
-            judge(estimate(ra, "itl"), estimate(rb, "itl"), higher_is_better=False, margin=margin, drift=drift)
-            if latency else None,
-            ra, rb, energy_verdict(ra, rb, margin, drift)))
+        levels.append(
+            Level(
+                c,
+                judge(estimate(ra, "total"), estimate(rb, "total"), margin=margin, drift=drift),
+                judge(estimate(ra, "per_request"), estimate(rb, "per_request"), margin=margin, drift=drift),
+                judge(estimate(ra, "ttft"), estimate(rb, "ttft"), higher_is_better=False, margin=margin, drift=drift) if latency else None,
+                judge(estimate(ra, "itl"), estimate(rb, "itl"), higher_is_better=False, margin=margin, drift=drift) if latency else None,
+                ra,
+                rb,
+                energy_verdict(ra, rb, margin, drift),
+            )
+        )
     return levels, excluded
 
 
@@ -200,14 +209,17 @@ def saturation(levels: list[int], tps: list[float], gain: float = SATURATION_GAI
 
 def _client_note(a: Run, b: Run) -> list[str]:
     """The client's CPU and the machines' load, when they differ between the runs (noise that is not the server's)."""
+
     def worst(run: Run, key: str) -> float | None:
         values = [v for level in run.levels() if (v := getattr(level, key)) is not None]
         return max(values) if values else None
 
     parts = []
-    for key, what, gap, fmt in (("client_cpu", "its load generator's CPU", 0.2, "{:.0%} of a core"),
-                                ("load_avg", "the client machine's load", 1.0, "{:.1f}"),
-                                ("host_load_avg", "the server host's load", 1.0, "{:.1f}")):
+    for key, what, gap, fmt in (
+        ("client_cpu", "its load generator's CPU", 0.2, "{:.0%} of a core"),
+        ("load_avg", "the client machine's load", 1.0, "{:.1f}"),
+        ("host_load_avg", "the server host's load", 1.0, "{:.1f}"),
+    ):
         va, vb = worst(a, key), worst(b, key)
         if va is not None and vb is not None and abs(va - vb) >= gap:
             parts.append(f"{what} peaked at {fmt.format(va)} in {label(a)} and {fmt.format(vb)} in {label(b)}")
@@ -219,16 +231,21 @@ def _client_note(a: Run, b: Run) -> list[str]:
 def _quality_notes(run: Run) -> list[str]:
     measured = run.measured()
     notes = []
-    for what, count in (("usage missing: tokens counted from chunks or finish_reason", sum(lv.usage_missing for lv in measured)),
-                        ("ended early (finish_reason stop): their tokens count", sum(lv.short for lv in measured))):
+    for what, count in (
+        ("usage missing: tokens counted from chunks or finish_reason", sum(lv.usage_missing for lv in measured)),
+        ("ended early (finish_reason stop): their tokens count", sum(lv.short for lv in measured)),
+    ):
         if count:
             notes.append(f"note: {label(run)}: {count} request(s) {what}")
     if lagging := [lv for lv in measured if lv.lagging]:
-        notes.append(f"note: {label(run)}: latencies not measured at {where([lv.c for lv in lagging], [lv.c for lv in measured])}"
-                     f" ({lagging[0].lagging})")
+        notes.append(
+            f"note: {label(run)}: latencies not measured at {where([lv.c for lv in lagging], [lv.c for lv in measured])}"
+            f" ({lagging[0].lagging})"
+        )
     if any(lv.total_tok_s_lo is None for lv in measured):
-        notes.append(f"note: {label(run)} has levels without per-request data (imported, or under two requests): "
-                     "their numbers carry no interval")
+        notes.append(
+            f"note: {label(run)} has levels without per-request data (imported, or under two requests): their numbers carry no interval"
+        )
     return notes
 
 
@@ -237,19 +254,28 @@ def _drift_notes(drifts: list[tuple[Run, Drift]], margin: float, widen: float) -
     if not drifts:
         return []
     said = "; ".join(d.text(run) for run, d in drifts)
-    return [f"note: {said}: beyond the ±{margin * 100:g} % margin, so a run leads here only by more than "
-            f"±{(margin + widen) * 100:.1f} %"]
+    return [f"note: {said}: beyond the ±{margin * 100:g} % margin, so a run leads here only by more than ±{(margin + widen) * 100:.1f} %"]
 
 
-def compare(a: Run, b: Run, margin: float = MARGIN, *, anyway: bool = False,
-            may_differ: frozenset[str] = frozenset(), verify: bool = True, slo: Slo | None = None) -> Comparison:
+def compare(
+    a: Run,
+    b: Run,
+    margin: float = MARGIN,
+    *,
+    anyway: bool = False,
+    may_differ: frozenset[str] = frozenset(),
+    verify: bool = True,
+    slo: Slo | None = None,
+) -> Comparison:
     """margin: [compare] margin, as a fraction (0.02: within ±2 % two figures are alike). Runs that measured different
     things (comparable.differences, but for `may_differ`) raise NotComparable, unless `anyway`: then each difference
     heads the report."""
     found = differences(a, b, may_differ)
     if found and not anyway:
-        raise NotComparable(f"{label(a)} and {label(b)} did not measure the same thing: {'; '.join(map(str, found))} "
-                            "(pivot compare --anyway compares them, saying so; --may-differ KEY lets one key differ)")
+        raise NotComparable(
+            f"{label(a)} and {label(b)} did not measure the same thing: {'; '.join(map(str, found))} "
+            "(pivot compare --anyway compares them, saying so; --may-differ KEY lets one key differ)"
+        )
     la, lb = a.measured(), b.measured()
     if not la or not lb:
         missing = a if not la else b
@@ -258,21 +284,45 @@ def compare(a: Run, b: Run, margin: float = MARGIN, *, anyway: bool = False,
     widen = max((d.amount for _, d in drifts), default=0.0)
     cmp_levels, excluded = _levels(a, b, margin, widen)
     if not cmp_levels:
-        raise ValueError(f"{label(a)} and {label(b)} have no level that both measured"
-                         + (": " + "; ".join(f"C={c} {w}" for c, w in excluded.items()) if excluded else ""))
+        raise ValueError(
+            f"{label(a)} and {label(b)} have no level that both measured"
+            + (": " + "; ".join(f"C={c} {w}" for c, w in excluded.items()) if excluded else "")
+        )
     names = {"a": label(a), "b": label(b)}
-    sat = {names["a"]: saturation([lv.c for lv in la], [lv.total_tok_s for lv in la]),
-           names["b"]: saturation([lv.c for lv in lb], [lv.total_tok_s for lv in lb])}
+    sat = {
+        names["a"]: saturation([lv.c for lv in la], [lv.total_tok_s for lv in la]),
+        names["b"]: saturation([lv.c for lv in lb], [lv.total_tok_s for lv in lb]),
+    }
     recommendation, cut = recommend(a, b, cmp_levels)
-    notes = (acceptance_notes(a) + acceptance_notes(b) + _client_note(a, b) + _quality_notes(a) + _quality_notes(b)
-             + _drift_notes(drifts, margin, widen))
+    notes = (
+        acceptance_notes(a)
+        + acceptance_notes(b)
+        + _client_note(a, b)
+        + _quality_notes(a)
+        + _quality_notes(b)
+        + _drift_notes(drifts, margin, widen)
+    )
     verified = [v for run in (a, b) if (v := verification(run, margin))] if verify else []
-    return Comparison(a, b, cmp_levels, excluded, crossover(cmp_levels, "total", names, margin),
-                      crossover(cmp_levels, "per_request", names, margin), sat, recommendation, cut,
-                      repeats=repeats(cmp_levels, names), notes=notes, margin=margin, differences=found,
-                      verification="; ".join(verified) or None, slo=answer(a, b, slo, margin) if slo else None,
-                      goodput={"a": goodput(a, slo), "b": goodput(b, slo)} if slo else {},
-                      frontier=dominance(a, b, margin), energy=energy_line(a, b, cmp_levels, names))
+    return Comparison(
+        a,
+        b,
+        cmp_levels,
+        excluded,
+        crossover(cmp_levels, "total", names, margin),
+        crossover(cmp_levels, "per_request", names, margin),
+        sat,
+        recommendation,
+        cut,
+        repeats=repeats(cmp_levels, names),
+        notes=notes,
+        margin=margin,
+        differences=found,
+        verification="; ".join(verified) or None,
+        slo=answer(a, b, slo, margin) if slo else None,
+        goodput={"a": goodput(a, slo), "b": goodput(b, slo)} if slo else {},
+        frontier=dominance(a, b, margin),
+        energy=energy_line(a, b, cmp_levels, names),
+    )
 
 
 def _which_leads(a: Run, b: Run, cmp_levels: list[Level]) -> str:
@@ -289,11 +339,12 @@ def _which_leads(a: Run, b: Run, cmp_levels: list[Level]) -> str:
     parts = []
     for side, leads in (("b", b_leads), ("a", a_leads)):
         if leads:
-            best = max((lv for lv in cmp_levels if lv.c in leads),
-                       key=lambda lv: (lv.total.ratio or 1) if side == "b" else 1 / (lv.total.ratio or 1))
+            best = max(
+                (lv for lv in cmp_levels if lv.c in leads),
+                key=lambda lv: (lv.total.ratio or 1) if side == "b" else 1 / (lv.total.ratio or 1),
+            )
             ratio = best.total.ratio if side == "b" else 1 / (best.total.ratio or 1)
-            parts.append(f"{label(b if side == 'b' else a)} leads total throughput at {where(leads, levels)} "
-                         f"(×{ratio:.2f} at C={best.c})")
+            parts.append(f"{label(b if side == 'b' else a)} leads total throughput at {where(leads, levels)} (×{ratio:.2f} at C={best.c})")
     return ", ".join(parts) + undecided(verdicts, levels)
 
 
@@ -306,8 +357,10 @@ def recommend(a: Run, b: Run, cmp_levels: list[Level]) -> tuple[str, int | None]
     spec_side = "a" if drafting(a, b) is a else "b"
     spec, base = (a, b) if spec_side == "a" else (b, a)
     if drafted_nothing(spec):
-        return (f"{label(spec)} drafted no token in this run (its server's own count), so there is no speculation to "
-                f"judge: {_which_leads(a, b, cmp_levels)}"), None
+        return (
+            f"{label(spec)} drafted no token in this run (its server's own count), so there is no speculation to "
+            f"judge: {_which_leads(a, b, cmp_levels)}"
+        ), None
     levels = [lv.c for lv in cmp_levels]
     verdicts = [(lv.c, lv.total) for lv in cmp_levels]
     wins = [lv.c for lv in cmp_levels if lv.total.leader == spec_side]
@@ -320,15 +373,19 @@ def recommend(a: Run, b: Run, cmp_levels: list[Level]) -> tuple[str, int | None]
     if not losses:
         if not gains:
             if all(v.alike for _, v in verdicts):
-                return (f"{who} matches it at every level (within ±{verdicts[0][1].margin * 100:g} %): it neither gains nor "
-                        "costs total throughput here"), None
+                return (
+                    f"{who} matches it at every level (within ±{verdicts[0][1].margin * 100:g} %): it neither gains nor "
+                    "costs total throughput here"
+                ), None
             return f"{who}: no gain or loss beyond the margin{rest}: repeat the uncertain levels to know", None
         return f"{who} helps {' and '.join(gains)} and costs no total throughput beyond the margin{rest}: keep it", None
     if not gains:
         open_below = [lv.c for lv in cmp_levels if lv.c < losses[0] and not lv.total.leader and not lv.total.alike]
         if open_below:
-            return (f"{who} loses total throughput at {where(losses, levels)}; cannot tell at {where(open_below, levels)}: "
-                    "repeat those levels to know whether drafting pays off there, else disable it"), None
+            return (
+                f"{who} loses total throughput at {where(losses, levels)}; cannot tell at {where(open_below, levels)}: "
+                "repeat those levels to know whether drafting pays off there, else disable it"
+            ), None
         return f"{who} loses total throughput at {where(losses, levels)} and helps nowhere beyond the margin{rest}: disable it", None
     below = [c for c in levels if c < losses[0]]
     helped_below = [c for c in below if c in wins or c in speed_wins]
@@ -379,7 +436,9 @@ def verification(run: Run, margin: float = MARGIN) -> str | None:
 def _known_costs(run: Run) -> str:
     """What the engine is known to cost an adaptive setting, where the run's engine is one that does."""
     if run.meta.kind == "vllm":
-        return (" (vLLM runs a dynamic speculative schedule with PIECEWISE CUDA graphs instead of FULL_AND_PIECEWISE, "
-                "reported at about 14 % single-stream, and reported to stall under concurrency at the schedule's "
-                "threshold: vllm-project/vllm issues 48494 and 49548)")
+        return (
+            " (vLLM runs a dynamic speculative schedule with PIECEWISE CUDA graphs instead of FULL_AND_PIECEWISE, "
+            "reported at about 14 % single-stream, and reported to stall under concurrency at the schedule's "
+            "threshold: vllm-project/vllm issues 48494 and 49548)"
+        )
     return ""

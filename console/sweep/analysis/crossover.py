@@ -18,20 +18,19 @@ class Crossover:
     text: str
 
 
-
 def where(subset: list[int], levels: list[int]) -> str:
     """Levels as the operator reads them: "C ≤ 5", "C ≥ 10", or a list when they are not one end."""
     if subset == levels:
         return "every level"
     if subset == levels[: len(subset)]:
         return f"C ≤ {subset[-1]}"
-    if subset == levels[-len(subset):]:
+    if subset == levels[-len(subset) :]:
         return f"C ≥ {subset[0]}"
     return "C = " + ", ".join(str(c) for c in subset)
 
 
 def undecided(verdicts: list[tuple[int, Verdict]], levels: list[int], what: str = "") -> str:
-    """"; alike at …; cannot tell at …" for the levels where nobody leads (in `what`, where it must be said)."""
+    """ "; alike at …; cannot tell at …" for the levels where nobody leads (in `what`, where it must be said)."""
     alike = [c for c, v in verdicts if v.alike]
     unclear = [c for c, v in verdicts if not v.leader and not v.alike]
     said = f"; alike in {what}" if what else "; alike"
@@ -51,8 +50,9 @@ def crossover(cmp_levels: list[Level], metric: str, names: dict[str, str], margi
     tail = undecided(verdicts, levels)
     if len(leaders) == 1:
         leader = clear[0][1].leader
-        return Crossover(metric, None, leader, leader, f"none: {names[leader or 'b']} leads at "
-                         f"{where([c for c, _ in clear], levels)}{tail}")
+        return Crossover(
+            metric, None, leader, leader, f"none: {names[leader or 'b']} leads at {where([c for c, _ in clear], levels)}{tail}"
+        )
     changes = [i for i in range(len(clear) - 1) if clear[i][1].leader != clear[i + 1][1].leader]
     if len(changes) > 1:
         return Crossover(metric, None, None, None, "the lead changes more than once: see the table")
@@ -61,10 +61,17 @@ def crossover(cmp_levels: list[Level], metric: str, names: dict[str, str], margi
     below, above = v0.leader, v1.leader
     between = [(c, v) for c, v in verdicts if c0 < c < c1]
     if between:  # the intervals cannot place it on one of the levels between
-        return Crossover(metric, None, below, above, f"between C = {c0} and C = {c1}: {names[below or 'b']} leads at "
-                         f"C ≤ {c0}, {names[above or 'b']} from C = {c1}{undecided(between, levels)}")
+        return Crossover(
+            metric,
+            None,
+            below,
+            above,
+            f"between C = {c0} and C = {c1}: {names[below or 'b']} leads at "
+            f"C ≤ {c0}, {names[above or 'b']} from C = {c1}{undecided(between, levels)}",
+        )
     d0, d1 = (v0.b.value or 0) - (v0.a.value or 0), (v1.b.value or 0) - (v1.a.value or 0)
     frac = d0 / (d0 - d1) if d0 != d1 else 0.5
     at = math.exp(math.log(c0) + frac * (math.log(c1) - math.log(c0)))
-    return Crossover(metric, at, below, above,
-                     f"C ≈ {at:.1f}: {names[below or 'b']} leads below (C ≤ {c0}), {names[above or 'b']} from C = {c1}{tail}")
+    return Crossover(
+        metric, at, below, above, f"C ≈ {at:.1f}: {names[below or 'b']} leads below (C ≤ {c0}), {names[above or 'b']} from C = {c1}{tail}"
+    )

@@ -25,8 +25,10 @@ def energy_line(a: Run, b: Run, levels: list[Level], names: dict[str, str]) -> s
     """Who spends less energy per output token where, in one line; or why it is not known."""
     missing = [label(run) for run in (a, b) if unknown_power(run)]
     if missing:
-        return (f"energy per token: not known: {' and '.join(missing)} read no GPU power (a host without nvidia-smi or "
-                "power readings, a server across nodes or behind a URL)")
+        return (
+            f"energy per token: not known: {' and '.join(missing)} read no GPU power (a host without nvidia-smi or "
+            "power readings, a server across nodes or behind a URL)"
+        )
     verdicts = [(lv.c, lv.energy) for lv in levels if lv.energy is not None]
     if not verdicts:
         return "energy per token: not known at any level both runs measured"

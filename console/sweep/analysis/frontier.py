@@ -45,9 +45,11 @@ def dominance(a: Run, b: Run, margin: float) -> str | None:
         else:
             spans.append((who, x, x, lead))
     names = {"a": label(a), "b": label(b)}
+
     def at(x0: float, x1: float) -> str:
         return f"at {x0:.1f} tok/s a user" if x0 == x1 else f"at {x0:.1f}–{x1:.1f} tok/s a user"
 
-    said = [f"{names[who]} gives more {at(x0, x1)} (up to ×{most:.2f})" if who != "=" else f"alike {at(x0, x1)}"
-            for who, x0, x1, most in spans]
+    said = [
+        f"{names[who]} gives more {at(x0, x1)} (up to ×{most:.2f})" if who != "=" else f"alike {at(x0, x1)}" for who, x0, x1, most in spans
+    ]
     return f"frontier ({unit} against a user's tok/s, within ±{margin * 100:g} %): " + "; ".join(said)

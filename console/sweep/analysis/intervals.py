@@ -113,9 +113,7 @@ class Level:
     energy: Verdict | None = None  # joules per output token (None where a host read no GPU power)
 
 
-
-def judge(a: Estimate, b: Estimate, higher_is_better: bool = True, margin: float = MARGIN,
-          drift: float = 0.0) -> Verdict:
+def judge(a: Estimate, b: Estimate, higher_is_better: bool = True, margin: float = MARGIN, drift: float = 0.0) -> Verdict:
     """B/A with its 95 % interval against 1 ± margin: beyond it wholly, one leads; within it wholly, they are alike;
     across an edge, nobody can tell. drift: how far the runs moved while measured, beyond the margin: to lead, B/A
     must lie beyond 1 ± (margin + drift)."""

@@ -27,8 +27,9 @@ class Driver(Protocol):
         """The profile of the server running now."""
 
 
-async def refine(a: Run, b: Run, driver: Driver, say: Callable[[str], None] = print, max_rounds: int = 6,
-                 margin: float = MARGIN) -> Comparison:
+async def refine(
+    a: Run, b: Run, driver: Driver, say: Callable[[str], None] = print, max_rounds: int = 6, margin: float = MARGIN
+) -> Comparison:
     """Measure middle levels until the change is located; the last comparison. Each round measures on the
     server running now first, so that every round but the first switches servers once."""
     cmp = compare(a, b, margin)
@@ -49,4 +50,3 @@ async def refine(a: Run, b: Run, driver: Driver, say: Callable[[str], None] = pr
     if found is not None:
         say(f"{found.what}: between C = {found.lo} and C = {found.hi}" + (" (located)" if found.located else ""))
     return cmp
-

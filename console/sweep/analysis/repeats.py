@@ -36,23 +36,34 @@ def repeats(cmp_levels: list[Level], names: dict[str, str]) -> list[Repeat]:
             ha, hb = v.a.relative_half, v.b.relative_half
             options = []
             if needed is not None:
-                for sides, narrowed in ((("a", "b"), _narrowed(ha, hb, needed, both=True)), (("b",), _narrowed(hb, ha, needed)),
-                                        (("a",), _narrowed(ha, hb, needed))):
+                for sides, narrowed in (
+                    (("a", "b"), _narrowed(ha, hb, needed, both=True)),
+                    (("b",), _narrowed(hb, ha, needed)),
+                    (("a",), _narrowed(ha, hb, needed)),
+                ):
                     half = ha if sides == ("a",) else hb if sides == ("b",) else max(ha, hb)
                     count = lv.a.requests if sides == ("a",) else lv.b.requests if sides == ("b",) else n
                     if narrowed is not None and (more := more_requests(count, half, half * narrowed)) is not None:
                         options.append((more, sides))
             if not options:
-                edge = (f"between the ±{v.margin * 100:g} % margin and the runs' drift (±{(v.margin + v.drift) * 100:.1f} %)"
-                        if v.drift else f"on the margin's edge (±{v.margin * 100:g} %)")
+                edge = (
+                    f"between the ±{v.margin * 100:g} % margin and the runs' drift (±{(v.margin + v.drift) * 100:.1f} %)"
+                    if v.drift
+                    else f"on the margin's edge (±{v.margin * 100:g} %)"
+                )
                 text = f"C={lv.c}: {v.text(unit)}: cannot tell; it sits {edge}: more requests would hardly settle it"
                 candidate, cost = Repeat(lv.c, None, text), 10**9
             else:
                 more, sides = min(options, key=lambda o: o[0] * len(o[1]))
                 whose = "in each run" if len(sides) == 2 else f"of {names[sides[0]]}"
                 alone = {s[0]: m for m, s in options if len(s) == 1}
-                candidate = Repeat(lv.c, more, f"C={lv.c}: {v.text(unit)}: cannot tell; about {more} more request(s) "
-                                               f"{whose} would settle it (an estimate)", sides, alone)
+                candidate = Repeat(
+                    lv.c,
+                    more,
+                    f"C={lv.c}: {v.text(unit)}: cannot tell; about {more} more request(s) {whose} would settle it (an estimate)",
+                    sides,
+                    alone,
+                )
                 cost = more * len(sides)
             if best is None or cost < best[0]:
                 best = (cost, candidate)

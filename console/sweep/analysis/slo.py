@@ -49,9 +49,11 @@ class Slo:
         return cls.parse(text) if text else None
 
     def __str__(self) -> str:
-        parts = [f"TTFT p90 ≤ {self.ttft_p90_ms:g} ms" if self.ttft_p90_ms is not None else "",
-                 f"ITL p90 ≤ {self.itl_p90_ms:g} ms" if self.itl_p90_ms is not None else "",
-                 f"a user's speed ≥ {self.user_tok_s:g} tok/s" if self.user_tok_s is not None else ""]
+        parts = [
+            f"TTFT p90 ≤ {self.ttft_p90_ms:g} ms" if self.ttft_p90_ms is not None else "",
+            f"ITL p90 ≤ {self.itl_p90_ms:g} ms" if self.itl_p90_ms is not None else "",
+            f"a user's speed ≥ {self.user_tok_s:g} tok/s" if self.user_tok_s is not None else "",
+        ]
         return ", ".join(p for p in parts if p)
 
     def level_serves(self, level: LevelDone) -> bool | None:
@@ -59,12 +61,14 @@ class Slo:
         cannot be trusted: the client's loop ran late)."""
         if level.lagging and (self.ttft_p90_ms is not None or self.itl_p90_ms is not None):
             return None
-        checks = [(self.ttft_p90_ms, level.ttft_p90, True), (self.itl_p90_ms, level.itl_p90, True),
-                  (self.user_tok_s, level.req_tok_s_p50, False)]
+        checks = [
+            (self.ttft_p90_ms, level.ttft_p90, True),
+            (self.itl_p90_ms, level.itl_p90, True),
+            (self.user_tok_s, level.req_tok_s_p50, False),
+        ]
         if any(bound is not None and value is None for bound, value, _ in checks):
             return None
-        return all(bound is None or value is None or (value * 1000 <= bound if is_ms else value >= bound)
-                   for bound, value, is_ms in checks)
+        return all(bound is None or value is None or (value * 1000 <= bound if is_ms else value >= bound) for bound, value, is_ms in checks)
 
     def request_meets(self, r: RequestRecord) -> bool:
         if not r.ok or r.warmup:

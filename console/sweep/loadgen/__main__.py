@@ -90,8 +90,14 @@ def main(argv: list[str] | None = None) -> int:
         headers = {}
         if settings.api_key_env and os.environ.get(settings.api_key_env):
             headers["Authorization"] = f"Bearer {os.environ[settings.api_key_env]}"
-        common: dict[str, Any] = {"pool": prompts(settings), "headers": headers, "repeat": args.repeat,
-                                  "stop_after_level": stop_after_level, "kind": meta.kind, "nodes": meta.nodes}
+        common: dict[str, Any] = {
+            "pool": prompts(settings),
+            "headers": headers,
+            "repeat": args.repeat,
+            "stop_after_level": stop_after_level,
+            "kind": meta.kind,
+            "nodes": meta.nodes,
+        }
         conn = None
         try:
             if args.url is not None:
@@ -105,9 +111,16 @@ def main(argv: list[str] | None = None) -> int:
             done = completed_levels(args.run_dir) if args.resume else set()
             warnings: list[str] = []
             if settings.client != "console":
-                order = HostOrder(settings=settings.to_dict(), prompts=common["pool"], headers=headers, done=sorted(done),
-                                  repeat=args.repeat or [], kind=meta.kind, nodes=meta.nodes,
-                                  address=args.address)
+                order = HostOrder(
+                    settings=settings.to_dict(),
+                    prompts=common["pool"],
+                    headers=headers,
+                    done=sorted(done),
+                    repeat=args.repeat or [],
+                    kind=meta.kind,
+                    nodes=meta.nodes,
+                    address=args.address,
+                )
                 try:
                     status = await HostGenerator(conn, spec, sink, args.run_dir).run(args.port, order, stop_after_level)
                     sink.sync()
@@ -117,15 +130,26 @@ def main(argv: list[str] | None = None) -> int:
                         raise RemoteError(args.host, f"cannot run the load generator there: {e}") from None
                     warnings.append(f"the load generator ran here, through an SSH forward, not on {args.host}: {e}")
             url = (await conn.forward(args.address, args.port)).url
-            return await sweep(url, sink, settings, placement=client_placement("ssh-forward", args.host),
-                               host_load=_host_load(conn), warnings=warnings, done=done,
-                               power=_host_power(conn) if gpus_here(args.address, meta.nodes) else None, **common)
+            return await sweep(
+                url,
+                sink,
+                settings,
+                placement=client_placement("ssh-forward", args.host),
+                host_load=_host_load(conn),
+                warnings=warnings,
+                done=done,
+                power=_host_power(conn) if gpus_here(args.address, meta.nodes) else None,
+                **common,
+            )
         except asyncio.CancelledError:
             if pending_spool(args.run_dir) is None:
                 sink.emit(SweepDone(aborted=True))
             else:  # the host's events go on where those kept here end, when fetched
-                print(f"pivot-loadgen: what the load generator on {args.host} measured waits there: `pivot sweep "
-                      f"--resume {args.run_dir.name}` fetches it and measures the rest", file=sys.stderr)
+                print(
+                    f"pivot-loadgen: what the load generator on {args.host} measured waits there: `pivot sweep "
+                    f"--resume {args.run_dir.name}` fetches it and measures the rest",
+                    file=sys.stderr,
+                )
             return 130
         finally:
             if conn is not None:
@@ -153,12 +177,14 @@ async def _fetch_pending(conn: Connection, spec: config.HostSpec, sink: EventSin
     if pending is None:
         return
     if pending.get("host") != spec.name:
-        raise RemoteError(spec.name, f"what the load generator on {visible(str(pending.get('host')))} measured for "
-                          "this run waits there: resume it on that host (pivot --host NAME sweep --resume)")
+        raise RemoteError(
+            spec.name,
+            f"what the load generator on {visible(str(pending.get('host')))} measured for "
+            "this run waits there: resume it on that host (pivot --host NAME sweep --resume)",
+        )
     generator = HostGenerator(conn, spec, sink, run_dir)
     generator.seq = pending["seq"]
-    sink.show(Said(type="link_back", message=f"fetching what the load generator on {spec.name} measured after the link "
-                   "was lost"))
+    sink.show(Said(type="link_back", message=f"fetching what the load generator on {spec.name} measured after the link was lost"))
     await generator.fetch_until_ended(pending["token"], 60.0)
 
 
@@ -176,6 +202,7 @@ def _host_load(conn: Connection) -> HostLoad:
         with contextlib.suppress(RemoteError, ValueError, IndexError):  # a figure beside the numbers, never a failure
             return float((await conn.run(["cat", "/proc/loadavg"], timeout=10)).stdout.split()[0])
         return None
+
     return load
 
 
@@ -185,6 +212,7 @@ def _host_power(conn: Connection) -> PowerMeter:
             result = await conn.run(list(POWER_QUERY), timeout=10)
             return gpu_watts(result.stdout) if result.exit_status == 0 else None
         return None
+
     return power
 
 

@@ -127,10 +127,22 @@ async def sample_power(meter: PowerMeter, samples: list[float]) -> None:
         await asyncio.sleep(max(0.0, POWER_EVERY_S - (time.monotonic() - began)))
 
 
-async def run_level(client: Client, settings: SweepSettings, pool: list[Any] | UniquePrompts, model: str, c: int, sink: Sink,
-                    scrape_metrics: bool, per_chunk: TokensPerChunk, host_load: HostLoad | None,
-                    repeat: bool = False, ignore_eos: bool = True, nodes: list[str] | None = None,
-                    reference: bool = False, power: PowerMeter | None = None) -> LevelDone:
+async def run_level(
+    client: Client,
+    settings: SweepSettings,
+    pool: list[Any] | UniquePrompts,
+    model: str,
+    c: int,
+    sink: Sink,
+    scrape_metrics: bool,
+    per_chunk: TokensPerChunk,
+    host_load: HostLoad | None,
+    repeat: bool = False,
+    ignore_eos: bool = True,
+    nodes: list[str] | None = None,
+    reference: bool = False,
+    power: PowerMeter | None = None,
+) -> LevelDone:
     """One level to its end; nodes: the hosts of a server across nodes (each rank serves every request), written in
     the level's row; reference: the sweep's first level measured again, for its drift; power: reads the server's GPUs'
     power, for the level's energy."""
@@ -161,8 +173,7 @@ async def run_level(client: Client, settings: SweepSettings, pool: list[Any] | U
             in_flight += 1
             peak = max(peak, in_flight)
             try:
-                record = await one_request(client, path, body, c, index, level_t0, index < settings.warmup, settings,
-                                           per_chunk)
+                record = await one_request(client, path, body, c, index, level_t0, index < settings.warmup, settings, per_chunk)
             finally:
                 in_flight -= 1
             errors += not record.ok
@@ -192,23 +203,39 @@ async def run_level(client: Client, settings: SweepSettings, pool: list[Any] | U
             helper.cancel()
     wall = time.monotonic() - level_t0
     cpu = (time.process_time() - cpu0) / wall if wall > 0 else 0.0
-    server = {k: mean for k in {k for s in server_samples for k in s}  # a NaN gauge of the server's is no measurement
-              if math.isfinite(mean := sum(s[k] for s in server_samples if k in s) / max(1, sum(k in s for s in server_samples)))}
+    server = {
+        k: mean
+        for k in {k for s in server_samples for k in s}  # a NaN gauge of the server's is no measurement
+        if math.isfinite(mean := sum(s[k] for s in server_samples if k in s) / max(1, sum(k in s for s in server_samples)))
+    }
     if counted_before is not None:  # counted over the level, not averaged from gauges
         server |= speculation(counted_before, spec_counters(await metrics_text(client.session()) or ""))
     over = sum(r.over_asked for r in records)
-    failed = (f"the server reported more tokens than max_tokens asked in {over} request(s): not a measurement"
-              if over else None)
+    failed = f"the server reported more tokens than max_tokens asked in {over} request(s): not a measurement" if over else None
     metrics = level_metrics(c, records, wall, server, failed=failed)
     lag_p90 = percentile(lags, 90)
-    client_side = {"client_cpu": round(cpu, 3), "loop_lag_p50": percentile(lags, 50), "loop_lag_p90": lag_p90,
-              "loop_lag_p99": percentile(lags, 99), "load_avg": os.getloadavg()[0],
-              "client_bound": client_bound(cpu), "lagging": lagging(lag_p90, metrics.itl_mean),
-              **power_figures(watts)}
+    client_side = {
+        "client_cpu": round(cpu, 3),
+        "loop_lag_p50": percentile(lags, 50),
+        "loop_lag_p90": lag_p90,
+        "loop_lag_p99": percentile(lags, 99),
+        "load_avg": os.getloadavg()[0],
+        "client_bound": client_bound(cpu),
+        "lagging": lagging(lag_p90, metrics.itl_mean),
+        **power_figures(watts),
+    }
     if host_load is not None:
         client_side["host_load_avg"] = await host_load()
-    done = LevelDone.model_validate({**metrics.model_dump(), "peak_in_flight": peak, "repeat": repeat, "reference": reference,
-                                     "nodes": ",".join(nodes) if nodes else None, **client_side})
+    done = LevelDone.model_validate(
+        {
+            **metrics.model_dump(),
+            "peak_in_flight": peak,
+            "repeat": repeat,
+            "reference": reference,
+            "nodes": ",".join(nodes) if nodes else None,
+            **client_side,
+        }
+    )
     sink.emit(done)
     sink.sync()
     return done
@@ -219,10 +246,23 @@ def client_placement(path: str, host: str | None = None) -> ClientPlacement:
     return ClientPlacement(machine=socket.gethostname(), cpus=os.cpu_count(), path=path, host=host)
 
 
-async def sweep(url: str, sink: Sink, settings: SweepSettings, *, pool: list[Any], headers: dict[str, str],
-                done: set[int], repeat: list[int] | None, stop_after_level: asyncio.Event, placement: ClientPlacement,
-                host_load: HostLoad | None = None, kind: str | None = None, warnings: list[str] | None = None,
-                nodes: list[str] | None = None, power: PowerMeter | None = None) -> int:
+async def sweep(
+    url: str,
+    sink: Sink,
+    settings: SweepSettings,
+    *,
+    pool: list[Any],
+    headers: dict[str, str],
+    done: set[int],
+    repeat: list[int] | None,
+    stop_after_level: asyncio.Event,
+    placement: ClientPlacement,
+    host_load: HostLoad | None = None,
+    kind: str | None = None,
+    warnings: list[str] | None = None,
+    nodes: list[str] | None = None,
+    power: PowerMeter | None = None,
+) -> int:
     """The levels not in `done` (or `repeat`'s), each to its end; 3 when one failed, else 0. kind: the managed
     server's engine kind, when pivot started it (what its requests may carry); placement: where this client runs;
     nodes: the hosts of a server across nodes, rank 0 (whose API takes the requests) first; power: reads the power of
@@ -240,10 +280,21 @@ async def sweep(url: str, sink: Sink, settings: SweepSettings, *, pool: list[Any
             source = UniquePrompts(settings.input_tokens)
             await source.calibrate(client.session())
         said = [*(warnings or []), *warnings_for(levels, facts), *engine_warnings(engine)]
-        sink.emit(SweepStarted(url=url, model=model, server=facts, resumed=sorted(done), repeat=repeat or [], warnings=said,
-                               pid=os.getpid(), client=placement,
-                               prompts=source.describe() if isinstance(source, UniquePrompts) else
-                               {"source": settings.prompt_file or f"{len(pool)} seeded prompts (unique_prompts = false)"}))
+        sink.emit(
+            SweepStarted(
+                url=url,
+                model=model,
+                server=facts,
+                resumed=sorted(done),
+                repeat=repeat or [],
+                warnings=said,
+                pid=os.getpid(),
+                client=placement,
+                prompts=source.describe()
+                if isinstance(source, UniquePrompts)
+                else {"source": settings.prompt_file or f"{len(pool)} seeded prompts (unique_prompts = false)"},
+            )
+        )
         stopped = False
         measured = False
         for c in levels:
@@ -252,25 +303,64 @@ async def sweep(url: str, sink: Sink, settings: SweepSettings, *, pool: list[Any
             if stop_after_level.is_set():
                 stopped = True
                 break
-            result = await run_level(client, settings, source, model, c, sink, facts.metrics, per_chunk,
-                                     host_load, repeat=bool(repeat), ignore_eos=ignore_eos, nodes=nodes, power=power)
+            result = await run_level(
+                client,
+                settings,
+                source,
+                model,
+                c,
+                sink,
+                facts.metrics,
+                per_chunk,
+                host_load,
+                repeat=bool(repeat),
+                ignore_eos=ignore_eos,
+                nodes=nodes,
+                power=power,
+            )
             measured = True
             if result.failed:
                 answering = await server_answers(client.session(), settings.server_wait_s)
                 if answering:
                     sink.emit(LevelRetry(c=c, reason=result.failed))
-                    result = await run_level(client, settings, source, model, c, sink, facts.metrics,
-                                             per_chunk, host_load, repeat=bool(repeat), ignore_eos=ignore_eos, nodes=nodes,
-                                             power=power)
+                    result = await run_level(
+                        client,
+                        settings,
+                        source,
+                        model,
+                        c,
+                        sink,
+                        facts.metrics,
+                        per_chunk,
+                        host_load,
+                        repeat=bool(repeat),
+                        ignore_eos=ignore_eos,
+                        nodes=nodes,
+                        power=power,
+                    )
                 if result.failed:
                     why = "" if answering else f"; the server did not answer for {settings.server_wait_s:g} s"
                     failed = f"C={c}: {result.failed}" + (f" ({result.first_error})" if result.first_error else "") + why
                     break
-        check_drift = (settings.drift_check and measured and not (stopped or failed or repeat) and len(levels) > 1
-                       and levels[0] not in done)  # (a first level of an earlier session: another server, maybe)
+        check_drift = (
+            settings.drift_check and measured and not (stopped or failed or repeat) and len(levels) > 1 and levels[0] not in done
+        )  # (a first level of an earlier session: another server, maybe)
         if check_drift and not stop_after_level.is_set():  # its first level again: how far the server drifted meanwhile
-            await run_level(client, settings, source, model, levels[0], sink, facts.metrics, per_chunk,
-                            host_load, ignore_eos=ignore_eos, nodes=nodes, reference=True, power=power)
+            await run_level(
+                client,
+                settings,
+                source,
+                model,
+                levels[0],
+                sink,
+                facts.metrics,
+                per_chunk,
+                host_load,
+                ignore_eos=ignore_eos,
+                nodes=nodes,
+                reference=True,
+                power=power,
+            )
         sink.emit(SweepDone(stopped=stopped, failed=failed))
     sink.sync()
     return 3 if failed else 0
@@ -278,6 +368,8 @@ async def sweep(url: str, sink: Sink, settings: SweepSettings, *, pool: list[Any
 
 def engine_warnings(engine: Engine | None) -> list[str]:
     if engine is not None and engine.ends_early:
-        return [f"a {engine.title} server may not honour ignore_eos: a request may end before max_tokens; such requests "
-                "are counted as short, and their tokens as they came"]
+        return [
+            f"a {engine.title} server may not honour ignore_eos: a request may end before max_tokens; such requests "
+            "are counted as short, and their tokens as they came"
+        ]
     return []

@@ -106,8 +106,13 @@ class HostGenerator:
         try:
             typed = decode_event(event)
         except EventError as e:  # the host's word: a number that is not one is not kept, and said
-            self.sink.show(Said(type="notice", message=f"the load generator on {self.conn.host} sent a {visible(str(kind))} "
-                                f"event pivot cannot read ({visible(str(e))}): not kept"))
+            self.sink.show(
+                Said(
+                    type="notice",
+                    message=f"the load generator on {self.conn.host} sent a {visible(str(kind))} "
+                    f"event pivot cannot read ({visible(str(e))}): not kept",
+                )
+            )
             return None
         if isinstance(typed, LevelProgress):
             self.sink.show(typed)
@@ -122,9 +127,14 @@ class HostGenerator:
         other. Wait for the link, then keep what it measured from its spool, until it has ended."""
         self._keep_pending(token)
         why = why.removeprefix(f"{self.conn.host}: ")
-        self.sink.show(Said(type="link_lost", message=f"the link to {self.conn.host} was lost ({visible(why)}): the load "
-                            "generator there measures the level in progress to its end; what it measures is fetched when "
-                            "the link is back"))
+        self.sink.show(
+            Said(
+                type="link_lost",
+                message=f"the link to {self.conn.host} was lost ({visible(why)}): the load "
+                "generator there measures the level in progress to its end; what it measures is fetched when "
+                "the link is back",
+            )
+        )
         return await self.fetch_until_ended(token, RECONNECT_S)
 
     async def fetch_until_ended(self, token: str, within_s: float) -> int:
@@ -134,15 +144,22 @@ class HostGenerator:
             try:
                 await self.conn.connected(timeout=max(1.0, deadline - time.monotonic()))
                 if not said_back:
-                    self.sink.show(Said(type="link_back", message=f"the link to {self.conn.host} is back: fetching what "
-                                        "the load generator there measured"))
+                    self.sink.show(
+                        Said(
+                            type="link_back",
+                            message=f"the link to {self.conn.host} is back: fetching what the load generator there measured",
+                        )
+                    )
                     said_back = True
                 running = await self._fetch(token)
             except RemoteError as e:
                 if not e.retry or time.monotonic() >= deadline:
-                    raise RemoteError(self.conn.host, f"{e}; what the load generator there measured waits on the host, "
-                                      f"and `pivot sweep --resume {self.run_dir.name}` fetches it and measures the "
-                                      "rest") from None
+                    raise RemoteError(
+                        self.conn.host,
+                        f"{e}; what the load generator there measured waits on the host, "
+                        f"and `pivot sweep --resume {self.run_dir.name}` fetches it and measures the "
+                        "rest",
+                    ) from None
                 await asyncio.sleep(POLL_S)
                 continue
             if not running:
@@ -150,8 +167,9 @@ class HostGenerator:
                     await self.conn.run(["rm", "-f", "--", f"sweeps/{token}.jsonl"], cwd=self.spec.workdir)
                 (self.run_dir / PENDING).unlink(missing_ok=True)
                 if not isinstance(self.last, SweepDone):
-                    raise RemoteError(self.conn.host, "the load generator on the host ended before the sweep did "
-                                      "(what it measured is kept)")
+                    raise RemoteError(
+                        self.conn.host, "the load generator on the host ended before the sweep did (what it measured is kept)"
+                    )
                 return _status(self.last)
             await asyncio.sleep(POLL_S)
 
@@ -159,8 +177,7 @@ class HostGenerator:
         """The spool's events not kept yet, kept; whether its generator still runs."""
         for attempt in (1, 2):
             running = True
-            async with await self.conn.stream(self._argv("--fetch", token, "--after", str(self.seq)),
-                                              cwd=self.spec.workdir) as stream:
+            async with await self.conn.stream(self._argv("--fetch", token, "--after", str(self.seq)), cwd=self.spec.workdir) as stream:
                 async for line in stream:
                     event = _parse(line)
                     if event is not None and event.get("type") == "spool":

@@ -127,8 +127,11 @@ class PipeSink:
             self.transport.write(line)
 
     def lost(self) -> None:
-        then = (f" during C={self.level}: the host measured that level to its end and began no other" if self.level
-                else ": the host began no other level")
+        then = (
+            f" during C={self.level}: the host measured that level to its end and began no other"
+            if self.level
+            else ": the host began no other level"
+        )
         self.orphaned = f"the link to the console was lost{then}"
 
     def sync(self) -> None:
@@ -136,8 +139,8 @@ class PipeSink:
 
     async def drained(self, within_s: float) -> None:
         deadline = asyncio.get_running_loop().time() + within_s
-        while (self.transport.get_write_buffer_size() and not self.orphaned  # noqa: ASYNC110
-               and asyncio.get_running_loop().time() < deadline):
+        busy = self.transport.get_write_buffer_size
+        while busy() and not self.orphaned and asyncio.get_running_loop().time() < deadline:  # noqa: ASYNC110
             await asyncio.sleep(0.05)  # (a pipe transport says when its buffer is low, not when it is empty)
 
 
@@ -172,11 +175,20 @@ async def run(port: int) -> int:
     try:
         address = order.address or "127.0.0.1"  # a Slurm job's first node, seen from its login node
         host = f"[{address}]" if ":" in address else address
-        status = await sweep(f"http://{host}:{port}", sink, SweepSettings.from_dict(order.settings), pool=order.prompts,
-                             headers=order.headers, done=set(order.done), repeat=order.repeat or None,
-                             stop_after_level=stop, kind=order.kind, nodes=order.nodes,
-                             placement=client_placement("on-host"),
-                             power=local_power if gpus_here(order.address, order.nodes) else None)
+        status = await sweep(
+            f"http://{host}:{port}",
+            sink,
+            SweepSettings.from_dict(order.settings),
+            pool=order.prompts,
+            headers=order.headers,
+            done=set(order.done),
+            repeat=order.repeat or None,
+            stop_after_level=stop,
+            kind=order.kind,
+            nodes=order.nodes,
+            placement=client_placement("on-host"),
+            power=local_power if gpus_here(order.address, order.nodes) else None,
+        )
         await sink.drained(float("inf"))
         ack = asyncio.ensure_future(acked.wait())
         await asyncio.wait({ack, listener}, timeout=ACK_WAIT_S, return_when=asyncio.FIRST_COMPLETED)
@@ -195,8 +207,7 @@ async def run(port: int) -> int:
 async def local_power() -> float | None:
     """This host's GPUs' power, from its nvidia-smi (None: none, or no reading)."""
     try:
-        proc = await asyncio.create_subprocess_exec(*POWER_QUERY, stdout=asyncio.subprocess.PIPE,
-                                                    stderr=asyncio.subprocess.DEVNULL)
+        proc = await asyncio.create_subprocess_exec(*POWER_QUERY, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
     except OSError:
         return None
     try:

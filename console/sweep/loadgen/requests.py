@@ -86,15 +86,21 @@ class UniquePrompts:
         self.tokens = await _count_tokens(session, self.prompt())
 
     def describe(self) -> dict[str, Any]:
-        return {"source": "unique per request", "input_tokens": self.input_tokens, "words": self.words,
-                "counted_by": self.counted_by, **({"tokens": self.tokens} if self.tokens is not None else {})}
+        return {
+            "source": "unique per request",
+            "input_tokens": self.input_tokens,
+            "words": self.words,
+            "counted_by": self.counted_by,
+            **({"tokens": self.tokens} if self.tokens is not None else {}),
+        }
 
 
 async def _count_tokens(session: aiohttp.ClientSession, text: str) -> int | None:
     """The server's own count of `text`'s tokens, where it has /tokenize; None where it has not."""
     try:
-        async with session.post("/tokenize", json={"content": text}, allow_redirects=False,
-                                timeout=aiohttp.ClientTimeout(total=10)) as response:
+        async with session.post(
+            "/tokenize", json={"content": text}, allow_redirects=False, timeout=aiohttp.ClientTimeout(total=10)
+        ) as response:
             tokens = _loads(await response.content.read(1 << 20)).get("tokens") if response.status == 200 else None
     except (aiohttp.ClientError, TimeoutError, ValueError, AttributeError):
         return None
@@ -103,9 +109,15 @@ async def _count_tokens(session: aiohttp.ClientSession, text: str) -> int | None
 
 def request_body(settings: SweepSettings, model: str, prompt: Any, *, ignore_eos: bool = True) -> tuple[str, dict[str, Any]]:
     """ignore_eos: the server honours the field (console/server/engines.py); one that does not may refuse it."""
-    common = {"model": model, "max_tokens": settings.max_tokens, "stream": True, "temperature": 0,
-              "stream_options": {"include_usage": True, "continuous_usage_stats": True},
-              **({"ignore_eos": True} if ignore_eos else {}), **settings.extra_body}
+    common = {
+        "model": model,
+        "max_tokens": settings.max_tokens,
+        "stream": True,
+        "temperature": 0,
+        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+        **({"ignore_eos": True} if ignore_eos else {}),
+        **settings.extra_body,
+    }
     if settings.api == "chat":
         messages = prompt if isinstance(prompt, list) else [{"role": "user", "content": str(prompt)}]
         return "/v1/chat/completions", {**common, "messages": messages}
@@ -211,9 +223,12 @@ class Client:
 
     def _session(self, *, force_close: bool) -> aiohttp.ClientSession:
         url, headers, most, idle_timeout_s = self._args
-        return aiohttp.ClientSession(url, headers=headers,
-                                     connector=aiohttp.TCPConnector(limit=most + 8, force_close=force_close),
-                                     timeout=aiohttp.ClientTimeout(total=None, connect=30, sock_read=idle_timeout_s))
+        return aiohttp.ClientSession(
+            url,
+            headers=headers,
+            connector=aiohttp.TCPConnector(limit=most + 8, force_close=force_close),
+            timeout=aiohttp.ClientTimeout(total=None, connect=30, sock_read=idle_timeout_s),
+        )
 
     @property
     def closes_connections(self) -> bool:
@@ -236,8 +251,7 @@ class Client:
 def _closed_before_answer(e: BaseException) -> bool:
     """The server closed the connection before answering (a kept-alive one it had given up), rather than refused a
     new one: the request never reached it, so sending it again measures the same thing."""
-    return isinstance(e, aiohttp.ServerDisconnectedError | aiohttp.ClientOSError) and not isinstance(
-        e, aiohttp.ClientConnectorError)
+    return isinstance(e, aiohttp.ServerDisconnectedError | aiohttp.ClientOSError) and not isinstance(e, aiohttp.ClientConnectorError)
 
 
 TIMINGS = ("prompt_n", "prompt_ms", "predicted_n", "predicted_ms", "predicted_per_second", "draft_n", "draft_n_accepted")
@@ -270,8 +284,9 @@ class _Stream:
         self.done = False
 
 
-async def _receive(session: aiohttp.ClientSession, path: str, body: dict[str, Any], start: float, got: _Stream,
-                   per_chunk: TokensPerChunk) -> None:
+async def _receive(
+    session: aiohttp.ClientSession, path: str, body: dict[str, Any], start: float, got: _Stream, per_chunk: TokensPerChunk
+) -> None:
     max_tokens = int(body["max_tokens"])
     max_chunks = MAX_CHUNKS_PER_TOKEN * max_tokens + 16
     async with session.post(path, data=orjson.dumps(body), headers=JSON, allow_redirects=False) as response:
@@ -313,8 +328,17 @@ async def _receive(session: aiohttp.ClientSession, path: str, body: dict[str, An
         raise BadStream(f"the stream was cut off after {len(got.times)} chunks, without a finish reason")
 
 
-async def one_request(client: Client, path: str, body: dict[str, Any], c: int, index: int, level_t0: float,
-                      warmup: bool, settings: SweepSettings, per_chunk: TokensPerChunk) -> RequestRecord:
+async def one_request(
+    client: Client,
+    path: str,
+    body: dict[str, Any],
+    c: int,
+    index: int,
+    level_t0: float,
+    warmup: bool,
+    settings: SweepSettings,
+    per_chunk: TokensPerChunk,
+) -> RequestRecord:
     max_tokens = int(body["max_tokens"])
     error: str | None = None
     retried = False
@@ -328,8 +352,7 @@ async def one_request(client: Client, path: str, body: dict[str, Any], c: int, i
             if not retried and got.status is None and _closed_before_answer(e):
                 retried = True  # once, on a connection of its own; and every request after it too
                 continue
-            error = (f"connection closed mid-stream: {visible(str(e))}" if got.status is not None
-                     else visible(str(e)) or type(e).__name__)
+            error = f"connection closed mid-stream: {visible(str(e))}" if got.status is not None else visible(str(e)) or type(e).__name__
         except aiohttp.ServerTimeoutError as e:  # before TimeoutError, which it also is
             error = f"timeout: no data for {settings.idle_timeout_s:g} s ({type(e).__name__})"
         except TimeoutError:
@@ -356,9 +379,19 @@ async def one_request(client: Client, path: str, body: dict[str, Any], c: int, i
         chunk_tokens = spread(total, len(times))  # only a total is known: spread it over the chunks
     ok = error is None
     return RequestRecord(
-        c=c, index=index, start=round(start - level_t0, 6), status=got.status, error=error,
-        ttft=times[0] if times else None, e2e=end if ok else None, tokens=total if ok else 0,
-        usage_missing=usage_missing and bool(times), chunks=tuple((round(t, 6), n) for t, n in zip(times, chunk_tokens, strict=True)),
-        warmup=warmup, finish_reason=finish, over_asked=ok and total > max_tokens, retried=retried,
+        c=c,
+        index=index,
+        start=round(start - level_t0, 6),
+        status=got.status,
+        error=error,
+        ttft=times[0] if times else None,
+        e2e=end if ok else None,
+        tokens=total if ok else 0,
+        usage_missing=usage_missing and bool(times),
+        chunks=tuple((round(t, 6), n) for t, n in zip(times, chunk_tokens, strict=True)),
+        warmup=warmup,
+        finish_reason=finish,
+        over_asked=ok and total > max_tokens,
+        retried=retried,
         timings=got.timings if ok else None,
     )

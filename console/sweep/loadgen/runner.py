@@ -26,8 +26,7 @@ from console.untrusted import visible
 class SweepProcess:
     """One load generator process writing into one run. stop(): after the level; abort(): now."""
 
-    def __init__(self, run: Run, target: list[str], *, resume: bool = False, repeat: list[int] | None = None,
-                 requests: int | None = None):
+    def __init__(self, run: Run, target: list[str], *, resume: bool = False, repeat: list[int] | None = None, requests: int | None = None):
         """target: ["--url", URL] or ["--config", PATH, "--host", NAME, "--port", PORT] (its own SSH forward).
         resume: run the levels not yet measured; repeat: measure these levels again (`requests` each), merged with
         what is there."""
@@ -44,7 +43,10 @@ class SweepProcess:
         if self.requests:
             argv += ["--requests", str(self.requests)]
         self.proc = await asyncio.create_subprocess_exec(
-            *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
             limit=1 << 24,  # a request event with every chunk of a long answer is one long line
         )
         assert self.proc.stdout and self.proc.stderr
@@ -115,15 +117,24 @@ async def describe_server(conn: Connection, cfg: config.Config, host: str) -> tu
     if record is None:
         raise RunError(f"the server on {host} has no readable server.json: start it with pivot")
     if record.rank > 0:  # a headless rank, or SGLang's dummy /health: no API to sweep
-        raise RunError(f"{host} runs rank {record.rank} of {visible(record.profile)}: sweep it on {record.nodes[0]}, "
-                       "whose rank 0 serves its API (pivot --host " + record.nodes[0] + " sweep …)")
+        raise RunError(
+            f"{host} runs rank {record.rank} of {visible(record.profile)}: sweep it on {record.nodes[0]}, "
+            "whose rank 0 serves its API (pivot --host " + record.nodes[0] + " sweep …)"
+        )
     sample = await agent.sample_once()
     gpus = sample.gpus if isinstance(sample, Sample) else []
-    meta = RunMeta(profile=status.profile or "?", kind=record.kind, argv=list(record.argv), command_line=shell_line(record.argv),
-                   host=host, gpu_count=len(gpus) if isinstance(sample, Sample) else None,  # (not sampled: unknown)
-                   gpu_names=sorted({g.name for g in gpus}),
-                   gpu_memory_mib=max((g.mem_total_mib for g in gpus if g.mem_total_mib), default=None), model=status.model,
-                   nodes=list(record.nodes) or None)  # a server across nodes: its hosts, rank 0 first; GPUs: rank 0's
+    meta = RunMeta(
+        profile=status.profile or "?",
+        kind=record.kind,
+        argv=list(record.argv),
+        command_line=shell_line(record.argv),
+        host=host,
+        gpu_count=len(gpus) if isinstance(sample, Sample) else None,  # (not sampled: unknown)
+        gpu_names=sorted({g.name for g in gpus}),
+        gpu_memory_mib=max((g.mem_total_mib for g in gpus if g.mem_total_mib), default=None),
+        model=status.model,
+        nodes=list(record.nodes) or None,
+    )  # a server across nodes: its hosts, rank 0 first; GPUs: rank 0's
     meta.measured_from = await asyncio.to_thread(_measured_from, cfg, meta.profile)  # profile files: off the loop
     if record.job is not None:  # a Slurm job: its id, and where its first node is
         meta.slurm_job, meta.address = record.job, address

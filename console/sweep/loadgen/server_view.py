@@ -22,13 +22,18 @@ from console.sweep.model import ServerFacts, ServerMetrics
 from console.untrusted import decode
 
 SERVER_GAUGES = {  # Prometheus name -> our name
-    "sglang:num_running_reqs": "running", "sglang:num_queue_reqs": "queued", "sglang:gen_throughput": "gen_tok_s",
+    "sglang:num_running_reqs": "running",
+    "sglang:num_queue_reqs": "queued",
+    "sglang:gen_throughput": "gen_tok_s",
     # SGLang 0.5.23 keeps speculation's figures as gauges of its last batches (srt/observability/metrics_collector.py):
     # accepted drafts over proposed ones, and tokens per verify step (accepted drafts + the bonus token)
-    "sglang:spec_accept_rate": "spec_accept_rate", "sglang:spec_accept_length": "spec_accept_length",
+    "sglang:spec_accept_rate": "spec_accept_rate",
+    "sglang:spec_accept_length": "spec_accept_length",
     "sglang:spec_num_steps": "spec_steps",
-    "vllm:num_requests_running": "running", "vllm:num_requests_waiting": "queued",
-    "llamacpp:requests_processing": "running", "llamacpp:requests_deferred": "queued",
+    "vllm:num_requests_running": "running",
+    "vllm:num_requests_waiting": "queued",
+    "llamacpp:requests_processing": "running",
+    "llamacpp:requests_deferred": "queued",
 }
 # vLLM counts speculation instead: (drafts, draft tokens proposed, draft tokens accepted), summed over labels
 # (vllm 0.33.0: vllm/v1/spec_decode/metrics.py; its own dashboard reads acceptance as accepted / draft tokens and the
@@ -36,8 +41,7 @@ SERVER_GAUGES = {  # Prometheus name -> our name
 # slot is reset for its next task (tools/server/server-context.cpp, callback_on_reset): over a level they lag by a
 # request per slot, so its acceptance comes from each request's own timings instead (console/sweep/metrics.py).
 SPEC_COUNTERS = (
-    ("vllm:spec_decode_num_drafts_total", "vllm:spec_decode_num_draft_tokens_total",
-     "vllm:spec_decode_num_accepted_tokens_total"),
+    ("vllm:spec_decode_num_drafts_total", "vllm:spec_decode_num_draft_tokens_total", "vllm:spec_decode_num_accepted_tokens_total"),
 )
 
 
@@ -77,8 +81,7 @@ def speculation(before: tuple[float, float, float] | None, after: tuple[float, f
     drafts, proposed, accepted = (b - a for a, b in zip(before, after, strict=True))
     if drafts <= 0 or proposed <= 0 or accepted < 0 or accepted > proposed:
         return {}
-    return {"spec_accept_rate": accepted / proposed, "spec_accept_length": 1 + accepted / drafts,
-            "spec_draft_tokens": proposed}
+    return {"spec_accept_rate": accepted / proposed, "spec_accept_length": 1 + accepted / drafts, "spec_draft_tokens": proposed}
 
 
 HTTP_ERRORS = (aiohttp.ClientError, TimeoutError, OSError)
@@ -102,8 +105,9 @@ async def metrics_text(client: aiohttp.ClientSession) -> str | None:
     return None
 
 
-async def scrape(session: Callable[[], aiohttp.ClientSession], c: int, emit: Callable[[ServerMetrics], None],
-                 samples: list[dict[str, float]]) -> None:
+async def scrape(
+    session: Callable[[], aiohttp.ClientSession], c: int, emit: Callable[[ServerMetrics], None], samples: list[dict[str, float]]
+) -> None:
     """session: the client's current one (it changes when the server turns out to close kept-alive connections)."""
     while True:
         with contextlib.suppress(*HTTP_ERRORS, ValueError):
@@ -134,10 +138,22 @@ async def server_facts(client: aiohttp.ClientSession) -> ServerFacts:
         with contextlib.suppress(*HTTP_ERRORS, ValueError, TypeError, AttributeError, RecursionError):
             status, body = await get(client, path, 10)
             if status == 200 and isinstance(info := _json(body), dict):
-                facts.update({k: info[k] for k in ("max_running_requests", "speculative_algorithm", "speculative_num_steps",
-                                                   "speculative_eagle_topk", "speculative_adaptive", "tp_size", "version")
-                              if k in info})  # a value not of its type is dropped by ServerFacts
-                graphs = ((info.get("cuda_graph_config") or {}).get("decode") or {})  # SGLang 0.5.23's resolved graphs
+                facts.update(
+                    {
+                        k: info[k]
+                        for k in (
+                            "max_running_requests",
+                            "speculative_algorithm",
+                            "speculative_num_steps",
+                            "speculative_eagle_topk",
+                            "speculative_adaptive",
+                            "tp_size",
+                            "version",
+                        )
+                        if k in info
+                    }
+                )  # a value not of its type is dropped by ServerFacts
+                graphs = (info.get("cuda_graph_config") or {}).get("decode") or {}  # SGLang 0.5.23's resolved graphs
                 if isinstance(graphs.get("bs"), list) and all(isinstance(b, int) for b in graphs["bs"]):
                     facts["cuda_graph_bs"] = sorted(graphs["bs"])
                 if isinstance(graphs.get("max_bs"), int):
@@ -157,8 +173,9 @@ async def server_facts(client: aiohttp.ClientSession) -> ServerFacts:
 def warnings_for(levels: list[int], facts: ServerFacts) -> list[str]:
     warnings = []
     for key, what, effect in (
-            ("max_running_requests", "max_running_requests", "requests wait in its queue: the queue is measured too"),
-            ("cuda_graph_max_bs", "largest CUDA-graph batch", "those batches decode without graphs, in slower steps")):
+        ("max_running_requests", "max_running_requests", "requests wait in its queue: the queue is measured too"),
+        ("cuda_graph_max_bs", "largest CUDA-graph batch", "those batches decode without graphs, in slower steps"),
+    ):
         limit = getattr(facts, key)
         if limit is not None:
             over = [c for c in levels if c > limit]
@@ -167,8 +184,10 @@ def warnings_for(levels: list[int], facts: ServerFacts) -> list[str]:
                 warnings.append(f"{which} the server's {what} ({limit}): {effect}")
     busy = facts.busy or {}
     if busy.get("running") or busy.get("queued"):
-        warnings.append(f"the server was already serving {busy.get('running', 0)} request(s) ({busy.get('queued', 0)} queued) "
-                        "before the sweep: another client's load is in these numbers")
+        warnings.append(
+            f"the server was already serving {busy.get('running', 0)} request(s) ({busy.get('queued', 0)} queued) "
+            "before the sweep: another client's load is in these numbers"
+        )
     return warnings
 
 

@@ -35,8 +35,10 @@ class EventsCorrupt(RunError):
 
 def check_run_name(name: str) -> str:
     if not _NAME.fullmatch(name):
-        raise RunError(f"run name {name!r}: must be one path component of letters, digits, '.', '_' and '-' "
-                       "(starting with a letter or digit, at most 120 characters)")
+        raise RunError(
+            f"run name {name!r}: must be one path component of letters, digits, '.', '_' and '-' "
+            "(starting with a letter or digit, at most 120 characters)"
+        )
     return name
 
 

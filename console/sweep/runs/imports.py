@@ -33,22 +33,36 @@ def level_from_bench_serving(line: dict[str, Any]) -> LevelDone:
         raise ValueError("no max_concurrency: pivot compares runs by concurrency")
     tpot = line.get("mean_tpot_ms")
     completed = int(line.get("completed", 0))
-    return LevelDone.model_validate({
-        "c": int(c), "requests": completed, "errors": 0, "wall_s": line.get("duration"),
-        "output_tokens": line.get("total_output_tokens", line.get("total_output")),
-        "total_tok_s": float(line["output_throughput"]), "steady_tok_s": None,
-        "req_tok_s_mean": 1000.0 / tpot if tpot else None, "req_tok_s_p50": None,
-        "ttft_p50": _ms(line.get("median_ttft_ms")), "ttft_p90": _ms(line.get("p90_ttft_ms")),
-        "ttft_p99": _ms(line.get("p99_ttft_ms")), "itl_p50": _ms(line.get("median_itl_ms")),
-        "itl_p90": _ms(line.get("p90_itl_ms")), "itl_p99": _ms(line.get("p99_itl_ms")),
-        "e2e_p50": _ms(line.get("median_e2e_latency_ms")), "e2e_p90": _ms(line.get("p90_e2e_latency_ms")),
-        "e2e_p99": _ms(line.get("p99_e2e_latency_ms")), "requests_per_s": line.get("request_throughput"),
-        "imported": True,
-    }, strict=False)
+    return LevelDone.model_validate(
+        {
+            "c": int(c),
+            "requests": completed,
+            "errors": 0,
+            "wall_s": line.get("duration"),
+            "output_tokens": line.get("total_output_tokens", line.get("total_output")),
+            "total_tok_s": float(line["output_throughput"]),
+            "steady_tok_s": None,
+            "req_tok_s_mean": 1000.0 / tpot if tpot else None,
+            "req_tok_s_p50": None,
+            "ttft_p50": _ms(line.get("median_ttft_ms")),
+            "ttft_p90": _ms(line.get("p90_ttft_ms")),
+            "ttft_p99": _ms(line.get("p99_ttft_ms")),
+            "itl_p50": _ms(line.get("median_itl_ms")),
+            "itl_p90": _ms(line.get("p90_itl_ms")),
+            "itl_p99": _ms(line.get("p99_itl_ms")),
+            "e2e_p50": _ms(line.get("median_e2e_latency_ms")),
+            "e2e_p90": _ms(line.get("p90_e2e_latency_ms")),
+            "e2e_p99": _ms(line.get("p99_e2e_latency_ms")),
+            "requests_per_s": line.get("request_throughput"),
+            "imported": True,
+        },
+        strict=False,
+    )
 
 
-def import_bench_serving(campaign_dir: Path, path: Path, *, name: str | None, profile: str,
-                         argv: list[str] | None = None, kind: str | None = None) -> Run:
+def import_bench_serving(
+    campaign_dir: Path, path: Path, *, name: str | None, profile: str, argv: list[str] | None = None, kind: str | None = None
+) -> Run:
     """argv, kind: the profile's, when it is known here, so that the comparison knows whether the run drafted."""
     levels = []
     try:
@@ -65,8 +79,15 @@ def import_bench_serving(campaign_dir: Path, path: Path, *, name: str | None, pr
     if not levels:
         raise RunError(f"{path}: no result lines")
     by_c = {level.c: level for level in levels}  # a later line for the same C wins, as a rerun would
-    meta = RunMeta(profile=profile, imported_from=str(path), source="sglang bench_serving", settings={"levels": sorted(by_c)},
-                   argv=argv, command_line=shell_line(argv) if argv else None, kind=kind if argv else None)
+    meta = RunMeta(
+        profile=profile,
+        imported_from=str(path),
+        source="sglang bench_serving",
+        settings={"levels": sorted(by_c)},
+        argv=argv,
+        command_line=shell_line(argv) if argv else None,
+        kind=kind if argv else None,
+    )
     run = create_run(campaign_dir, meta, name=name)
     with open(run.dir / EVENTS, "a", encoding="utf-8") as f:
         for c in sorted(by_c):

@@ -27,8 +27,9 @@ def run_lock(run_dir: Path) -> Iterator[None]:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
-            raise RunLocked(f"run {run_dir.name} is being written by another load generator (pid {holder}): "
-                            "wait for it, or stop that sweep first") from None
+            raise RunLocked(
+                f"run {run_dir.name} is being written by another load generator (pid {holder}): wait for it, or stop that sweep first"
+            ) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         yield

@@ -61,7 +61,7 @@ class RequestColumns:
 
     def record(self, row: int) -> RequestRecord:
         fields = {k: v[row] for k, v in self.columns.items()}
-        flat = self.pairs[2 * self.offsets[row]: 2 * self.offsets[row + 1]]
+        flat = self.pairs[2 * self.offsets[row] : 2 * self.offsets[row + 1]]
         fields[CHUNKS] = list(zip(flat[::2], flat[1::2], strict=True))
         return RequestRecord.from_dict(fields)
 

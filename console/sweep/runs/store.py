@@ -38,8 +38,20 @@ from console.untrusted import visible
 if TYPE_CHECKING:  # polars is imported where a table is read or written: not by the console's first screen
     import polars as pl
 
-__all__ = ["EVENTS", "META", "EventLogFile", "Run", "RunError", "completed_levels", "create_run", "delete_run",
-           "list_runs", "open_run", "open_run_dir", "runs_dir"]
+__all__ = [
+    "EVENTS",
+    "META",
+    "EventLogFile",
+    "Run",
+    "RunError",
+    "completed_levels",
+    "create_run",
+    "delete_run",
+    "list_runs",
+    "open_run",
+    "open_run_dir",
+    "runs_dir",
+]
 
 
 def runs_dir(campaign_dir: Path) -> Path:
@@ -177,7 +189,8 @@ class Run:
             return None
         names = [visible(str(n)) for n in nodes]
         return f"{len(names)} nodes: {names[0]} (rank 0, whose API took the requests), " + ", ".join(
-            f"{n} (rank {r})" for r, n in enumerate(names[1:], start=1))
+            f"{n} (rank {r})" for r, n in enumerate(names[1:], start=1)
+        )
 
     @property
     def speculative(self) -> bool:
@@ -339,8 +352,9 @@ def create_run(campaign_dir: Path, meta: RunMeta, name: str | None = None) -> Ru
         raise RunError(f"run {base!r} already exists in {runs_dir(campaign_dir)}")
     try:
         directory.mkdir(parents=True)
-        meta = meta.model_copy(update={"name": base, "pivot_version": version(),
-                                       "started": datetime.now(UTC).isoformat(timespec="seconds")})
+        meta = meta.model_copy(
+            update={"name": base, "pivot_version": version(), "started": datetime.now(UTC).isoformat(timespec="seconds")}
+        )
         write_meta(directory, meta)
         (directory / EVENTS).touch()
     except OSError as e:

@@ -20,11 +20,16 @@ class ConfirmKill(Confirm):
         for col in ("PID", "USER", "GPU", "GPU-MEM", "STATE", "COMMAND"):
             table.add_column(col, no_wrap=True, overflow="ellipsis", ratio=1 if col == "COMMAND" else None)
         for p in plan.targets:
-            table.add_row(str(p.pid), Text(p.user), "-" if p.gpu is None else str(p.gpu),
-                          "-" if p.mem_mib is None else f"{gib(p.mem_mib)} GiB", Text(p.state), Text(p.cmd or "(no command line)"))
+            table.add_row(
+                str(p.pid),
+                Text(p.user),
+                "-" if p.gpu is None else str(p.gpu),
+                "-" if p.mem_mib is None else f"{gib(p.mem_mib)} GiB",
+                Text(p.state),
+                Text(p.cmd or "(no command line)"),
+            )
         how = "to its process group where it leads one" if plan.group else "to the process only"
-        summary = (f"SIGTERM {how}, then SIGKILL after {grace_s:g} s. "
-                   f"These processes hold {gib(plan.memory_mib)} GiB of GPU memory.")
+        summary = f"SIGTERM {how}, then SIGKILL after {grace_s:g} s. These processes hold {gib(plan.memory_mib)} GiB of GPU memory."
         note = "\n".join(f"not killed: pid {r.pid}: {r.reason}" for r in plan.refused)
         n = len(plan.targets)
         super().__init__(title or f"Kill {n} process{'es' if n != 1 else ''}?", [table, summary], action_label="Kill", note=note)

@@ -31,8 +31,7 @@ class EventLogScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static(Text(f"{len(self.events)} events from {self.path}  (pivot events --export FILE writes them all)",
-                              style="bold"))
+            yield Static(Text(f"{len(self.events)} events from {self.path}  (pivot events --export FILE writes them all)", style="bold"))
             table: DataTable[Text] = DataTable(cursor_type="row")
             yield table
 
@@ -40,8 +39,11 @@ class EventLogScreen(ModalScreen[None]):
         table = self.query_one(DataTable)
         table.add_columns("TIME", "KIND", "WHAT")
         for event in self.events:
-            table.add_row(Text(visible(str(event.get("time", ""))[:19].replace("T", " "))), Text(visible(str(event.get("kind", "")))),
-                          Text(summary(event)))
+            table.add_row(
+                Text(visible(str(event.get("time", ""))[:19].replace("T", " "))),
+                Text(visible(str(event.get("kind", "")))),
+                Text(summary(event)),
+            )
         table.move_cursor(row=max(0, table.row_count - 1))
         table.focus()
 

@@ -30,8 +30,7 @@ class HelpScreen(ModalScreen[None]):
             if self.notes:
                 yield Static(Text("\n".join(self.notes) + "\n"))
             for title, bindings in self.sections:
-                table = Table(box=None, show_header=False, pad_edge=False, title=title, title_justify="left",
-                              title_style="bold")
+                table = Table(box=None, show_header=False, pad_edge=False, title=title, title_justify="left", title_style="bold")
                 table.add_column(width=14)
                 table.add_column()
                 for b in bindings:

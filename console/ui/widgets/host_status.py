@@ -37,8 +37,7 @@ class HostStatus(Static):
     problem: reactive[str | None] = reactive(None, repaint=False)
     server_status: reactive[ServerStatus | None] = reactive(None, repaint=False)
 
-    def __init__(self, host: str, *, local: bool = False, readonly: bool = False, unsampled: str | None = None,
-                 **kw: object):
+    def __init__(self, host: str, *, local: bool = False, readonly: bool = False, unsampled: str | None = None, **kw: object):
         """unsampled: why this host's GPUs are not streamed (none, or a Slurm login node's), said in their place."""
         super().__init__(**kw)  # type: ignore[arg-type]
         self.host, self.unsampled = host, unsampled

@@ -34,11 +34,13 @@ class GpuPane(Pane):
     GpuPane > ProcessTable { height: 1fr; min-height: 3; overflow-x: hidden; }  /* a long command is cut with … */
     """
     BINDINGS = [
-        Binding("k", "kill", "Kill", id="gpu.kill",
-                tooltip="Kill the tagged processes (or the one under the cursor), after a confirmation"),
+        Binding(
+            "k", "kill", "Kill", id="gpu.kill", tooltip="Kill the tagged processes (or the one under the cursor), after a confirmation"
+        ),
         Binding("K", "kill_stray", "Kill stray", id="gpu.kill_stray", tooltip="Kill every stray process, after a confirmation"),
-        Binding("p", "kill_parent", "Kill parent", id="gpu.kill_parent",
-                tooltip="Kill the parent that must reap a zombie, after a confirmation"),
+        Binding(
+            "p", "kill_parent", "Kill parent", id="gpu.kill_parent", tooltip="Kill the parent that must reap a zombie, after a confirmation"
+        ),
         Binding("c", "cleanup", "Cleanup", id="gpu.cleanup", tooltip="Run the hypervisor's cleanup command, after a confirmation"),
     ]
 
@@ -91,8 +93,11 @@ class GpuPane(Pane):
                 self.release_watch = None
             elif time.monotonic() - watch.started > kill.RELEASE_TIMEOUT_S:
                 holders = ", ".join(f"pid {p.pid} ({p.state})" for p in watch.holders(sample)) or "?"
-                self.say(f"memory not released after {kill.RELEASE_TIMEOUT_S:g} s on GPU "
-                         f"{', '.join(map(str, watch.pending))}: still held by {holders}", "error")
+                self.say(
+                    f"memory not released after {kill.RELEASE_TIMEOUT_S:g} s on GPU "
+                    f"{', '.join(map(str, watch.pending))}: still held by {holders}",
+                    "error",
+                )
                 self.kill_failed = True
                 self.release_watch = None
 
@@ -150,8 +155,9 @@ class GpuPane(Pane):
     @work(exclusive=True, group="gpu-kill", exit_on_error=False)
     async def run_kill(self, plan: KillPlan) -> None:
         hypervisor = self.session.hypervisor
-        self.say(f"SIGTERM to {', '.join(str(p.pid) for p in plan.targets)}; "
-                 f"SIGKILL after {self.session.config.kill_grace_s:g} s if needed")
+        self.say(
+            f"SIGTERM to {', '.join(str(p.pid) for p in plan.targets)}; SIGKILL after {self.session.config.kill_grace_s:g} s if needed"
+        )
         self.offered_parents = []
         self.kill_failed = False
         self.release_watch = ReleaseWatch(plan)

@@ -34,7 +34,7 @@ def elide(text: str, room: int | None) -> str:
     if room is None or len(text) <= room:
         return text
     head = (room - 1) // 2
-    return f"{text[:head]}…{text[len(text) - (room - 1 - head):]}"
+    return f"{text[:head]}…{text[len(text) - (room - 1 - head) :]}"
 
 
 def _width(cell: Text | str) -> int:
@@ -106,8 +106,17 @@ class ProcessTable(DataTable[Text | str]):
 
     def _cells(self, p: GpuProcess, now: float) -> tuple[Text | str, ...]:
         command = elide(p.cmd or "(no command line)", self._command_room())
-        return (self._tag(p), str(p.gpu if p.gpu is not None else "?"), str(p.pid), Text(p.user), f"{gib(p.mem_mib)}G",
-                Text(p.state), age(p.age_s(now)), self._flags(p), Text(command, style="dim" if p.zombie else ""))
+        return (
+            self._tag(p),
+            str(p.gpu if p.gpu is not None else "?"),
+            str(p.pid),
+            Text(p.user),
+            f"{gib(p.mem_mib)}G",
+            Text(p.state),
+            age(p.age_s(now)),
+            self._flags(p),
+            Text(command, style="dim" if p.zombie else ""),
+        )
 
     def _command_room(self) -> int | None:
         """Columns left for COMMAND beside the others (None before the table has a size: nothing is cut)."""

@@ -46,15 +46,28 @@ class ServerPane(Pane):
     """
     BINDINGS = [
         Binding("S", "start", "Start", id="server.start", tooltip="Start the highlighted profile (preflight checks first)"),
-        Binding("X", "stop", "Stop", id="server.stop",
-                tooltip="Stop the server: SIGTERM to its group, SIGKILL after the grace (asks first)"),
+        Binding(
+            "X", "stop", "Stop", id="server.stop", tooltip="Stop the server: SIGTERM to its group, SIGKILL after the grace (asks first)"
+        ),
         Binding("R", "restart", "Restart", id="server.restart", tooltip="Stop and start the running profile again (asks first)"),
-        Binding("W", "switch", "Switch", id="server.switch",
-                tooltip="Stop, check the GPUs are idle, start the highlighted profile (asks first)"),
-        Binding("F", "force_start", "Force", show=False, id="server.force",
-                tooltip="Start the highlighted profile even if a preflight check fails"),
-        Binding("m", "mark", "Diff", id="server.mark",
-                tooltip="Mark the highlighted profile; the detail then shows its diff with the highlighted one"),
+        Binding(
+            "W", "switch", "Switch", id="server.switch", tooltip="Stop, check the GPUs are idle, start the highlighted profile (asks first)"
+        ),
+        Binding(
+            "F",
+            "force_start",
+            "Force",
+            show=False,
+            id="server.force",
+            tooltip="Start the highlighted profile even if a preflight check fails",
+        ),
+        Binding(
+            "m",
+            "mark",
+            "Diff",
+            id="server.mark",
+            tooltip="Mark the highlighted profile; the detail then shows its diff with the highlighted one",
+        ),
         Binding("slash", "filter", "Filter", id="server.filter", tooltip="Filter the log (Esc clears the filter)"),
         Binding("G", "follow", "Follow", show=False, id="server.follow", tooltip="Jump to the end of the log and follow it again"),
     ]
@@ -151,17 +164,24 @@ class ServerPane(Pane):
     def on_status_changed(self, message: StatusChanged) -> None:
         if message.status.nodes != self.status.nodes and (message.status.nodes or self.status.nodes):
             if message.status.nodes:
-                self.query_one(LogView).add(f"— the log of every rank, each line led by its host: "
-                                            f"{', '.join(f'{h} r{r}' for r, h in enumerate(message.status.nodes))} —")
+                self.query_one(LogView).add(
+                    f"— the log of every rank, each line led by its host: "
+                    f"{', '.join(f'{h} r{r}' for r, h in enumerate(message.status.nodes))} —"
+                )
             self.follow_log()  # another set of logs to follow: the worker starts again (it is exclusive)
         if message.status.state == ServerState.CRASHED and self.status.state != ServerState.CRASHED:
-            self.query_one(LogView).add(f"— {message.status.profile} crashed ({message.status.process}): "
-                                        f"{message.status.detail or 'the process ended without a stop'}; its last lines are above —")
-            call_attention(self.app, self.session.config.notify, f"{message.status.profile} crashed",
-                           message.status.detail or "the process ended without a stop")
+            self.query_one(LogView).add(
+                f"— {message.status.profile} crashed ({message.status.process}): "
+                f"{message.status.detail or 'the process ended without a stop'}; its last lines are above —"
+            )
+            call_attention(
+                self.app,
+                self.session.config.notify,
+                f"{message.status.profile} crashed",
+                message.status.detail or "the process ended without a stop",
+            )
         elif message.status.state == ServerState.READY and self.status.state == ServerState.STARTING:
-            call_attention(self.app, self.session.config.notify, f"{message.status.profile} is ready",
-                           f"on {self.session.host_label}")
+            call_attention(self.app, self.session.config.notify, f"{message.status.profile} is ready", f"on {self.session.host_label}")
         self.status = message.status
         if message.status.state == ServerState.READY and self.checks and all(c.ok and not c.warning for c in self.checks):
             self.query_one("#preflight", QuietStatic).update("")  # all passed and it is up: the room goes back to the log
@@ -197,8 +217,7 @@ class ServerPane(Pane):
     def on_descendant_focus(self) -> None:
         """Profiles written meanwhile (pivot compare --write-profile, an editor) appear when the pane is entered."""
         fresh = self.session.profiles()
-        if fresh.names != self.profiles.names or any(
-                fresh.profiles.get(n) != self.profiles.profiles.get(n) for n in fresh.names):
+        if fresh.names != self.profiles.names or any(fresh.profiles.get(n) != self.profiles.profiles.get(n) for n in fresh.names):
             current = self.highlighted
             self.profiles = fresh
             options = self.query_one("#profiles", OptionList)
@@ -239,10 +258,20 @@ class ServerPane(Pane):
             detail.update(text)
             return
         left_out = f"\nleft out (false): {' '.join(map(visible, profile.left_out))}" if profile.left_out else ""
-        across = (f"\nacross {', '.join(map(visible, profile.nodes))}: rank R on the R-th, each with "
-                  f"{profile.engine.title}'s multi-node flags" if profile.nodes else "")
-        detail.update(Text.assemble((f"{visible(profile.description)}\n", "italic"), (f"{profile.drafting_text()}\n", "bold"),
-                                    profile.command_line(), (across, "bold"), (left_out, "dim")))
+        across = (
+            f"\nacross {', '.join(map(visible, profile.nodes))}: rank R on the R-th, each with {profile.engine.title}'s multi-node flags"
+            if profile.nodes
+            else ""
+        )
+        detail.update(
+            Text.assemble(
+                (f"{visible(profile.description)}\n", "italic"),
+                (f"{profile.drafting_text()}\n", "bold"),
+                profile.command_line(),
+                (across, "bold"),
+                (left_out, "dim"),
+            )
+        )
 
     def _show_checks(self, checks: list[Check]) -> None:
         self.checks = checks
@@ -281,16 +310,23 @@ class ServerPane(Pane):
     def action_force_start(self) -> None:
         if (profile := self._profile()) is None:
             return
-        self._confirm(f"Start {profile.name} without passing preflight?", [Text(profile.command_line())],
-                      lambda: self.lifecycle_action("start", profile, True), "Force start")
+        self._confirm(
+            f"Start {profile.name} without passing preflight?",
+            [Text(profile.command_line())],
+            lambda: self.lifecycle_action("start", profile, True),
+            "Force start",
+        )
 
     def action_stop(self) -> None:
-        how = (f"scancel {self.status.job}: Slurm signals its steps (SIGTERM, then SIGKILL after its KillWait)."
-               if self.status.job is not None else
-               f"SIGTERM to its process group, SIGKILL after {self.session.config.kill_grace_s:g} s."
-               + (f" Every rank, on {', '.join(self.status.nodes)}." if self.status.nodes else ""))
-        self._confirm(f"Stop {self.status.profile} ({self.status.process})?", [how],
-                      lambda: self.lifecycle_action("stop", None, False), "Stop")
+        how = (
+            f"scancel {self.status.job}: Slurm signals its steps (SIGTERM, then SIGKILL after its KillWait)."
+            if self.status.job is not None
+            else f"SIGTERM to its process group, SIGKILL after {self.session.config.kill_grace_s:g} s."
+            + (f" Every rank, on {', '.join(self.status.nodes)}." if self.status.nodes else "")
+        )
+        self._confirm(
+            f"Stop {self.status.profile} ({self.status.process})?", [how], lambda: self.lifecycle_action("stop", None, False), "Stop"
+        )
 
     def action_restart(self) -> None:
         name = self.status.profile
@@ -298,15 +334,22 @@ class ServerPane(Pane):
             self.notify(f"the running profile {name!r} is not among the profiles", severity="error")
             return
         profile = self.profiles.profiles[name]
-        self._confirm(f"Restart {name}?", ["Stop it, check the GPUs are idle, start it again."],
-                      lambda: self.lifecycle_action("restart", profile, False), "Restart")
+        self._confirm(
+            f"Restart {name}?",
+            ["Stop it, check the GPUs are idle, start it again."],
+            lambda: self.lifecycle_action("restart", profile, False),
+            "Restart",
+        )
 
     def action_switch(self) -> None:
         if (profile := self._profile()) is None:
             return
-        self._confirm(f"Switch from {self.status.profile} to {profile.name}?",
-                      ["Stop the running server, check the GPUs are idle, start the other profile."],
-                      lambda: self.lifecycle_action("switch", profile, False), "Switch")
+        self._confirm(
+            f"Switch from {self.status.profile} to {profile.name}?",
+            ["Stop the running server, check the GPUs are idle, start the other profile."],
+            lambda: self.lifecycle_action("switch", profile, False),
+            "Switch",
+        )
 
     @work(group="ask", exit_on_error=False)
     async def _confirm(self, title: str, body: list[RenderableType], then: Callable[[], object], label: str) -> None:
@@ -359,8 +402,11 @@ class ServerPane(Pane):
         except PreflightFailed as e:
             self._show_checks(e.checks)
             kept = f"; nothing was stopped: {e.still_running} still runs" if e.still_running else ""
-            self.notify(f"{profile.name if profile else ''} not started: a preflight check failed{kept} (F starts anyway)",
-                        severity="error", timeout=8)
+            self.notify(
+                f"{profile.name if profile else ''} not started: a preflight check failed{kept} (F starts anyway)",
+                severity="error",
+                timeout=8,
+            )
         except LifecycleError as e:
             self.notify(str(e), title=f"{action} refused", severity="error", timeout=10)
         finally:

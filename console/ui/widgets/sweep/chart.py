@@ -40,7 +40,8 @@ SECOND: list[tuple[str, Figure] | None] = [  # the right axis' series, in the or
     ("per-request tok/s", lambda lv: lv.req_tok_s_mean),
     ("TTFT p50 ms", lambda lv: None if lv.ttft_p50 is None else lv.ttft_p50 * 1000),
     ("server's own gen tok/s", lambda lv: lv.server.get("gen_tok_s")),
-    None]
+    None,
+]
 PlotextColour = str | int | tuple[int, int, int]
 
 
@@ -139,8 +140,10 @@ class SweepChart(PlotextPlot):
         """The chart's colours in the app's theme, and a plotext theme of that name drawing the frame, ticks and
         title in chart-axes on no background of its own."""
         variables = self.app.theme_variables
-        colours = {name: plotext_colour(variables.get(name)) for name in
-                   ("chart-run", "chart-second", "chart-live", "chart-axes", *(v for v, _ in OVERLAYS))}
+        colours = {
+            name: plotext_colour(variables.get(name))
+            for name in ("chart-run", "chart-second", "chart-live", "chart-axes", *(v for v, _ in OVERLAYS))
+        }
         name = f"pivot-{self.app.theme}"
         plotext_themes[name] = ["default", "default", colours["chart-axes"], "default", list(colours.values())]
         self.theme = name  # type: ignore[assignment]  # a plotext theme registered here, not one of its own names
@@ -169,52 +172,80 @@ class SweepChart(PlotextPlot):
             self._draw_frontier(data, colours, series)
             return True
         # a log C axis drawn as log10(C) with C on the ticks: plotext's own log scale breaks on edge cases
-        ticks = sorted({e.c for e in data.levels} | {lv.c for _, levels in data.overlays for lv in levels}
-                       | ({live.c} if live and live.c else set()))
+        ticks = sorted(
+            {e.c for e in data.levels} | {lv.c for _, levels in data.overlays for lv in levels} | ({live.c} if live and live.c else set())
+        )
         plt.xticks([math.log10(c) for c in ticks], [str(c) for c in ticks])
         plt.xlabel("concurrency C (log scale)")
         plt.ylabel("total output tok/s")
         for (run, levels), (variable, marker) in zip(data.overlays, OVERLAYS, strict=False):  # at most as many as OVERLAYS
-            plt.plot(_log([lv.c for lv in levels]), [lv.total_tok_s for lv in levels],
-                     label=series(marker, label(run), variable), color=colours[variable], marker=marker)
+            plt.plot(
+                _log([lv.c for lv in levels]),
+                [lv.total_tok_s for lv in levels],
+                label=series(marker, label(run), variable),
+                color=colours[variable],
+                marker=marker,
+            )
         measured = [e for e in data.levels if e.measured]  # a failed level is not a point of the curve
         if measured:
             xs = _log([e.c for e in measured])
-            plt.plot(xs, [e.total_tok_s for e in measured], color=colours["chart-run"], marker="braille",
-                     label=series("⣿", label(data.run) if data.run else "this run", "chart-run"))
+            plt.plot(
+                xs,
+                [e.total_tok_s for e in measured],
+                color=colours["chart-run"],
+                marker="braille",
+                label=series("⣿", label(data.run) if data.run else "this run", "chart-run"),
+            )
             suspect = [e for e in measured if e.client_bound]
             if suspect:
-                plt.scatter(_log([e.c for e in suspect]), [e.total_tok_s for e in suspect], marker="?",
-                            color=colours["chart-live"],
-                            label=series("?", "client-bound: not the server's limit", "chart-live"))
+                plt.scatter(
+                    _log([e.c for e in suspect]),
+                    [e.total_tok_s for e in suspect],
+                    marker="?",
+                    color=colours["chart-live"],
+                    label=series("?", "client-bound: not the server's limit", "chart-live"),
+                )
             if (second := SECOND[data.second]) is not None:
                 name, figure = second
                 ys = [figure(e) or 0 for e in measured]
-                plt.plot(xs, ys, label=series("x", name, "chart-second"), color=colours["chart-second"],
-                         yside="right", marker="x")
+                plt.plot(xs, ys, label=series("x", name, "chart-second"), color=colours["chart-second"], yside="right", marker="x")
                 plt.ylabel(name, yside="right")  # type: ignore[call-arg]  # the stub says xside; plotext takes yside
         if live and live.c and live.tokens:
             elapsed = max(1e-6, time.monotonic() - live.started)
-            plt.scatter(_log([live.c]), [live.tokens / elapsed], marker="●", color=colours["chart-live"],
-                        label=series("●", f"C={live.c} now", "chart-live"))
+            plt.scatter(
+                _log([live.c]),
+                [live.tokens / elapsed],
+                marker="●",
+                color=colours["chart-live"],
+                label=series("●", f"C={live.c} now", "chart-live"),
+            )
         plt.title("total output tok/s by concurrency")
         self.refresh()
         return True
 
-    def _draw_frontier(self, data: ChartData, colours: dict[str, PlotextColour],
-                       series: Callable[[str, str, str], str | None]) -> None:
+    def _draw_frontier(self, data: ChartData, colours: dict[str, PlotextColour], series: Callable[[str, str, str], str | None]) -> None:
         """Each run's frontier: what it gives in total tok/s per GPU at each speed a user sees, one point a level."""
         plt = self.plt
-        shown = [run for run, _ in data.overlays[:len(OVERLAYS)]] + ([data.run] if data.run is not None else [])
+        shown = [run for run, _ in data.overlays[: len(OVERLAYS)]] + ([data.run] if data.run is not None else [])
         per_gpu = all(run.meta.gpu_count for run in shown)  # one unit for every curve: per GPU where all say how many
         plt.xlabel("a user's tok/s")
         plt.ylabel("total tok/s per GPU" if per_gpu else "total tok/s")
         for (run, levels), (variable, marker) in zip(data.overlays, OVERLAYS, strict=False):
             if found := points(levels, run.meta.gpu_count if per_gpu else None):
-                plt.plot([x for x, _ in found], [y for _, y in found], label=series(marker, label(run), variable),
-                         color=colours[variable], marker=marker)
+                plt.plot(
+                    [x for x, _ in found],
+                    [y for _, y in found],
+                    label=series(marker, label(run), variable),
+                    color=colours[variable],
+                    marker=marker,
+                )
         if data.run is not None and (found := points(data.levels, data.run.meta.gpu_count if per_gpu else None)):
-            plt.plot([x for x, _ in found], [y for _, y in found], color=colours["chart-run"], marker="braille",
-                     label=series("⣿", label(data.run), "chart-run"))
+            plt.plot(
+                [x for x, _ in found],
+                [y for _, y in found],
+                color=colours["chart-run"],
+                marker="braille",
+                label=series("⣿", label(data.run), "chart-run"),
+            )
         plt.title("the frontier: throughput by a user's speed")
         self.refresh()

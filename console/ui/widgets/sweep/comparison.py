@@ -34,8 +34,11 @@ class ComparisonView(VerticalScroll):
     def show(self, cmp: Comparison) -> None:
         self.comparison = cmp
         lines = cmp.report()
-        self.text = Text.assemble((f"{lines[0]}\n", theme_style(self.app, "accent", bold=True)),
-                                  (f"A = {cmp.name('a')}, B = {cmp.name('b')}\n", "bold"), "\n".join(lines[1:]))
+        self.text = Text.assemble(
+            (f"{lines[0]}\n", theme_style(self.app, "accent", bold=True)),
+            (f"A = {cmp.name('a')}, B = {cmp.name('b')}\n", "bold"),
+            "\n".join(lines[1:]),
+        )
         table = Table(box=None, padding=(0, 1), header_style="dim", pad_edge=False)
         # energy where a host read power, and where the pane is wide enough for an eighth column (the table and
         # `pivot compare` have it at any width)
@@ -44,9 +47,16 @@ class ComparisonView(VerticalScroll):
         for header in ("C", "A tok/s", "B tok/s", "B/A", "per-req B/A", "ITL B/A", *(["J/tok B/A"] if energy else []), "errors"):
             table.add_column(header, justify="right")
         for lv in cmp.levels:
-            table.add_row(str(lv.c), f"{lv.total.a.value:.1f}", f"{lv.total.b.value:.1f}", self._ratio(lv.total),
-                          self._ratio(lv.per_request), self._ratio(lv.itl), *([self._ratio(lv.energy)] if energy else []),
-                          f"{lv.a.errors}/{lv.b.errors}")
+            table.add_row(
+                str(lv.c),
+                f"{lv.total.a.value:.1f}",
+                f"{lv.total.b.value:.1f}",
+                self._ratio(lv.total),
+                self._ratio(lv.per_request),
+                self._ratio(lv.itl),
+                *([self._ratio(lv.energy)] if energy else []),
+                f"{lv.a.errors}/{lv.b.errors}",
+            )
         self.query_one("#sweep-compare-text", Static).update(Group(self.text, table))
         self.add_class("-shown")
 

@@ -39,18 +39,22 @@ class SweepForm(ModalScreen[SweepSettings | None]):
 
     def compose(self) -> ComposeResult:
         d = self.defaults
-        values = {"levels": ",".join(map(str, d.levels)), "requests": str(d.requests), "max_tokens": str(d.max_tokens),
-                  "input_tokens": str(d.input_tokens)}
+        values = {
+            "levels": ",".join(map(str, d.levels)),
+            "requests": str(d.requests),
+            "max_tokens": str(d.max_tokens),
+            "input_tokens": str(d.input_tokens),
+        }
         with Vertical():
             yield Static("Sweep the running server", classes="title")
             with Grid():
                 for field, label, _ in FIELDS:
                     yield Label(label)
-                    yield Input(values[field], id=field, compact=True,
-                                type="integer" if field in ("max_tokens", "input_tokens") else "text")
+                    yield Input(
+                        values[field], id=field, compact=True, type="integer" if field in ("max_tokens", "input_tokens") else "text"
+                    )
                 yield Label("API")
-                yield Select([("completions", "completions"), ("chat", "chat")], value=d.api, allow_blank=False, id="api",
-                             compact=True)
+                yield Select([("completions", "completions"), ("chat", "chat")], value=d.api, allow_blank=False, id="api", compact=True)
             yield Static(FIELDS[0][2], id="hint")
             yield Label("", id="error")
             with Horizontal(id="buttons"):
@@ -75,7 +79,8 @@ class SweepForm(ModalScreen[SweepSettings | None]):
             data = {
                 "levels": [int(c) for c in value("levels").replace(" ", "").split(",") if c],
                 "requests": int(requests) if requests.isdigit() else requests,
-                "max_tokens": int(value("max_tokens")), "input_tokens": int(value("input_tokens")),
+                "max_tokens": int(value("max_tokens")),
+                "input_tokens": int(value("input_tokens")),
                 "api": self.query_one("#api", Select).value,
             }
         except ValueError:

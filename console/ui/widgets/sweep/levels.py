@@ -47,6 +47,14 @@ class LevelTable(DataTable[str]):
         num = lambda v: "—" if v is None else f"{v:.1f}"
         lo, hi, total = e.total_tok_s_lo, e.total_tok_s_hi, e.total_tok_s
         spread = f"{(hi - lo) / 2 / total * 100:.0f}%" if lo is not None and hi is not None and total else "—"
-        self.add_row(str(e.c), num(total), spread, num(e.req_tok_s_mean), ms(e.ttft_p50),
-                     "—" if e.itl_p50 is None else f"{e.itl_p50 * 1000:.1f}", joules(e.joules_per_token),
-                     f"{e.errors}/{e.requests}", note(e))
+        self.add_row(
+            str(e.c),
+            num(total),
+            spread,
+            num(e.req_tok_s_mean),
+            ms(e.ttft_p50),
+            "—" if e.itl_p50 is None else f"{e.itl_p50 * 1000:.1f}",
+            joules(e.joules_per_token),
+            f"{e.errors}/{e.requests}",
+            note(e),
+        )

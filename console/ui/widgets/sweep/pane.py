@@ -52,17 +52,43 @@ class SweepPane(ComparisonActions):
         Binding("s", "stop", "Stop", id="sweep.stop", tooltip="Stop after the current level; finished levels are kept"),
         Binding("A", "abort", "Abort", id="sweep.abort", tooltip="Abort now; every finished request is kept (asks first)"),
         Binding("c", "compare", "Compare", id="sweep.compare", tooltip="Compare the last two runs: crossover and recommendation"),
-        Binding("y", "second_series", "2nd series", id="sweep.second",
-                tooltip="Overlay per-request tok/s, TTFT, the server's own throughput (/metrics), or nothing"),
+        Binding(
+            "y",
+            "second_series",
+            "2nd series",
+            id="sweep.second",
+            tooltip="Overlay per-request tok/s, TTFT, the server's own throughput (/metrics), or nothing",
+        ),
         Binding("o", "overlays", "Overlays", id="sweep.overlays", tooltip="Show more or fewer earlier runs on the chart"),
-        Binding("v", "frontier", "Frontier", id="sweep.frontier", show=False,
-                tooltip="Flip the chart: total tok/s per GPU against a user's tok/s (the frontier), or by concurrency"),
-        Binding("w", "write_adaptive", "Adaptive profile", id="sweep.adaptive",
-                tooltip="Write a profile that turns drafting off above the crossover, its config uploaded to the host"),
-        Binding("u", "repeat_uncertain", "Repeat uncertain", id="sweep.repeat",
-                tooltip="Measure again the levels the comparison cannot decide, on the running server's run"),
-        Binding("f", "refine", "Refine", id="sweep.refine",
-                tooltip="Locate where drafting stops paying off: measure between levels, switching servers (asks first)"),
+        Binding(
+            "v",
+            "frontier",
+            "Frontier",
+            id="sweep.frontier",
+            show=False,
+            tooltip="Flip the chart: total tok/s per GPU against a user's tok/s (the frontier), or by concurrency",
+        ),
+        Binding(
+            "w",
+            "write_adaptive",
+            "Adaptive profile",
+            id="sweep.adaptive",
+            tooltip="Write a profile that turns drafting off above the crossover, its config uploaded to the host",
+        ),
+        Binding(
+            "u",
+            "repeat_uncertain",
+            "Repeat uncertain",
+            id="sweep.repeat",
+            tooltip="Measure again the levels the comparison cannot decide, on the running server's run",
+        ),
+        Binding(
+            "f",
+            "refine",
+            "Refine",
+            id="sweep.refine",
+            tooltip="Locate where drafting stops paying off: measure between levels, switching servers (asks first)",
+        ),
     ]
 
     can_focus = True  # a short pane hides its level table: the pane itself then holds the focus and its keys
@@ -209,14 +235,16 @@ class SweepPane(ComparisonActions):
             case LevelDone() if event.reference:  # its first level again: the sweep's drift, not a point of the curve
                 first = next((lv for lv in self.data.levels if lv.c == event.c and lv.measured), None)
                 then = f" against {first.total_tok_s:.1f} at the start" if first else ""
-                self.notify(f"C={event.c} measured again at the end: {event.total_tok_s:.1f} tok/s{then} (the sweep's "
-                            "drift)", timeout=8)
+                self.notify(f"C={event.c} measured again at the end: {event.total_tok_s:.1f} tok/s{then} (the sweep's drift)", timeout=8)
             case LevelDone():
                 self.data.levels.append(event)
                 self.query_one(LevelTable).add(event)
             case LevelRetry():
-                self.notify(f"C={event.c} failed ({visible(str(event.reason))}); the server answers again: "
-                            "measuring it once more", severity="warning", timeout=8)
+                self.notify(
+                    f"C={event.c} failed ({visible(str(event.reason))}); the server answers again: measuring it once more",
+                    severity="warning",
+                    timeout=8,
+                )
             case Said(type="failed"):
                 self.notify(f"the load generator failed: {visible(event.message)}", severity="error", timeout=10)
             case Said():
@@ -270,13 +298,22 @@ class SweepPane(ComparisonActions):
 
     @work(group="ask", exit_on_error=False)
     async def action_abort(self) -> None:
-        if (await confirmed(self.app, "Abort the sweep now?", ["Requests in flight are lost; finished ones are kept."],
-                            "Abort") and self.handle):
+        if (
+            await confirmed(self.app, "Abort the sweep now?", ["Requests in flight are lost; finished ones are kept."], "Abort")
+            and self.handle
+        ):
             self.handle.abort()
 
     @work(exclusive=True, group="sweep", exit_on_error=False)
-    async def start_sweep(self, settings: SweepSettings, *, run: Run | None = None, how: str = "new",
-                          levels: list[int] | None = None, allow_busy: bool = False) -> None:
+    async def start_sweep(
+        self,
+        settings: SweepSettings,
+        *,
+        run: Run | None = None,
+        how: str = "new",
+        levels: list[int] | None = None,
+        allow_busy: bool = False,
+    ) -> None:
         """A new run, or with `run` and `levels` those levels of it measured again and merged into it. A server already
         serving another client's requests is said before anything starts, and the operator decides."""
         while True:

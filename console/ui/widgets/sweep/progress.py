@@ -38,8 +38,11 @@ def progress_line(handle: SweepHandle, live: LiveLevel, done: list[LevelDone], e
     k = levels.index(c) + 1 if c in levels else len(done)
     streamed = max(live.tokens, live.streamed)  # finished requests', or all streamed so far
     rate = live.rate or next((e.total_tok_s for e in reversed(done) if e.total_tok_s), None)
-    line = (f"C={c} again, for the sweep's drift: {live.done}/{live.requests} requests" if live.reference else
-            f"level {k} of {len(levels)} (C={c}): {live.done}/{live.requests} requests")
+    line = (
+        f"C={c} again, for the sweep's drift: {live.done}/{live.requests} requests"
+        if live.reference
+        else f"level {k} of {len(levels)} (C={c}): {live.done}/{live.requests} requests"
+    )
     if live.in_flight is not None:
         line += f", {live.in_flight} in flight"
     if streamed:

@@ -54,11 +54,18 @@ class ComparisonActions(Pane):
             return
         host = spec_host(self.session.config, cmp) if adaptive.engine == "sglang" else None
         path = adaptive.profile_path
-        lines = [adaptive.summary(),
-                 f"will be written to {path}" + (" (replacing the one there)" if path.exists() else ""),
-                 (f"its config will be uploaded to {host.name}" if host is not None else
-                  "the schedule goes inside --speculative-config" if adaptive.engine == "vllm" else
-                  "no host configured: nothing is uploaded"), *[f"warning: {w}" for w in adaptive.warnings]]
+        lines = [
+            adaptive.summary(),
+            f"will be written to {path}" + (" (replacing the one there)" if path.exists() else ""),
+            (
+                f"its config will be uploaded to {host.name}"
+                if host is not None
+                else "the schedule goes inside --speculative-config"
+                if adaptive.engine == "vllm"
+                else "no host configured: nothing is uploaded"
+            ),
+            *[f"warning: {w}" for w in adaptive.warnings],
+        ]
 
         if not await confirmed(self.app, f"Write profile {adaptive.name}?", [Text(line) for line in lines], "Write"):
             self.notify("no profile written", timeout=4)
@@ -84,14 +91,21 @@ class ComparisonActions(Pane):
         side = "b" if cmp.b.profile == running else "a" if cmp.a.profile == running else None
         wanted = {r.c: r.alone[side] for r in cmp.repeats if side in r.alone}
         if side is not None and not wanted:
-            self.notify(f"{cmp.name(side)} alone would not settle them: both runs' levels must be repeated (repeat the "
-                        "other run on its server too)", severity="warning", timeout=8)
+            self.notify(
+                f"{cmp.name(side)} alone would not settle them: both runs' levels must be repeated (repeat the "
+                "other run on its server too)",
+                severity="warning",
+                timeout=8,
+            )
             return
         if side is None:
             need = sorted({s for r in cmp.repeats if r.more_requests for s in r.sides})
-            self.notify(f"the levels to repeat are {' and '.join(cmp.name(s) for s in need)}'s: switch to "
-                        f"{' or '.join((cmp.a if s == 'a' else cmp.b).profile for s in need)} first",
-                        severity="warning", timeout=8)
+            self.notify(
+                f"the levels to repeat are {' and '.join(cmp.name(s) for s in need)}'s: switch to "
+                f"{' or '.join((cmp.a if s == 'a' else cmp.b).profile for s in need)} first",
+                severity="warning",
+                timeout=8,
+            )
             return
         run, other = (cmp.a, cmp.b) if side == "a" else (cmp.b, cmp.a)
         self.repeat_uncertain(run, other, (cmp.a, cmp.b))
@@ -130,12 +144,19 @@ class ComparisonActions(Pane):
             return
         found = bracket(cmp)
         if found is None or found.located:
-            self.notify("nothing to refine: " + ("no change of decision between two levels" if found is None else
-                        f"{found.what} is located (C = {found.lo}..{found.hi})"), timeout=6)
+            self.notify(
+                "nothing to refine: "
+                + (
+                    "no change of decision between two levels" if found is None else f"{found.what} is located (C = {found.lo}..{found.hi})"
+                ),
+                timeout=6,
+            )
             return
-        lines = [f"{found.what} lies between C = {found.lo} and C = {found.hi}: C = {found.middle} is measured on both "
-                 f"runs, and more levels until it is located within ±15 %",
-                 f"the server is switched between {cmp.a.profile} and {cmp.b.profile} as often as it takes"]
+        lines = [
+            f"{found.what} lies between C = {found.lo} and C = {found.hi}: C = {found.middle} is measured on both "
+            f"runs, and more levels until it is located within ±15 %",
+            f"the server is switched between {cmp.a.profile} and {cmp.b.profile} as often as it takes",
+        ]
 
         if await confirmed(self.app, "Refine the crossover?", [Text(line) for line in lines], "Refine"):
             self.refine(cmp.a, cmp.b)
@@ -174,13 +195,18 @@ class ComparisonActions(Pane):
         other = counterpart(run, runs)
         if other is None:
             if any(r.name != run.name and r.profile != run.profile and r.has_measured_levels for r in runs):
-                self.app.call_from_thread(self.notify, f"{run.name} is compared with no earlier run: none of another "
-                                          "profile measured the same thing (max_tokens, prompts, model, host, GPUs, …); "
-                                          "pivot compare --anyway compares two regardless", timeout=10)
+                self.app.call_from_thread(
+                    self.notify,
+                    f"{run.name} is compared with no earlier run: none of another "
+                    "profile measured the same thing (max_tokens, prompts, model, host, GPUs, …); "
+                    "pivot compare --anyway compares two regardless",
+                    timeout=10,
+                )
             return
         kind = "the other kind (drafting or not)" if other.speculative != run.speculative else "another profile"
-        self.app.call_from_thread(self.notify, f"compared with {label(other)}: the newest run of {kind} that measured the "
-                                  "same thing", timeout=8)
+        self.app.call_from_thread(
+            self.notify, f"compared with {label(other)}: the newest run of {kind} that measured the same thing", timeout=8
+        )
         self._compare_in_thread(other, run)
 
     @work(thread=True, exclusive=True, group="sweep-compare", exit_on_error=False)

@@ -26,8 +26,7 @@ from console.ui.widgets.problem import PaneProblem, survives
 from console.ui.widgets.quiet import QuietStatic
 from console.untrusted import visible
 
-GLYPHS = {"pending": ("○", "foreground"), "in_progress": ("◐", "warning"), "completed": ("●", "success"),
-          "cancelled": ("✕", "error")}
+GLYPHS = {"pending": ("○", "foreground"), "in_progress": ("◐", "warning"), "completed": ("●", "success"), "cancelled": ("✕", "error")}
 PRIORITY_COLOURS = {"high": "error", "medium": "warning", "low": "secondary"}
 
 
@@ -70,8 +69,9 @@ class TasksPane(Pane):
     BINDINGS = [
         Binding("a", "add", "Add", id="tasks.add", tooltip="Add a task"),
         Binding("e", "edit", "Edit", id="tasks.edit", tooltip="Edit the task's text"),
-        Binding("s", "status('in_progress')", "Start", id="tasks.start",
-                tooltip="Mark the task in progress (one at a time unless insisted: S)"),
+        Binding(
+            "s", "status('in_progress')", "Start", id="tasks.start", tooltip="Mark the task in progress (one at a time unless insisted: S)"
+        ),
         Binding("S", "insist", "Start anyway", show=False, id="tasks.insist", tooltip="Mark it in progress although another is"),
         Binding("d", "status('completed')", "Done", id="tasks.done", tooltip="Mark the task completed"),
         Binding("x", "status('cancelled')", "Cancel", show=False, id="tasks.cancel", tooltip="Mark the task cancelled"),
@@ -82,14 +82,21 @@ class TasksPane(Pane):
         Binding("delete", "delete", "Delete", show=False, id="tasks.delete", tooltip="Delete the task (asks first)"),
         Binding("f", "fold", "Fold done", show=False, id="tasks.fold", tooltip="Hide or show completed and cancelled tasks"),
         Binding("r", "run_one", "Run", id="tasks.run", tooltip="Run the task's action (kill, start, sweep, compare…)"),
-        Binding("R", "run_from_here", "Run from here", id="tasks.run_from",
-                tooltip="Run this task's action and every one after it, stopping at the first failure"),
-        Binding("L", "load_runbook", "Runbook", id="tasks.runbook",
-                tooltip="Add a runbook's tasks (from profiles/runbooks/ or the campaign)"),
+        Binding(
+            "R",
+            "run_from_here",
+            "Run from here",
+            id="tasks.run_from",
+            tooltip="Run this task's action and every one after it, stopping at the first failure",
+        ),
+        Binding(
+            "L", "load_runbook", "Runbook", id="tasks.runbook", tooltip="Add a runbook's tasks (from profiles/runbooks/ or the campaign)"
+        ),
     ]
 
-    READONLY = frozenset({"add", "edit", "status", "insist", "priority", "move", "delete", "run_one", "run_from_here",
-                          "load_runbook"})  # the list is shown, never changed
+    READONLY = frozenset(
+        {"add", "edit", "status", "insist", "priority", "move", "delete", "run_one", "run_from_here", "load_runbook"}
+    )  # the list is shown, never changed
 
     running = var(False, bindings=True)  # a runbook is running from this pane
 
@@ -138,8 +145,7 @@ class TasksPane(Pane):
 
     def _visible(self) -> list[tuple[int, Task]]:
         assert self.tasks is not None
-        return [(i + 1, t) for i, t in enumerate(self.tasks.tasks)
-                if not (self.folded and t.status in ("completed", "cancelled"))]
+        return [(i + 1, t) for i, t in enumerate(self.tasks.tasks) if not (self.folded and t.status in ("completed", "cancelled"))]
 
     def _draw(self, follow: int | None = None) -> None:
         """follow: a task number to put the cursor on (the step a runbook is running)."""
@@ -163,9 +169,18 @@ class TasksPane(Pane):
             if task.result:
                 content.append(f"  → {visible(clipped(task.result))}", "dim")
             content.truncate(room, overflow="ellipsis")  # cut with a mark, never scrolled sideways: the detail has it all
-            rows.append((task.id, (str(number), Text(glyph, style=theme_style(self.app, colour, bold=True)),
-                                   Text(task.priority[0].upper(), style=theme_style(self.app, PRIORITY_COLOURS[task.priority])),
-                                   clock, content)))
+            rows.append(
+                (
+                    task.id,
+                    (
+                        str(number),
+                        Text(glyph, style=theme_style(self.app, colour, bold=True)),
+                        Text(task.priority[0].upper(), style=theme_style(self.app, PRIORITY_COLOURS[task.priority])),
+                        clock,
+                        content,
+                    ),
+                )
+            )
         if rows != self._rows:  # every 2 s, and mostly nothing has changed: the table is not built again for nothing
             self._rows = rows
             table.clear()
@@ -192,8 +207,9 @@ class TasksPane(Pane):
         task = self.current
         detail = self.query_one("#tasks-detail", QuietStatic)
         if task is None:
-            detail.update("no tasks" if self.readonly else
-                          "no tasks: a adds one, L adds a runbook's tasks (demo-campaign on the demo host)")
+            detail.update(
+                "no tasks" if self.readonly else "no tasks: a adds one, L adds a runbook's tasks (demo-campaign on the demo host)"
+            )
             return
         history = " → ".join(f"{s} {_ago(time.time() - t)}" for t, s in task.history[-4:])
         live = [self.said] if self.running and self.said and task.status == "in_progress" else []
