@@ -15,7 +15,8 @@ import random
 import time
 from pathlib import Path
 
-from console.sweep.metrics import RequestRecord, level_metrics
+from console.sweep.level_stats import level_metrics
+from console.sweep.metrics import RequestRecord
 from console.sweep.model import RunMeta
 from console.sweep.runs.store import EVENTS, create_run
 

@@ -6,11 +6,13 @@ hash, changes only with the code, and a host keeps one copy per version, in its 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import io
 import zipfile
 from collections.abc import Iterable, Sequence
 from functools import cache
 from importlib import resources
+from pathlib import Path
 
 EPOCH = (1980, 1, 1, 0, 0, 0)  # the earliest a zip can say: no build time in the bytes
 # Python 2 and 3.0-3.7 can read this much: a host whose python is too old says which it is, not a SyntaxError.
@@ -31,6 +33,7 @@ LOADGEN_MODULES = (
     "console/server/__init__.py",
     "console/server/engines.py",
     "console/sweep/__init__.py",
+    "console/sweep/level_stats.py",
     "console/sweep/metrics.py",
     "console/sweep/model.py",
     "console/sweep/settings.py",
@@ -42,6 +45,9 @@ LOADGEN_MODULES = (
     "console/sweep/loadgen/sse.py",
 )
 LOADGEN_NEEDS = ("aiohttp", "orjson", "pydantic", "prometheus_client")
+# Pure-python libraries the load generator imports, shipped inside the zipapp (from this machine's install): the host
+# needs nothing more for them. ddsketch (a level's percentiles in bounded memory) and six, which ddsketch imports.
+LOADGEN_BUNDLED = ("ddsketch", "six")
 # Python 3.8 can read this much: a host whose python cannot run the load generator says why, as its one event.
 LOADGEN_MAIN = f"""import json, sys
 def unsupported(why):
@@ -85,12 +91,21 @@ def agent_zip() -> tuple[str, bytes]:
     return build("pivot_agent", AGENT_MAIN, ((f"pivot_agent/{f.name}", f.read_bytes()) for f in sources))
 
 
+def _bundled(name: str) -> Iterable[tuple[str, bytes]]:
+    """An installed library's python files as the zipapp holds them: a package's modules (no subpackages), or one module."""
+    spec = importlib.util.find_spec(name)
+    assert spec is not None and spec.origin is not None, f"{name} is a dependency of pivot's (pyproject.toml)"
+    origin = Path(spec.origin)
+    if spec.submodule_search_locations is None:
+        return [(origin.name, origin.read_bytes())]
+    return [(f"{name}/{f.name}", f.read_bytes()) for f in sorted(origin.parent.glob("*.py"))]
+
+
 @cache
 def loadgen_zip() -> tuple[str, bytes]:
     root = resources.files("console")
-    return build(
-        "pivot_loadgen", LOADGEN_MAIN, ((name, root.joinpath(name.removeprefix("console/")).read_bytes()) for name in LOADGEN_MODULES)
-    )
+    ours = ((name, root.joinpath(name.removeprefix("console/")).read_bytes()) for name in LOADGEN_MODULES)
+    return build("pivot_loadgen", LOADGEN_MAIN, [*ours, *(f for name in LOADGEN_BUNDLED for f in _bundled(name))])
 
 
 NOT_OURS = 99  # the file at the zipapp's name is not the one pivot built (truncated, empty, replaced)

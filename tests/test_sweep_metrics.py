@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from console.sweep.metrics import RequestRecord, level_metrics, percentile, steady_throughput
+from console.sweep.level_stats import level_metrics, steady_throughput
+from console.sweep.metrics import RequestRecord, percentile
 
 
 def req(
@@ -96,3 +97,47 @@ def test_every_field_the_client_adds_to_a_level_says_how_repeats_pool_it() -> No
 
     own = set(LevelDone.model_fields) - set(LevelMetrics.model_fields) - {"type", "repeat", "reference"}
     assert own == set(LevelDone.pooling())
+
+
+def test_a_long_level_keeps_bounded_memory_with_percentiles_within_the_sketch_accuracy_and_exact_intervals(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Past EXACT_UP_TO values a distribution goes into a sketch: each percentile stays within SKETCH_ACCURACY of the
+    exact one, and the intervals the comparison reads (sums, not values) are what every value gives."""
+    import math
+    import random
+
+    from console.sweep import level_stats
+    from console.sweep.metrics import t975
+
+    monkeypatch.setattr(level_stats, "EXACT_UP_TO", 500)
+    monkeypatch.setattr(level_stats, "TIMELINE_EXACT_UP_TO", 500)
+    rng = random.Random(7)
+    records = []
+    for i in range(400):
+        start, t, chunks = i * 0.05, rng.uniform(0.05, 0.4), []
+        for _ in range(20):
+            chunks.append((t, rng.choice((1, 1, 2, 3))))
+            t += rng.uniform(0.005, 0.05)
+        records.append(req(i, start, chunks, c=8))
+    stats = level_stats.LevelStats(8)
+    for r in records:
+        stats.add(r)
+    m = stats.metrics(wall_s=25.0)
+    assert stats.itl_q._sketch is not None and len(stats.itl_q._values) == 0  # the values are not kept
+    gaps = [g for r in records for g in r.itl()]
+    for q, got in ((50, m.itl_p50), (90, m.itl_p90), (99, m.itl_p99)):
+        exact = percentile(gaps, q)
+        assert got == pytest.approx(exact, rel=2 * level_stats.SKETCH_ACCURACY), q
+    ttft = [r.ttft for r in records]
+    mean = sum(ttft) / len(ttft)
+    half = t975(len(ttft) - 1) * math.sqrt(sum((v - mean) ** 2 for v in ttft) / (len(ttft) - 1)) / math.sqrt(len(ttft))
+    assert (m.ttft_mean, m.ttft_lo, m.ttft_hi) == pytest.approx((mean, mean - half, mean + half), rel=1e-9)
+    xs, ys = [r.e2e for r in records], [r.tokens for r in records]
+    ratio = sum(ys) / sum(xs)
+    se = math.sqrt(sum((y - ratio * x) ** 2 for x, y in zip(xs, ys, strict=True)) / (len(xs) - 1) / len(xs)) / (sum(xs) / len(xs))
+    rel = t975(len(xs) - 1) * se / ratio
+    assert m.total_tok_s_lo == pytest.approx(m.total_tok_s * (1 - rel), rel=1e-9)
+    assert stats.steady.tok_s() == pytest.approx(  # the window is [the 8th start, the last start], binned at 10 ms
+        sum(n for r in records if r.e2e for t, n in r.chunks if 7 * 0.05 <= r.start + t <= 399 * 0.05) / (392 * 0.05), rel=0.01
+    )

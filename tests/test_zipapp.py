@@ -59,3 +59,19 @@ def test_the_agent_is_python_3_8() -> None:
 
     for path in sorted(Path(agent.__file__).parent.glob("*.py")):
         ast.parse(path.read_text(), filename=str(path), feature_version=(3, 8))
+
+
+def test_the_load_generator_zipapp_carries_the_pure_python_libraries_it_needs_beyond_the_hosts(tmp_path: Path) -> None:
+    """ddsketch (and six, which it imports) come in the zipapp, not from the host's python: with the host's site-packages
+    the load generator needs (aiohttp, pydantic…) on the path, its level statistics import from the zipapp."""
+    from console.zipapp import loadgen_zip
+
+    name, data = loadgen_zip()
+    path = tmp_path / name
+    path.write_bytes(data)
+    probe = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import ddsketch, six; import console.sweep.level_stats as s;"
+        "print(ddsketch.__file__.startswith(sys.argv[1]), six.__file__.startswith(sys.argv[1]), s.__file__.startswith(sys.argv[1]))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe, str(path)], capture_output=True, text=True, cwd=tmp_path, check=True)
+    assert out.stdout.split() == ["True", "True", "True"]

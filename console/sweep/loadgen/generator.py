@@ -20,9 +20,19 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from console.server.engines import ENGINES, Engine
+from console.sweep.level_stats import LevelStats, Quantiles
 from console.sweep.loadgen.requests import Client, TokensPerChunk, UniquePrompts, one_request, request_body
-from console.sweep.loadgen.server_view import metrics_text, scrape, server_answers, server_facts, spec_counters, speculation, warnings_for
-from console.sweep.metrics import FAILED_ERROR_RATE, RequestRecord, level_metrics, percentile, t975
+from console.sweep.loadgen.server_view import (
+    GaugeMeans,
+    metrics_text,
+    scrape,
+    server_answers,
+    server_facts,
+    spec_counters,
+    speculation,
+    warnings_for,
+)
+from console.sweep.metrics import FAILED_ERROR_RATE, t975
 from console.sweep.model import (
     ClientPlacement,
     Event,
@@ -51,13 +61,13 @@ class Sink(Protocol):
     def sync(self) -> None: ...
 
 
-async def watch_lag(lags: list[float]) -> None:
+async def watch_lag(lags: Quantiles) -> None:
     """How late the load generator's own loop wakes up: a late loop stamps chunks late."""
     loop = asyncio.get_running_loop()
     while True:
         before = loop.time()
         await asyncio.sleep(LAG_TICK_S)
-        lags.append(max(0.0, loop.time() - before - LAG_TICK_S))
+        lags.add(max(0.0, loop.time() - before - LAG_TICK_S))
 
 
 def client_bound(cpu: float) -> str | None:
@@ -154,9 +164,9 @@ async def run_level(
     next_index = 0
     errors = 0
     peak = in_flight = 0
-    records: list[RequestRecord] = []
-    server_samples: list[dict[str, float]] = []
-    lags: list[float] = []
+    stats = LevelStats(c)  # each request is added as it finishes, and streamed out, not kept
+    gauges = GaugeMeans()
+    lags = Quantiles()
     give_up = max(2.0, FAILED_ERROR_RATE * total)  # past this many failures the level is failed: stop feeding it
 
     async def slot() -> None:
@@ -177,7 +187,7 @@ async def run_level(
             finally:
                 in_flight -= 1
             errors += not record.ok
-            records.append(record)
+            stats.add(record)
             sink.emit(Request.model_construct(**record.to_dict()))  # made here, from a record: checked already
 
     async def progress() -> None:
@@ -195,7 +205,7 @@ async def run_level(
     counted_before = None
     if scrape_metrics:
         counted_before = spec_counters(await metrics_text(client.session()) or "")
-        helpers.append(asyncio.create_task(scrape(client.session, c, sink.emit, server_samples)))
+        helpers.append(asyncio.create_task(scrape(client.session, c, sink.emit, gauges)))
     try:
         await asyncio.gather(*(slot() for _ in range(c)))
     finally:
@@ -203,22 +213,18 @@ async def run_level(
             helper.cancel()
     wall = time.monotonic() - level_t0
     cpu = (time.process_time() - cpu0) / wall if wall > 0 else 0.0
-    server = {
-        k: mean
-        for k in {k for s in server_samples for k in s}  # a NaN gauge of the server's is no measurement
-        if math.isfinite(mean := sum(s[k] for s in server_samples if k in s) / max(1, sum(k in s for s in server_samples)))
-    }
+    server = gauges.means()
     if counted_before is not None:  # counted over the level, not averaged from gauges
         server |= speculation(counted_before, spec_counters(await metrics_text(client.session()) or ""))
-    over = sum(r.over_asked for r in records)
+    over = stats.over_asked_any
     failed = f"the server reported more tokens than max_tokens asked in {over} request(s): not a measurement" if over else None
-    metrics = level_metrics(c, records, wall, server, failed=failed)
-    lag_p90 = percentile(lags, 90)
+    metrics = stats.metrics(wall, server, failed=failed)
+    lag_p90 = lags.percentile(90)
     client_side = {
         "client_cpu": round(cpu, 3),
-        "loop_lag_p50": percentile(lags, 50),
+        "loop_lag_p50": lags.percentile(50),
         "loop_lag_p90": lag_p90,
-        "loop_lag_p99": percentile(lags, 99),
+        "loop_lag_p99": lags.percentile(99),
         "load_avg": os.getloadavg()[0],
         "client_bound": client_bound(cpu),
         "lagging": lagging(lag_p90, metrics.itl_mean),

@@ -105,9 +105,23 @@ async def metrics_text(client: aiohttp.ClientSession) -> str | None:
     return None
 
 
-async def scrape(
-    session: Callable[[], aiohttp.ClientSession], c: int, emit: Callable[[ServerMetrics], None], samples: list[dict[str, float]]
-) -> None:
+class GaugeMeans:
+    """The server's gauges over a level's scrapes: each one's mean (a NaN gauge is no measurement)."""
+
+    def __init__(self) -> None:
+        self.sums: dict[str, float] = {}
+        self.counts: dict[str, int] = {}
+
+    def add(self, values: dict[str, float]) -> None:
+        for k, v in values.items():
+            self.sums[k] = self.sums.get(k, 0.0) + v
+            self.counts[k] = self.counts.get(k, 0) + 1
+
+    def means(self) -> dict[str, float]:
+        return {k: mean for k, total in self.sums.items() if math.isfinite(mean := total / self.counts[k])}
+
+
+async def scrape(session: Callable[[], aiohttp.ClientSession], c: int, emit: Callable[[ServerMetrics], None], gauges: GaugeMeans) -> None:
     """session: the client's current one (it changes when the server turns out to close kept-alive connections)."""
     while True:
         with contextlib.suppress(*HTTP_ERRORS, ValueError):
@@ -115,7 +129,7 @@ async def scrape(
             if status == 200:
                 values = server_gauges(decode(body))
                 if values:
-                    samples.append(values)
+                    gauges.add(values)
                     emit(ServerMetrics.model_validate({"c": c, **values}))  # the gauges as fields of their own
         await asyncio.sleep(1.0)
 

@@ -28,7 +28,7 @@ from pydantic import ValidationError
 from console import version
 from console.files import replacing, write_atomically
 from console.server.speculation import Drafting, drafting
-from console.sweep.metrics import level_metrics
+from console.sweep.level_stats import level_metrics
 from console.sweep.model import ClientPlacement, EventError, LevelDone, Pool, RunMeta, ServerFacts, SweepDone, SweepStarted
 from console.sweep.runs.files import EVENTS, LEVELS, META, REQUESTS, EventLogFile, EventsCorrupt, RunError, check_run_name, name_part
 from console.sweep.runs.reader import Attempt, RequestColumns, RunEvents, read_run_events
