@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import cli_figures, console_figures, loadgen_figures
+from bench import cli_figures, console_figures, loadgen_figures, loadgen_memory
 from bench.common import ROOT
 
 README = ROOT / "bench" / "README.md"
@@ -47,6 +47,9 @@ FIGURES = [
     ("host_tok_per_cpu_s", "load generator on the host (the default): tokens per second of its CPU", "", "tok/s", "loadgen"),
     ("host_tok_s", "load generator on the host: tok/s reached", "", "tok/s", "loadgen"),
     ("host_console_machine_cpu", "load generator on the host: CPU on the console's machine (the relay)", "", "cores", "loadgen"),
+    ("requests_per_s", "load generator memory: one 120 s level at C=64, requests per second", "", "req/s", "memory"),
+    ("growth_kib_per_request", "load generator memory: RSS growth per request while the level runs", "", "KiB", "memory"),
+    ("growth_mib_per_hour", "load generator memory: RSS growth over an hour at that rate", "< 50 MiB", "MiB", "memory"),
 ]
 
 
@@ -56,6 +59,7 @@ def measure(tree: Path, runs: int) -> dict[str, Any]:
         "console": console_figures.measure(tree, runs, 15.0),
         "loadgen": loadgen_figures.measure(tree, runs),
         "cli": cli_figures.measure(tree, max(runs, 5)),
+        "memory": loadgen_memory.measure(tree, 120.0),
     }
     results["seconds"] = round(time.monotonic() - started)
     return results
