@@ -31,6 +31,7 @@ class GpuBars(Widget):
         self.sample: Sample | None = None
         self.history: dict[int, deque[float]] = {}
         self.absent: str | None = None  # why there are no GPUs to show (no driver, or a host declared without)
+        self._drawn: Text | None = None
 
     def no_gpus(self, why: str) -> None:
         """Said once, in place of the bars, wrapped to the pane's width."""
@@ -46,7 +47,8 @@ class GpuBars(Widget):
         height = len(sample.gpus) or 1
         if self.styles.height is None or self.styles.height.value != height:
             self.styles.height = height  # lays the screen out again, only when the number of GPUs changes
-        self.refresh()
+        if self._text() != self._drawn:  # most samples of an idle host read the same: no frame for them
+            self.refresh()
 
     def _colour(self, name: str) -> Style:
         return theme_style(self.app, name)
@@ -89,6 +91,10 @@ class GpuBars(Widget):
         return text
 
     def render(self) -> Text:
+        self._drawn = self._text()
+        return self._drawn
+
+    def _text(self) -> Text:
         if self.absent is not None:
             return Text(self.absent, style="bold")
         if self.sample is None:

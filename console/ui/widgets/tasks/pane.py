@@ -192,7 +192,9 @@ class TasksPane(Pane):
         if table.row_count:
             table.move_cursor(row=min(row, table.row_count - 1), animate=False)
         done, total = self.tasks.done_count
-        self.border_title = f"Tasks — {done} of {total} done" + (" (done folded)" if self.folded else "")
+        title = f"Tasks — {done} of {total} done" + (" (done folded)" if self.folded else "")
+        if self.border_title != title:  # setting it draws the whole pane again, every 2 s for nothing
+            self.border_title = title
         self._detail()
 
     def _task_room(self, table: DataTable) -> int:
