@@ -21,6 +21,13 @@ from pathlib import Path
 from bench.common import percentile
 
 TICK_S = 0.05
+# A bare python process beside it, timing the same sleep over the same window: what the machine's load alone does
+BARE = """import json, sys, time
+lags, end = [], time.monotonic() + float(sys.argv[1])
+while time.monotonic() < end:
+    before = time.monotonic(); time.sleep(0.05); lags.append((time.monotonic() - before - 0.05) * 1000)
+lags.sort(); print(json.dumps({"bare_lag_p50_ms": lags[len(lags) // 2], "bare_lag_p99_ms": lags[int(len(lags) * 0.99)]}))
+"""
 
 
 async def measure(config: str, seconds: float) -> dict[str, float | None]:
@@ -33,6 +40,7 @@ async def measure(config: str, seconds: float) -> dict[str, float | None]:
         while not all(v.gpus is not None for v in app.fleet.views()):
             assert time.monotonic() < deadline, "not every host sent a sample"
             await asyncio.sleep(0.2)
+        bare = await asyncio.create_subprocess_exec(sys.executable, "-c", BARE, str(seconds), stdout=subprocess.PIPE)
         loop, lags, cpu0 = asyncio.get_running_loop(), [], time.process_time()
         end = loop.time() + seconds
         while loop.time() < end:
@@ -40,10 +48,12 @@ async def measure(config: str, seconds: float) -> dict[str, float | None]:
             await asyncio.sleep(TICK_S)
             lags.append((loop.time() - before - TICK_S) * 1000)
         cpu = 100 * (time.process_time() - cpu0) / seconds
+        beside = json.loads((await bare.communicate())[0])
     return {
         "lag_p50_ms": percentile(lags, 50),
         "lag_p99_ms": percentile(lags, 99),
         "lag_max_ms": max(lags),
+        **beside,
         "cpu_pct": round(cpu, 1),
         "load": round(os.getloadavg()[0], 2),
     }

@@ -32,6 +32,7 @@ from console import pivot_toml
 from console.actions.sweep import SweepHandle
 from console.server.lifecycle import ServerState
 from console.session import Session
+from console.sweep.model import LevelDone, Request, Shown
 from console.sweep.settings import SweepSettings
 from console.ui.app import PivotApp
 from console.ui.widgets.host_status import HostStatus
@@ -175,13 +176,13 @@ async def soak(config_path: Path, args: argparse.Namespace, host_pid: int) -> di
         counts = {"requests": 0, "failed": 0}
         ended = asyncio.Event()
 
-        def on_event(event: dict[str, Any]) -> None:
-            if event.get("type") == "request":
+        def on_event(event: Shown) -> None:
+            if isinstance(event, Request):
                 counts["requests"] += 1
-                counts["failed"] += event.get("error") is not None
-            elif event.get("type") == "level_done":  # the load generator's own word on whether it kept up
+                counts["failed"] += getattr(event, "error", None) is not None
+            elif isinstance(event, LevelDone):  # the load generator's own word on whether it kept up
                 figures["level"] = {
-                    k: event.get(k)
+                    k: getattr(event, k)
                     for k in ("total_tok_s", "client_cpu", "loop_lag_p50", "loop_lag_p99", "client_bound", "lagging", "failed", "errors")
                 }
 
@@ -313,13 +314,21 @@ def main() -> int:
     parser.add_argument("--time-scale", type=float, default=5.0, help="the simulated server runs this many times faster")
     parser.add_argument("--server", choices=["eagle3", "baseline"], default="eagle3")
     parser.add_argument("--json", type=Path, metavar="FILE", help="write the figures here too")
+    parser.add_argument("--hog", type=int, default=0, metavar="N", help="N processes spinning on a CPU beside (a busy jump host)")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="pivot-soak-") as tmp:
-        host, config_path = start_host(Path(tmp), args.time_scale, args.server)
-        try:
-            figures = asyncio.run(soak(config_path, args, host.pid))
-        finally:
-            stop_host(host)
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.hog)]
+    try:
+        with tempfile.TemporaryDirectory(prefix="pivot-soak-") as tmp:
+            host, config_path = start_host(Path(tmp), args.time_scale, args.server)
+            try:
+                figures = asyncio.run(soak(config_path, args, host.pid))
+            finally:
+                stop_host(host)
+    finally:
+        for hog in hogs:  # ours, by PID
+            hog.kill()
+            hog.wait()
+    figures["hogs"] = args.hog
     report(figures)
     if args.json:
         args.json.write_text(json.dumps(figures, indent=1) + "\n")
