@@ -11,6 +11,7 @@ or stops with the reason.
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 import os
 import socket
@@ -309,7 +310,8 @@ async def sweep(
             if stop_after_level.is_set():
                 stopped = True
                 break
-            result = await run_level(
+            measure = functools.partial(
+                run_level,
                 client,
                 settings,
                 source,
@@ -324,26 +326,13 @@ async def sweep(
                 nodes=nodes,
                 power=power,
             )
+            result = await measure()
             measured = True
             if result.failed:
                 answering = await server_answers(client.session(), settings.server_wait_s)
                 if answering:
                     sink.emit(LevelRetry(c=c, reason=result.failed))
-                    result = await run_level(
-                        client,
-                        settings,
-                        source,
-                        model,
-                        c,
-                        sink,
-                        facts.metrics,
-                        per_chunk,
-                        host_load,
-                        repeat=bool(repeat),
-                        ignore_eos=ignore_eos,
-                        nodes=nodes,
-                        power=power,
-                    )
+                    result = await measure()
                 if result.failed:
                     why = "" if answering else f"; the server did not answer for {settings.server_wait_s:g} s"
                     failed = f"C={c}: {result.failed}" + (f" ({result.first_error})" if result.first_error else "") + why
