@@ -237,6 +237,16 @@ class ClientPlacement(_Reported):
     host: str | None = Field(default=None, validation_alias=AliasChoices("host", "forwarded_from"))  # (older runs' word)
 
 
+class PromptSource(_Reported):
+    """Where a sweep's prompts came from: a file, seeded prompts, or one of its own per request (how long, counted how)."""
+
+    source: str | None = None
+    input_tokens: int | None = None
+    words: int | None = None
+    counted_by: str | None = None
+    tokens: int | None = None  # the server's own count of one prompt, where it has /tokenize
+
+
 class Said(_Strict):
     """What the console's side of a sweep says while it runs (the load generator failed, the link to the host dropped
     or came back): shown, never written to a run."""
@@ -256,7 +266,7 @@ class SweepStarted(_Strict):
     warnings: list[str] = Field(default_factory=list)
     pid: int | None = None
     client: ClientPlacement | None = None
-    prompts: dict[str, Any] | None = None
+    prompts: PromptSource | None = None
 
 
 class LevelStarted(_Strict):

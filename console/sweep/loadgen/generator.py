@@ -41,6 +41,7 @@ from console.sweep.model import (
     LevelProgress,
     LevelRetry,
     LevelStarted,
+    PromptSource,
     Request,
     Said,
     SweepDone,
@@ -299,7 +300,7 @@ async def sweep(
                 client=placement,
                 prompts=source.describe()
                 if isinstance(source, UniquePrompts)
-                else {"source": settings.prompt_file or f"{len(pool)} seeded prompts (unique_prompts = false)"},
+                else PromptSource(source=settings.prompt_file or f"{len(pool)} seeded prompts (unique_prompts = false)"),
             )
         )
         stopped = False

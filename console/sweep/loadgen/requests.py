@@ -20,6 +20,7 @@ import orjson
 
 from console.sweep.loadgen.sse import SSEError, sse_data
 from console.sweep.metrics import RequestRecord
+from console.sweep.model import PromptSource
 from console.sweep.settings import SweepSettings
 from console.untrusted import visible
 
@@ -85,14 +86,10 @@ class UniquePrompts:
         self.counted_by = "the server's /tokenize"
         self.tokens = await _count_tokens(session, self.prompt())
 
-    def describe(self) -> dict[str, Any]:
-        return {
-            "source": "unique per request",
-            "input_tokens": self.input_tokens,
-            "words": self.words,
-            "counted_by": self.counted_by,
-            **({"tokens": self.tokens} if self.tokens is not None else {}),
-        }
+    def describe(self) -> PromptSource:
+        return PromptSource(
+            source="unique per request", input_tokens=self.input_tokens, words=self.words, counted_by=self.counted_by, tokens=self.tokens
+        )
 
 
 async def _count_tokens(session: aiohttp.ClientSession, text: str) -> int | None:
