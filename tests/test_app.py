@@ -687,3 +687,21 @@ async def test_v_flips_the_chart_to_the_frontier_and_back(tmp_path: Path) -> Non
         assert "total tok/s per GPU" in drawn() and "96.6" in drawn()  # 773 tok/s over 8 GPUs at C = 250
         await pilot.press("v")
         await wait_for(lambda: not pane.redraw_due and "concurrency C (log scale)" in drawn())
+
+
+async def test_v_and_y_say_what_they_changed_when_the_pane_is_too_short_to_draw_the_chart(tmp_path: Path) -> None:
+    """At 80x24 the unzoomed Sweep pane shows a line of numbers, not the chart: v and y say what the chart now shows
+    (and that z shows it) instead of seeming to do nothing."""
+    from tests.fixtures_runs import BASELINE, write_run
+
+    write_run(tmp_path / "campaign", "base", "baseline", BASELINE, speculative=False, gpu_count=8)
+    async with canned_app(tmp_path).run_test(size=(80, 24)) as pilot:
+        app = pilot.app
+        chart = app.query_one(SweepChart)
+        await pilot.press("4")
+        await wait_for(lambda: chart.display and chart.size.height > 0)
+        assert chart.is_compact
+        await pilot.press("v")
+        await wait_for(lambda: any("a user's tok/s (z shows it)" in n.message for n in app._notifications))
+        await pilot.press("y")
+        await wait_for(lambda: any("second series: TTFT p50 ms (z shows it)" in n.message for n in app._notifications))

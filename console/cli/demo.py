@@ -123,6 +123,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             f"Its server, ended as a crash would (from another terminal): kill $(cat {root / 'home/.pivot/server.pid'})",
             f"The demo's config: {config_path}",
             campaign_line(campaign, kept),
+            "q here ends the demo's host with its server too (on a real host, q leaves the server running)",
         ]
         return open_console(pivot_toml.load(config_path), "demo", args.theme, readonly=args.readonly, notes=notes)
     finally:

@@ -105,8 +105,13 @@ class SweepChart(PlotextPlot):
         else:
             self._use_theme()
 
+    @property
+    def is_compact(self) -> bool:
+        """Too short for the chart: one line says the numbers instead."""
+        return self.size.height < CHART_ROWS
+
     def render(self) -> Any:
-        return self.compact() if self.size.height < CHART_ROWS else super().render()
+        return self.compact() if self.is_compact else super().render()
 
     def compact(self) -> Text:
         """The chart in one line, for a pane too short to draw it: the level in progress, the last measured and the

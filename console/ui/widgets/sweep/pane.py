@@ -334,10 +334,18 @@ class SweepPane(ComparisonActions):
     def action_second_series(self) -> None:
         self.data.second = (self.data.second + 1) % len(SECOND)
         self.changed()
+        second = SECOND[self.data.second]
+        self._said_if_unseen(f"second series: {second[0] if second else 'none'}")
 
     def action_frontier(self) -> None:
         self.data.frontier = not self.data.frontier
         self.changed()
+        self._said_if_unseen("the chart: tok/s per GPU against a user's tok/s" if self.data.frontier else "the chart: by concurrency")
+
+    def _said_if_unseen(self, what: str) -> None:
+        """A change of the chart's view while the pane is too short to draw it: said, or the key seems to do nothing."""
+        if self.query_one(SweepChart).is_compact:
+            self.notify(f"{what} (z shows it)", timeout=3)
 
     def action_overlays(self) -> None:
         self.overlay_count = (self.overlay_count + 1) % 4
