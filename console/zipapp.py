@@ -96,7 +96,7 @@ def _bundled(name: str) -> Iterable[tuple[str, bytes]]:
     spec = importlib.util.find_spec(name)
     assert spec is not None and spec.origin is not None, f"{name} is a dependency of pivot's (pyproject.toml)"
     origin = Path(spec.origin)
-    if spec.submodule_search_locations is None:
+    if origin.name != "__init__.py":  # a module (six, once imported, says it has a __path__: not a package for that)
         return [(origin.name, origin.read_bytes())]
     return [(f"{name}/{f.name}", f.read_bytes()) for f in sorted(origin.parent.glob("*.py"))]
 
