@@ -36,6 +36,7 @@ LOADGEN_MODULES = (
     "console/sweep/level_stats.py",
     "console/sweep/metrics.py",
     "console/sweep/model.py",
+    "console/sweep/reported.py",
     "console/sweep/settings.py",
     "console/sweep/loadgen/__init__.py",
     "console/sweep/loadgen/generator.py",

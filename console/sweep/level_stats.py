@@ -1,7 +1,9 @@
-"""A level's numbers gathered as its requests finish, so that what the load generator holds grows with the level's
+"""A level's numbers gathered as its requests finish, so that what the load generator holds is bounded by the level's
 rate, not its length: counts and sums for the means, their intervals and the throughput's (exact: they need sums, not
 every request), and each distribution exact up to EXACT_UP_TO values, then in a DDSketch (a percentile within
-SKETCH_ACCURACY of its value). Each request is streamed to events.jsonl as it finishes and not kept.
+SKETCH_ACCURACY of its value); the steady window's token arrivals past TIMELINE_EXACT_UP_TO in BIN_S bins (8 bytes
+each: under 3 MiB for an hour). Each request is streamed to events.jsonl as it finishes and not kept. A level read
+back whole (pooled repeats) is computed exactly: `level_metrics` lifts the bounds.
 console/sweep/metrics.py says what each figure means; `level_metrics` there is these, fed a list."""
 
 from __future__ import annotations
@@ -25,16 +27,17 @@ BIN_S = 0.01  # the steady window's edges are then as precise as this
 class Quantiles:
     """One distribution: its values until there are EXACT_UP_TO, then a sketch of them."""
 
-    def __init__(self) -> None:
+    def __init__(self, exact_up_to: float = EXACT_UP_TO) -> None:
         self._values = array("d")
         self._sketch: DDSketch | None = None
+        self._exact_up_to = exact_up_to
 
     def add(self, value: float, weight: int = 1) -> None:
         if self._sketch is not None:
             self._sketch.add(value, weight)
             return
         self._values.extend([value] * weight)
-        if len(self._values) > EXACT_UP_TO:
+        if len(self._values) > self._exact_up_to:
             self._sketch = DDSketch(SKETCH_ACCURACY)
             for v in self._values:
                 self._sketch.add(v)
@@ -92,8 +95,8 @@ class SteadyWindow:
     """Tokens per second while all C slots were busy: from the C-th request's start to the last request's start
     (metrics.steady_throughput), from the requests' starts and their tokens' arrival times."""
 
-    def __init__(self, c: int) -> None:
-        self.c, self.n = c, 0
+    def __init__(self, c: int, exact_up_to: float = TIMELINE_EXACT_UP_TO) -> None:
+        self.c, self.n, self._exact_up_to = c, 0, exact_up_to
         self._earliest: list[float] = []  # the C earliest starts, negated (a max-heap)
         self._last_start = -math.inf
         self._t, self._tokens = array("d"), array("q")  # arrivals, until TIMELINE_EXACT_UP_TO of them
@@ -113,7 +116,7 @@ class SteadyWindow:
         if self._bins is None:
             self._t.append(t)
             self._tokens.append(n)
-            if len(self._t) <= TIMELINE_EXACT_UP_TO:
+            if len(self._t) <= self._exact_up_to:
                 return
             self._bins = array("q")
             for t_, n_ in zip(self._t, self._tokens, strict=True):
@@ -146,15 +149,17 @@ class LevelStats:
     """A level's requests, added as each finishes; `metrics` gives its numbers (as metrics.level_metrics would from
     all of them at once)."""
 
-    def __init__(self, c: int) -> None:
+    def __init__(self, c: int, *, exact: bool = False) -> None:
+        """exact: every value kept (a level read back whole, its records in memory already)."""
         self.c = c
         self.counted = self.ok = self.tokens = 0
         self.usage_missing = self.short = self.over_asked = self.over_asked_any = self.retried = 0
         self.first_error: str | None = None
         self.speeds, self.ttft, self.itl_means = Moments(), Moments(), Moments()
-        self.speed_q, self.ttft_q, self.itl_q, self.e2e_q = Quantiles(), Quantiles(), Quantiles(), Quantiles()
+        bound = math.inf if exact else EXACT_UP_TO
+        self.speed_q, self.ttft_q, self.itl_q, self.e2e_q = (Quantiles(bound) for _ in range(4))
         self.busy = RatioSums()
-        self.steady = SteadyWindow(c)
+        self.steady = SteadyWindow(c, math.inf if exact else TIMELINE_EXACT_UP_TO)
         self.timed, self.proposed, self.accepted = 0, 0.0, 0.0  # draft tokens, where the server recorded them
 
     def add(self, r: RequestRecord) -> None:
@@ -164,7 +169,8 @@ class LevelStats:
         self.counted += 1
         self.retried += r.retried
         if not r.ok:
-            self.first_error = self.first_error or r.error
+            if self.first_error is None and r.error:
+                self.first_error = r.error
             return
         self.ok += 1
         self.tokens += r.tokens
@@ -250,8 +256,8 @@ def level_metrics(
     failed: str | None = None,
     attempts: int = 1,
 ) -> LevelMetrics:
-    """A level's numbers from its requests at once (a pooled repeat: the attempts' requests read back)."""
-    stats = LevelStats(c)
+    """A level's numbers from its requests at once (a pooled repeat: the attempts' requests read back), exactly."""
+    stats = LevelStats(c, exact=True)
     for r in records:
         stats.add(r)
     return stats.metrics(wall_s, server, failed=failed, attempts=attempts)

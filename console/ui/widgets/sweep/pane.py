@@ -344,7 +344,8 @@ class SweepPane(ComparisonActions):
 
     def _said_if_unseen(self, what: str) -> None:
         """A change of the chart's view while the pane is too short to draw it: said, or the key seems to do nothing."""
-        if self.query_one(SweepChart).is_compact:
+        chart = self.query_one(SweepChart)
+        if chart.display and chart.is_compact:  # (hidden: no level to draw yet, in any view)
             self.notify(f"{what} (z shows it)", timeout=3)
 
     def action_overlays(self) -> None:
