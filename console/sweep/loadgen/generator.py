@@ -15,13 +15,12 @@ import functools
 import math
 import os
 import socket
-import statistics
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from console.server.engines import ENGINES, Engine
-from console.sweep.level_stats import LevelStats, Quantiles
+from console.sweep.level_stats import LevelStats, Moments, Quantiles
 from console.sweep.loadgen.requests import Client, TokensPerChunk, UniquePrompts, one_request, request_body
 from console.sweep.loadgen.server_view import (
     GaugeMeans,
@@ -33,7 +32,7 @@ from console.sweep.loadgen.server_view import (
     speculation,
     warnings_for,
 )
-from console.sweep.metrics import FAILED_ERROR_RATE, t975
+from console.sweep.metrics import FAILED_ERROR_RATE
 from console.sweep.model import (
     ClientPlacement,
     Event,
@@ -118,13 +117,15 @@ def gpu_watts(csv: str) -> float | None:
 
 def power_figures(watts: list[float]) -> dict[str, float | None]:
     """The level's mean power and its 95 % interval over the readings (none from one reading)."""
-    if not watts:
+    power = Moments()
+    for w in watts:
+        power.add(w)
+    if not power.n:
         return {}
-    mean = sum(watts) / len(watts)
-    if len(watts) < 2:
-        return {"gpu_watts": mean}
-    half = t975(len(watts) - 1) * statistics.stdev(watts) / math.sqrt(len(watts))
-    return {"gpu_watts": mean, "gpu_watts_lo": max(0.0, mean - half), "gpu_watts_hi": mean + half}
+    if (interval := power.interval()) is None:
+        return {"gpu_watts": power.mean}
+    mean, lo, hi = interval
+    return {"gpu_watts": mean, "gpu_watts_lo": max(0.0, lo), "gpu_watts_hi": hi}
 
 
 async def sample_power(meter: PowerMeter, samples: list[float]) -> None:
