@@ -38,6 +38,17 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def status_mib(pid: int | str, field: str = "VmRSS") -> float | None:
+    """A field of /proc/PID/status (VmRSS, VmHWM: the peak) in MiB; None once the process is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except (FileNotFoundError, ProcessLookupError):
+        pass
+    return None
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -17,21 +17,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import ROOT, SimHost, load, tree_env
+from bench.common import ROOT, SimHost, load, status_mib, tree_env
 from console.sweep.model import RunMeta
 from console.sweep.runs.store import create_run
 
 C = 64
-
-
-def rss_mib(pid: int) -> float | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        return None
-    return None
 
 
 def measure(tree: Path, seconds: float) -> dict[str, Any]:
@@ -47,7 +37,7 @@ def measure(tree: Path, seconds: float) -> dict[str, Any]:
             samples: list[tuple[float, float]] = []
             t0 = time.monotonic()
             while proc.poll() is None:
-                if (rss := rss_mib(proc.pid)) is not None:
+                if (rss := status_mib(proc.pid)) is not None:
                     samples.append((time.monotonic() - t0, rss))
                 time.sleep(1.0)
             events.close()

@@ -28,6 +28,7 @@ from typing import Any
 
 from textual.pilot import Pilot
 
+from bench.common import status_mib
 from console import pivot_toml
 from console.actions.sweep import SweepHandle
 from console.server.lifecycle import ServerState
@@ -44,17 +45,6 @@ KEY_EVERY_S = 30.0
 LAG_TICK_S = 0.1
 # The same 0.1 s tick in a bare process beside the console: on a shared machine, the lag that is the machine's.
 CONTROL = "import time\nwhile True:\n    t = time.monotonic(); time.sleep(0.1)\n    print(time.monotonic() - t - 0.1, flush=True)"
-
-
-def status_mib(pid: int | str, field: str = "VmRSS") -> float | None:
-    """A field of /proc/PID/status (VmRSS, VmHWM: the peak) in MiB; None once the process is gone."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith(field + ":"):
-                return round(int(line.split()[1]) / 1024, 1)
-    except (FileNotFoundError, ProcessLookupError):
-        pass
-    return None
 
 
 def cpu_s(pid: int) -> float | None:
