@@ -39,11 +39,13 @@ LOADGEN_MODULES = (
     "console/sweep/reported.py",
     "console/sweep/settings.py",
     "console/sweep/loadgen/__init__.py",
+    "console/sweep/loadgen/feed.py",
     "console/sweep/loadgen/generator.py",
     "console/sweep/loadgen/on_host.py",
     "console/sweep/loadgen/requests.py",
     "console/sweep/loadgen/server_view.py",
     "console/sweep/loadgen/sse.py",
+    "console/sweep/loadgen/workers.py",
 )
 LOADGEN_NEEDS = ("aiohttp", "orjson", "pydantic", "prometheus_client")
 # Pure-python libraries the load generator imports, shipped inside the zipapp (from this machine's install): the host

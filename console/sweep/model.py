@@ -106,7 +106,8 @@ class LevelDone(LevelMetrics):
     reference: bool = False  # the sweep's first level measured again at its end (console/sweep/runs/store.py Drift)
     nodes: Annotated[str | None, Pool.FIRST_SAID] = None  # a server across nodes: the hosts that served it, rank 0 first
     peak_in_flight: Annotated[NonNegativeInt | None, Pool.WORST] = None
-    client_cpu: Annotated[float | None, Pool.WORST] = None
+    client_cpu: Annotated[float | None, Pool.WORST] = None  # of the busiest of its processes
+    workers: Annotated[PositiveInt | None, Pool.WORST] = None  # the load generator's processes that sent the requests
     loop_lag_p50: Annotated[float | None, Pool.WORST] = None
     loop_lag_p90: Annotated[float | None, Pool.WORST] = None
     loop_lag_p99: Annotated[float | None, Pool.WORST] = None

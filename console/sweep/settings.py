@@ -15,6 +15,7 @@ from pydantic import ConfigDict, Field, Strict, with_config
 from console.schema import Int, PositiveInt, Seconds, Str, expect, validate
 
 DEFAULT_LEVELS = (1, 2, 5, 10, 30, 70, 100, 250)
+WORKER_C = 128  # requests in flight one load generator process carries, with `workers = "auto"`
 
 Levels = Annotated[tuple[PositiveInt, ...], Field(min_length=1), expect("a list of positive integers")]
 Requests = Annotated[Literal["auto", "c"] | Annotated[int, Strict(), Field(gt=0)], expect("'auto', 'c' or a positive integer")]
@@ -51,6 +52,9 @@ class SweepSettings:
     # SSH forward or jump host between them: console/sweep/loadgen/__main__.py), on the console's machine, or the host when
     # its python can (else here, saying why)
     client: Annotated[Literal["auto", "host", "console"], expect("auto, host or console")] = "auto"
+    # how many processes send a level's requests (console/sweep/loadgen/workers.py): "auto" is one per WORKER_C requests
+    # in flight, at most one per CPU of the client's machine but one (left to the server or the console), at most 16
+    workers: Annotated[Literal["auto"] | Annotated[int, Strict(), Field(gt=0, le=64)], expect("'auto' or an integer from 1 to 64")] = "auto"
 
     def requests_for(self, c: int) -> int:
         if isinstance(self.requests, int):
@@ -58,6 +62,12 @@ class SweepSettings:
         if self.requests == "c":
             return max(c, self.min_requests or 4)
         return max(4 * c, self.min_requests or 16)
+
+    def workers_for(self, c: int, cpus: int | None) -> int:
+        """The processes that send a level of C requests in flight, on a machine of `cpus` CPUs."""
+        if isinstance(self.workers, int):
+            return min(self.workers, c)
+        return max(1, min(-(-c // WORKER_C), (cpus or 1) - 1, 16))
 
     def to_dict(self) -> dict[str, Any]:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items() if v is not None and v != {}}

@@ -21,7 +21,8 @@ from typing import Any, Protocol
 
 from console.server.engines import ENGINES, Engine
 from console.sweep.level_stats import LevelStats, Moments, Quantiles
-from console.sweep.loadgen.requests import Client, TokensPerChunk, UniquePrompts, one_request, request_body
+from console.sweep.loadgen.feed import Feed, Share, prompts_from, sender, watch_lag
+from console.sweep.loadgen.requests import Client, TokensPerChunk, UniquePrompts
 from console.sweep.loadgen.server_view import (
     GaugeMeans,
     metrics_text,
@@ -32,7 +33,8 @@ from console.sweep.loadgen.server_view import (
     speculation,
     warnings_for,
 )
-from console.sweep.metrics import FAILED_ERROR_RATE
+from console.sweep.loadgen.workers import WorkerFailed, WorkerLevel, Workers
+from console.sweep.metrics import FAILED_ERROR_RATE, RequestRecord
 from console.sweep.model import (
     ClientPlacement,
     Event,
@@ -48,7 +50,6 @@ from console.sweep.model import (
 )
 from console.sweep.settings import SweepSettings
 
-LAG_TICK_S = 0.01
 PROGRESS_S = 1.0  # how often a level in progress says how far it is
 
 
@@ -62,19 +63,12 @@ class Sink(Protocol):
     def sync(self) -> None: ...
 
 
-async def watch_lag(lags: Quantiles) -> None:
-    """How late the load generator's own loop wakes up: a late loop stamps chunks late."""
-    loop = asyncio.get_running_loop()
-    while True:
-        before = loop.time()
-        await asyncio.sleep(LAG_TICK_S)
-        lags.add(max(0.0, loop.time() - before - LAG_TICK_S))
-
-
-def client_bound(cpu: float) -> str | None:
-    """Why this level's throughput may be the client's limit, not the server's; None when the client kept up."""
+def client_bound(cpu: float, processes: int = 1) -> str | None:
+    """Why this level's throughput may be the client's limit, not the server's; None when the client kept up. cpu: the
+    busiest of its processes' share of a core."""
     if cpu >= 0.9:
-        return f"the load generator used {cpu:.0%} of a core: it, not the server, may be the limit"
+        who = "the load generator" if processes == 1 else f"one of the load generator's {processes} processes"
+        return f"{who} used {cpu:.0%} of a core: it, not the server, may be the limit"
     return None
 
 
@@ -155,53 +149,52 @@ async def run_level(
     nodes: list[str] | None = None,
     reference: bool = False,
     power: PowerMeter | None = None,
+    workers: Workers | None = None,
 ) -> LevelDone:
     """One level to its end; nodes: the hosts of a server across nodes (each rank serves every request), written in
     the level's row; reference: the sweep's first level measured again, for its drift; power: reads the server's GPUs'
-    power, for the level's energy."""
+    power, for the level's energy; workers: the sweep's worker processes, where the level needs more than this one."""
     total = settings.requests_for(c)
+    processes = settings.workers_for(c, os.cpu_count()) if workers is not None else 1
     sink.emit(LevelStarted(c=c, requests=total, warmup=settings.warmup, repeat=repeat, reference=reference))
+    if workers is not None and processes > 1:
+        try:
+            await workers.start(processes)  # before the level's clock starts: a python starting is not the level's time
+        except WorkerFailed as e:
+            sink.show(Said(type="notice", message=f"{e}: this level is sent by the load generator alone"))
+            processes = 1
     level_t0 = time.monotonic()
     cpu0 = time.process_time()
-    deadline = level_t0 + settings.duration_s if settings.duration_s else None
-    next_index = 0
+    share = Share(
+        end=None if settings.duration_s else total + settings.warmup,
+        deadline=level_t0 + settings.duration_s if settings.duration_s else None,
+    )
     errors = 0
-    peak = in_flight = 0
     stats = LevelStats(c)  # each request is added as it finishes, and streamed out, not kept
     gauges = GaugeMeans()
     lags = Quantiles()
     give_up = max(2.0, FAILED_ERROR_RATE * total)  # past this many failures the level is failed: stop feeding it
+    level: Feed | WorkerLevel
 
-    async def slot() -> None:
-        nonlocal next_index, in_flight, peak, errors
-        while errors <= give_up:
-            if deadline is None and next_index >= total + settings.warmup:
-                return
-            if deadline is not None and time.monotonic() >= deadline:
-                return
-            index = next_index
-            next_index += 1
-            prompt = pool[index % len(pool)] if isinstance(pool, list) else pool.prompt()
-            path, body = request_body(settings, model, prompt, ignore_eos=ignore_eos)
-            in_flight += 1
-            peak = max(peak, in_flight)
-            try:
-                record = await one_request(client, path, body, c, index, level_t0, index < settings.warmup, settings, per_chunk)
-            finally:
-                in_flight -= 1
-            errors += not record.ok
-            stats.add(record)
-            sink.emit(Request.model_construct(**record.to_dict()))  # made here, from a record: checked already
+    def finished(record: RequestRecord, event: dict[str, Any] | None = None) -> None:
+        nonlocal errors
+        errors += not record.ok
+        if errors > give_up:
+            level.stop()
+        stats.add(record)
+        sink.emit(Request.model_construct(**(event or record.to_dict())))  # made here, from a record: checked already
+
+    seen0 = per_chunk.seen
 
     async def progress() -> None:
         """Once a second while the level runs: requests in flight and tokens streamed so far, so that a long first
         wave (no request finished yet) visibly moves."""
-        seen0 = per_chunk.seen
         while True:
             await asyncio.sleep(PROGRESS_S)
-            sink.show(LevelProgress(c=c, in_flight=in_flight, streamed=round((per_chunk.seen - seen0) * per_chunk.ratio)))
+            streamed = level.streamed if isinstance(level, WorkerLevel) else round((per_chunk.seen - seen0) * per_chunk.ratio)
+            sink.show(LevelProgress(c=c, in_flight=level.in_flight, streamed=streamed))
 
-    helpers = [asyncio.create_task(watch_lag(lags)), asyncio.create_task(progress())]
+    helpers = [asyncio.create_task(watch_lag(lags))]
     watts: list[float] = []
     if power is not None:
         helpers.append(asyncio.create_task(sample_power(power, watts)))
@@ -209,28 +202,44 @@ async def run_level(
     if scrape_metrics:
         counted_before = spec_counters(await metrics_text(client.session()) or "")
         helpers.append(asyncio.create_task(scrape(client.session, c, sink.emit, gauges)))
+    failed = None
     try:
-        await asyncio.gather(*(slot() for _ in range(c)))
+        if workers is not None and processes > 1:
+            level = workers.level(processes, c, share.end, share.deadline, level_t0, finished)
+            helpers.append(asyncio.create_task(progress()))
+            try:
+                await level.wait()
+            except WorkerFailed as e:
+                failed = str(e)
+        else:
+            level = Feed(share)
+            helpers.append(asyncio.create_task(progress()))
+            send = sender(client, settings, prompts_from(pool), model, c, level_t0, per_chunk, ignore_eos)
+            await level.run(c, send, finished)
     finally:
         for helper in helpers:
             helper.cancel()
     wall = time.monotonic() - level_t0
     cpu = (time.process_time() - cpu0) / wall if wall > 0 else 0.0
+    lag = [lags.percentile(q) for q in (50, 90, 99)]
+    if isinstance(level, WorkerLevel) and level.ends and not failed:  # the busiest process is the client's limit
+        cpu = max(cpu, level.cpu)
+        lag = [max((v for v in (mine, level.lag(i)) if v is not None), default=None) for i, mine in enumerate(lag)]
     server = gauges.means()
     if counted_before is not None:  # counted over the level, not averaged from gauges
         server |= speculation(counted_before, spec_counters(await metrics_text(client.session()) or ""))
-    over = stats.over_asked_any
-    failed = f"the server reported more tokens than max_tokens asked in {over} request(s): not a measurement" if over else None
+    if over := stats.over_asked_any:
+        failed = f"the server reported more tokens than max_tokens asked in {over} request(s): not a measurement"
     metrics = stats.metrics(wall, server, failed=failed)
-    lag_p90 = lags.percentile(90)
     client_side = {
         "client_cpu": round(cpu, 3),
-        "loop_lag_p50": lags.percentile(50),
-        "loop_lag_p90": lag_p90,
-        "loop_lag_p99": lags.percentile(99),
+        "workers": processes,
+        "loop_lag_p50": lag[0],
+        "loop_lag_p90": lag[1],
+        "loop_lag_p99": lag[2],
         "load_avg": os.getloadavg()[0],
-        "client_bound": client_bound(cpu),
-        "lagging": lagging(lag_p90, metrics.itl_mean),
+        "client_bound": client_bound(cpu, processes),
+        "lagging": lagging(lag[1], metrics.itl_mean),
         **power_figures(watts),
     }
     if host_load is not None:
@@ -238,7 +247,7 @@ async def run_level(
     done = LevelDone.model_validate(
         {
             **metrics.model_dump(),
-            "peak_in_flight": peak,
+            "peak_in_flight": level.peak,
             "repeat": repeat,
             "reference": reference,
             "nodes": ",".join(nodes) if nodes else None,
@@ -304,60 +313,54 @@ async def sweep(
                 else PromptSource(source=settings.prompt_file or f"{len(pool)} seeded prompts (unique_prompts = false)"),
             )
         )
+        workers = None
+        if any(settings.workers_for(c, os.cpu_count()) > 1 for c in levels):
+            unique = source.share() if isinstance(source, UniquePrompts) else None
+            sweep_order = {"url": url, "headers": headers, "settings": settings.to_dict(), "model": model, "most": max(levels)}
+            workers = Workers({**sweep_order, "ignore_eos": ignore_eos, "prompts": pool, "unique": unique})
+        measure = functools.partial(
+            run_level,
+            client,
+            settings,
+            source,
+            model,
+            sink=sink,
+            scrape_metrics=facts.metrics,
+            per_chunk=per_chunk,
+            host_load=host_load,
+            ignore_eos=ignore_eos,
+            nodes=nodes,
+            power=power,
+            workers=workers,
+        )
         stopped = False
         measured = False
-        for c in levels:
-            if c in done:
-                continue
-            if stop_after_level.is_set():
-                stopped = True
-                break
-            measure = functools.partial(
-                run_level,
-                client,
-                settings,
-                source,
-                model,
-                c,
-                sink,
-                facts.metrics,
-                per_chunk,
-                host_load,
-                repeat=bool(repeat),
-                ignore_eos=ignore_eos,
-                nodes=nodes,
-                power=power,
-            )
-            result = await measure()
-            measured = True
-            if result.failed:
-                answering = await server_answers(client.session(), settings.server_wait_s)
-                if answering:
-                    sink.emit(LevelRetry(c=c, reason=result.failed))
-                    result = await measure()
-                if result.failed:
-                    why = "" if answering else f"; the server did not answer for {settings.server_wait_s:g} s"
-                    failed = f"C={c}: {result.failed}" + (f" ({result.first_error})" if result.first_error else "") + why
+        try:
+            for c in levels:
+                if c in done:
+                    continue
+                if stop_after_level.is_set():
+                    stopped = True
                     break
-        check_drift = (
-            settings.drift_check and measured and not (stopped or failed or repeat) and len(levels) > 1 and levels[0] not in done
-        )  # (a first level of an earlier session: another server, maybe)
-        if check_drift and not stop_after_level.is_set():  # its first level again: how far the server drifted meanwhile
-            await run_level(
-                client,
-                settings,
-                source,
-                model,
-                levels[0],
-                sink,
-                facts.metrics,
-                per_chunk,
-                host_load,
-                ignore_eos=ignore_eos,
-                nodes=nodes,
-                reference=True,
-                power=power,
-            )
+                result = await measure(c=c, repeat=bool(repeat))
+                measured = True
+                if result.failed:
+                    answering = await server_answers(client.session(), settings.server_wait_s)
+                    if answering:
+                        sink.emit(LevelRetry(c=c, reason=result.failed))
+                        result = await measure(c=c, repeat=bool(repeat))
+                    if result.failed:
+                        why = "" if answering else f"; the server did not answer for {settings.server_wait_s:g} s"
+                        failed = f"C={c}: {result.failed}" + (f" ({result.first_error})" if result.first_error else "") + why
+                        break
+            check_drift = (
+                settings.drift_check and measured and not (stopped or failed or repeat) and len(levels) > 1 and levels[0] not in done
+            )  # (a first level of an earlier session: another server, maybe)
+            if check_drift and not stop_after_level.is_set():  # its first level again: how far the server drifted meanwhile
+                await measure(c=levels[0], reference=True)
+        finally:
+            if workers is not None:
+                await workers.close()
         sink.emit(SweepDone(stopped=stopped, failed=failed))
     sink.sync()
     return 3 if failed else 0

@@ -73,7 +73,11 @@ class UniquePrompts:
     def prompt(self, words: int | None = None) -> str:
         """The next request's prompt: a level measured again gets new ones too."""
         self.issued += 1
-        rng = random.Random(f"{self.nonce}:{self.issued}")
+        return self.keyed(str(self.issued), words)
+
+    def keyed(self, key: str, words: int | None = None) -> str:
+        """The prompt of this key: the same in every process that has this sweep's nonce (a worker's request)."""
+        rng = random.Random(f"{self.nonce}:{key}")
         return " ".join([f"{rng.getrandbits(48):x}", *(rng.choice(WORDS) for _ in range((words or self.words) - 1))])
 
     async def calibrate(self, session: aiohttp.ClientSession) -> None:
@@ -85,6 +89,10 @@ class UniquePrompts:
         self.words = max(1, round(self.input_tokens * 200 / tokens))
         self.counted_by = "the server's /tokenize"
         self.tokens = await _count_tokens(session, self.prompt())
+
+    def share(self) -> dict[str, Any]:
+        """What a worker process needs to make the same prompts (`keyed`)."""
+        return {"input_tokens": self.input_tokens, "nonce": self.nonce, "words": self.words}
 
     def describe(self) -> PromptSource:
         return PromptSource(

@@ -1,0 +1,106 @@
+"""Keeping a level's requests in flight in one process: the load generator's own (one process carries the level) or
+each of its workers (console/sweep/loadgen/workers.py: several processes share it, each its slots and its share of
+the level's request indices)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from console.sweep.level_stats import Quantiles
+from console.sweep.loadgen.requests import Client, TokensPerChunk, UniquePrompts, one_request, request_body
+from console.sweep.metrics import RequestRecord
+from console.sweep.settings import SweepSettings
+
+LAG_TICK_S = 0.01
+
+
+async def watch_lag(lags: Quantiles) -> None:
+    """How late this process's loop wakes up: a late loop stamps chunks late."""
+    loop = asyncio.get_running_loop()
+    while True:
+        before = loop.time()
+        await asyncio.sleep(LAG_TICK_S)
+        lags.add(max(0.0, loop.time() - before - LAG_TICK_S))
+
+
+@dataclass(frozen=True)
+class Share:
+    """Which of a level's requests one process sends: indices first, first + step, … below `end` (None: until the
+    deadline, a time.monotonic(), which is the same clock in every process of the machine)."""
+
+    first: int = 0
+    step: int = 1
+    end: int | None = None
+    deadline: float | None = None
+
+
+class Feed:
+    """Slots that each send the next request of the share as soon as their last one finished, until the share is sent,
+    the deadline passed or `stop()` (too many failures, the operator's stop)."""
+
+    def __init__(self, share: Share) -> None:
+        self.share = share
+        self._next = share.first
+        self.stopped = False
+        self.in_flight = self.peak = 0
+
+    def stop(self) -> None:
+        self.stopped = True
+
+    def _take(self) -> int | None:
+        share = self.share
+        if self.stopped or (share.end is not None and self._next >= share.end):
+            return None
+        if share.deadline is not None and time.monotonic() >= share.deadline:
+            return None
+        index, self._next = self._next, self._next + share.step
+        return index
+
+    async def run(self, slots: int, send: Callable[[int], Awaitable[RequestRecord]], finished: Callable[[RequestRecord], None]) -> None:
+        async def slot() -> None:
+            while (index := self._take()) is not None:
+                self.in_flight += 1
+                self.peak = max(self.peak, self.in_flight)
+                try:
+                    record = await send(index)
+                finally:
+                    self.in_flight -= 1
+                finished(record)
+
+        await asyncio.gather(*(slot() for _ in range(slots)))
+
+
+Prompts = Callable[[int], Any]  # a request's index in its level: its prompt
+
+
+def sender(
+    client: Client,
+    settings: SweepSettings,
+    prompt_for: Prompts,
+    model: str,
+    c: int,
+    level_t0: float,
+    per_chunk: TokensPerChunk,
+    ignore_eos: bool,
+) -> Callable[[int], Awaitable[RequestRecord]]:
+    """One request of the level, by its index: its prompt, its body, its record."""
+
+    async def send(index: int) -> RequestRecord:
+        path, body = request_body(settings, model, prompt_for(index), ignore_eos=ignore_eos)
+        return await one_request(client, path, body, c, index, level_t0, index < settings.warmup, settings, per_chunk)
+
+    return send
+
+
+def prompts_from(source: list[Any] | UniquePrompts, key: str | None = None) -> Prompts:
+    """A prompt file's (or the seeded pool's) prompts in turn; else a prompt of its own for every request: the next one
+    issued (key None: one process issues them all), or one keyed by the level and the index (several processes)."""
+    if isinstance(source, list):
+        return lambda index: source[index % len(source)]
+    if key is None:
+        return lambda index: source.prompt()
+    return lambda index: source.keyed(f"{key}.{index}")
