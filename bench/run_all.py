@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import cli_figures, console_figures, loadgen_figures, loadgen_memory
+from bench import cli_figures, console_figures, loadgen_figures, loadgen_memory, loadgen_workers
 from bench.common import ROOT
 
 README = ROOT / "bench" / "README.md"
@@ -50,6 +50,13 @@ FIGURES = [
     ("requests_per_s", "load generator memory: one 120 s level at C=64, requests per second", "", "req/s", "memory"),
     ("growth_kib_per_request", "load generator memory: RSS growth per request while the level runs", "", "KiB", "memory"),
     ("growth_mib_per_hour", "load generator memory: RSS growth over an hour at that rate", "< 50 MiB", "MiB", "memory"),
+    ("one_tok_s", "load generator, one process, C=250: tok/s reached (the simulated server shares the cores)", "", "tok/s", "workers"),
+    ("two_over_one", "load generator, two worker processes, the same level: tok/s against one", ">= 1.8x", "x", "workers"),
+    ("one_tok_per_cpu_s", "load generator, one process: tokens per second of its CPU", "", "tok/s", "workers"),
+    ("a_worker_tok_per_cpu_s", "load generator, two workers: tokens per second of a worker's CPU", "", "tok/s", "workers"),
+    ("two_levels_led", "two workers against one at C=16 and 48: levels where either leads (margin 2 %)", "0", "levels", "workers"),
+    ("two_ratio_range", "two workers against one: B/A throughput", "alike", "", "workers"),
+    ("again_ratio_range", "one process against itself: B/A throughput", "", "", "workers"),
 ]
 
 
@@ -60,6 +67,7 @@ def measure(tree: Path, runs: int) -> dict[str, Any]:
         "loadgen": loadgen_figures.measure(tree, runs),
         "cli": cli_figures.measure(tree, max(runs, 5)),
         "memory": loadgen_memory.measure(tree, 120.0),
+        "workers": loadgen_workers.measure(tree, 2) if (tree / "console/sweep/loadgen/workers.py").exists() else {},
     }
     results["seconds"] = round(time.monotonic() - started)
     return results
