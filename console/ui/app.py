@@ -249,6 +249,8 @@ class PivotApp(App[None]):
         if isinstance(message.event, Sample):
             self._gpus_watched()
             status.sampled(message.event)
+            if message.event.server is not None and not message.event.server.alive and (panes := self.query(ServerPane)):
+                panes.first().poll_soon()
             if not self._warmed:  # the screen is up: now what a sweep needs, in a thread, not at its start or end
                 self._warmed = True
                 self.run_worker(_import_later, thread=True, group="import-later", exit_on_error=False)

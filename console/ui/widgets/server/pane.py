@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 
 from rich.console import RenderableType
@@ -30,7 +31,8 @@ from console.ui.widgets.quiet import QuietStatic
 from console.ui.widgets.server.log_view import LogView
 from console.untrusted import visible
 
-POLL_S = 1.0
+POLL_S = 1.0  # while the server starts, stops or is not there
+READY_POLL_S = 3.0  # while it is ready: a crash is seen sooner by the telemetry agent, each second (poll_soon)
 
 
 class ServerPane(Pane):
@@ -85,6 +87,7 @@ class ServerPane(Pane):
         self.marked: str | None = None
         self.checks: list[Check] = []
         self._highlight_placed = False
+        self._poll_now = asyncio.Event()  # set: poll at once (poll_soon)
 
     def compose(self) -> ComposeResult:
         yield QuietStatic("", id="server-state")
@@ -138,7 +141,14 @@ class ServerPane(Pane):
                 self.lifecycle.unreachable(f"{failure('watching the server', e)}; trying again in {delay:g} s")
                 await asyncio.sleep(delay)
                 continue
-            await asyncio.sleep(POLL_S)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._poll_now.wait(), READY_POLL_S if self.status.state == ServerState.READY else POLL_S)
+            self._poll_now.clear()
+
+    def poll_soon(self) -> None:
+        """The telemetry agent saw the server's process gone: look now, not at the next poll."""
+        if self.status.state == ServerState.READY:
+            self._poll_now.set()
 
     @work(exclusive=True, group="server-log", exit_on_error=False)
     async def follow_log(self) -> None:
