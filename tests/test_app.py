@@ -162,6 +162,31 @@ async def test_kill_dialog_cancel_then_confirm_on_canned_telemetry(tmp_path: Pat
     assert '"kind": "kill"' in log and '"pids": [2004, 2009, 2008]' in log
 
 
+async def test_k_on_a_sample_without_strays_looks_again_at_the_next(tmp_path: Path) -> None:
+    """The sample on screen can predate a crash whose workers still hold memory: K waits for the next one."""
+    import dataclasses
+
+    app = canned_app(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        pane = app.query_one(GpuPane)
+        crashed = pane.sample
+        assert crashed is not None and crashed.stray
+        pane.show(dataclasses.replace(crashed, procs=tuple(p for p in crashed.procs if not p.stray)))
+        await pilot.press("K")
+        await pilot.pause()
+        assert not isinstance(app.screen, ConfirmKill)  # not yet: it looks at the next sample
+        pane.show(crashed)
+        await wait_for(lambda: isinstance(app.screen, ConfirmKill))
+        assert [p.pid for p in app.screen.plan.targets] == [2004, 2009, 2008]  # type: ignore[attr-defined]
+        await pilot.press("escape")
+        pane.show(dataclasses.replace(crashed, procs=()))
+        await pilot.press("K")
+        pane.show(dataclasses.replace(crashed, procs=()))
+        await wait_for(lambda: any(n.message.startswith("no stray processes (sampled at ") for n in app._notifications))
+        assert not isinstance(app.screen, ConfirmKill)
+
+
 async def test_readonly_console_cannot_kill(tmp_path: Path) -> None:
     app = canned_app(tmp_path, readonly=True)
     async with app.run_test(size=(80, 24)) as pilot:

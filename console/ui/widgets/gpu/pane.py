@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 
 from rich.text import Text
@@ -24,6 +26,8 @@ from console.ui.widgets.pane import Pane
 from console.ui.widgets.problem import PaneProblem, survives
 from console.ui.widgets.quiet import QuietStatic
 from console.untrusted import visible
+
+LOOK_AGAIN_S = 3.0  # K found no stray process: how long it waits for the next sample to look again
 
 
 class GpuPane(Pane):
@@ -56,6 +60,7 @@ class GpuPane(Pane):
         self.hello: Hello | None = None
         self.release_watch: ReleaseWatch | None = None
         self.messages: list[Text] = []
+        self._sampled = asyncio.Event()  # set by each sample
 
     def compose(self) -> ComposeResult:
         yield GpuBars(id="gpu-bars")
@@ -83,6 +88,7 @@ class GpuPane(Pane):
 
     def _show_sample(self, sample: Sample) -> None:
         self.sample = sample
+        self._sampled.set()
         self.query_one(GpuBars).update_sample(sample)
         self.query_one(ProcessTable).update_sample(sample)
         self.query_one("#gpu-idle", QuietStatic).update(self._idle_text(sample))
@@ -130,11 +136,23 @@ class GpuPane(Pane):
     def action_kill_stray(self) -> None:
         if self.sample is None:
             return
-        stray = [p.pid for p in self.sample.stray]
-        if not stray:
-            self.notify("no stray processes", timeout=3)
-            return
-        self._confirm(stray, title=kill_strays_question(len(set(stray))))
+        if stray := [p.pid for p in self.sample.stray]:
+            self._confirm(stray, title=kill_strays_question(len(set(stray))))
+        else:
+            self._look_again()
+
+    @work(exclusive=True, group="look-again", exit_on_error=False)
+    async def _look_again(self) -> None:
+        """The sample on screen may be older than what made the operator press K (a server that just crashed, its
+        workers still holding memory): the next one decides."""
+        self._sampled.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._sampled.wait(), LOOK_AGAIN_S)
+        assert self.sample is not None
+        if stray := [p.pid for p in self.sample.stray]:
+            self._confirm(stray, title=kill_strays_question(len(set(stray))))
+        else:
+            self.notify(f"no stray processes (sampled at {time.strftime('%H:%M:%S', time.localtime(self.sample.received))})", timeout=4)
 
     def action_kill_parent(self) -> None:
         if self.offered_parents:
