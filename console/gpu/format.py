@@ -46,8 +46,9 @@ def flags(proc: GpuProcess) -> list[str]:
     return out
 
 
-def idle_line(sample: Sample, threshold_mib: float) -> str:
-    """'all GPUs idle', or what still holds memory, short enough for one line."""
+def idle_line(sample: Sample, threshold_mib: float, width: int | None = None) -> str:
+    """'all GPUs idle', or what still holds memory, short enough for one line (of `width`, where known: each busy
+    GPU's holders where they fit, else how many GPUs hold how much)."""
     busy = sample.busy_gpus(threshold_mib)
     if sample.problems:  # a partial sample: what it could not read comes first, and it never says "idle"
         read = f"{len(busy)} of the {len(sample.gpus)} GPUs read hold memory" if busy else f"the {len(sample.gpus)} GPUs read are idle"
@@ -56,15 +57,17 @@ def idle_line(sample: Sample, threshold_mib: float) -> str:
         return f"all GPUs idle (each below {gib(threshold_mib)} GiB)"
     pids = {p.pid for p in sample.procs}
     held = sum(g.mem_used_mib or 0 for g in busy)
+    summary = f"{len(busy)} of {len(sample.gpus)} GPUs hold {gib(held)} GiB, {len(pids)} processes"
     if len(busy) > 2:
-        return f"{len(busy)} of {len(sample.gpus)} GPUs hold {gib(held)} GiB, {len(pids)} processes"
+        return summary
     parts = []
     for gpu in busy:
         holders = sorted({p.pid for p in sample.procs if p.gpu == gpu.index})
         more = f" +{len(holders) - 2}" if len(holders) > 2 else ""
         who = ("pid " + ", ".join(map(str, holders[:2])) + more) if holders else "no process listed"
         parts.append(f"GPU {gpu.index} holds {gib(gpu.mem_used_mib)} GiB ({who})")
-    return "; ".join(parts)
+    detail = "; ".join(parts)
+    return summary if width and len(detail) > width and len(busy) > 1 else detail
 
 
 def kill_strays_question(count: int, where: str = "") -> str:

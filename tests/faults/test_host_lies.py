@@ -49,12 +49,13 @@ async def test_a_record_pivot_did_not_write_reads_unknown_with_why(host: Host, t
 
 
 class _Flaky:
-    """A lifecycle whose second poll meets a value nobody foresaw."""
+    """A lifecycle whose poll after `fail_after` polls meets a value nobody foresaw."""
 
     runs_jobs = False
 
     def __init__(self) -> None:
         self.polls = 0
+        self.fail_after: int | None = None
         self.status = ServerStatus(ServerState.READY, "demo-eagle3", 4100, time.time(), time.time())
         self.listeners: list = []
 
@@ -69,7 +70,7 @@ class _Flaky:
 
     async def poll(self) -> ServerStatus:
         self.polls += 1
-        if self.polls == 2:
+        if self.fail_after is not None and self.polls == self.fail_after + 1:
             raise TypeError("'list' object is not subscriptable")
         return self._set(ServerStatus(ServerState.READY, "demo-eagle3", 4100, time.time(), time.time()))
 
@@ -95,6 +96,7 @@ async def test_the_server_watch_survives_an_error_nobody_foresaw(tmp_path: Path)
         pane.lifecycle = flaky  # type: ignore[assignment]
         flaky.add_listener(pane._status_changed)
         pane.watch_server()
+        flaky.fail_after = flaky.polls  # the next poll, whenever the watch makes it (at once when a sample says so)
         await wait_for(lambda: "watching the server failed (TypeError" in pane.status.detail, timeout=10)
         assert pane.status.state == ServerState.UNKNOWN
         await wait_for(lambda: pane.status.state == ServerState.READY, timeout=15)  # and it goes on

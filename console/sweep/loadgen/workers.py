@@ -75,7 +75,8 @@ class _Worker:
         assert self.proc.stdin is not None
         self.proc.stdin.close()
         try:
-            await asyncio.wait_for(self.proc.wait(), CLOSE_WAIT_S)
+            async with asyncio.timeout(CLOSE_WAIT_S):
+                await self.proc.wait()
         except TimeoutError:
             self.proc.kill()
             await self.proc.wait()

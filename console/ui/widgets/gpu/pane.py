@@ -107,9 +107,13 @@ class GpuPane(Pane):
                 self.kill_failed = True
                 self.release_watch = None
 
+    def on_resize(self) -> None:
+        if self.sample is not None:  # the summary line says as much as the new width holds
+            self.query_one("#gpu-idle", QuietStatic).update(self._idle_text(self.sample))
+
     def _idle_text(self, sample: Sample) -> Text:
         threshold = self.session.config.idle_threshold_mib
-        text = idle_line(sample, threshold)
+        text = idle_line(sample, threshold, self.query_one("#gpu-idle").content_size.width)
         style = "success" if sample.idle(threshold) else "warning"
         stray = len({p.pid for p in sample.stray})
         subtitle = f"{stray} stray: K kills them" if stray and not self.readonly else ""
@@ -147,7 +151,8 @@ class GpuPane(Pane):
         workers still holding memory): the next one decides."""
         self._sampled.clear()
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._sampled.wait(), LOOK_AGAIN_S)
+            async with asyncio.timeout(LOOK_AGAIN_S):
+                await self._sampled.wait()
         assert self.sample is not None
         if stray := [p.pid for p in self.sample.stray]:
             self._confirm(stray, title=kill_strays_question(len(set(stray))))

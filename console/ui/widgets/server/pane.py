@@ -141,8 +141,9 @@ class ServerPane(Pane):
                 self.lifecycle.unreachable(f"{failure('watching the server', e)}; trying again in {delay:g} s")
                 await asyncio.sleep(delay)
                 continue
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._poll_now.wait(), READY_POLL_S if self.status.state == ServerState.READY else POLL_S)
+            with contextlib.suppress(TimeoutError):  # (not wait_for: in 3.11 it can swallow the cancel of an exclusive worker)
+                async with asyncio.timeout(READY_POLL_S if self.status.state == ServerState.READY else POLL_S):
+                    await self._poll_now.wait()
             self._poll_now.clear()
 
     def poll_soon(self) -> None:
