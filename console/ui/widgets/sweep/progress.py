@@ -30,14 +30,15 @@ class LiveLevel:
 
 
 def progress_line(handle: SweepHandle, live: LiveLevel, done: list[LevelDone], elapsed: float) -> str:
-    """Where the sweep is, and how long the rest should take: each level's cost (requests × max_tokens) over the
-    throughput measured so far (the live rate, else the last level's); never negative."""
+    """Where the sweep is, and how long the rest should take: this level's tokens still to come at its rate so far,
+    and each later level's waves of requests at the time a wave took (wave_s). Until two levels have been timed the
+    later ones cannot be (a request at C=250 takes longer than at C=1 by an amount only a second level shows), and
+    the line says how long this level has left."""
     settings = handle.settings
     levels = list(handle.process.repeat or settings.levels)
     c = live.c
     k = levels.index(c) + 1 if c in levels else len(done)
     streamed = max(live.tokens, live.streamed)  # finished requests', or all streamed so far
-    rate = live.rate or next((e.total_tok_s for e in reversed(done) if e.total_tok_s), None)
     line = (
         f"C={c} again, for the sweep's drift: {live.done}/{live.requests} requests"
         if live.reference
@@ -48,8 +49,23 @@ def progress_line(handle: SweepHandle, live: LiveLevel, done: list[LevelDone], e
     if streamed:
         line += f", {streamed} tokens"
     line += f", {elapsed:.0f} s"
-    if rate:
-        remaining_now = max(0, live.requests * settings.max_tokens - streamed)  # this level's tokens still to come
-        later = 0 if live.reference else sum(settings.requests_for(level) * settings.max_tokens for level in levels[k:])
-        line += f", about {max(0.0, (remaining_now + later) / rate):.0f} s left"
-    return line
+    if not (rate := live.rate) or c is None:
+        return line
+    now = max(0.0, live.requests * settings.max_tokens - streamed) / rate  # this level's tokens still to come
+    later = [] if live.reference else levels[k:]
+    timed = [(lv.c, lv.wall_s * lv.c / lv.requests) for lv in done if not lv.reference and lv.requests and lv.wall_s]
+    timed.append((c, settings.max_tokens * c / rate))  # this level: a request's time at the rate so far
+    points = sorted(dict(timed).items())
+    if later and len(points) < 2:
+        return line + f", this level about {now:.0f} s left"
+    later_s = sum(-(-settings.requests_for(level) // level) * wave_s(points, level) for level in later)
+    return line + f", about {now + later_s:.0f} s left"
+
+
+def wave_s(points: list[tuple[int, float]], c: int) -> float:
+    """How long a wave of C requests should take, from the (C, seconds) of the two nearest levels timed below it, on
+    their line: at least as long as at the last one (requests slow down as C grows), at most C/C_last times as long
+    (the server saturated: throughput flat)."""
+    (c1, w1), (c2, w2) = points[-2], points[-1]
+    on_line = w2 + (c - c2) * (w2 - w1) / (c2 - c1)
+    return min(max(on_line, w2), w2 * c / c2)
