@@ -166,8 +166,9 @@ class ServerStatus:
 
 
 def _duration(seconds: float) -> str:
+    """To the second in the first minute, then to the minute: a line that changes each second is redrawn each second."""
     s = int(seconds)
-    return f"{s}s" if s < 60 else f"{s // 60}m{s % 60:02d}s" if s < 3600 else f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s}s" if s < 60 else f"{s // 60}m" if s < 3600 else f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
 class LifecycleError(Exception):
