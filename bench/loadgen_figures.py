@@ -28,7 +28,8 @@ LEVELS = (250, 1000)
 
 
 def has_on_host(tree: Path) -> bool:
-    return (tree / "console" / "sweep" / "on_host.py").exists()
+    """Whether the tree can run the load generator on the host (it moved into console/sweep/loadgen/ since)."""
+    return any((tree / "console" / "sweep" / where / "on_host.py").exists() for where in ("", "loadgen"))
 
 
 def one_sweep(tree: Path, target: list[str], campaign: Path, client: str) -> list[dict[str, Any]]:
