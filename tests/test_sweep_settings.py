@@ -104,3 +104,22 @@ def test_the_sweeps_time_left_is_each_later_levels_waves_at_the_time_a_wave_take
     line = progress_line(handle, live, [first], 21.0)  # type: ignore[arg-type]
     # this level: 850 tokens at 150 tok/s, 5.7 s; C=4: 4 waves of 2.0 s; C=8: 2 waves of 3.3 s
     assert int(line.rsplit("about ", 1)[1].split()[0]) in range(19, 22) and "this level" not in line
+
+
+def test_a_level_in_its_first_wave_is_timed_by_the_levels_before_not_by_its_prefill() -> None:
+    import time
+    from types import SimpleNamespace
+
+    from console.sweep.model import LevelDone
+    from console.ui.widgets.sweep.progress import LiveLevel, progress_line
+
+    settings = SweepSettings(levels=(1, 2, 4, 8), requests=16, max_tokens=100)
+    handle = SimpleNamespace(settings=settings, process=SimpleNamespace(repeat=None))
+    before = [
+        LevelDone.model_construct(c=1, requests=16, wall_s=16.0, reference=False),  # a request: 1 s
+        LevelDone.model_construct(c=2, requests=16, wall_s=32 / 3, reference=False),  # 1.33 s
+    ]
+    live = LiveLevel(c=4, requests=16, in_flight=4, streamed=10, started=time.monotonic() - 0.5)  # 20 tok/s so far
+    line = progress_line(handle, live, before, 30.0)  # type: ignore[arg-type]
+    # C=4: 4 waves of 2.0 s less the 0.5 s gone, C=8: 2 waves of 3.3 s; not 1,590 tokens at 20 tok/s (80 s)
+    assert int(line.rsplit("about ", 1)[1].split()[0]) in range(13, 16)

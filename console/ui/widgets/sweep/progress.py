@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from console.actions.sweep import SweepHandle
 from console.sweep.model import LevelDone
+from console.sweep.settings import SweepSettings
 
 
 @dataclass
@@ -30,10 +31,11 @@ class LiveLevel:
 
 
 def progress_line(handle: SweepHandle, live: LiveLevel, done: list[LevelDone], elapsed: float) -> str:
-    """Where the sweep is, and how long the rest should take: this level's tokens still to come at its rate so far,
-    and each later level's waves of requests at the time a wave took (wave_s). Until two levels have been timed the
-    later ones cannot be (a request at C=250 takes longer than at C=1 by an amount only a second level shows), and
-    the line says how long this level has left."""
+    """Where the sweep is, and how long the rest should take: each level's waves of requests at the time a wave took
+    (wave_s), on the line through the last two levels timed (this level's rate so far counts its first wave's prefill
+    and ramp, and reads far below what it will be: it is used only where the level runs past that, or before two
+    levels are timed). Until then the later levels cannot be timed (a request at C=250 takes longer than at C=1 by an
+    amount only a second level shows), and the line says how long this level has left."""
     settings = handle.settings
     levels = list(handle.process.repeat or settings.levels)
     c = live.c
@@ -54,18 +56,28 @@ def progress_line(handle: SweepHandle, live: LiveLevel, done: list[LevelDone], e
     now = max(0.0, live.requests * settings.max_tokens - streamed) / rate  # this level's tokens still to come
     later = [] if live.reference else levels[k:]
     timed = [(lv.c, lv.wall_s * lv.c / lv.requests) for lv in done if not lv.reference and lv.requests and lv.wall_s]
-    timed.append((c, settings.max_tokens * c / rate))  # this level: a request's time at the rate so far
     points = sorted(dict(timed).items())
+    if len(points) < 2:  # a request's time at this level's rate so far, until two levels say more
+        points = sorted(dict([*timed, (c, settings.max_tokens * c / rate)]).items())
+    elif (left := waves(settings, c) * wave_s(points, c) - (time.monotonic() - live.started)) > 0:
+        now = left  # its rate counts its first wave's prefill and ramp: the levels before say better
     if later and len(points) < 2:
         return line + f", this level about {now:.0f} s left"
-    later_s = sum(-(-settings.requests_for(level) // level) * wave_s(points, level) for level in later)
+    later_s = sum(waves(settings, level) * wave_s(points, level) for level in later)
     return line + f", about {now + later_s:.0f} s left"
+
+
+def waves(settings: SweepSettings, c: int) -> int:
+    """How many times a level's C slots each send a request: its requests over C, rounded up."""
+    return -(-settings.requests_for(c) // c)
 
 
 def wave_s(points: list[tuple[int, float]], c: int) -> float:
     """How long a wave of C requests should take, from the (C, seconds) of the two nearest levels timed below it, on
     their line: at least as long as at the last one (requests slow down as C grows), at most C/C_last times as long
-    (the server saturated: throughput flat)."""
+    (the server saturated: throughput flat). A level timed already (measured again: the sweep's drift) took its own."""
+    if (timed := dict(points).get(c)) is not None:
+        return timed
     (c1, w1), (c2, w2) = points[-2], points[-1]
     on_line = w2 + (c - c2) * (w2 - w1) / (c2 - c1)
     return min(max(on_line, w2), w2 * c / c2)
