@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -45,8 +46,14 @@ def workers_of(parent: int) -> list[int]:
     return found
 
 
-def all_workers() -> set[int]:
-    return {int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and WORKER_CODE in _cmdline(p)}
+def workers_on(host: HostProcess) -> set[int]:
+    """The workers started by the load generator on this simulated host (their python imports its zipapp), not those
+    of any other test's."""
+    return {
+        int(p.name)
+        for p in Path("/proc").iterdir()
+        if p.name.isdigit() and WORKER_CODE in (cmdline := _cmdline(p)) and str(host.root).encode() in cmdline
+    }
 
 
 def _cmdline(proc: Path) -> bytes:
@@ -77,11 +84,18 @@ def test_workers_auto_is_one_per_128_in_flight_and_leaves_a_cpu() -> None:
 
 
 def test_on_the_host_two_workers_send_every_request_once_with_c_in_flight(host: HostProcess, tmp_path: Path) -> None:
-    before = all_workers()
-    run_dir = new_run(tmp_path / "campaign", "host", levels=[3, 8], requests=24, max_tokens=32, workers=2, drift_check=False)
+    run_dir = new_run(tmp_path / "campaign", "host", levels=[3, 8], requests=24, max_tokens=128, workers=2, drift_check=False)
     proc = loadgen(host, host.config_path, run_dir)
-    out, err = proc.communicate(timeout=180)
+    ended: list[tuple[str, str]] = []
+    reader = threading.Thread(target=lambda: ended.append(proc.communicate(timeout=180)))
+    reader.start()
+    most = 0
+    while reader.is_alive():  # how many workers ran at once, on this host, while the sweep ran
+        most = max(most, len(workers_on(host)))
+        time.sleep(0.02)
+    out, err = ended[0]
     assert proc.returncode == 0, err
+    assert most == 2
     seen = events(out)
     assert next(e for e in seen if e["type"] == "sweep_started")["client"]["path"] == "on-host"
     done = [e for e in seen if e["type"] == "level_done"]
@@ -90,17 +104,21 @@ def test_on_the_host_two_workers_send_every_request_once_with_c_in_flight(host: 
     for c in (3, 8):
         requests = [e for e in kept if e["type"] == "request" and e["c"] == c]
         assert sorted(e["i"] for e in requests) == list(range(24))  # each index once, from either worker
-        assert all(e["tokens"] == 32 and len(e["chunks"]) >= 1 for e in requests)
+        assert all(e["tokens"] == 128 and len(e["chunks"]) >= 1 for e in requests)
     run = open_run(tmp_path / "campaign", run_dir.name)
     assert run.state == "complete" and [level.workers for level in run.levels()] == [2, 2]
-    assert all_workers() - before == set()  # the host's workers ended with the sweep
+    assert workers_on(host) == set()  # the host's workers ended with the sweep
 
 
 def test_a_worker_that_dies_fails_its_level_which_is_measured_again(host: HostProcess, tmp_path: Path) -> None:
-    run_dir = new_run(tmp_path / "campaign", "console", levels=[4], requests=40, max_tokens=256, workers=2, drift_check=False)
+    run_dir = new_run(tmp_path / "campaign", "console", levels=[4], requests=40, max_tokens=2048, workers=2, drift_check=False)
     proc = direct(host, run_dir)
-    wait_for_line(proc, "request")
-    victim = workers_of(proc.pid)[0]
+    wait_for_line(proc, "level_started")
+    deadline = time.monotonic() + 60
+    while len(workers := workers_of(proc.pid)) < 2:  # started before the level's clock, kept to the sweep's end
+        assert time.monotonic() < deadline, "no workers"
+        time.sleep(0.02)
+    victim = workers[0]
     os.kill(victim, signal.SIGKILL)  # a process this test's load generator started, by its pid
     out, err = proc.communicate(timeout=180)
     assert proc.returncode == 0, err

@@ -226,7 +226,8 @@ async def _serve() -> None:
     async def read_orders() -> None:
         while line := await stdin.readline():
             if line.strip() == b"stop":
-                feeds[-1].stop()
+                if feeds:  # (a stop follows the records of the level it stops: its feed is there)
+                    feeds[-1].stop()
             else:
                 orders.put_nowait(line)
         main.cancel()  # the load generator aborted, or is gone: its requests in flight are not wanted
