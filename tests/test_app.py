@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -665,6 +666,54 @@ async def test_no_driver_is_said_once_in_place_of_the_bars_and_wraps_at_the_pane
         shown = bars.render()
         assert "waiting for the first sample" not in str(shown) and "(a CPU box?)" in str(shown)
         assert bars.size.height >= 2  # wrapped to the pane's width (some 58 columns), not cut at its edge
+
+
+async def test_each_ticking_age_and_changed_cell_is_drawn_in_the_process_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server's first minute: every AGE ticks each second, and the table draws those cells again without the
+    rest of the table; what is drawn must be the new value, never a stale render."""
+    import asyncio
+    import types
+
+    from console.gpu.samples import Sample, parse_line
+    from console.ui.widgets.gpu import processes
+    from tests.fake_telemetry import canned_sample_line
+
+    clock = [time.time()]
+    monkeypatch.setattr(processes, "time", types.SimpleNamespace(time=lambda: clock[0]))
+    samples: asyncio.Queue[str] = asyncio.Queue()
+
+    class Ticking(FakeTelemetry):
+        async def events(self):  # type: ignore[no-untyped-def, override]
+            while True:
+                sample = parse_line(await samples.get(), "nvidia-smi")
+                assert isinstance(sample, Sample)
+                yield sample
+
+    def line(started: float, state: str = "S") -> str:
+        row = canned_sample_line(started + 3600).replace(
+            '"state": "S", "cmd": "sglang::scheduler_TP7"', f'"state": "{state}", "cmd": "sglang::scheduler_TP7"'
+        )
+        return row
+
+    def drawn(table: ProcessTable) -> list[str]:
+        return [table.render_line(y).text for y in range(1, table.row_count + 1)]
+
+    cfg = config.Config(path=None, hosts={}, campaign_dir=tmp_path / "campaign")
+    app = PivotApp(Session(cfg, None, local=True, via="console", telemetry=Ticking()))
+    async with app.run_test(size=(160, 48)) as pilot:
+        table = app.query_one(ProcessTable)
+        started = clock[0] - 5
+        samples.put_nowait(line(started))
+        await wait_for(lambda: table.row_count == 3 and all(" 5s " in row for row in drawn(table)))
+        for seconds in (6, 7, 42):
+            clock[0] = started + seconds
+            samples.put_nowait(line(started))
+            await wait_for(lambda: all(f" {seconds}s " in row for row in drawn(table)))  # noqa: B023 - awaited here
+            await pilot.pause()
+        clock[0] = started + 43
+        samples.put_nowait(line(started, state="D"))
+        await wait_for(lambda: sum(" 43s " in row and " D " in row for row in drawn(table)) == 1)
+        assert sum(" S " in row for row in drawn(table)) == 1  # the zombie's Z and the other scheduler's S unchanged
 
 
 async def test_a_long_command_is_cut_in_its_middle_and_the_table_never_scrolls_sideways(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ import asyncio
 import importlib
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
+from typing import TypeVar
 
 from textual import events, work
 from textual.app import App, ComposeResult, SystemCommand
@@ -51,6 +52,7 @@ def _import_later() -> None:
 
 PANES = ("gpus", "server", "tasks", "sweep")
 JOB_GPUS_S = 5.0  # a Slurm login node: how often its job's nodes are sampled (each time a short srun step)
+W = TypeVar("W", bound=Widget)
 WIDE_COLUMNS = 160  # from this many columns the right-hand panes (the Server log, the Sweep chart) get the wider share
 TALL_ROWS = 40  # from this many rows the lower panes (Tasks, Sweep) get as many rows as the upper ones
 
@@ -101,6 +103,7 @@ class PivotApp(App[None]):
         self.config = session.config
         self.readonly = readonly
         self.zoomed: Widget | None = None  # the pane shown on the whole screen
+        self._found: dict[type[Widget], Widget | None] = {}
         themes, self.theme_errors = load_themes()
         for t in themes:
             self.register_theme(t)
@@ -114,8 +117,16 @@ class PivotApp(App[None]):
 
     @property
     def gpu_pane(self) -> GpuPane | None:
-        panes = self.query(GpuPane)
-        return panes.first() if panes else None
+        return self._one(GpuPane)
+
+    def _one(self, kind: type[W]) -> W | None:
+        """The screen's one widget of a kind, found once: a query walks the whole DOM, and the telemetry's handler
+        asks each second. None while the app is shutting down: late events from the host must not fail the exit."""
+        found = self._found.get(kind)
+        if found is None or not found.is_attached:
+            matches = self.query(kind)
+            found = self._found[kind] = matches.first() if matches else None
+        return found  # type: ignore[return-value]
 
     def notify(
         self, message: str, *, title: str = "", severity: SeverityLevel = "information", timeout: float | None = None, markup: bool = True
@@ -223,9 +234,7 @@ class PivotApp(App[None]):
 
     @property
     def host_status(self) -> HostStatus | None:
-        """None while the app is shutting down: late events from the host must not fail the exit."""
-        found = self.query(HostStatus)
-        return found.first() if found else None
+        return self._one(HostStatus)
 
     def on_connection_changed(self, message: ConnectionChanged) -> None:
         if (status := self.host_status) is not None:
@@ -249,8 +258,10 @@ class PivotApp(App[None]):
         if isinstance(message.event, Sample):
             self._gpus_watched()
             status.sampled(message.event)
-            if message.event.server is not None and not message.event.server.alive and (panes := self.query(ServerPane)):
-                panes.first().poll_soon()
+            if (server := self._one(ServerPane)) is not None:
+                server.tick()
+                if message.event.server is not None and not message.event.server.alive:
+                    server.poll_soon()
             if not self._warmed:  # the screen is up: now what a sweep needs, in a thread, not at its start or end
                 self._warmed = True
                 self.run_worker(_import_later, thread=True, group="import-later", exit_on_error=False)

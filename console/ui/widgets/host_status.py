@@ -56,7 +56,12 @@ class HostStatus(Static):
     watch_event = watch_source = watch_last_sample = watch_server = watch_problem = watch_server_status = _changed
 
     def sampled(self, sample: Sample) -> None:
-        self.source, self.last_sample, self.server, self.problem = sample.source, sample.received, sample.server, None
+        """Four fields each second, the line made and compared once, not once per field."""
+        self.set_reactive(HostStatus.source, sample.source)
+        self.set_reactive(HostStatus.last_sample, sample.received)
+        self.set_reactive(HostStatus.server, sample.server)
+        self.set_reactive(HostStatus.problem, None)
+        self._changed()
 
     def _colour(self, name: str, bold: bool = False) -> Style:
         return theme_style(self.app, name, bold=bold)
@@ -77,7 +82,7 @@ class HostStatus(Static):
         else:
             glyph, colour = _LOOK[event.state]
             label = {
-                ConnState.UP: f"up {event.rtt_s * 1000:.0f} ms" if event.rtt_s is not None else "up",
+                ConnState.UP: f"up, rtt {event.rtt_s * 1000:.0f} ms" if event.rtt_s is not None else "up",  # not an uptime
                 ConnState.RECONNECTING: f"reconnecting in {max(0.0, (event.retry_in_s or 0) - (time.time() - event.at)):.0f} s",
             }.get(event.state, str(event.state))
             text.append(f"{glyph} {label}", self._colour(colour, bold=True))
@@ -92,7 +97,9 @@ class HostStatus(Static):
             age = max(0.0, time.time() - self.last_sample)
             stale = age > STALE_AFTER_S
             text.append(f"{self.source} ", "dim")
-            text.append(f"{age:.0f} s ago", self._colour("warning", bold=True) if stale else "dim")
+            # whole seconds passed: rounded, the tick between two samples a second apart read "1 s ago" and the next
+            # sample "0 s ago", a frame of the screen each for a sample on time
+            text.append(f"{int(age)} s ago", self._colour("warning", bold=True) if stale else "dim")
         text.append(" │ ", "dim")
         status = self.server_status
         if status is not None and status.profile:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Callable
 
 from rich.console import RenderableType
@@ -119,7 +120,7 @@ class ServerPane(Pane):
         if current is not None:
             self.query_one(LogView).add(f"— log of {current.workdir}/server.log on {current.name} —")
         self.lifecycle.add_listener(self._status_changed)
-        self.set_interval(1.0, self._show_state)  # the uptime and "starting, N s" tick between changes of state
+        self.set_interval(1.0, self._clock)  # the uptime and "starting, N s" tick between changes of state
         self.watch_server()
         self.follow_log()
         self._show_detail()
@@ -201,6 +202,19 @@ class ServerPane(Pane):
             self.query_one("#profiles", OptionList).highlighted = self.profiles.names.index(message.status.profile)
         self._show_state()  # the message goes on up to the app, whose header shows the server too
 
+    _ticked = 0.0
+
+    def tick(self) -> None:
+        """The clock, told by the app as each telemetry sample arrives: drawn in the same frame as the sample's GPUs,
+        not in one of its own each second."""
+        if self.lifecycle is not None:  # local mode has no server to show
+            self._ticked = time.monotonic()
+            self._show_state()
+
+    def _clock(self) -> None:
+        if time.monotonic() - self._ticked > 0.9:  # no sample this second: the clock's own tick
+            self._show_state()
+
     def _show_state(self) -> None:
         status = self.status
         glyph, colour = SERVER_LOOK[status.state]
@@ -214,8 +228,8 @@ class ServerPane(Pane):
             last = f"model {status.model.rstrip('/').rsplit('/', 1)[-1]}"  # the model's directory names it
         if status.state == ServerState.STARTING and status.last_line:
             last = status.last_line
-        if status.state == ServerState.CRASHED and status.log_tail:
-            last = f"last of {len(status.log_tail)} log lines kept: {status.log_tail[-1]}"
+        if status.state == ServerState.CRASHED and (said := [line for line in status.log_tail if line.strip()]):
+            last = f"last of {len(status.log_tail)} log lines kept: {said[-1]}"
         lines = [head, *(Text(f"  {line}", "dim") for line in (facts, last) if line)]
         self.query_one("#server-state", QuietStatic).update(Text("\n", no_wrap=True, overflow="ellipsis").join(lines))
         if self.border_subtitle != str(status.state):
@@ -275,7 +289,8 @@ class ServerPane(Pane):
             else ""
         )
         detail.update(
-            Text.assemble(
+            Text.assemble(  # named first: beside the list, the detail reads as the neighbouring name's otherwise
+                (f"{visible(name)}: ", "bold"),
                 (f"{visible(profile.description)}\n", "italic"),
                 (f"{profile.drafting_text()}\n", "bold"),
                 profile.command_line(),
