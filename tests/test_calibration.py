@@ -55,6 +55,31 @@ def test_speculation_emits_several_tokens_per_step_and_never_exceeds_max_tokens(
     assert 1.9 < scheduler.avg_accept_length < 2.5
 
 
+def test_the_acceptance_gauges_cover_the_last_logged_steps_not_the_servers_lifetime() -> None:
+    """As SGLang's: a level that drafts nothing (adaptive, a big batch) reads 0 once a log interval has passed,
+    not the acceptance of the drafting levels before it."""
+    from console.sim.engine import DECODE_LOG_INTERVAL
+
+    class OneRequestDrafts:
+        def steps_for(self, batch: int) -> int:
+            return 3 if batch == 1 else 0
+
+        def on_verify(self, correct: list[int], batch: int) -> None:
+            pass
+
+    scheduler = BatchScheduler(DEFAULT, spec=OneRequestDrafts(), seed=3)
+    scheduler.submit(SimRequest(16, 10 * DECODE_LOG_INTERVAL, ignore_eos=True))
+    for _ in range(DECODE_LOG_INTERVAL):
+        scheduler.step()
+    assert 1.5 < scheduler.gauge_accept_length < 3.5 and 0.2 < scheduler.gauge_accept_rate <= 1.0
+    for _ in range(4):
+        scheduler.submit(SimRequest(16, 10 * DECODE_LOG_INTERVAL, ignore_eos=True))
+    for _ in range(DECODE_LOG_INTERVAL):
+        scheduler.step()
+    assert scheduler.gauge_accept_length == 0 and scheduler.gauge_accept_rate == 0
+    assert scheduler.avg_accept_length > 1.5  # the lifetime figure (/server_info) keeps the drafting steps
+
+
 def test_requests_beyond_max_running_wait_in_the_queue() -> None:
     scheduler = BatchScheduler(DEFAULT, max_running=4)
     for _ in range(6):

@@ -20,12 +20,16 @@ class WrittenProfile:
     remote_config: str | None  # SGLang: where the profile's --speculative-adaptive-config points
     uploaded_to: str | None  # the host it was uploaded to; None when no host is configured
 
-    def describe(self) -> str:
+    def describe(self, *, paths: bool = True) -> str:
+        """What was written; without the paths for a toast on a small screen (the event log keeps them)."""
         p = self.plan
-        where = f", its config uploaded to {self.uploaded_to}:{self.remote_config}" if self.uploaded_to else ""
+        where = f", its config uploaded to {self.uploaded_to}" if self.uploaded_to else ""
+        if paths:
+            where += f":{self.remote_config}" if self.uploaded_to else ""
         text = (
-            f"wrote profile {p.name} to {p.profile_path}: drafting for running batches up to {p.first_off - 1}, "
-            f"off from {p.first_off}{where}; sweep it to check that it follows the better curve at every level"
+            f"wrote profile {p.name}{f' to {p.profile_path}' if paths else ''}: drafting for running batches up to "
+            f"{p.first_off - 1}, off from {p.first_off}{where}; sweep it to check that it follows the better curve at "
+            "every level"
         )
         return text + "".join(f"\nwarning: {w}" for w in p.warnings)
 

@@ -194,7 +194,7 @@ class CampaignActions:
                     f"{run.name} against {other.name}: every level settled"
                     if not unsettled
                     else f"{run.name} against {other.name}: C = {', '.join(map(str, unsettled))} cannot be told, and no "
-                    f"repeat of {run.name} alone would settle them"
+                    f"repeat of {run.name} alone would settle {'it' if len(unsettled) == 1 else 'them'}"
                     + (
                         f" (C = {', '.join(map(str, both))}: both runs' levels must be repeated; repeat {other.name} on its server too)"
                         if both

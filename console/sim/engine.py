@@ -17,6 +17,8 @@ from typing import Protocol
 
 from console.sim.calibration import Calibration
 
+DECODE_LOG_INTERVAL = 40  # SGLang's default `--decode-log-interval` (srt/server_args.py): decode steps between logs
+
 
 class DraftPolicy(Protocol):
     """How many draft steps a running batch of this size gets, told how many drafts each request had accepted."""
@@ -75,6 +77,13 @@ class BatchScheduler:
         self.drafted_tokens = 0  # draft tokens proposed, and of them accepted: an engine's spec_decode counters
         self.accepted_drafts = 0
         self.last_num_steps = 0  # draft steps used in the last step (0 = drafting off)
+        # SGLang's /metrics gauges of speculation cover its last `decode_log_interval` decode steps, set as it logs them
+        # (srt/managers/scheduler_metrics_mixin.py, log_decode_stats), not the server's lifetime: (accepted drafts + a
+        # token, verify steps, draft tokens proposed, accepted drafts) since the last log, and the gauges it set then
+        self.window = [0, 0, 0, 0]
+        self.decode_steps = 0
+        self.gauge_accept_length = 0.0
+        self.gauge_accept_rate = 0.0
 
     def submit(self, request: SimRequest) -> None:
         if not request.ignore_eos:
@@ -121,6 +130,8 @@ class BatchScheduler:
                 self.spec_steps += 1
                 self.drafted_tokens += steps
                 self.accepted_drafts += drafts
+                for i, n in enumerate((drafts + 1, 1, steps, drafts)):
+                    self.window[i] += n
             limit = request.max_tokens if request.ignore_eos else min(request.max_tokens, request.stop_at)
             n = min(drafts + 1, limit - request.generated)
             request.generated += n
@@ -130,7 +141,19 @@ class BatchScheduler:
         finished = [r for r in self.running if r.done]
         self.running = [r for r in self.running if not r.done]
         self.last_num_steps = steps
+        if batch:
+            self.decode_steps += 1
+            if self.decode_steps % DECODE_LOG_INTERVAL == 0:
+                self._log_decode_stats()
         return StepResult(duration, emitted, finished, batch, steps > 0)
+
+    def _log_decode_stats(self) -> None:
+        """The gauges over the steps since the last log, 0 where none drafted (SGLang reports 0 when it does not
+        speculate: a step keeps at least one token)."""
+        tokens, forwards, proposed, accepted = self.window
+        self.gauge_accept_length = tokens / forwards if forwards else 0.0
+        self.gauge_accept_rate = accepted / proposed if proposed else 0.0
+        self.window = [0, 0, 0, 0]
 
     @property
     def avg_accept_length(self) -> float:

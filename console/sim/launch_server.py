@@ -89,7 +89,8 @@ class LaunchError(Exception):
 
 
 def _log(message: str) -> None:
-    print(f"[{time.strftime('%Y-%m-%d %H:%M:%S')}] {message}", flush=True)
+    sys.stdout.write(f"[{time.strftime('%Y-%m-%d %H:%M:%S')}] {message}\n")  # one write: the ranks share the log
+    sys.stdout.flush()
 
 
 SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK", "UNO")
@@ -237,7 +238,8 @@ async def serve(
     load_s = DEFAULT.load_seconds / args.time_scale
     for rank in range(len(gpus)):
         avail_gb = int(state.read_gpus(home).memory_mib / 1024)
-        print(f"[{time.strftime('%Y-%m-%d %H:%M:%S')} TP{rank}] Load weight begin. avail mem={avail_gb} GB", flush=True)
+        sys.stdout.write(f"[{time.strftime('%Y-%m-%d %H:%M:%S')} TP{rank}] Load weight begin. avail mem={avail_gb} GB\n")
+        sys.stdout.flush()
     for i, message in enumerate(loading):
         await _sleep_unless(load_s / len(loading), received)
         _log(f"TP0 {message}" if i < len(loading) - 1 else message)

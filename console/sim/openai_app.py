@@ -236,7 +236,6 @@ class SimServer:
             self._make_way()
         scheduler = self.engine.scheduler
         drafting = scheduler.spec is not None
-        accept_rate = scheduler.accepted_drafts / scheduler.drafted_tokens if scheduler.drafted_tokens else 0.0
         if self.kind == "vllm":  # vllm/v1/metrics/loggers.py, vllm/v1/spec_decode/metrics.py
             label = f'{{engine="0",model_name="{self.model}"}}'
             gauges: dict[str, tuple[str, float]] = {
@@ -263,9 +262,12 @@ class SimServer:
                 "sglang:gen_throughput": ("The generation throughput (token/s).", self.engine.throughput()),
                 "sglang:spec_accept_length": (
                     "Mean acceptance length of speculative decoding (accepted drafts + bonus token per forward).",
-                    scheduler.avg_accept_length,
+                    scheduler.gauge_accept_length,
                 ),
-                "sglang:spec_accept_rate": ("Speculative acceptance rate (`accepted drafts / proposed drafts` in batch).", accept_rate),
+                "sglang:spec_accept_rate": (
+                    "Speculative acceptance rate (`accepted drafts / proposed drafts` in batch).",
+                    scheduler.gauge_accept_rate,
+                ),
                 "sglang:spec_num_steps": ("Currently active speculative_num_steps.", scheduler.last_num_steps),
             }
             counters = {

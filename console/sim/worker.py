@@ -22,7 +22,9 @@ from console.sim import state
 
 
 def _log(rank: int, message: str) -> None:
-    print(f"[{time.strftime('%Y-%m-%d %H:%M:%S')} TP{rank}] {message}", flush=True)
+    # one write, as logging's handler makes: the ranks share the log, and print's line and newline went as two
+    sys.stdout.write(f"[{time.strftime('%Y-%m-%d %H:%M:%S')} TP{rank}] {message}\n")
+    sys.stdout.flush()
 
 
 def _helper(home: state.Path, gpu: int, mib: int, server_pid: int, server_start: int | None, rank: int) -> None:

@@ -44,7 +44,7 @@ class ComparisonView(VerticalScroll):
         # `pivot compare` have it at any width)
         width = self.parent.size.width if isinstance(self.parent, Widget) else 0  # (this view is hidden until shown)
         energy = any(lv.energy for lv in cmp.levels) and width >= WIDE_ENOUGH
-        for header in ("C", "A tok/s", "B tok/s", "B/A", "per-req B/A", "ITL B/A", *(["J/tok B/A"] if energy else []), "errors"):
+        for header in ("C", "A tok/s", "B tok/s", "B/A", "per-req B/A", "ITL B/A", *(["J/tok B/A"] if energy else []), "errors A, B"):
             table.add_column(header, justify="right")
         for lv in cmp.levels:
             table.add_row(
@@ -55,7 +55,7 @@ class ComparisonView(VerticalScroll):
                 self._ratio(lv.per_request),
                 self._ratio(lv.itl),
                 *([self._ratio(lv.energy)] if energy else []),
-                f"{lv.a.errors}/{lv.b.errors}",
+                f"{lv.a.errors}, {lv.b.errors}",
             )
         self.query_one("#sweep-compare-text", Static).update(Group(self.text, table))
         self.add_class("-shown")

@@ -3,6 +3,7 @@ know about the level (failed, client-bound, latencies not measured, requests end
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from textual.widgets import DataTable
@@ -26,7 +27,10 @@ def note(e: LevelDone) -> str:
 
 def joules(value: float | None) -> str:
     """Energy per token to three figures: a simulated host's tens of joules and an H200's tenths alike."""
-    return "—" if value is None else f"{value:.3g}"
+    if value is None:
+        return "—"
+    decimals = max(0, 2 - math.floor(math.log10(abs(value)))) if value else 1
+    return f"{value:.{decimals}f}"  # 16.0 beside 15.4, where :.3g wrote 16
 
 
 class LevelTable(DataTable[str]):

@@ -22,6 +22,7 @@ from console.sweep.settings import SweepSettings
 from console.ui.attention import call_attention
 from console.ui.colours import theme_style
 from console.ui.screens.confirm import confirmed
+from console.ui.widgets.gpu.processes import elide
 from console.ui.widgets.problem import PaneProblem, survives
 from console.ui.widgets.quiet import QuietStatic
 from console.ui.widgets.sweep.chart import SECOND, ChartData, SweepChart, earlier_runs
@@ -192,7 +193,9 @@ class SweepPane(ComparisonActions):
         elif handle is not None:
             text.append("starting the load generator…", "bold")
         elif self.run is not None:
-            text.append(f"run {self.run.name}: {visible(self.run.profile)}, {self.run.state}", "dim")
+            room = self.query_one("#sweep-progress").content_size.width or None  # a long name cut in its middle
+            name = elide(self.run.name, None if room is None else max(12, room - len("run :")))
+            text.append(f"run {name}: {visible(self.run.profile)}, {self.run.state}", "dim")
         else:
             text.append("no sweep yet" if self.readonly else "no sweep yet: n starts one against the running server", "dim")
         chart = self.query_one(SweepChart)

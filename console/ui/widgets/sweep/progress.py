@@ -50,7 +50,7 @@ def progress_line(handle: SweepHandle, live: LiveLevel, done: list[LevelDone], e
         line += f", {live.in_flight} in flight"
     if streamed:
         line += f", {streamed} tokens"
-    line += f", {elapsed:.0f} s"
+    line += f", {elapsed:.0f} s into the sweep"
     if not (rate := live.rate) or c is None:
         return line
     now = max(0.0, live.requests * settings.max_tokens - streamed) / rate  # this level's tokens still to come

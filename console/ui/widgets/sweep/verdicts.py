@@ -75,7 +75,7 @@ class ComparisonActions(Pane):
         except (RemoteError, OSError) as e:
             self.notify(f"no profile written: {e}", title="Adaptive profile", severity="error", timeout=12)
             return
-        self.notify(written.describe(), title="Adaptive profile", timeout=12)
+        self.notify(written.describe(paths=False), title="Adaptive profile", timeout=12)
 
     def action_repeat_uncertain(self) -> None:
         """Re-measure, on the running server's run, the levels the comparison on screen cannot decide, compared again
