@@ -547,7 +547,7 @@ async def test_a_short_chart_has_its_legend_under_it_and_the_comparison_scrolls(
         app = pilot.app
         await pilot.press("4", "z")
         pane, chart = app.query_one(SweepPane), app.query_one(SweepChart)
-        legend = "•\u00a0base\u00a0(baseline)  ⣿\u00a0spec\u00a0(eagle3)  x\u00a0per-request\u00a0tok/s"
+        legend = "• base (baseline)  ⣿ spec (eagle3)  x per-request tok/s"
         # drawn, laid out at its zoomed height, and nothing left to redraw: the legend is where it will stay
         await wait_for(
             lambda: (
@@ -567,6 +567,8 @@ async def test_a_short_chart_has_its_legend_under_it_and_the_comparison_scrolls(
         assert box.region.bottom <= app.query_one("#sweep").content_region.bottom
         await pilot.press("c")
         assert app.focused is app.query_one("#sweep-levels")
+        # narrower than the legend: each entry whole on a line, never its marker on one and its name on the next
+        assert chart.legend_text(30).plain.split("\n") == ["• base (baseline)", "⣿ spec (eagle3)", "x per-request tok/s"]
 
 
 async def test_the_comparison_offers_the_adaptive_profile_it_recommends(tmp_path: Path) -> None:

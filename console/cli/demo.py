@@ -121,7 +121,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         notes = [
             f"This demo's simulated host: {lines[0].strip()}",
             f"Its server, ended as a crash would (from another terminal): kill $(cat {root / 'home/.pivot/server.pid'})",
-            f"The demo's config: {config_path}",
+            f"The demo's config, while it runs (pivot --config … from another terminal): {config_path}",
             campaign_line(campaign, kept),
             "q here ends the demo's host with its server too (on a real host, q leaves the server running)",
         ]

@@ -133,12 +133,21 @@ class SweepChart(PlotextPlot):
     def legend_inside(self) -> bool:
         return self.size.height >= LEGEND_INSIDE_ROWS
 
-    def legend_text(self) -> Text:
-        """The legend, for under a chart too short to hold it: each entry in its series' colour, kept whole."""
-        text = Text()
-        for marker, name, variable in self.legend:  # no-break spaces: an entry wraps whole or not at all
-            text.append(f"{marker}\u00a0", theme_style(self.app, variable))
-            text.append(name.replace(" ", "\u00a0") + "  ")
+    def legend_text(self, width: int | None = None) -> Text:
+        """The legend, for under a chart too short to hold it: each entry in its series' colour, kept whole, on as
+        many lines of `width` as it takes (a wrap at spaces cut "per-request tok/s" from its marker, no-break spaces
+        included)."""
+        text, used = Text(), 0
+        for marker, name, variable in self.legend:
+            entry = Text(f"{marker} ", theme_style(self.app, variable)).append(name)
+            if used and width is not None and used + 2 + entry.cell_len > width:
+                text.append("\n")
+                used = 0
+            elif used:
+                text.append("  ")
+                used += 2
+            text.append_text(entry)
+            used += entry.cell_len
         return text
 
     def _use_theme(self) -> dict[str, PlotextColour]:

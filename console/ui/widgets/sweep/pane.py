@@ -200,7 +200,7 @@ class SweepPane(ComparisonActions):
             text.append("no sweep yet" if self.readonly else "no sweep yet: n starts one against the running server", "dim")
         chart = self.query_one(SweepChart)
         if chart.legend and not chart.legend_inside:
-            text.append("\n").append_text(chart.legend_text())
+            text.append("\n").append_text(chart.legend_text(self.query_one("#sweep-progress").content_size.width or None))
         for warning in self.warnings:
             text.append(f"\n⚠ {warning}", theme_style(self.app, "warning"))
         self.query_one("#sweep-progress", QuietStatic).update(text)

@@ -46,13 +46,11 @@ def progress_line(handle: SweepHandle, live: LiveLevel, done: list[LevelDone], e
         if live.reference
         else f"level {k} of {len(levels)} (C={c}): {live.done}/{live.requests} requests"
     )
-    if live.in_flight is not None:
-        line += f", {live.in_flight} in flight"
-    if streamed:
-        line += f", {streamed} tokens"
-    line += f", {elapsed:.0f} s into the sweep"
+    # the time left next, before the details: a narrow pane shows the start of the line
+    details = (f", {live.in_flight} in flight" if live.in_flight is not None else "") + (f", {streamed} tokens" if streamed else "")
+    details += f", {elapsed:.0f} s into the sweep"
     if not (rate := live.rate) or c is None:
-        return line
+        return line + details
     now = max(0.0, live.requests * settings.max_tokens - streamed) / rate  # this level's tokens still to come
     later = [] if live.reference else levels[k:]
     timed = [(lv.c, lv.wall_s * lv.c / lv.requests) for lv in done if not lv.reference and lv.requests and lv.wall_s]
@@ -62,9 +60,9 @@ def progress_line(handle: SweepHandle, live: LiveLevel, done: list[LevelDone], e
     elif (left := waves(settings, c) * wave_s(points, c) - (time.monotonic() - live.started)) > 0:
         now = left  # its rate counts its first wave's prefill and ramp: the levels before say better
     if later and len(points) < 2:
-        return line + f", this level about {now:.0f} s left"
+        return line + f", this level about {now:.0f} s left" + details
     later_s = sum(waves(settings, level) * wave_s(points, level) for level in later)
-    return line + f", about {now + later_s:.0f} s left"
+    return line + f", about {now + later_s:.0f} s left" + details
 
 
 def waves(settings: SweepSettings, c: int) -> int:
