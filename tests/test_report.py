@@ -47,7 +47,8 @@ def test_the_report_holds_the_verdict_the_charts_the_energy_and_every_runs_metad
     assert not re.search(r"<script|<link|<iframe|\bsrc=\"(?!data:)", page)  # nothing to fetch, nothing to run
     assert "<b>$x$" not in page and "eagle3&lt;b&gt;$x$\\x1b[31m" in page  # shown as text, the escape made visible
     assert (
-        "recommendation: speculation (spec (eagle3&lt;b&gt;$x$\\x1b[31m), against base (baseline)) helps per-request speed at C ≤ 1"
+        "recommendation: speculation (spec (eagle3&lt;b&gt;$x$\\x1b[31m), against base (baseline)) helps per-request speed "
+        "and total throughput at C ≤ 1"
     ) in page
     assert "energy: J per output token of 8 GPU(s), A 47.34 vs B 45.45 at C=1" in page and "J/tok B/A" in page
     assert "slo: under ITL p90 ≤ 30 ms:" in page

@@ -30,7 +30,7 @@ def test_the_campaigns_verdict(campaign: Path) -> None:
     assert cmp.total.at is not None and 1 < cmp.total.at < 2 and cmp.total.leader_below == "b"
     assert cmp.per_request.at is not None and 1 < cmp.per_request.at < 2
     assert cmp.recommendation == (
-        "speculation (spec (eagle3), against base (baseline)) helps per-request speed at C ≤ 1 "
+        "speculation (spec (eagle3), against base (baseline)) helps per-request speed "
         "and total throughput at C ≤ 1 and loses total throughput at C ≥ 2: "
         "turn drafting off above C=1"
     )
@@ -156,7 +156,10 @@ def test_compare_command_table_json_markdown_and_profile(campaign: Path, tmp_pat
     config.write_text(f'campaign_dir = "{campaign}"\n')
     table = pivot(config, "compare", "base", "spec")
     assert table.returncode == 0, table.stderr
-    assert "recommendation: speculation (spec (eagle3), against base (baseline)) helps per-request speed at C ≤ 1" in table.stdout
+    assert (
+        "recommendation: speculation (spec (eagle3), against base (baseline)) helps per-request speed and total throughput at C ≤ 1"
+        in table.stdout
+    )
     assert "crossover, total tok/s: C ≈ 1." in table.stdout and "ITL B/A" in table.stdout
     data = json.loads(pivot(config, "compare", "base", "spec", "--json").stdout)
     assert 1 < data["crossover_total"] < 2 and len(data["levels"]) == 8 and data["drafting_up_to"] == 1
@@ -224,7 +227,7 @@ def test_two_runs_of_the_same_kind_get_no_speculation_verdict(tmp_path: Path) ->
     verified = compare(open_run(tmp_path, "base"), open_run(tmp_path, "adaptive"))
     assert verified.recommendation == (
         "speculation (adaptive (eagle3-adaptive), against base (baseline)) helps "
-        "per-request speed at C ≤ 1 and total throughput at C ≤ 1 and costs no total "
+        "per-request speed and total throughput at C ≤ 1 and costs no total "
         "throughput beyond the margin; alike in total throughput at C ≥ 2: keep it"
     )
     assert verified.helps_up_to is None

@@ -141,3 +141,18 @@ def test_a_long_level_keeps_bounded_memory_with_percentiles_within_the_sketch_ac
     assert stats.steady.tok_s() == pytest.approx(  # the window is [the 8th start, the last start], binned at 10 ms
         sum(n for r in records if r.e2e for t, n in r.chunks if 7 * 0.05 <= r.start + t <= 399 * 0.05) / (392 * 0.05), rel=0.01
     )
+
+
+def test_a_scrape_where_the_server_drafted_nothing_adds_no_acceptance_to_the_levels_mean() -> None:
+    """An adaptive run above its drafting tier: SGLang's gauges read 0 (or the last interval's, with no step drafting
+    now); averaged in as 0 they made a level read 0.6 tokens a step, below the one a step always keeps."""
+    from console.sweep.loadgen.server_view import GaugeMeans
+
+    gauges = GaugeMeans()
+    gauges.add({"running": 1, "spec_accept_length": 2.0, "spec_accept_rate": 0.4, "spec_steps": 3})
+    gauges.add({"running": 5, "spec_accept_length": 0.0, "spec_accept_rate": 0.0, "spec_steps": 0})
+    gauges.add({"running": 6, "spec_accept_length": 2.2, "spec_accept_rate": 0.5, "spec_steps": 0})  # stale
+    assert gauges.means() == pytest.approx({"running": 4.0, "spec_accept_length": 2.0, "spec_accept_rate": 0.4, "spec_steps": 1.0})
+    none = GaugeMeans()
+    none.add({"running": 5, "spec_accept_length": 0.0, "spec_accept_rate": 0.0, "spec_steps": 0})
+    assert "spec_accept_length" not in none.means() and "spec_accept_rate" not in none.means()

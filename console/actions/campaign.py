@@ -204,7 +204,7 @@ class CampaignActions:
             requests = min(REPEAT_CAP, max(v for v in wanted.values() if v))
             self.say(
                 f"  round {round_} of {rounds}: repeating C = {', '.join(map(str, sorted(wanted)))} of {run.name}, "
-                f"{requests} request(s) each (what the comparison estimates would settle them"
+                f"{requests} request(s) each (what the comparison estimates would settle {'it' if len(wanted) == 1 else 'them'}"
                 + (f", capped at {REPEAT_CAP}" if requests < max(v for v in wanted.values() if v) else "")
                 + ")"
             )

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from console.sweep.analysis.intervals import Verdict
@@ -60,10 +61,18 @@ def level_row(e: LevelDone) -> list[str]:
         fmt_value(ms(e.itl_p50)),
         fmt_value(ms(e.e2e_p90), 0),
         fmt_value(e.gpu_watts, 0),
-        "—" if e.joules_per_token is None else f"{e.joules_per_token:.3g}",
+        joules(e.joules_per_token),
         f"{e.errors}/{e.requests}",
         level_notes(e),
     ]
+
+
+def joules(value: float | None) -> str:
+    """Energy per token to three figures: a simulated host's tens of joules and an H200's tenths alike."""
+    if value is None:
+        return "—"
+    decimals = max(0, 2 - math.floor(math.log10(abs(value)))) if value else 1
+    return f"{value:.{decimals}f}"  # 16.0 beside 15.4, where :.3g wrote 16
 
 
 LEVEL_COLUMNS = ["C", "tok/s", "per-req tok/s", "TTFT p50 ms", "ITL p50 ms", "E2E p90 ms", "GPU W", "J/tok", "errors", "notes"]

@@ -368,3 +368,20 @@ def test_last_and_previous_name_the_same_runs_for_every_command(campaign: Path, 
     assert before.returncode == 0 and before.stdout.startswith("base "), before.stdout + before.stderr
     compared = pivot(tmp_path / "pivot.toml", "compare", "previous", "last")
     assert compared.returncode == 0 and "base" in compared.stdout and "spec" in compared.stdout
+
+
+def test_a_repeat_aborted_after_a_complete_sweep_leaves_the_run_complete(tmp_path: Path) -> None:
+    """`u`, then `A`: the repeat adds no level and takes none away; the run stays complete, its numbers as they were.
+    A sweep aborted before its end is still partial."""
+    write_run(tmp_path, "spec", "eagle3", EAGLE3, speculative=True)
+    run = open_run(tmp_path, "spec")
+    before = [(lv.c, lv.total_tok_s) for lv in run.levels()]
+    with open(run.dir / EVENTS, "a") as f:
+        f.write(json.dumps({"type": "sweep_started"}) + "\n")
+        f.write(json.dumps({"type": "level_started", "c": 1, "requests": 40}) + "\n")
+        f.write(json.dumps({"type": "sweep_done", "aborted": True, "stopped": False}) + "\n")
+    run.finish()
+    again = open_run(tmp_path, "spec")
+    assert again.state == "complete" and [(lv.c, lv.total_tok_s) for lv in again.levels()] == before
+    write_run(tmp_path, "cut", "eagle3", EAGLE3, speculative=True, complete=False)
+    assert open_run(tmp_path, "cut").state == "partial"

@@ -370,6 +370,8 @@ def recommend(a: Run, b: Run, cmp_levels: list[Level]) -> tuple[str, int | None]
     rest = undecided(verdicts, levels, "total throughput")
     gains = [f"per-request speed at {where(speed_wins, levels)}"] if speed_wins else []
     gains += [f"total throughput at {where(wins, levels)}"] if wins else []
+    if speed_wins and speed_wins == wins:  # the same levels said once
+        gains = [f"per-request speed and total throughput at {where(wins, levels)}"]
     if not losses:
         if not gains:
             if all(v.alike for _, v in verdicts):

@@ -35,6 +35,7 @@ SERVER_GAUGES = {  # Prometheus name -> our name
     "llamacpp:requests_processing": "running",
     "llamacpp:requests_deferred": "queued",
 }
+SPEC_GAUGES = ("spec_accept_rate", "spec_accept_length")
 # vLLM counts speculation instead: (drafts, draft tokens proposed, draft tokens accepted), summed over labels
 # (vllm 0.33.0: vllm/v1/spec_decode/metrics.py; its own dashboard reads acceptance as accepted / draft tokens and the
 # mean acceptance length as 1 + accepted / drafts). llama-server's counters of the same name are added to only when a
@@ -113,6 +114,11 @@ class GaugeMeans:
         self.counts: dict[str, int] = {}
 
     def add(self, values: dict[str, float]) -> None:
+        if values.get("spec_accept_length") == 0 or values.get("spec_steps") == 0:
+            # no drafting in the steps the gauges cover (SGLang sets them to 0 then) or none now: no acceptance to
+            # average in; counted as 0 it made an adaptive run's levels read 0.6 tokens a step, below the one a
+            # step always keeps
+            values = {k: v for k, v in values.items() if k not in SPEC_GAUGES}
         for k, v in values.items():
             self.sums[k] = self.sums.get(k, 0.0) + v
             self.counts[k] = self.counts.get(k, 0) + 1

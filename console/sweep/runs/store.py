@@ -112,7 +112,8 @@ def _summarize(scan: RunEvents, wanted: set[int]) -> _Summary:
     measured = {level.c for level in levels if level.measured}
     done = scan.of_type(SweepDone)
     last = done[-1] if done else None
-    if last is not None and not (last.aborted or last.stopped or last.failed) and wanted <= measured:
+    # any sweep of it that ran to its end: a repeat aborted afterwards (u, then A) adds no level and takes none away
+    if any(not (d.aborted or d.stopped or d.failed) for d in done) and wanted <= measured:
         state = "complete"
     else:
         state = "partial" if measured or scan.attempts else "empty"

@@ -3,12 +3,12 @@ know about the level (failed, client-bound, latencies not measured, requests end
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from textual.widgets import DataTable
 
 from console.sweep.model import LevelDone
+from console.sweep.words import joules
 
 COLUMNS = ("C", "tok/s", "±", "per-req", "TTFT p50", "ITL p50", "J/tok", "errors", "note")
 
@@ -23,14 +23,6 @@ def note(e: LevelDone) -> str:
     if e.short:
         return f"{e.short} short"
     return f"acc {e.accept_rate:.0%}" if e.accept_rate is not None else ""
-
-
-def joules(value: float | None) -> str:
-    """Energy per token to three figures: a simulated host's tens of joules and an H200's tenths alike."""
-    if value is None:
-        return "—"
-    decimals = max(0, 2 - math.floor(math.log10(abs(value)))) if value else 1
-    return f"{value:.{decimals}f}"  # 16.0 beside 15.4, where :.3g wrote 16
 
 
 class LevelTable(DataTable[str]):
