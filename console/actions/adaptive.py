@@ -23,9 +23,7 @@ class WrittenProfile:
     def describe(self, *, paths: bool = True) -> str:
         """What was written; without the paths for a toast on a small screen (the event log keeps them)."""
         p = self.plan
-        where = f", its config uploaded to {self.uploaded_to}" if self.uploaded_to else ""
-        if paths:
-            where += f":{self.remote_config}" if self.uploaded_to else ""
+        where = f", its config uploaded to {self.uploaded_to}{f':{self.remote_config}' if paths else ''}" if self.uploaded_to else ""
         text = (
             f"wrote profile {p.name}{f' to {p.profile_path}' if paths else ''}: drafting for running batches up to "
             f"{p.first_off - 1}, off from {p.first_off}{where}; sweep it to check that it follows the better curve at "

@@ -6,7 +6,7 @@ server, sweep it, compare runs, repeat their uncertain levels and refine them. A
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sized
 
 from console.actions import kill
 from console.actions.sweep import SweepHandle
@@ -27,6 +27,11 @@ READY_TIMEOUT_S = 1800.0
 REPEAT_ROUNDS = 3  # `u`, --repeat-uncertain: at most this many repeats, each estimated again from the numbers
 REPEAT_CAP = 2000  # requests a level is repeated with at most in one round
 RELEASE_TIMEOUT_S = 60.0
+
+
+def _them(levels: Sized) -> str:
+    """'it' for one level, 'them' for several."""
+    return "it" if len(levels) == 1 else "them"
 
 
 class ActionFailed(Exception):
@@ -194,7 +199,7 @@ class CampaignActions:
                     f"{run.name} against {other.name}: every level settled"
                     if not unsettled
                     else f"{run.name} against {other.name}: C = {', '.join(map(str, unsettled))} cannot be told, and no "
-                    f"repeat of {run.name} alone would settle {'it' if len(unsettled) == 1 else 'them'}"
+                    f"repeat of {run.name} alone would settle {_them(unsettled)}"
                     + (
                         f" (C = {', '.join(map(str, both))}: both runs' levels must be repeated; repeat {other.name} on its server too)"
                         if both
@@ -204,7 +209,7 @@ class CampaignActions:
             requests = min(REPEAT_CAP, max(v for v in wanted.values() if v))
             self.say(
                 f"  round {round_} of {rounds}: repeating C = {', '.join(map(str, sorted(wanted)))} of {run.name}, "
-                f"{requests} request(s) each (what the comparison estimates would settle {'it' if len(wanted) == 1 else 'them'}"
+                f"{requests} request(s) each (what the comparison estimates would settle {_them(wanted)}"
                 + (f", capped at {REPEAT_CAP}" if requests < max(v for v in wanted.values() if v) else "")
                 + ")"
             )

@@ -88,8 +88,9 @@ class LaunchError(Exception):
     pass
 
 
-def _log(message: str) -> None:
-    sys.stdout.write(f"[{time.strftime('%Y-%m-%d %H:%M:%S')}] {message}\n")  # one write: the ranks share the log
+def _log(message: str, rank: int | None = None) -> None:
+    where = "" if rank is None else f" TP{rank}"
+    sys.stdout.write(f"[{time.strftime('%Y-%m-%d %H:%M:%S')}{where}] {message}\n")  # one write: the ranks share the log
     sys.stdout.flush()
 
 
@@ -238,8 +239,7 @@ async def serve(
     load_s = DEFAULT.load_seconds / args.time_scale
     for rank in range(len(gpus)):
         avail_gb = int(state.read_gpus(home).memory_mib / 1024)
-        sys.stdout.write(f"[{time.strftime('%Y-%m-%d %H:%M:%S')} TP{rank}] Load weight begin. avail mem={avail_gb} GB\n")
-        sys.stdout.flush()
+        _log(f"Load weight begin. avail mem={avail_gb} GB", rank)
     for i, message in enumerate(loading):
         await _sleep_unless(load_s / len(loading), received)
         _log(f"TP0 {message}" if i < len(loading) - 1 else message)

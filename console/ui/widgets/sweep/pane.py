@@ -186,24 +186,24 @@ class SweepPane(ComparisonActions):
     def _show_progress(self) -> None:
         """The sweep's progress (or the run on screen) on the first line, at every size; the legend of a short chart and
         the warnings under it."""
-        text = Text()
+        text, shown = Text(), self.query_one("#sweep-progress", QuietStatic)
+        room = shown.content_size.width or None
         live, handle = self.data.live, self.handle
         if handle is not None and live is not None and live.c is not None:
             text.append(progress_line(handle, live, self.levels, time.monotonic() - self.started), "bold")
         elif handle is not None:
             text.append("starting the load generator…", "bold")
         elif self.run is not None:
-            room = self.query_one("#sweep-progress").content_size.width or None  # a long name cut in its middle
             name = elide(self.run.name, None if room is None else max(12, room - len("run :")))
             text.append(f"run {name}: {visible(self.run.profile)}, {self.run.state}", "dim")
         else:
             text.append("no sweep yet" if self.readonly else "no sweep yet: n starts one against the running server", "dim")
         chart = self.query_one(SweepChart)
         if chart.legend and not chart.legend_inside:
-            text.append("\n").append_text(chart.legend_text(self.query_one("#sweep-progress").content_size.width or None))
+            text.append("\n").append_text(chart.legend_text(room))
         for warning in self.warnings:
             text.append(f"\n⚠ {warning}", theme_style(self.app, "warning"))
-        self.query_one("#sweep-progress", QuietStatic).update(text)
+        shown.update(text)
 
     def _show_run(self, run: Run) -> None:
         self._put_run(run, run.levels())
