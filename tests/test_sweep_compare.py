@@ -11,7 +11,9 @@ import polars as pl
 import pytest
 
 from console.sweep.analysis.compare import compare, counterpart, saturation
-from console.sweep.runs.store import EVENTS, list_runs, open_run
+from console.sweep.model import RunMeta
+from console.sweep.runs.files import RunError
+from console.sweep.runs.store import EVENTS, create_run, list_runs, open_run
 from tests.fixtures_runs import BASELINE, EAGLE3, level, write_run
 
 
@@ -145,6 +147,16 @@ def test_store_tables_partial_and_corrupt_runs(campaign: Path) -> None:
     with open(campaign / "runs" / "base" / "events.jsonl", "a") as f:
         f.write('{"type": "level_do')  # a line cut by a crash
     assert len(open_run(campaign, "base").levels()) == 8
+
+
+def test_runs_started_in_the_same_second_get_their_own_directories_and_a_named_one_is_never_reused(tmp_path: Path) -> None:
+    meta = RunMeta(profile="t-baseline", settings={"levels": [1]})
+    names = [create_run(tmp_path, meta).name for _ in range(3)]
+    assert len(set(names)) == 3 and all(n.startswith(names[0]) for n in names)  # the second's stem, then -2, -3 if it repeats
+    assert {r.name for r in list_runs(tmp_path)} == set(names)
+    create_run(tmp_path, meta, "mine")
+    with pytest.raises(RunError, match="run 'mine' already exists"):
+        create_run(tmp_path, meta, "mine")
 
 
 def pivot(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
