@@ -720,7 +720,7 @@ async def test_each_ticking_age_and_changed_cell_is_drawn_in_the_process_table(t
 
 async def test_a_long_command_is_cut_in_its_middle_and_the_table_never_scrolls_sideways(tmp_path: Path) -> None:
     from console.gpu.samples import Sample, parse_line
-    from console.ui.widgets.gpu.processes import elide
+    from console.ui.text import elide
     from tests.fake_telemetry import canned_sample_line
 
     assert elide("sglang::scheduler_TP3_ipc_helper", 20) == "sglang::s…ipc_helper"

@@ -16,6 +16,7 @@ from textual.widgets.data_table import ColumnKey, RowDoesNotExist, RowKey
 from console.gpu.format import age, flags, gib
 from console.gpu.samples import GpuProcess, Sample
 from console.ui.colours import theme_style
+from console.ui.text import elide
 
 ProcKey = tuple[int, int | None]
 COLUMN_LABELS = ("", "GPU", "PID", "USER", "GPU-MEM", "STATE", "AGE", "FLAGS", "COMMAND")
@@ -26,15 +27,6 @@ SORTS: list[tuple[str, Callable[[GpuProcess], Any], bool]] = [
     ("age", lambda p: -(p.start or 0), True),
     ("pid", lambda p: p.pid, False),
 ]
-
-
-def elide(text: str, room: int | None) -> str:
-    """The text in `room` columns, its middle replaced by …: a command's end (its rank, its helper) tells processes
-    apart as much as its start."""
-    if room is None or len(text) <= room:
-        return text
-    head = (room - 1) // 2
-    return f"{text[:head]}…{text[len(text) - (room - 1 - head) :]}"
 
 
 def _width(cell: Text | str) -> int:

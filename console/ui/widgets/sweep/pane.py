@@ -22,7 +22,7 @@ from console.sweep.settings import SweepSettings
 from console.ui.attention import call_attention
 from console.ui.colours import theme_style
 from console.ui.screens.confirm import confirmed
-from console.ui.widgets.gpu.processes import elide
+from console.ui.text import elide
 from console.ui.widgets.problem import PaneProblem, survives
 from console.ui.widgets.quiet import QuietStatic
 from console.ui.widgets.sweep.chart import SECOND, ChartData, SweepChart, earlier_runs
