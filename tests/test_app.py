@@ -14,6 +14,7 @@ from console import config
 from console.remote import ConnState
 from console.session import Session
 from console.sim.host import SimHost
+from console.sweep.runs.store import open_run
 from console.ui.app import PivotApp
 from console.ui.screens.confirm import Confirm
 from console.ui.screens.confirm_kill import ConfirmKill
@@ -596,6 +597,33 @@ async def test_the_comparison_offers_the_adaptive_profile_it_recommends(tmp_path
         config_file = tmp_path / "profiles" / "eagle3-adaptive.json"
         assert json.loads(config_file.read_text()) == {"1": {"candidate_steps": [3]}, "2": {"candidate_steps": [0]}}
         assert any(e["kind"] == "profile" and e["name"] == "eagle3-adaptive" for e in app.session.events.read())
+
+
+async def test_c_shows_again_the_comparison_last_shown_until_a_newer_run_measures(tmp_path: Path) -> None:
+    from tests.fixtures_runs import BASELINE, EAGLE3, write_run
+
+    campaign = tmp_path / "campaign"
+    for name, profile, numbers, spec in (
+        ("r1-base", "baseline", BASELINE, False),
+        ("r2-spec", "eagle3", EAGLE3, True),
+        ("r3-adapt", "eagle3-adaptive", EAGLE3, True),
+    ):
+        write_run(campaign, name, profile, numbers, speculative=spec)
+    async with canned_app(tmp_path).run_test(size=(120, 40)) as pilot:
+        pane = pilot.app.query_one(SweepPane)
+        await pilot.press("4")
+        pane.show_comparison(*(open_run(campaign, n) for n in ("r1-base", "r3-adapt")))  # as an adaptive profile's check does
+        await compared(pilot)
+        await pilot.press("c")
+        assert not pane.comparing
+        await pilot.press("c")
+        await compared(pilot)
+        assert pane.comparison and (pane.comparison.a.name, pane.comparison.b.name) == ("r1-base", "r3-adapt")  # not the two newest
+        await pilot.press("c")
+        write_run(campaign, "r4-spec2", "eagle3", EAGLE3, speculative=True)
+        await pilot.press("c")
+        await wait_for(lambda: pane.comparing and pane.comparison is not None and pane.comparison.b.name == "r4-spec2")
+        assert pane.comparison.a.name == "r3-adapt"  # a newer run: the two newest again
 
 
 async def test_w_says_why_no_adaptive_profile_is_written(tmp_path: Path) -> None:

@@ -52,7 +52,7 @@ class SweepPane(ComparisonActions):
         Binding("n", "new_sweep", "Sweep", id="sweep.new", tooltip="Start a sweep against the running server (a form first)"),
         Binding("s", "stop", "Stop", id="sweep.stop", tooltip="Stop after the current level; finished levels are kept"),
         Binding("A", "abort", "Abort", id="sweep.abort", tooltip="Abort now; every finished request is kept (asks first)"),
-        Binding("c", "compare", "Compare", id="sweep.compare", tooltip="Compare the last two runs: crossover and recommendation"),
+        Binding("c", "compare", "Compare", id="sweep.compare", tooltip="Compare the last two runs (or show the last comparison again): crossover and recommendation"),
         Binding(
             "y",
             "second_series",

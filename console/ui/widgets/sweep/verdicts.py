@@ -175,12 +175,23 @@ class ComparisonActions(Pane):
         if self.comparing:
             self.hide_comparison()
             return
-        self._compare_latest()
+        shown = self.comparison
+        self._compare_latest(None if shown is None else (shown.a.name, shown.b.name))
 
     # Comparisons are read and computed in a thread: every run's state, two runs' tables and their intervals.
     @work(thread=True, exclusive=True, group="sweep-compare", exit_on_error=False)
-    def _compare_latest(self) -> None:
-        pair = Campaign(self.session.config.campaign_dir).latest_pair()
+    def _compare_latest(self, shown: tuple[str, str] | None) -> None:
+        """The comparison last shown while no newer run measured anything (an adaptive profile's check against
+        the baseline comes back, not the two newest runs); else the two newest runs."""
+        campaign = Campaign(self.session.config.campaign_dir)
+        measured = campaign.measured_runs()
+        if shown is not None and measured and measured[-1].name in shown:
+            try:
+                self._compare_in_thread(*(campaign.resolve(name) for name in shown))
+                return
+            except RunError:
+                pass  # one of them was deleted since
+        pair = (measured[-2], measured[-1]) if len(measured) >= 2 else None
         if pair is None:
             self.app.call_from_thread(self.notify, "two runs with completed levels are needed to compare", severity="warning")
             return
