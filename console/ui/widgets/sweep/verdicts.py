@@ -56,7 +56,8 @@ class ComparisonActions(Pane):
         path = adaptive.profile_path
         lines = [
             adaptive.summary(),
-            f"will be written to {path}" + (" (replacing the one there)" if path.exists() else ""),
+            # the path on a line of its own: folded, it would break mid-name at the dialog's edge
+            "will be written" + (" (replacing the one there)" if path.exists() else "") + f" to\n{path}",
             (
                 f"its config will be uploaded to {host.name}"
                 if host is not None
