@@ -137,7 +137,7 @@ async def compared(pilot) -> None:  # type: ignore[no-untyped-def]
 
 async def settled(pilot) -> None:  # type: ignore[no-untyped-def]
     """The screen as it stays until something changes: the first sample shown, the campaign's last run read, and the
-    Sweep pane's chart drawn at the size it has, its legend where that size puts it, nothing left to redraw."""
+    Sweep pane's chart drawn at the size it has, nothing left to redraw."""
     from console.ui.widgets.gpu.processes import ProcessTable
     from console.ui.widgets.sweep.chart import SweepChart
     from console.ui.widgets.sweep.pane import SweepPane
@@ -152,7 +152,7 @@ async def settled(pilot) -> None:  # type: ignore[no-untyped-def]
             return False
         if not chart.display or not pane.display:
             return True
-        return chart.size.height > 0 and chart.drawn_inside == chart.legend_inside
+        return chart.size.height > 0
 
     for _ in range(2):  # twice, a pause apart: a layout still on its way would have undone the first
         await pilot.pause()

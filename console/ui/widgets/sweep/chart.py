@@ -19,7 +19,6 @@ from typing import Any
 from plotext._dict import themes as plotext_themes  # type: ignore[import-untyped]  # the dict textual-plotext reads too
 from rich.text import Text
 from textual.color import Color, ColorParseError
-from textual.message import Message
 from textual.theme import Theme
 from textual_plotext import PlotextPlot
 
@@ -32,7 +31,6 @@ from console.ui.widgets.sweep.progress import LiveLevel
 
 OVERLAYS = [("chart-1", "•"), ("chart-2", "+"), ("chart-3", "o"), ("chart-4", "*")]  # earlier runs, oldest first:
 # a theme colour and a marker of its own for each, so that the chart reads without colour
-LEGEND_INSIDE_ROWS = 16  # a shorter chart would be mostly legend: the legend goes under it instead
 CHART_ROWS = 10  # below this, title, ticks and labels leave a curve no rows (and plotext's axis reads downward): a
 # line of the numbers instead, and `z` for the chart
 Figure = Callable[[LevelDone], float | None]
@@ -81,19 +79,10 @@ class ChartData:
 class SweepChart(PlotextPlot):
     DEFAULT_CSS = "SweepChart { height: 2fr; min-height: 8; }"
 
-    class LegendMoved(Message):
-        """The chart's new height puts its legend elsewhere (inside, or under it): it must be drawn again."""
-
     def __init__(self, **kw: Any):
         super().__init__(**kw)
         self.legend: list[tuple[str, str, str]] = []  # (marker, label, theme variable) of what the chart shows
         self.data = ChartData()
-        self.drawn_inside: bool | None = None  # where the legend went at the last draw (None: not drawn)
-
-    def on_resize(self) -> None:
-        # the pane's own size may not change (the comparison opened under the chart): the chart says so itself
-        if self.drawn_inside is not None and self.legend_inside != self.drawn_inside:
-            self.post_message(self.LegendMoved())
 
     def on_mount(self) -> None:  # PlotextPlot's own on_mount runs too
         self._use_theme()  # the frame is the theme's before the first draw too
@@ -129,14 +118,10 @@ class SweepChart(PlotextPlot):
         text = Text("; ".join(said) or "no level measured yet", theme_style(self.app, "chart-run"))
         return text.append("  z: the chart", "dim")
 
-    @property
-    def legend_inside(self) -> bool:
-        return self.size.height >= LEGEND_INSIDE_ROWS
-
     def legend_text(self, width: int | None = None) -> Text:
-        """The legend, for under a chart too short to hold it: each entry in its series' colour, kept whole, on as
-        many lines of `width` as it takes (a wrap at spaces cut "per-request tok/s" from its marker, no-break spaces
-        included)."""
+        """The legend, under the chart (plotext's own, inside it, marks each series' axis with L and ⅃, which
+        nobody reads): each entry in its series' colour, kept whole, on as many lines of `width` as it takes (a wrap
+        at spaces cut "per-request tok/s" from its marker, no-break spaces included)."""
         text, used = Text(), 0
         for marker, name, variable in self.legend:
             entry = Text(f"{marker} ", theme_style(self.app, variable)).append(name)
@@ -149,6 +134,9 @@ class SweepChart(PlotextPlot):
             text.append_text(entry)
             used += entry.cell_len
         return text
+
+    def _series(self, marker: str, name: str, variable: str) -> None:
+        self.legend.append((marker, name, variable))
 
     def _use_theme(self) -> dict[str, PlotextColour]:
         """The chart's colours in the app's theme, and a plotext theme of that name drawing the frame, ticks and
@@ -171,11 +159,6 @@ class SweepChart(PlotextPlot):
         plt.clear_figure()
         colours = self._use_theme()
         self.legend = []
-        inside = self.drawn_inside = self.legend_inside
-
-        def series(marker: str, name: str, variable: str) -> str | None:
-            self.legend.append((marker, name, variable))
-            return name if inside else None
 
         live = data.live if data.live is not None and data.live.c is not None else None
         shown = bool(data.levels or data.overlays or live)
@@ -183,7 +166,7 @@ class SweepChart(PlotextPlot):
         if not shown:
             return False
         if data.frontier:
-            self._draw_frontier(data, colours, series)
+            self._draw_frontier(data, colours)
             return True
         # a log C axis drawn as log10(C) with C on the ticks: plotext's own log scale breaks on edge cases
         ticks = sorted(
@@ -193,51 +176,52 @@ class SweepChart(PlotextPlot):
         plt.xlabel("concurrency C (log scale)")
         plt.ylabel("total output tok/s")
         for (run, levels), (variable, marker) in zip(data.overlays, OVERLAYS, strict=False):  # at most as many as OVERLAYS
+            self._series(marker, label(run), variable)
             plt.plot(
                 _log([lv.c for lv in levels]),
                 [lv.total_tok_s for lv in levels],
-                label=series(marker, label(run), variable),
                 color=colours[variable],
                 marker=marker,
             )
         measured = [e for e in data.levels if e.measured]  # a failed level is not a point of the curve
         if measured:
             xs = _log([e.c for e in measured])
+            self._series("⣿", label(data.run) if data.run else "this run", "chart-run")
             plt.plot(
                 xs,
                 [e.total_tok_s for e in measured],
                 color=colours["chart-run"],
                 marker="braille",
-                label=series("⣿", label(data.run) if data.run else "this run", "chart-run"),
             )
             suspect = [e for e in measured if e.client_bound]
             if suspect:
+                self._series("?", "client-bound: not the server's limit", "chart-live")
                 plt.scatter(
                     _log([e.c for e in suspect]),
                     [e.total_tok_s for e in suspect],
                     marker="?",
                     color=colours["chart-live"],
-                    label=series("?", "client-bound: not the server's limit", "chart-live"),
                 )
             if (second := SECOND[data.second]) is not None:
                 name, figure = second
                 ys = [figure(e) or 0 for e in measured]
-                plt.plot(xs, ys, label=series("x", name, "chart-second"), color=colours["chart-second"], yside="right", marker="x")
+                self._series("x", f"{name} (right axis)", "chart-second")
+                plt.plot(xs, ys, color=colours["chart-second"], yside="right", marker="x")
                 plt.ylabel(name, yside="right")  # type: ignore[call-arg]  # the stub says xside; plotext takes yside
         if live and live.c and live.tokens:
             elapsed = max(1e-6, time.monotonic() - live.started)
+            self._series("●", f"C={live.c} now", "chart-live")
             plt.scatter(
                 _log([live.c]),
                 [live.tokens / elapsed],
                 marker="●",
                 color=colours["chart-live"],
-                label=series("●", f"C={live.c} now", "chart-live"),
             )
         plt.title("total output tok/s by concurrency")
         self.refresh()
         return True
 
-    def _draw_frontier(self, data: ChartData, colours: dict[str, PlotextColour], series: Callable[[str, str, str], str | None]) -> None:
+    def _draw_frontier(self, data: ChartData, colours: dict[str, PlotextColour]) -> None:
         """Each run's frontier: what it gives in total tok/s per GPU at each speed a user sees, one point a level."""
         plt = self.plt
         shown = [run for run, _ in data.overlays[: len(OVERLAYS)]] + ([data.run] if data.run is not None else [])
@@ -246,20 +230,20 @@ class SweepChart(PlotextPlot):
         plt.ylabel("total tok/s per GPU" if per_gpu else "total tok/s")
         for (run, levels), (variable, marker) in zip(data.overlays, OVERLAYS, strict=False):
             if found := points(levels, run.meta.gpu_count if per_gpu else None):
+                self._series(marker, label(run), variable)
                 plt.plot(
                     [x for x, _ in found],
                     [y for _, y in found],
-                    label=series(marker, label(run), variable),
                     color=colours[variable],
                     marker=marker,
                 )
         if data.run is not None and (found := points(data.levels, data.run.meta.gpu_count if per_gpu else None)):
+            self._series("⣿", label(data.run), "chart-run")
             plt.plot(
                 [x for x, _ in found],
                 [y for _, y in found],
                 color=colours["chart-run"],
                 marker="braille",
-                label=series("⣿", label(data.run), "chart-run"),
             )
         plt.title("the frontier: throughput by a user's speed")
         self.refresh()

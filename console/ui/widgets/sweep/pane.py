@@ -52,7 +52,13 @@ class SweepPane(ComparisonActions):
         Binding("n", "new_sweep", "Sweep", id="sweep.new", tooltip="Start a sweep against the running server (a form first)"),
         Binding("s", "stop", "Stop", id="sweep.stop", tooltip="Stop after the current level; finished levels are kept"),
         Binding("A", "abort", "Abort", id="sweep.abort", tooltip="Abort now; every finished request is kept (asks first)"),
-        Binding("c", "compare", "Compare", id="sweep.compare", tooltip="Compare the last two runs (or show the last comparison again): crossover and recommendation"),
+        Binding(
+            "c",
+            "compare",
+            "Compare",
+            id="sweep.compare",
+            tooltip="Compare the last two runs (or show the last comparison again): crossover and recommendation",
+        ),
         Binding(
             "y",
             "second_series",
@@ -74,6 +80,7 @@ class SweepPane(ComparisonActions):
             "write_adaptive",
             "Adaptive profile",
             id="sweep.adaptive",
+            show=False,  # said in the comparison they act on: the footer holds the rest at 80 columns
             tooltip="Write a profile that turns drafting off above the crossover, its config uploaded to the host",
         ),
         Binding(
@@ -81,6 +88,7 @@ class SweepPane(ComparisonActions):
             "repeat_uncertain",
             "Repeat uncertain",
             id="sweep.repeat",
+            show=False,  # said in the comparison they act on: the footer holds the rest at 80 columns
             tooltip="Measure again the levels the comparison cannot decide, on the running server's run",
         ),
         Binding(
@@ -88,6 +96,7 @@ class SweepPane(ComparisonActions):
             "refine",
             "Refine",
             id="sweep.refine",
+            show=False,  # said in the comparison they act on: the footer holds the rest at 80 columns
             tooltip="Locate where drafting stops paying off: measure between levels, switching servers (asks first)",
         ),
     ]
@@ -173,19 +182,16 @@ class SweepPane(ComparisonActions):
             self.call_after_refresh(self.changed)  # drawn again once it has a height for the legend
         self._show_progress()
 
-    def on_sweep_chart_legend_moved(self, _message: SweepChart.LegendMoved) -> None:
-        self.changed()
-
     def on_resize(self) -> None:
-        self.changed()  # the legend's place depends on the chart's height
+        self.changed()  # drawn again at the new size
         short = self.size.height < SHORT_ROWS
         if short and self.query_one(LevelTable).has_focus:
             self.focus()  # the table is about to be hidden: its keys stay with the pane, not another one
         self.set_class(short, "-short")  # the chart and a progress line first, the table zoomed
 
     def _show_progress(self) -> None:
-        """The sweep's progress (or the run on screen) on the first line, at every size; the legend of a short chart and
-        the warnings under it."""
+        """The sweep's progress (or the run on screen) on the first line, at every size; the chart's legend and the
+        warnings under it."""
         text, shown = Text(), self.query_one("#sweep-progress", QuietStatic)
         room = shown.content_size.width or None
         live, handle = self.data.live, self.handle
@@ -199,7 +205,7 @@ class SweepPane(ComparisonActions):
         else:
             text.append("no sweep yet" if self.readonly else "no sweep yet: n starts one against the running server", "dim")
         chart = self.query_one(SweepChart)
-        if chart.legend and not chart.legend_inside:
+        if chart.legend:
             text.append("\n").append_text(chart.legend_text(room))
         for warning in self.warnings:
             text.append(f"\n⚠ {warning}", theme_style(self.app, "warning"))

@@ -243,7 +243,7 @@ class ComparisonActions(Pane):
 
     def _show_comparison(self, cmp: Comparison) -> None:
         view = self.query_one(ComparisonView)
-        view.show(cmp)
+        view.show(cmp, keys=not self.readonly)
         if self.has_focus_within:
             view.focus()  # the level table it replaces had the focus
         self.comparing = True  # the comparison has the same levels: it takes the table's room
