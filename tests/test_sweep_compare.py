@@ -91,6 +91,22 @@ def test_two_identical_runs_name_no_winner_and_no_crossover(tmp_path: Path) -> N
     assert [r.c for r in cmp.repeats] == sorted(BASELINE) and all(r.more_requests for r in cmp.repeats)
 
 
+def test_u_says_what_it_will_measure_and_about_how_long_before_it_starts(tmp_path: Path) -> None:
+    from console.actions.campaign import REPEAT_CAP
+    from console.ui.widgets.sweep.verdicts import repeat_plan
+
+    write_run(tmp_path, "one", "direct", BASELINE, speculative=False, spread=0.005, every_level={"requests_per_s": 2.0})
+    write_run(tmp_path, "two", "other", BASELINE, speculative=False, spread=0.02, every_level={"requests_per_s": 2.0})
+    cmp = compare(open_run(tmp_path, "one"), open_run(tmp_path, "two"))
+    wanted = {r.c: r.alone["b"] for r in cmp.repeats if "b" in r.alone}
+    assert wanted, "two's wider intervals alone are in the way"
+    requests = min(REPEAT_CAP, max(wanted.values()))
+    said = repeat_plan(cmp, "b", wanted)
+    assert said[0].startswith(f"C = {', '.join(map(str, sorted(wanted)))} of two (other): {requests} request(s) each")
+    assert said[1] == f"about {round(len(wanted) * requests / 2.0 / 60) or '<1'} min at the rates they measured"
+    assert said[2].startswith("compared again after the round")
+
+
 def test_differences_within_the_margin_are_alike_however_tight_the_intervals(tmp_path: Path) -> None:
     """The adaptive profile's curve on the baseline's: 0.3-0.5 % apart with ±0.3 % intervals is significant and not
     worth acting on: alike, marked ≈, and never a reason to disable it."""

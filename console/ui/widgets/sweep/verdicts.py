@@ -109,12 +109,14 @@ class ComparisonActions(Pane):
             )
             return
         run, other = (cmp.a, cmp.b) if side == "a" else (cmp.b, cmp.a)
-        self.repeat_uncertain(run, other, (cmp.a, cmp.b))
+        self.repeat_uncertain(run, other, (cmp.a, cmp.b), repeat_plan(cmp, side, wanted))
 
     @work(exclusive=True, group="refine", exit_on_error=False)
-    async def repeat_uncertain(self, run: Run, other: Run, shown: tuple[Run, Run]) -> None:
+    async def repeat_uncertain(self, run: Run, other: Run, shown: tuple[Run, Run], what: list[str]) -> None:
         from console.actions.campaign import ActionFailed
 
+        if not await confirmed(self.app, "Measure the undecided levels again?", [Text(line) for line in what], "Repeat"):
+            return
         try:
             said = await self._actions().do_repeat_uncertain(run.name, other.name)  # each round shows here
         except ActionFailed as e:
@@ -247,3 +249,31 @@ class ComparisonActions(Pane):
         if self.has_focus_within:
             view.focus()  # the level table it replaces had the focus
         self.comparing = True  # the comparison has the same levels: it takes the table's room
+
+
+def repeat_plan(cmp: Comparison, side: str, wanted: dict[int, int]) -> list[str]:
+    """What `u` is about to measure, in words: the first round's levels and requests (console/actions/campaign.py
+    do_repeat_uncertain asks the largest estimate of every level, capped) and about how long that takes at the rates
+    the levels measured."""
+    from console.actions.campaign import REPEAT_CAP, REPEAT_ROUNDS
+
+    run = cmp.a if side == "a" else cmp.b
+    estimate = max(wanted.values())
+    requests = min(REPEAT_CAP, estimate)
+    rates = {lv.c: (lv.a if side == "a" else lv.b).requests_per_s for lv in cmp.levels}
+    seconds = [requests / rate for c in wanted if (rate := rates.get(c))]
+    levels = ", ".join(map(str, sorted(wanted)))
+    return [
+        f"C = {levels} of {label(run)}: {requests} request(s) each"
+        + (
+            f" (the estimate, {estimate}, capped at {REPEAT_CAP})"
+            if requests < estimate
+            else ", what the comparison estimates would settle them"
+        ),
+        (
+            f"about {round(sum(seconds) / 60) or '<1'} min at the rates they measured"
+            if len(seconds) == len(wanted)
+            else "how long it takes is not known: a level has no measured rate"
+        ),
+        f"compared again after the round; up to {REPEAT_ROUNDS} rounds while a level stays undecided, each estimated again",
+    ]
