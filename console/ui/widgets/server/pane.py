@@ -19,7 +19,7 @@ from textual.widgets.option_list import Option
 
 from console.remote.errors import RemoteError
 from console.server.lifecycle import Check
-from console.server.profiles import Profile, diff
+from console.server.profiles import Profile
 from console.server.state import LifecycleError, PreflightFailed, ServerState, ServerStatus
 from console.session import Session
 from console.ui.attention import call_attention
@@ -30,7 +30,7 @@ from console.ui.widgets.pane import Pane
 from console.ui.widgets.problem import backoff, failure
 from console.ui.widgets.quiet import QuietStatic
 from console.ui.widgets.server.log_view import LogView
-from console.untrusted import visible
+from console.ui.widgets.server.profile_detail import profile_detail
 
 POLL_S = 1.0  # while the server starts, stops or is not there
 READY_POLL_S = 3.0  # while it is ready: a crash is seen sooner by the telemetry agent, each second (poll_soon)
@@ -264,40 +264,9 @@ class ServerPane(Pane):
         return options.get_option_at_index(options.highlighted).id
 
     def _show_detail(self) -> None:
-        name = self.highlighted
-        detail = self.query_one("#profile-detail", QuietStatic)
-        if name is None:
-            return
-        if name in self.profiles.broken:
-            detail.update(Text(str(self.profiles.broken[name]), style=theme_style(self.app, "error")))
-            return
-        profile = self.profiles.profiles[name]
-        if self.marked and self.marked != name and self.marked in self.profiles.profiles:
-            rows = diff(self.profiles.profiles[self.marked], profile)
-            text = Text(f"{self.marked} → {name}\n", style="bold")
-            for key, a, b in rows:
-                shown = [value if value is not None else "—" for value in (a, b)]
-                text.append(f"{visible(key)}: ", "bold").append(visible(f"{shown[0]} → {shown[1]}") + "\n")
-            if not rows:
-                text.append("the same server")
-            detail.update(text)
-            return
-        left_out = f"\nleft out (false): {' '.join(map(visible, profile.left_out))}" if profile.left_out else ""
-        across = (
-            f"\nacross {', '.join(map(visible, profile.nodes))}: rank R on the R-th, each with {profile.engine.title}'s multi-node flags"
-            if profile.nodes
-            else ""
-        )
-        detail.update(
-            Text.assemble(  # named first: beside the list, the detail reads as the neighbouring name's otherwise
-                (f"{visible(name)}: ", "bold"),
-                (f"{visible(profile.description)}\n", "italic"),
-                (f"{profile.drafting_text()}\n", "bold"),
-                profile.command_line(),
-                (across, "bold"),
-                (left_out, "dim"),
-            )
-        )
+        if (name := self.highlighted) is not None:
+            error = theme_style(self.app, "error")
+            self.query_one("#profile-detail", QuietStatic).update(profile_detail(self.profiles, name, self.marked, error))
 
     def _show_checks(self, checks: list[Check]) -> None:
         self.checks = checks
