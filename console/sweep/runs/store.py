@@ -347,8 +347,8 @@ def _tomlable(value: Any) -> Any:
 
 
 def create_run(campaign_dir: Path, meta: RunMeta, name: str | None = None) -> Run:
+    base, directory = _new_run_dir(campaign_dir, meta, name)
     try:
-        base, directory = _new_run_dir(campaign_dir, meta, name)
         meta = meta.model_copy(
             update={"name": base, "pivot_version": version(), "started": datetime.now(UTC).isoformat(timespec="seconds")}
         )
@@ -363,22 +363,20 @@ def _new_run_dir(campaign_dir: Path, meta: RunMeta, name: str | None) -> tuple[s
     """Make the run's directory: a name asked for must be new; a generated one (the second's
     time and the profile) gets -2, -3… when two runs start in the same second."""
     parent = runs_dir(campaign_dir)
-    parent.mkdir(parents=True, exist_ok=True)
+    stem = check_run_name(name) if name is not None else f"{time.strftime('%Y%m%d-%H%M%S')}-{name_part(meta.profile)}"
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        for n in range(1, 1000 if name is None else 2):
+            base = stem if n == 1 else f"{stem}-{n}"
+            try:
+                (parent / base).mkdir()  # atomic: two processes never get the same directory
+            except FileExistsError:
+                continue
+            return base, parent / base
+    except OSError as e:
+        raise RunError(f"cannot create run {stem} in {parent}: {e.strerror}") from None
     if name is not None:
-        base = check_run_name(name)
-        try:
-            (parent / base).mkdir()
-        except FileExistsError:
-            raise RunError(f"run {base!r} already exists in {parent}") from None
-        return base, parent / base
-    stem = f"{time.strftime('%Y%m%d-%H%M%S')}-{name_part(meta.profile)}"
-    for n in range(1, 1000):
-        base = stem if n == 1 else f"{stem}-{n}"
-        try:
-            (parent / base).mkdir()  # atomic: two processes never get the same directory
-        except FileExistsError:
-            continue
-        return base, parent / base
+        raise RunError(f"run {stem!r} already exists in {parent}")
     raise RunError(f"cannot name a new run {stem!r} in {parent}: 999 already exist")
 
 
