@@ -17,7 +17,7 @@ from typing import Protocol
 
 from console.sim.calibration import Calibration
 
-DECODE_LOG_INTERVAL = 40  # SGLang's default `--decode-log-interval` (srt/server_args.py): decode steps between logs
+DECODE_LOG_INTERVAL = 40  # SGLang's default `--decode-log-interval` (0.5.23: srt/arg_groups/fields/observability.py)
 
 
 class DraftPolicy(Protocol):
@@ -78,8 +78,10 @@ class BatchScheduler:
         self.accepted_drafts = 0
         self.last_num_steps = 0  # draft steps used in the last step (0 = drafting off)
         # SGLang's /metrics gauges of speculation cover its last `decode_log_interval` decode steps, set as it logs them
-        # (srt/managers/scheduler_metrics_mixin.py, log_decode_stats), not the server's lifetime: (accepted drafts + a
-        # token, verify steps, draft tokens proposed, accepted drafts) since the last log, and the gauges it set then
+        # (0.5.23: srt/managers/scheduler_components/metrics_reporter.py), not the server's lifetime. Counted per request
+        # of each batch and reset at each log: accept length = accepted tokens (drafts + the bonus one) / forward_ct,
+        # accept rate = correct drafts / (forward_ct × (num_draft_tokens − 1)). Here: (accepted drafts + a token,
+        # verify steps, draft tokens proposed, accepted drafts) since the last log, and the gauges it set then
         self.window = [0, 0, 0, 0]
         self.decode_steps = 0
         self.gauge_accept_length = 0.0
