@@ -167,9 +167,9 @@ def test_store_tables_partial_and_corrupt_runs(campaign: Path) -> None:
 
 def test_runs_started_in_the_same_second_get_their_own_directories_and_a_named_one_is_never_reused(tmp_path: Path) -> None:
     meta = RunMeta(profile="t-baseline", settings={"levels": [1]})
-    names = [create_run(tmp_path, meta).name for _ in range(3)]
-    assert len(set(names)) == 3 and all(n.startswith(names[0]) for n in names)  # the second's stem, then -2, -3 if it repeats
-    assert {r.name for r in list_runs(tmp_path)} == set(names)
+    names = [create_run(tmp_path, meta).name for _ in range(11)]
+    assert len(set(names)) == 11  # the second's stem, then -2, -3… while the second lasts
+    assert [r.name for r in list_runs(tmp_path)] == names  # in the order made: stem-10 after stem-9, so `last` is the last
     create_run(tmp_path, meta, "mine")
     with pytest.raises(RunError, match="run 'mine' already exists"):
         create_run(tmp_path, meta, "mine")

@@ -14,6 +14,7 @@ shown as failed, never averaged, and a resume runs that level again.
 from __future__ import annotations
 
 import contextlib
+import re
 import shutil
 import time
 import tomllib
@@ -404,10 +405,15 @@ def read_meta(directory: Path) -> RunMeta:
         raise RunError(f"{directory / META}: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
 
 
+def _in_start_order(directory: Path) -> list[tuple[int, str]]:
+    """Runs by name with their numbers as numbers: the second's runs stem, stem-2, …, stem-10 in the order made."""
+    return [(int(part), "") if part.isdigit() else (-1, part) for part in re.split(r"(\d+)", directory.name)]
+
+
 def list_runs(campaign_dir: Path) -> list[Run]:
     runs = []
     root = runs_dir(campaign_dir)
-    for directory in sorted(root.iterdir()) if root.is_dir() else []:
+    for directory in sorted(root.iterdir(), key=_in_start_order) if root.is_dir() else []:
         if directory.is_dir():
             try:
                 runs.append(open_run(campaign_dir, directory.name))
