@@ -547,9 +547,10 @@ async def test_the_chart_has_its_legend_under_it_and_the_comparison_scrolls(tmp_
         await pilot.press("4", "z")
         pane, chart = app.query_one(SweepPane), app.query_one(SweepChart)
         legend = "• base (baseline)  ⣿ spec (eagle3)  x per-request tok/s (right axis)"
-        # drawn, laid out at its zoomed height, and nothing left to redraw
-        await wait_for(lambda: chart.legend and chart.size.height and not pane.redraw_due)
-        assert legend in str(app.query_one("#sweep-progress").render())
+        # drawn with the earlier run read (in its thread), laid out at its zoomed height, nothing left to redraw
+        await wait_for(
+            lambda: chart.size.height and not pane.redraw_due and legend in str(app.query_one("#sweep-progress").render()), timeout=30
+        )
         drawn = "".join(strip.text for strip in chart.render_lines(chart.region.reset_offset))
         assert "base (baseline)" not in drawn and "⅃" not in drawn  # plotext's own legend, which marks axes with L and ⅃
         await pilot.press("c")
@@ -615,8 +616,25 @@ async def test_c_shows_again_the_comparison_last_shown_until_a_newer_run_measure
         await pilot.press("c")
         write_run(campaign, "r4-spec2", "eagle3", EAGLE3, speculative=True)
         await pilot.press("c")
-        await wait_for(lambda: pane.comparing and pane.comparison is not None and pane.comparison.b.name == "r4-spec2")
+        await wait_for(lambda: pane.comparing and pane.comparison is not None and pane.comparison.b.name == "r4-spec2", timeout=30)
         assert pane.comparison.a.name == "r3-adapt"  # a newer run: the two newest again
+
+
+async def test_without_a_managed_server_the_comparison_offers_only_w_and_u_says_why_it_measures_nothing(tmp_path: Path) -> None:
+    from tests.fixtures_runs import BASELINE, EAGLE3, write_run
+
+    write_run(tmp_path / "campaign", "base", "baseline", BASELINE, speculative=False, spread=0.05)
+    write_run(tmp_path / "campaign", "spec", "eagle3", EAGLE3, speculative=True, spread=0.05)
+    async with canned_app(tmp_path).run_test(size=(120, 40)) as pilot:  # local mode: no server lifecycle
+        app = pilot.app
+        await pilot.press("4", "c")
+        await compared(pilot)
+        said = app.query_one(SweepPane).comparison_text
+        assert said is not None and "w writes the adaptive profile\n" in said.plain and "u measures" not in said.plain
+        for key in ("u", "f"):
+            await pilot.press(key)
+        await wait_for(lambda: sum("this console manages no server" in str(n.message) for n in app._notifications) == 2)
+        assert not any(w.group == "refine" for w in app.query_one(SweepPane).workers) and not isinstance(app.screen, Confirm)
 
 
 async def test_w_says_why_no_adaptive_profile_is_written(tmp_path: Path) -> None:

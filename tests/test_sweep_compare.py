@@ -103,7 +103,11 @@ def test_u_says_what_it_will_measure_and_about_how_long_before_it_starts(tmp_pat
     requests = min(REPEAT_CAP, max(wanted.values()))
     said = repeat_plan(cmp, "b", wanted)
     assert said[0].startswith(f"C = {', '.join(map(str, sorted(wanted)))} of two (other): {requests} request(s) each")
-    assert said[1] == f"about {round(len(wanted) * requests / 2.0 / 60) or '<1'} min at the rates they measured"
+    seconds = len(wanted) * requests / 2.0
+    assert (
+        said[1]
+        == ("under a minute" if seconds < 60 else f"about {round(seconds / 60)} min") + " for this round, at the rates they measured"
+    )
     assert said[2].startswith("compared again after the round")
 
 
@@ -165,10 +169,15 @@ def test_store_tables_partial_and_corrupt_runs(campaign: Path) -> None:
     assert len(open_run(campaign, "base").levels()) == 8
 
 
-def test_runs_started_in_the_same_second_get_their_own_directories_and_a_named_one_is_never_reused(tmp_path: Path) -> None:
+def test_runs_started_in_the_same_second_get_their_own_directories_and_a_named_one_is_never_reused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import console.sweep.runs.store as store
+
+    monkeypatch.setattr(store.time, "strftime", lambda _format: "20261203-010318")  # every run in that one second
     meta = RunMeta(profile="t-baseline", settings={"levels": [1]})
     names = [create_run(tmp_path, meta).name for _ in range(11)]
-    assert len(set(names)) == 11  # the second's stem, then -2, -3… while the second lasts
+    assert names[0] == "20261203-010318-t-baseline" and names[1:3] == [f"{names[0]}-2", f"{names[0]}-3"] and len(set(names)) == 11
     assert [r.name for r in list_runs(tmp_path)] == names  # in the order made: stem-10 after stem-9, so `last` is the last
     create_run(tmp_path, meta, "mine")
     with pytest.raises(RunError, match="run 'mine' already exists"):

@@ -31,14 +31,16 @@ class ComparisonView(VerticalScroll):
     def compose(self) -> ComposeResult:
         yield Static("", id="sweep-compare-text")
 
-    def show(self, cmp: Comparison, *, keys: bool = True) -> None:
-        """`keys`: say what w, u and f do with it (not with --readonly, which takes them away)."""
+    def show(self, cmp: Comparison, *, keys: bool = True, measures: bool = True) -> None:
+        """`keys`: say what w, u and f do with it (not with --readonly, which takes them away); `measures`: u and f
+        too (they measure on the server this console manages)."""
+        said = "w writes the adaptive profile" + (", u measures undecided levels again, f refines the crossover" if measures else "")
         self.comparison = cmp
         lines = cmp.report()
         self.text = Text.assemble(
             (f"{lines[0]}\n", theme_style(self.app, "accent", bold=True)),
             (f"A = {cmp.name('a')}, B = {cmp.name('b')}\n", "bold"),
-            ("w writes the adaptive profile, u measures undecided levels again, f refines the crossover\n" if keys else "", "dim"),
+            (f"{said}\n" if keys else "", "dim"),
             "\n".join(lines[1:]),
         )
         table = Table(box=None, padding=(0, 1), header_style="dim", pad_edge=False)

@@ -13,7 +13,7 @@ from console.sweep.settings import SweepSettings
 
 FIELDS = (  # (id, label, hint)
     ("levels", "Levels", "concurrency C per level, comma-separated"),
-    ("requests", "Requests/level", "auto = 4·C, c = C (one per slot), at least min_requests; or a number"),
+    ("requests", "Requests/level", "auto = 4·C, c = C (one wave), each at least min_requests; or a number"),
     ("max_tokens", "max_tokens", "per request; every request runs to length (ignore_eos)"),
     ("input_tokens", "Prompt tokens", "length of each prompt"),
 )

@@ -176,22 +176,19 @@ class SweepPane(ComparisonActions):
         self._redraw = None
         if not self.display:  # hidden (another pane zoomed): drawn when shown again (its resize), not meanwhile
             return
-        chart = self.query_one(SweepChart)
-        was_shown = chart.display
-        if chart.draw(self.data) and not was_shown:
-            self.call_after_refresh(self.changed)  # drawn again once it has a height for the legend
+        self.query_one(SweepChart).draw(self.data)
         self._show_progress()
 
     def on_resize(self) -> None:
-        self.changed()  # drawn again at the new size
+        self.changed()  # the legend under the chart wrapped again to the new width
         short = self.size.height < SHORT_ROWS
         if short and self.query_one(LevelTable).has_focus:
             self.focus()  # the table is about to be hidden: its keys stay with the pane, not another one
         self.set_class(short, "-short")  # the chart and a progress line first, the table zoomed
 
     def _show_progress(self) -> None:
-        """The sweep's progress (or the run on screen) on the first line, at every size; the chart's legend and the
-        warnings under it."""
+        """The sweep's progress (or the run on screen) on the first line, at every size; the warnings and the
+        chart's legend under it."""
         text, shown = Text(), self.query_one("#sweep-progress", QuietStatic)
         room = shown.content_size.width or None
         live, handle = self.data.live, self.handle
@@ -204,11 +201,11 @@ class SweepPane(ComparisonActions):
             text.append(f"run {name}: {visible(self.run.profile)}, {self.run.state}", "dim")
         else:
             text.append("no sweep yet" if self.readonly else "no sweep yet: n starts one against the running server", "dim")
+        for warning in self.warnings:  # before the legend: a short pane cuts what comes last
+            text.append(f"\n⚠ {warning}", theme_style(self.app, "warning"))
         chart = self.query_one(SweepChart)
         if chart.legend:
             text.append("\n").append_text(chart.legend_text(room))
-        for warning in self.warnings:
-            text.append(f"\n⚠ {warning}", theme_style(self.app, "warning"))
         shown.update(text)
 
     def _show_run(self, run: Run) -> None:

@@ -83,7 +83,10 @@ class ComparisonActions(Pane):
         after each round until they settle or the rounds run out (console/actions/campaign.py do_repeat_uncertain)."""
         cmp = self.comparison
         lifecycle = self.session.lifecycle
-        if cmp is None or lifecycle is None or self._busy():
+        if cmp is None or self._busy():
+            return
+        if lifecycle is None:
+            self._no_server()
             return
         if not any(r.more_requests for r in cmp.repeats):
             self.notify("no level is uncertain enough for more requests to settle", timeout=6)
@@ -125,6 +128,10 @@ class ComparisonActions(Pane):
             self.notify(said, title="Repeat uncertain", timeout=15)
         self.show_comparison(*shown)
 
+    def _no_server(self) -> None:
+        """u and f measure on a server this console manages: without one (local mode) they say so."""
+        self.notify("nothing to measure on: this console manages no server (pivot --host NAME)", severity="warning", timeout=6)
+
     def _busy(self) -> bool:
         """A repeat or a refinement runs (switching servers, maybe): another would cut it short, so it is said."""
         if any(w.group == "refine" and w.is_running for w in self.workers):
@@ -143,7 +150,10 @@ class ComparisonActions(Pane):
     @work(group="ask", exit_on_error=False)
     async def action_refine(self) -> None:
         cmp = self.comparison
-        if cmp is None or self.session.lifecycle is None or self._busy():
+        if cmp is None or self._busy():
+            return
+        if self.session.lifecycle is None:
+            self._no_server()
             return
         found = bracket(cmp)
         if found is None or found.located:
@@ -245,7 +255,7 @@ class ComparisonActions(Pane):
 
     def _show_comparison(self, cmp: Comparison) -> None:
         view = self.query_one(ComparisonView)
-        view.show(cmp, keys=not self.readonly)
+        view.show(cmp, keys=not self.readonly, measures=self.session.lifecycle is not None)
         if self.has_focus_within:
             view.focus()  # the level table it replaces had the focus
         self.comparing = True  # the comparison has the same levels: it takes the table's room
@@ -261,7 +271,7 @@ def repeat_plan(cmp: Comparison, side: str, wanted: dict[int, int]) -> list[str]
     estimate = max(wanted.values())
     requests = min(REPEAT_CAP, estimate)
     rates = {lv.c: (lv.a if side == "a" else lv.b).requests_per_s for lv in cmp.levels}
-    seconds = [requests / rate for c in wanted if (rate := rates.get(c))]
+    seconds = sum(requests / rate for c in wanted if (rate := rates.get(c)))
     levels = ", ".join(map(str, sorted(wanted)))
     return [
         f"C = {levels} of {label(run)}: {requests} request(s) each"
@@ -271,8 +281,8 @@ def repeat_plan(cmp: Comparison, side: str, wanted: dict[int, int]) -> list[str]
             else ", what the comparison estimates would settle them"
         ),
         (
-            f"about {round(sum(seconds) / 60) or '<1'} min at the rates they measured"
-            if len(seconds) == len(wanted)
+            ("under a minute" if seconds < 60 else f"about {round(seconds / 60)} min") + " for this round, at the rates they measured"
+            if all(rates.get(c) for c in wanted)
             else "how long it takes is not known: a level has no measured rate"
         ),
         f"compared again after the round; up to {REPEAT_ROUNDS} rounds while a level stays undecided, each estimated again",
