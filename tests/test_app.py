@@ -237,7 +237,7 @@ async def test_operator_kills_the_zombies_a_killed_server_left(sim_host_process:
         await pilot.press("y")
         await wait_for(lambda: "all GPUs idle" in str(app.query_one("#gpu-idle").render()), timeout=20)
         status = str(app.query_one("#gpu-status").render())
-        assert "GPU 3:" in status and "GPU 7:" in status and "released in" in status
+        assert "GPU 3:" in status and "GPU 7:" in status and "released in" in status, status
 
 
 class StubbornTelemetry(FakeTelemetry):

@@ -114,8 +114,19 @@ async def test_the_chart_reads_upward_or_gives_way_to_a_line_of_numbers(tmp_path
         await settled(pilot)
         await wait_for(lambda: chart.size.height >= 10, timeout=10)
         await settled(pilot)
-        ticks = [float(row.split("┤")[0]) for row in str(chart.render()).splitlines() if "┤" in row]
-        assert len(ticks) >= 3 and ticks == sorted(ticks, reverse=True), ticks  # the top row's value is the largest
+        for height in (24, 25, 27, 30, 36):
+            if height != 24:
+                await pilot.resize_terminal(80, height)
+                await settled(pilot)
+            rows = str(chart.render()).splitlines()
+            labelled = [(i, float(row.split("┤")[0])) for i, row in enumerate(rows) if "┤" in row]
+            ticks = [value for _, value in labelled]
+            assert len(ticks) >= 3 and ticks == sorted(ticks, reverse=True), ticks  # the top row's value is the largest
+            # each label on its row: the same value per row between any two (plotext's own ticks, spaced for more
+            # rows than a short chart has, put 314.0 where the row stood for 360)
+            (top_row, top), (bottom_row, bottom) = labelled[0], labelled[-1]
+            per_row = (top - bottom) / (bottom_row - top_row)
+            assert all(abs(value - (top - (i - top_row) * per_row)) <= 0.1 for i, value in labelled), (height, labelled)
 
 
 class TestTasksPane:

@@ -33,6 +33,7 @@ OVERLAYS = [("chart-1", "•"), ("chart-2", "+"), ("chart-3", "o"), ("chart-4", 
 # a theme colour and a marker of its own for each, so that the chart reads without colour
 CHART_ROWS = 10  # below this, title, ticks and labels leave a curve no rows (and plotext's axis reads downward): a
 # line of the numbers instead, and `z` for the chart
+DECORATION_ROWS = 5  # the title, the frame's two lines, the x ticks and the x label: the rest is the plot's
 Figure = Callable[[LevelDone], float | None]
 SECOND: list[tuple[str, Figure] | None] = [  # the right axis' series, in the order `y` steps through them
     ("per-request tok/s", lambda lv: lv.req_tok_s_mean),
@@ -83,6 +84,7 @@ class SweepChart(PlotextPlot):
         super().__init__(**kw)
         self.legend: list[tuple[str, str, str]] = []  # (marker, label, theme variable) of what the chart shows
         self.data = ChartData()
+        self._ys: dict[str, list[float]] = {}  # each y axis' values at the last draw: their ticks
 
     def on_mount(self) -> None:  # PlotextPlot's own on_mount runs too
         self._use_theme()  # the frame is the theme's before the first draw too
@@ -135,6 +137,30 @@ class SweepChart(PlotextPlot):
             used += entry.cell_len
         return text
 
+    def _curve(self, *args: Any, yside: str = "left", **kw: Any) -> None:
+        """plt.plot (or plt.scatter, named first) of xs and ys, the ys kept for the axis' ticks."""
+        kind, (xs, ys) = (args[0], args[1:]) if isinstance(args[0], str) else ("plot", args)
+        self._ys[yside].extend(ys)
+        (self.plt.scatter if kind == "scatter" else self.plt.plot)(xs, ys, yside=yside, **kw)
+
+    def _even_ticks(self) -> None:
+        """Each y axis labelled on the rows it has, evenly: plotext spaces its ticks for more rows than a short chart
+        has and drops the ones that collide, so that 314.0 stood where 360 was."""
+        rows = self.size.height - DECORATION_ROWS
+        for side, ys in self._ys.items():
+            if rows < 2 or not ys or (lo := min(ys)) == (hi := max(ys)):
+                continue
+            # a label every row on a short chart, every third or fourth on a tall one, the bottom row's too where it can be
+            apart = 1 if rows <= 8 else 3 if rows <= 30 else 4
+            every = next((k for k in range(apart, 2 * apart + 1) if (rows - 1) % k == 0), apart)
+            ticks = [lo + (hi - lo) * i / (rows - 1) for i in range(0, rows, every)]
+            self.plt.ylim(lo, hi, yside=side)  # type: ignore[arg-type]  # the stub has yside a number; plotext takes a side
+            self.plt.yticks(ticks, [f"{t:.1f}" for t in ticks], yside=side)  # type: ignore[arg-type]
+
+    def on_resize(self) -> None:
+        if self.display and self._ys:
+            self.draw(self.data)  # the ticks are for the rows it has
+
     def _series(self, marker: str, name: str, variable: str) -> None:
         self.legend.append((marker, name, variable))
 
@@ -159,6 +185,7 @@ class SweepChart(PlotextPlot):
         plt.clear_figure()
         colours = self._use_theme()
         self.legend = []
+        self._ys = {"left": [], "right": []}
 
         live = data.live if data.live is not None and data.live.c is not None else None
         shown = bool(data.levels or data.overlays or live)
@@ -177,7 +204,7 @@ class SweepChart(PlotextPlot):
         plt.ylabel("total output tok/s")
         for (run, levels), (variable, marker) in zip(data.overlays, OVERLAYS, strict=False):  # at most as many as OVERLAYS
             self._series(marker, label(run), variable)
-            plt.plot(
+            self._curve(
                 _log([lv.c for lv in levels]),
                 [lv.total_tok_s for lv in levels],
                 color=colours[variable],
@@ -187,7 +214,7 @@ class SweepChart(PlotextPlot):
         if measured:
             xs = _log([e.c for e in measured])
             self._series("⣿", label(data.run) if data.run else "this run", "chart-run")
-            plt.plot(
+            self._curve(
                 xs,
                 [e.total_tok_s for e in measured],
                 color=colours["chart-run"],
@@ -196,7 +223,8 @@ class SweepChart(PlotextPlot):
             suspect = [e for e in measured if e.client_bound]
             if suspect:
                 self._series("?", "client-bound: not the server's limit", "chart-live")
-                plt.scatter(
+                self._curve(
+                    "scatter",
                     _log([e.c for e in suspect]),
                     [e.total_tok_s for e in suspect],
                     marker="?",
@@ -206,18 +234,20 @@ class SweepChart(PlotextPlot):
                 name, figure = second
                 ys = [figure(e) or 0 for e in measured]
                 self._series("x", f"{name} (right axis)", "chart-second")
-                plt.plot(xs, ys, color=colours["chart-second"], yside="right", marker="x")
+                self._curve(xs, ys, color=colours["chart-second"], yside="right", marker="x")
                 plt.ylabel(name, yside="right")  # type: ignore[call-arg]  # the stub says xside; plotext takes yside
         if live and live.c and live.tokens:
             elapsed = max(1e-6, time.monotonic() - live.started)
             self._series("●", f"C={live.c} now", "chart-live")
-            plt.scatter(
+            self._curve(
+                "scatter",
                 _log([live.c]),
                 [live.tokens / elapsed],
                 marker="●",
                 color=colours["chart-live"],
             )
         plt.title("total output tok/s by concurrency")
+        self._even_ticks()
         self.refresh()
         return True
 
@@ -231,7 +261,7 @@ class SweepChart(PlotextPlot):
         for (run, levels), (variable, marker) in zip(data.overlays, OVERLAYS, strict=False):
             if found := points(levels, run.meta.gpu_count if per_gpu else None):
                 self._series(marker, label(run), variable)
-                plt.plot(
+                self._curve(
                     [x for x, _ in found],
                     [y for _, y in found],
                     color=colours[variable],
@@ -239,11 +269,12 @@ class SweepChart(PlotextPlot):
                 )
         if data.run is not None and (found := points(data.levels, data.run.meta.gpu_count if per_gpu else None)):
             self._series("⣿", label(data.run), "chart-run")
-            plt.plot(
+            self._curve(
                 [x for x, _ in found],
                 [y for _, y in found],
                 color=colours["chart-run"],
                 marker="braille",
             )
         plt.title("the frontier: throughput by a user's speed")
+        self._even_ticks()
         self.refresh()

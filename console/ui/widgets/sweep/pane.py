@@ -25,7 +25,7 @@ from console.ui.screens.confirm import confirmed
 from console.ui.text import elide
 from console.ui.widgets.problem import PaneProblem, survives
 from console.ui.widgets.quiet import QuietStatic
-from console.ui.widgets.sweep.chart import SECOND, ChartData, SweepChart, earlier_runs
+from console.ui.widgets.sweep.chart import CHART_ROWS, SECOND, ChartData, SweepChart, earlier_runs
 from console.ui.widgets.sweep.comparison import ComparisonView
 from console.ui.widgets.sweep.form import SweepForm
 from console.ui.widgets.sweep.levels import LevelTable
@@ -34,13 +34,15 @@ from console.ui.widgets.sweep.verdicts import ComparisonActions
 from console.untrusted import visible
 
 REDRAW_S = 0.5  # the chart redraws at most this often, however fast requests finish, and not at all while nothing changes
-SHORT_ROWS = 14  # a pane shorter than this shows the chart and its progress line, not the level table
+SHORT_ROWS = 17  # a pane shorter than this shows the chart and its progress line, not the level table: a taller one
+# has room for the progress and legend (3-4 lines), a chart of CHART_ROWS and a few rows of the table
 
 
 class SweepPane(ComparisonActions):
     DEFAULT_CSS = """
     SweepPane { padding: 0 1; }
-    SweepPane SweepChart { height: 2fr; min-height: 4; }
+    SweepPane SweepChart { height: 2fr; min-height: 10; }  /* CHART_ROWS: drawn, not its line of numbers */
+    SweepPane.-short SweepChart { min-height: 4; }
     SweepPane #sweep-progress { height: auto; min-height: 1; max-height: 7; }
     SweepPane #sweep-levels { height: 1fr; max-height: 11; }
     SweepPane.-short #sweep-levels { display: none; }
@@ -204,8 +206,11 @@ class SweepPane(ComparisonActions):
         for warning in self.warnings:  # before the legend: a short pane cuts what comes last
             text.append(f"\n⚠ {warning}", theme_style(self.app, "warning"))
         chart = self.query_one(SweepChart)
-        if chart.legend:
-            text.append("\n").append_text(chart.legend_text(room))
+        if chart.legend and room:
+            legend = chart.legend_text(room)
+            lines = len(text.wrap(self.app.console, room)) + len(legend.plain.split("\n"))
+            if self.size.height - lines >= CHART_ROWS:  # else the chart is its line of numbers, which needs no legend
+                text.append("\n").append_text(legend)
         shown.update(text)
 
     def _show_run(self, run: Run) -> None:
