@@ -13,7 +13,7 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Container
 from textual.filter import LineFilter
-from textual.notifications import SeverityLevel
+from textual.notifications import Notification, SeverityLevel
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import DataTable, Footer
@@ -139,6 +139,12 @@ class PivotApp(App[None]):
             timeout=timeout,
             markup=False,
         )
+
+    def _unnotify(self, notification: Notification, refresh: bool = True) -> None:
+        """A toast that expired is painted over: where nothing under it changes (a zoomed comparison), Textual 8
+        left it on the terminal until something else was drawn there."""
+        super()._unnotify(notification, refresh)
+        self.call_after_refresh(self.screen.refresh)
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return variable_defaults(self.current_theme)
