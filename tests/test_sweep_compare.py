@@ -93,6 +93,7 @@ def test_two_identical_runs_name_no_winner_and_no_crossover(tmp_path: Path) -> N
 
 def test_u_says_what_it_will_measure_and_about_how_long_before_it_starts(tmp_path: Path) -> None:
     from console.actions.campaign import REPEAT_CAP
+    from console.sweep.analysis.repeats import repeat_time
     from console.ui.widgets.sweep.verdicts import repeat_plan
 
     write_run(tmp_path, "one", "direct", BASELINE, speculative=False, spread=0.005, every_level={"requests_per_s": 2.0})
@@ -102,13 +103,19 @@ def test_u_says_what_it_will_measure_and_about_how_long_before_it_starts(tmp_pat
     assert wanted, "two's wider intervals alone are in the way"
     requests = min(REPEAT_CAP, max(wanted.values()))
     said = repeat_plan(cmp, "b", wanted)
-    assert said[0].startswith(f"C = {', '.join(map(str, sorted(wanted)))} of two (other): {requests} request(s) each")
+    assert said[0].startswith(f"C = {', '.join(map(str, sorted(wanted)))} of two (other): {requests} requests each")
     seconds = len(wanted) * requests / 2.0
     assert (
         said[1]
-        == ("under a minute" if seconds < 60 else f"about {round(seconds / 60)} min") + " for this round, at the rates they measured"
+        == "this round: " + ("under a minute" if seconds < 60 else f"about {round(seconds / 60)} min") + " at the rates they measured"
     )
-    assert said[2].startswith("compared again after the round")
+    assert said[2].startswith("compared again after it") and said[2].endswith("asked before it starts")
+    assert (
+        repeat_plan(cmp, "b", {250: 5000})[0]
+        == f"C = 250 of two (other): {REPEAT_CAP} requests (the estimate, 5000, capped at {REPEAT_CAP})"
+    )
+    assert repeat_time(cmp.levels, "b", [250], 1200) == "about 10 min at the rates they measured"
+    assert repeat_time(cmp.levels, "b", [3], 10).startswith("how long it takes is not known")  # a level not measured
 
 
 def test_differences_within_the_margin_are_alike_however_tight_the_intervals(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from console.server.state import ServerState
 from console.session import Session
 from console.sweep.analysis.compare import Comparison, compare, counterpart, verification
 from console.sweep.analysis.refine import refine
+from console.sweep.analysis.repeats import repeat_time
 from console.sweep.analysis.slo import Slo
 from console.sweep.model import LevelDone
 from console.sweep.runs.store import Run, RunError
@@ -49,15 +50,21 @@ OPERATOR_ONLY = {
 class CampaignActions:
     """The campaign's verbs, each a runbook action (console/tasks/runbook.py names them) and each used by a pane or a
     command too. What a task's action does, on the session's host, through the same actions the panes and the commands use;
-    each event it causes says `via="runbook"`. In the console the session is the console's own, so its panes show
-    each step (the Server pane follows the lifecycle, the Sweep pane every sweep started through the session)."""
+    each event it causes says who asked (`via`: "runbook", or "console" and "cli" for the verbs a pane or a command
+    uses). In the console the session is the console's own, so its panes show each step (the Server pane follows the
+    lifecycle, the Sweep pane every sweep started through the session)."""
 
-    VIA = "runbook"
-
-    def __init__(self, session: Session, *, confirm_kill: Callable[[str], Awaitable[bool]], say: Callable[[str], None] = print):
+    def __init__(
+        self,
+        session: Session,
+        *,
+        confirm_kill: Callable[[str], Awaitable[bool]],
+        say: Callable[[str], None] = print,
+        via: str = "runbook",
+    ):
         if session.lifecycle is None:
             raise ActionFailed("runbooks run on a host from pivot.toml, not on --local")
-        self.session, self.lifecycle, self.say = session, session.lifecycle, say
+        self.session, self.lifecycle, self.say, self.via = session, session.lifecycle, say, via
         self.cfg = session.config
         self.confirm_kill = confirm_kill
 
@@ -76,7 +83,7 @@ class CampaignActions:
         listing = ", ".join(f"{p.pid} ({p.cmd or p.state})" for p in chosen.targets)
         if not await self.confirm_kill(f"kill {len(chosen.targets)} stray processes: {listing}?"):
             raise ActionFailed("not confirmed: nothing was killed")
-        report = await kill.kill(self.session, chosen, via=self.VIA)
+        report = await kill.kill(self.session, chosen, via=self.via)
         released: list[str] = []
         samples = kill.only_samples(self.session)
         try:
@@ -124,7 +131,7 @@ class CampaignActions:
     async def _launch(self, how: str, name: str) -> str:
         launch = self.lifecycle.start if how == "start" else self.lifecycle.switch
         try:
-            await launch(self.session.profiles().get(name), via=self.VIA)  # the lifecycle writes the events
+            await launch(self.session.profiles().get(name), via=self.via)  # the lifecycle writes the events
         except Exception as e:  # noqa: BLE001 - a refused preflight, a broken profile, a lost link: the step fails with why
             raise ActionFailed(str(e)) from None
         return await self._ready()
@@ -135,7 +142,7 @@ class CampaignActions:
             current = await self.lifecycle.poll()
             if not current.state.running:
                 return f"no server running ({current.describe()})"
-            report = await self.lifecycle.stop(via=self.VIA)  # the lifecycle writes it in the event log
+            report = await self.lifecycle.stop(via=self.via)  # the lifecycle writes it in the event log
         except Exception as e:  # noqa: BLE001 - as _launch: the step fails with why
             raise ActionFailed(str(e)) from None
         if not report.ok:
@@ -152,7 +159,7 @@ class CampaignActions:
                 )
             data[key] = [int(c) for c in value.split(",")] if key == "levels" else int(value) if value.isdigit() else value
         try:
-            handle = await self.session.sweeps.start(SweepSettings.from_dict(data), via=self.VIA)
+            handle = await self.session.sweeps.start(SweepSettings.from_dict(data), via=self.via)
         except (RunError, RemoteError, ValueError) as e:
             raise ActionFailed(str(e)) from None
         await self._follow(handle)
@@ -177,10 +184,17 @@ class CampaignActions:
         except RunError as e:
             raise ActionFailed(str(e)) from None
 
-    async def do_repeat_uncertain(self, name: str = "last", against: str | None = None, rounds: int = REPEAT_ROUNDS) -> str:
+    async def do_repeat_uncertain(
+        self,
+        name: str = "last",
+        against: str | None = None,
+        rounds: int = REPEAT_ROUNDS,
+        go_on: Callable[[str], Awaitable[bool]] | None = None,
+    ) -> str:
         """Measure again, on the running server, the levels of run `name` that its comparison with `against` (its
         counterpart by default) cannot tell, with as many requests as the comparison estimates would settle them;
-        compare again and repeat until every level settles or `rounds` is reached, and say which."""
+        compare again and repeat until every level settles or `rounds` is reached, and say which. `go_on` is asked
+        before each round after the first (each is estimated again, and can be far longer than the one agreed to)."""
         campaign = Campaign(self.cfg.campaign_dir)
         try:
             run = campaign.resolve(name)
@@ -207,6 +221,13 @@ class CampaignActions:
                     )
                 )
             requests = min(REPEAT_CAP, max(v for v in wanted.values() if v))
+            levels = ", ".join(map(str, sorted(wanted)))
+            if round_ > 1 and go_on is not None:
+                took = repeat_time(cmp.levels, "b", sorted(wanted), requests)
+                if not await go_on(
+                    f"round {round_} of {rounds}: C = {levels} of {run.name}, {requests} request{'s' if requests != 1 else ''} each, {took}"
+                ):
+                    return f"{run.name} against {other.name}: stopped before round {round_}; C = {levels} still cannot be told"
             self.say(
                 f"  round {round_} of {rounds}: repeating C = {', '.join(map(str, sorted(wanted)))} of {run.name}, "
                 f"{requests} request(s) each (what the comparison estimates would settle {_them(wanted)}"
@@ -215,7 +236,7 @@ class CampaignActions:
             )
             try:
                 settings = SweepSettings.from_dict({**run.meta.settings, "requests": requests})
-                handle = await self.session.sweeps.start(settings, run=run, how="repeat", levels=sorted(wanted), via=self.VIA)
+                handle = await self.session.sweeps.start(settings, run=run, how="repeat", levels=sorted(wanted), via=self.via)
             except (RunError, RemoteError, ValueError) as e:
                 raise ActionFailed(str(e)) from None
             await self._follow(handle)
@@ -274,7 +295,7 @@ class CampaignActions:
             async def measure(self, run: Run, level: int) -> None:
                 settings = run.settings
                 try:
-                    handle = await actions.session.sweeps.start(settings, run=run, how="refine", levels=[level], via=actions.VIA)
+                    handle = await actions.session.sweeps.start(settings, run=run, how="refine", levels=[level], via=actions.via)
                 except (RunError, RemoteError) as e:
                     raise ActionFailed(str(e)) from None
                 await actions._follow(handle)

@@ -110,7 +110,7 @@ async def campaign_verb(cfg: config.Config, host: str | None, verb: str, *words:
     async with Session(cfg, host) as session:
         await session.connect()
         try:
-            print(await getattr(CampaignActions(session, confirm_kill=_never), verb)(*words))
+            print(await getattr(CampaignActions(session, confirm_kill=_never, via="cli"), verb)(*words))
         except ActionFailed as e:
             print(f"pivot: {e}", file=sys.stderr)
             return 1

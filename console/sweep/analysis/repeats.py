@@ -82,3 +82,12 @@ def _narrowed(own: float, other: float, needed: float, *, both: bool = False) ->
         return None
     factor = math.sqrt(needed**2 - other**2) / own
     return factor if factor < 1 else None
+
+
+def repeat_time(levels: list[Level], side: str, cs: list[int], requests: int) -> str:
+    """About how long a repeat of these levels of one run (side "a" or "b") takes, in words, at the rates they measured."""
+    rates = {lv.c: (lv.a if side == "a" else lv.b).requests_per_s for lv in levels}
+    if not all(rates.get(c) for c in cs):
+        return "how long it takes is not known: a level has no measured rate"
+    seconds = sum(requests / (rates[c] or 1) for c in cs)
+    return ("under a minute" if seconds < 60 else f"about {round(seconds / 60)} min") + " at the rates they measured"

@@ -91,7 +91,7 @@ class SweepPane(ComparisonActions):
             "Repeat uncertain",
             id="sweep.repeat",
             show=False,  # said in the comparison they act on: the footer holds the rest at 80 columns
-            tooltip="Measure again the levels the comparison cannot decide, on the running server's run",
+            tooltip="Measure again the levels the comparison cannot decide, on the running server's run (asks first, and each round)",
         ),
         Binding(
             "f",

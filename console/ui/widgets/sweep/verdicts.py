@@ -17,6 +17,7 @@ from console.campaign import Campaign
 from console.remote.errors import RemoteError
 from console.sweep.analysis.adaptive import NoAdaptiveProfile, plan, spec_host
 from console.sweep.analysis.compare import Comparison, bracket, compare, counterpart
+from console.sweep.analysis.repeats import repeat_time
 from console.sweep.analysis.slo import Slo
 from console.sweep.runs.store import Run, RunError, label, list_runs
 from console.ui.screens.confirm import confirmed
@@ -121,7 +122,7 @@ class ComparisonActions(Pane):
         if not await confirmed(self.app, "Measure the undecided levels again?", [Text(line) for line in what], "Repeat"):
             return
         try:
-            said = await self._actions().do_repeat_uncertain(run.name, other.name)  # each round shows here
+            said = await self._actions().do_repeat_uncertain(run.name, other.name, go_on=self._another_round)  # each round shows here
         except ActionFailed as e:
             self.notify(f"the repeat stopped: {e}", severity="error", timeout=12)
         else:
@@ -131,6 +132,9 @@ class ComparisonActions(Pane):
     def _no_server(self) -> None:
         """u and f measure on a server this console manages: without one (local mode) they say so."""
         self.notify("nothing to measure on: this console manages no server (pivot --host NAME)", severity="warning", timeout=6)
+
+    async def _another_round(self, question: str) -> bool:
+        return await confirmed(self.app, "Measure another round?", [Text(question[0].upper() + question[1:])], "Repeat")
 
     def _busy(self) -> bool:
         """A repeat or a refinement runs (switching servers, maybe): another would cut it short, so it is said."""
@@ -145,7 +149,7 @@ class ComparisonActions(Pane):
         async def never(question: str) -> bool:
             return False  # a repeat or a refinement kills nothing
 
-        return CampaignActions(self.session, confirm_kill=never, say=lambda line: self.notify(line.strip(), timeout=6))
+        return CampaignActions(self.session, confirm_kill=never, say=lambda line: self.notify(line.strip(), timeout=6), via="console")
 
     @work(group="ask", exit_on_error=False)
     async def action_refine(self) -> None:
@@ -270,20 +274,14 @@ def repeat_plan(cmp: Comparison, side: str, wanted: dict[int, int]) -> list[str]
     run = cmp.a if side == "a" else cmp.b
     estimate = max(wanted.values())
     requests = min(REPEAT_CAP, estimate)
-    rates = {lv.c: (lv.a if side == "a" else lv.b).requests_per_s for lv in cmp.levels}
-    seconds = sum(requests / rate for c in wanted if (rate := rates.get(c)))
-    levels = ", ".join(map(str, sorted(wanted)))
+    levels = sorted(wanted)
     return [
-        f"C = {levels} of {label(run)}: {requests} request(s) each"
+        f"C = {', '.join(map(str, levels))} of {label(run)}: {requests} request{'s' if requests != 1 else ''} "
+        + ("each " if len(levels) > 1 else "")
         + (
-            f" (the estimate, {estimate}, capped at {REPEAT_CAP})"
-            if requests < estimate
-            else ", what the comparison estimates would settle them"
+            f"(the estimate, {estimate}, capped at {REPEAT_CAP})" if requests < estimate else "(what the comparison estimates settles them)"
         ),
-        (
-            ("under a minute" if seconds < 60 else f"about {round(seconds / 60)} min") + " for this round, at the rates they measured"
-            if all(rates.get(c) for c in wanted)
-            else "how long it takes is not known: a level has no measured rate"
-        ),
-        f"compared again after the round; up to {REPEAT_ROUNDS} rounds while a level stays undecided, each estimated again",
+        f"this round: {repeat_time(cmp.levels, side, levels, requests)}",
+        f"compared again after it; up to {REPEAT_ROUNDS} rounds while a level stays undecided, each estimated again from "
+        "the new numbers and asked before it starts",
     ]
