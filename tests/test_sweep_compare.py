@@ -218,6 +218,18 @@ def test_compare_command_table_json_markdown_and_profile(campaign: Path, tmp_pat
         "1": {"candidate_steps": [3]},
         "2": {"candidate_steps": [0]},
     }
+    profile.write_text(profile.read_text() + "# the operator's note\n")
+    kept = subprocess.run(
+        [sys.executable, "-m", "console", "--config", str(config), "compare", "base", "spec", "--write-profile"],
+        input="no\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert kept.returncode == 1 and "replace it? [yes/no]" in kept.stdout and "no profile written" in kept.stdout
+    assert profile.read_text().endswith("# the operator's note\n")  # asked, and told no: nothing replaced
+    replaced = pivot(config, "compare", "base", "spec", "--write-profile", "--yes")
+    assert replaced.returncode == 0 and "# the operator's note" not in profile.read_text()
     listed = pivot(config, "runs")
     assert "base" in listed.stdout and "complete" in listed.stdout
     missing = pivot(config, "compare", "base", "nope")

@@ -15,6 +15,7 @@ from rich.text import Text
 
 from console import config, pivot_toml
 from console.actions.adaptive import write_adaptive_profile
+from console.cli.prompt import ask
 from console.cli.sweep import resolve_runs, terminal
 from console.sweep.analysis.adaptive import NoAdaptiveProfile, plan, spec_host
 from console.sweep.analysis.comparable import KEYS
@@ -107,9 +108,9 @@ def as_json(cmp: Comparison) -> dict[str, Any]:
     }
 
 
-async def write_profile_for(cfg: config.Config, cmp: Comparison) -> int:
+async def write_profile_for(cfg: config.Config, cmp: Comparison, *, replace: bool = False) -> int:
     """The adaptive profile, its config uploaded to the host the speculative run was measured on; says what it did
-    or why it did not."""
+    or why it did not. One already there is replaced only when the operator says so (`w` asks too)."""
     from console.session import Session
 
     try:
@@ -117,6 +118,11 @@ async def write_profile_for(cfg: config.Config, cmp: Comparison) -> int:
     except NoAdaptiveProfile as e:
         print(str(e))
         return 1
+    if adaptive.profile_path.exists() and not replace:
+        print(f"{adaptive.profile_path} exists: {adaptive.summary()}")
+        if ask("replace it? [yes/no] ") not in ("y", "yes"):
+            print("no profile written (--yes replaces it without asking)")
+            return 1
     host = spec_host(cfg, cmp) if adaptive.engine == "sglang" else None
     async with Session(cfg, host.name if host else None, local=host is None) as session:
         if host is not None:
@@ -153,5 +159,5 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if markdown_path:
             markdown_path.write_text(markdown(cmp), encoding="utf-8")
         if write_profile:
-            status = max(status, asyncio.run(write_profile_for(cfg, cmp)))
+            status = max(status, asyncio.run(write_profile_for(cfg, cmp, replace=args.yes)))
     return status

@@ -165,6 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--csv", dest="fmt", action="store_const", const="csv", help="the per-level table as CSV")
     cmp.add_argument("--markdown", type=Path, metavar="FILE", help="also write a Markdown report")
     cmp.add_argument("--write-profile", action="store_true", help="write the adaptive-speculation config and a profile using it")
+    cmp.add_argument("--yes", action="store_true", help="with --write-profile: replace a profile of that name without asking")
     cmp.add_argument(
         "--anyway",
         action="store_true",
