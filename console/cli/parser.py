@@ -121,7 +121,10 @@ def build_parser() -> argparse.ArgumentParser:
     sweep = sub.add_parser("sweep", help="a concurrency sweep against the running server (or --url)")
     sweep.set_defaults(run="console.cli.sweep:cmd_sweep")
     sweep.add_argument("--levels", type=lambda s: [int(x) for x in s.split(",")], help="e.g. 1,2,5,10,30,70,100,250")
-    sweep.add_argument("--requests", help="per level: auto (max(4C,16)), c (exactly C), or a number")
+    sweep.add_argument(
+        "--requests",
+        help="per level: auto (4C, at least 16), c (C, one wave, at least 4; [sweep] min_requests sets the least), or a number",
+    )
     sweep.add_argument("--max-tokens", type=int, help="tokens each request asks for (default: [sweep] max_tokens)")
     sweep.add_argument("--url", help="the server's base URL, directly (no SSH, no lifecycle)")
     again = sweep.add_mutually_exclusive_group()

@@ -25,7 +25,7 @@ Requests = Annotated[Literal["auto", "c"] | Annotated[int, Strict(), Field(gt=0)
 @dataclass(frozen=True)
 class SweepSettings:
     levels: Levels = DEFAULT_LEVELS
-    requests: Requests = "auto"  # "auto": 4*C; "c": exactly C (one wave); or a number, taken as it is
+    requests: Requests = "auto"  # "auto": 4*C; "c": C (one wave); both at least min_requests; or a number, taken as it is
     # "auto" and "c" take at least this many (default 16 and 4): a level's interval narrows with the square root of
     # its requests, and a C=1 level of four requests decides little
     min_requests: Annotated[int, Strict(), Field(ge=2), expect("an integer of at least 2")] | None = None
