@@ -26,7 +26,7 @@ from console.ui.widgets.link_banner import LinkBanner
 from console.ui.widgets.sweep.chart import SweepChart
 from console.ui.widgets.sweep.pane import SweepPane
 from console.ui.widgets.tasks.pane import TextPrompt
-from tests.conftest import RECORD_BESIDE, HostProcess, compared, free_port, wait_for
+from tests.conftest import RECORD_BESIDE, HostProcess, compared, free_port, settled, wait_for
 from tests.fake_telemetry import FakeTelemetry
 
 
@@ -635,6 +635,24 @@ async def test_without_a_managed_server_the_comparison_offers_only_w_and_u_says_
             await pilot.press(key)
         await wait_for(lambda: sum("this console manages no server" in str(n.message) for n in app._notifications) == 2)
         assert not any(w.group == "refine" for w in app.query_one(SweepPane).workers) and not isinstance(app.screen, Confirm)
+
+
+async def test_zoomed_from_a_short_pane_the_arrows_reach_every_level(tmp_path: Path) -> None:
+    """At 80x24 the four-pane Sweep pane is too short for its level table and holds the focus itself; zoomed, the
+    table is shown and takes the focus, so that the arrows scroll to C=250."""
+    from tests.fixtures_runs import BASELINE, write_run
+
+    write_run(tmp_path / "campaign", "base", "baseline", BASELINE, speculative=False)
+    async with canned_app(tmp_path).run_test(size=(80, 24)) as pilot:
+        app = pilot.app
+        await pilot.press("4")
+        await settled(pilot)
+        assert app.focused is app.query_one(SweepPane)
+        await pilot.press("z")
+        table = app.query_one("#sweep-levels")
+        await wait_for(lambda: app.focused is table)
+        await pilot.press(*["down"] * 7)
+        await wait_for(lambda: table.cursor_row == 7 and table.scroll_y == table.max_scroll_y > 0)
 
 
 async def test_w_says_why_no_adaptive_profile_is_written(tmp_path: Path) -> None:

@@ -184,8 +184,11 @@ class SweepPane(ComparisonActions):
     def on_resize(self) -> None:
         self.changed()  # the legend under the chart wrapped again to the new width
         short = self.size.height < SHORT_ROWS
-        if short and self.query_one(LevelTable).has_focus:
+        table = self.query_one(LevelTable)
+        if short and table.has_focus:
             self.focus()  # the table is about to be hidden: its keys stay with the pane, not another one
+        elif not short and self.has_focus and not self.comparing:
+            self.call_after_refresh(table.focus)  # shown again (zoomed): the arrows scroll its levels
         self.set_class(short, "-short")  # the chart and a progress line first, the table zoomed
 
     def _show_progress(self) -> None:
