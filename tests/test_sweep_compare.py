@@ -232,6 +232,8 @@ def test_compare_command_table_json_markdown_and_profile(campaign: Path, tmp_pat
     assert replaced.returncode == 0 and "# the operator's note" not in profile.read_text()
     listed = pivot(config, "runs")
     assert "base" in listed.stdout and "complete" in listed.stdout
+    shown = pivot(config, "runs", "show", "base").stdout + table.stdout
+    assert not [line for line in shown.splitlines() if line != line.rstrip()]  # no padding at the ends of lines
     missing = pivot(config, "compare", "base", "nope")
     assert missing.returncode == 2 and "no run named 'nope'" in missing.stderr
     nothing = pivot(config, "compare", "base", "base", "--write-profile")

@@ -15,6 +15,7 @@ from rich.text import Text
 
 from console import pivot_toml
 from console.actions import kill
+from console.cli.output import trimmed
 from console.cli.prompt import ask
 from console.config import Config, ConfigError
 from console.gpu.format import age, flags, gib, idle_line
@@ -121,7 +122,7 @@ async def _job_gpus(lifecycle: ServerLifecycle, threshold_mib: float, as_json: b
 
 async def _gpus(args: argparse.Namespace) -> int:
     cfg = pivot_toml.load(args.config)
-    out = Console()
+    out = trimmed()
     if args.all:
         return await _fleet(cfg, out, args.json)
     async with Session(cfg, args.host, local=args.local) as session:
@@ -177,7 +178,7 @@ async def kill_processes(
 ) -> int:
     """The kill flow on the terminal; 0 when every target's memory came back."""
     grace = session.config.kill_grace_s if grace_s is None else grace_s
-    out = Console()
+    out = trimmed()
     sample = await _first_sample(session)
     chosen = [p.pid for p in sample.stray] if stray else pids
     if not chosen:

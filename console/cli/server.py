@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from console import pivot_toml
+from console.cli.output import trimmed
 from console.server.adopt import adopt, unmanaged
 from console.server.lifecycle import Check, Lifecycle, ServerLifecycle
 from console.server.multinode import ranks
@@ -27,7 +28,7 @@ STATUS_TAIL = 8  # a crashed server's last lines in `server status`: the state f
 
 def cmd_profiles(args: argparse.Namespace) -> int:
     action, names = args.action, args.names
-    out = Console(highlight=False)
+    out = trimmed(highlight=False)
     cfg = pivot_toml.load(args.config)
     profiles = load_profiles(*cfg.profile_dirs)
     if action is None:
@@ -96,7 +97,7 @@ async def cmd_server(args: argparse.Namespace) -> int:
     if args.action in ("start", "switch", "adopt") and not args.profile:
         print(f"pivot: server {args.action} needs a profile (see pivot profiles)", file=sys.stderr)
         return 2
-    out = Console(highlight=False, soft_wrap=True)  # a check or a status is one line, however narrow the pipe
+    out = trimmed(highlight=False, soft_wrap=True)  # a check or a status is one line, however narrow the pipe
     async with Session(pivot_toml.load(args.config), args.host) as session:
         lifecycle = session.lifecycle
         assert lifecycle is not None and session.spec is not None

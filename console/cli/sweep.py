@@ -16,6 +16,7 @@ from rich.text import Text
 
 from console import config, pivot_toml
 from console.campaign import Campaign
+from console.cli.output import terminal
 from console.cli.prompt import ask
 from console.sweep.analysis.drift import drift
 from console.sweep.model import LevelDone, LevelProgress, LevelRetry, LevelStarted, Request, Said, SweepDone, SweepStarted
@@ -302,12 +303,6 @@ def _delete(cfg: config.Config, names: list[str], yes: bool) -> int:
         delete_run(cfg.campaign_dir, run.name)
         print(f"deleted {run.name}")
     return 0
-
-
-def terminal(stderr: bool = False) -> Console:
-    """Rich output that a pipe gets whole: wide tables, sentences not cut into lines."""
-    out = Console(highlight=False, stderr=stderr)
-    return out if out.is_terminal else Console(highlight=False, stderr=stderr, width=200)
 
 
 def resolve_runs(cfg: config.Config, names: list[str]) -> list[Run]:

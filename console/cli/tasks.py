@@ -8,10 +8,10 @@ import json
 import time
 from pathlib import Path
 
-from rich.console import Console
 from rich.text import Text
 
 from console import pivot_toml
+from console.cli.output import trimmed
 from console.cli.prompt import ask
 from console.events import EventLog, TaskChange, summary
 from console.session import Session
@@ -59,7 +59,7 @@ def cmd_tasks(cli: argparse.Namespace) -> int:
         raise TaskError('tasks import takes one file (our tasks.json or a todo list: {"todos": [...]})')
     tasks = TaskList(cfg.campaign_dir).load()
     log = EventLog(cfg.campaign_dir)
-    out = Console(highlight=False)
+    out = trimmed(highlight=False)
     if tasks.warning:
         out.print(Text(visible(f"warning: {tasks.warning}"), style="yellow"), soft_wrap=True)
     if action == "add":
@@ -105,7 +105,7 @@ async def cmd_run(cli: argparse.Namespace) -> int:
         await session.connect()
         ok = await run_tasks(tasks, CampaignActions(session, confirm_kill=confirm, say=say), numbers, say)
     for line in render(tasks):
-        Console(highlight=False).print(line)
+        trimmed(highlight=False).print(line)
     return 0 if ok else 1
 
 
