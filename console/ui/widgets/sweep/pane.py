@@ -360,7 +360,8 @@ class SweepPane(ComparisonActions):
         """A change of the chart's view while the pane is too short to draw it: said, or the key seems to do nothing."""
         chart = self.query_one(SweepChart)
         if chart.display and chart.is_compact:  # (hidden: no level to draw yet, in any view)
-            self.notify(f"{what} (z shows it)", timeout=3)
+            zoomed = getattr(self.app, "zoomed", None) is self
+            self.notify(f"{what} ({'a taller terminal shows it' if zoomed else 'z shows it'})", timeout=3)
 
     def action_overlays(self) -> None:
         self.overlay_count = (self.overlay_count + 1) % 4

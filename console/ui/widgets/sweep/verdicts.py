@@ -57,8 +57,8 @@ class ComparisonActions(Pane):
         path = adaptive.profile_path
         lines = [
             adaptive.summary(),
-            # the path on a line of its own: folded, it would break mid-name at the dialog's edge
-            "will be written" + (" (replacing the one there)" if path.exists() else "") + f" to\n{path}",
+            # the file's name, then its directory on a line of its own: a whole path broke mid-name at the dialog's edge
+            f"will be written to {path.name}" + (" (replacing the one there)" if path.exists() else "") + f" in\n{path.parent}/",
             (
                 f"its config will be uploaded to {host.name}"
                 if host is not None
