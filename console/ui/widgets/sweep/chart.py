@@ -150,10 +150,10 @@ class SweepChart(PlotextPlot):
         for side, ys in self._ys.items():
             if rows < 2 or not ys or (lo := min(ys)) == (hi := max(ys)):
                 continue
-            # a label every row on a short chart, every third or fourth on a tall one, the bottom row's too where it can be
+            # a label every row on a short chart, every third or fourth on a tall one, from the top, the bottom row's too where it can be
             apart = 1 if rows <= 8 else 3 if rows <= 30 else 4
             every = next((k for k in range(apart, 2 * apart + 1) if (rows - 1) % k == 0), apart)
-            ticks = [lo + (hi - lo) * i / (rows - 1) for i in range(0, rows, every)]
+            ticks = [hi - (hi - lo) * i / (rows - 1) for i in range(0, rows, every)]  # from the top: the peak is labelled
             self.plt.ylim(lo, hi, yside=side)  # type: ignore[arg-type]  # the stub has yside a number; plotext takes a side
             self.plt.yticks(ticks, [f"{t:.1f}" for t in ticks], yside=side)  # type: ignore[arg-type]
 
