@@ -118,7 +118,7 @@ class SweepChart(PlotextPlot):
             if peak is not last:
                 said.append(f"peak {peak.total_tok_s:.1f} at C={peak.c}")
         text = Text("; ".join(said) or "no level measured yet", theme_style(self.app, "chart-run"))
-        return text.append("  z: the chart", "dim")
+        return text.append("  z:\u00a0the\u00a0chart", "dim")  # kept whole where the line wraps
 
     def legend_text(self, width: int | None = None) -> Text:
         """The legend, under the chart (plotext's own, inside it, marks each series' axis with L and ⅃, which
