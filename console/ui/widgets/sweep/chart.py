@@ -118,7 +118,10 @@ class SweepChart(PlotextPlot):
             if peak is not last:
                 said.append(f"peak {peak.total_tok_s:.1f} at C={peak.c}")
         text = Text("; ".join(said) or "no level measured yet", theme_style(self.app, "chart-run"))
-        return text.append("  z:\u00a0the\u00a0chart", "dim")  # kept whole where the line wraps
+        hint = "z: the chart"
+        last_line = text.wrap(self.app.console, max(1, self.size.width))[-1].cell_len
+        # the hint whole: on the numbers' last line where it fits, else on a line of its own
+        return text.append(("  " if last_line + 2 + len(hint) <= self.size.width else "\n") + hint, "dim")
 
     def legend_text(self, width: int | None = None) -> Text:
         """The legend, under the chart (plotext's own, inside it, marks each series' axis with L and ⅃, which
