@@ -226,8 +226,9 @@ def test_compare_command_table_json_markdown_and_profile(campaign: Path, tmp_pat
         text=True,
         timeout=60,
     )
-    assert kept.returncode == 1 and "replace it? [yes/no]" in kept.stdout and "no profile written" in kept.stdout
-    assert profile.read_text().endswith("# the operator's note\n")  # asked, and told no: nothing replaced
+    # no terminal to ask on (stdin a pipe): nothing replaced, said on stderr (stdout may be --json's)
+    assert kept.returncode == 1 and "no profile written (--yes replaces it without asking)" in kept.stderr and kept.stdout.strip()
+    assert "replace it?" not in kept.stdout + kept.stderr and profile.read_text().endswith("# the operator's note\n")
     replaced = pivot(config, "compare", "base", "spec", "--write-profile", "--yes")
     assert replaced.returncode == 0 and "# the operator's note" not in profile.read_text()
     listed = pivot(config, "runs")

@@ -4,12 +4,12 @@ test pilot composes every frame afresh, so a stale cell never shows there."""
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -20,36 +20,44 @@ pytestmark = pytest.mark.skipif(TMUX is None and not os.environ.get("CI"), reaso
 
 
 @pytest.fixture
-def terminal(sim_host_process: HostProcess, tmp_path: Path) -> Iterator[str]:
+def terminal(sim_host_process: HostProcess) -> Iterator[str]:
     """The console on the simulated host over SSH, in a detached tmux session of 80x24 on a tmux server of its own
-    (its socket in tmp_path), ended with the test."""
+    (named, not a socket path: a long temporary directory can exceed a socket path's limit), ended with the test.
+    The window stays when the console ends, so that a crash is on the screen the failure prints."""
     assert TMUX is not None, "tmux is not installed"
-    socket, name = str(tmp_path / "tmux.sock"), f"pivot-{uuid.uuid4().hex[:8]}"
-    command = f"{sys.executable} -m console --config {sim_host_process.config_path} --host demo"
-    subprocess.run([TMUX, "-S", socket, "new-session", "-d", "-s", name, "-x", "80", "-y", "24", command], check=True, timeout=30)
+    server = f"pivot-test-{uuid.uuid4().hex[:8]}"
+    command = shlex.join([sys.executable, "-m", "console", "--config", str(sim_host_process.config_path), "--host", "demo"])
+    subprocess.run([TMUX, "-L", server, "new-session", "-d", "-s", "console", "-x", "80", "-y", "24", command], check=True, timeout=30)
+    subprocess.run([TMUX, "-L", server, "set-option", "-t", "console", "remain-on-exit", "on"], check=False, timeout=30)
     try:
-        yield f"{socket}\0{name}"
+        yield server
     finally:
-        subprocess.run([TMUX, "-S", socket, "kill-server"], timeout=30, check=False)
+        subprocess.run([TMUX, "-L", server, "kill-server"], timeout=30, check=False)
 
 
-def screen(terminal: str) -> str:
-    socket, name = terminal.split("\0")
+def screen(server: str) -> str:
     assert TMUX is not None
-    return subprocess.run([TMUX, "-S", socket, "capture-pane", "-p", "-t", name], capture_output=True, text=True, timeout=30).stdout
+    return subprocess.run([TMUX, "-L", server, "capture-pane", "-p", "-t", "console"], capture_output=True, text=True, timeout=30).stdout
 
 
-def keys(terminal: str, *pressed: str) -> None:
-    socket, name = terminal.split("\0")
+def keys(server: str, *pressed: str) -> None:
     assert TMUX is not None
-    subprocess.run([TMUX, "-S", socket, "send-keys", "-t", name, *pressed], check=True, timeout=30)
+    subprocess.run([TMUX, "-L", server, "send-keys", "-t", "console", *pressed], check=True, timeout=30)
+
+
+async def shows(server: str, wanted: Callable[[str], bool], timeout: float) -> None:
+    """Wait for the screen to read as wanted (a tmux capture each 0.2 s); the screen in the failure, if it never does."""
+    try:
+        await wait_for(lambda: wanted(screen(server)), timeout=timeout, interval=0.2)
+    except AssertionError:
+        raise AssertionError(f"the terminal never showed what was waited for; it shows:\n{screen(server)}") from None
 
 
 async def test_a_toast_that_expired_is_gone_from_the_terminal_over_a_pane_where_nothing_changes(terminal: str) -> None:
-    await wait_for(lambda: "Sweep" in screen(terminal), timeout=60)
+    await shows(terminal, lambda text: "Sweep" in text, timeout=60)
     keys(terminal, "4", "z")  # the zoomed Sweep pane with no run: nothing under the toast is drawn again
-    await wait_for(lambda: "no sweep yet" in screen(terminal) and "GPUs" not in screen(terminal), timeout=30)
+    await shows(terminal, lambda text: "no sweep yet" in text and "GPUs" not in text, timeout=30)
     keys(terminal, "c")
-    await wait_for(lambda: "needed to compare" in screen(terminal), timeout=30)  # "two runs with completed levels are needed…"
-    await wait_for(lambda: "needed to compare" not in screen(terminal), timeout=60)  # Textual's 5 s, and it is painted over
+    await shows(terminal, lambda text: "needed to compare" in text, timeout=30)  # "two runs with completed levels are needed…"
+    await shows(terminal, lambda text: "needed to compare" not in text, timeout=60)  # Textual's 5 s, and it is painted over
     keys(terminal, "q")

@@ -222,15 +222,14 @@ class CampaignActions:
                 )
             requests = min(REPEAT_CAP, max(v for v in wanted.values() if v))
             levels = ", ".join(map(str, sorted(wanted)))
+            asked = f"{requests} request{'s' if requests != 1 else ''}" + (" each" if len(wanted) > 1 else "")
             if round_ > 1 and go_on is not None:
                 took = repeat_time(cmp.levels, "b", sorted(wanted), requests)
-                if not await go_on(
-                    f"round {round_} of {rounds}: C = {levels} of {run.name}, {requests} request{'s' if requests != 1 else ''} each, {took}"
-                ):
+                if not await go_on(f"round {round_} of {rounds}: C = {levels} of {run.name}, {asked}, {took}"):
                     return f"{run.name} against {other.name}: stopped before round {round_}; C = {levels} still cannot be told"
             self.say(
-                f"  round {round_} of {rounds}: repeating C = {', '.join(map(str, sorted(wanted)))} of {run.name}, "
-                f"{requests} request(s) each (what the comparison estimates would settle {_them(wanted)}"
+                f"  round {round_} of {rounds}: repeating C = {levels} of {run.name}, "
+                f"{asked} (what the comparison estimates would settle {_them(wanted)}"
                 + (f", capped at {REPEAT_CAP}" if requests < max(v for v in wanted.values() if v) else "")
                 + ")"
             )

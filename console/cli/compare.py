@@ -8,6 +8,7 @@ import csv
 import io
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from rich.table import Table
@@ -108,9 +109,10 @@ def as_json(cmp: Comparison) -> dict[str, Any]:
     }
 
 
-async def write_profile_for(cfg: config.Config, cmp: Comparison, *, replace: bool = False) -> int:
+async def write_profile_for(cfg: config.Config, cmp: Comparison, *, replace: bool = False, written_here: set[Path] | None = None) -> int:
     """The adaptive profile, its config uploaded to the host the speculative run was measured on; says what it did
-    or why it did not. One already there is replaced only when the operator says so (`w` asks too)."""
+    or why it did not. One already there is replaced only when the operator says so on a terminal (`w` asks too),
+    and never one this command wrote from an earlier comparison. The question goes to stderr: stdout may be JSON."""
     from console.session import Session
 
     try:
@@ -118,11 +120,16 @@ async def write_profile_for(cfg: config.Config, cmp: Comparison, *, replace: boo
     except NoAdaptiveProfile as e:
         print(str(e))
         return 1
-    if adaptive.profile_path.exists() and not replace:
-        print(f"{adaptive.profile_path} exists: {adaptive.summary()}")
-        if ask("replace it? [yes/no] ") not in ("y", "yes"):
-            print("no profile written (--yes replaces it without asking)")
+    path, written_here = adaptive.profile_path, written_here if written_here is not None else set()
+    if path in written_here:
+        print(f"no profile written: {path} was written from an earlier comparison of this command", file=sys.stderr)
+        return 1
+    if path.exists() and not replace:
+        print(f"{path} exists; the new one would be: {adaptive.summary()}", file=sys.stderr)
+        if not sys.stdin.isatty() or ask("replace it? [yes/no] ", to=sys.stderr) not in ("y", "yes"):
+            print("no profile written (--yes replaces it without asking)", file=sys.stderr)
             return 1
+    written_here.add(path)
     host = spec_host(cfg, cmp) if adaptive.engine == "sglang" else None
     async with Session(cfg, host.name if host else None, local=host is None) as session:
         if host is not None:
@@ -140,7 +147,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise RunError(f"--may-differ {unknown[0]}: no such key (keys: {', '.join(KEYS)})")
     slo = Slo.read(args.slo or cfg.compare.slo)
     runs = resolve_runs(cfg, names)
-    status = 0
+    status, written_here = 0, set[Path]()
     for other in runs[1:]:
         cmp = compare(runs[0], other, cfg.margin, anyway=args.anyway, may_differ=frozenset(args.may_differ), slo=slo)
         if fmt == "json":
@@ -159,5 +166,5 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if markdown_path:
             markdown_path.write_text(markdown(cmp), encoding="utf-8")
         if write_profile:
-            status = max(status, asyncio.run(write_profile_for(cfg, cmp, replace=args.yes)))
+            status = max(status, asyncio.run(write_profile_for(cfg, cmp, replace=args.yes, written_here=written_here)))
     return status

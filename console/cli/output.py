@@ -12,13 +12,18 @@ from rich.console import Console
 
 
 class _Trimmed(io.TextIOBase):
-    TRAILING = re.compile(r" +(?=(?:\x1b\[[0-9;]*m)*\n)")  # spaces before a line's end, its closing styles between
+    # spaces before a line's end, each run perhaps in styles of its own (a styled last column): the styles are kept
+    TRAILING = re.compile(r"(?:(?:\x1b\[[0-9;]*m)* +)+(?:\x1b\[[0-9;]*m)*\n")
 
     def __init__(self, stream: TextIO):
         self.stream = stream
 
+    @property
+    def encoding(self) -> str:  # type: ignore[override]  # Rich draws ASCII boxes for a stream that is not UTF-8
+        return getattr(self.stream, "encoding", None) or "utf-8"
+
     def write(self, text: str) -> int:
-        self.stream.write(self.TRAILING.sub("", text))
+        self.stream.write(self.TRAILING.sub(lambda m: m.group(0).replace(" ", ""), text))
         return len(text)
 
     def flush(self) -> None:

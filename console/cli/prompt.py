@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import sys
+from typing import TextIO
 
-def ask(question: str) -> str:
-    """The operator's answer, stripped and lowercased; "" when stdin is closed (EOF), which every caller takes as no."""
+
+def ask(question: str, *, to: TextIO | None = None) -> str:
+    """The operator's answer, stripped and lowercased; "" when stdin is closed (EOF), which every caller takes as no.
+    `to`: where the question is written (stderr where stdout carries data)."""
+    out = to or sys.stdout
     try:
-        return input(question).strip().lower()
+        out.write(question)
+        out.flush()
+        return input().strip().lower()
     except EOFError:
-        print()  # end the question's line
+        print(file=out)  # end the question's line
         return ""

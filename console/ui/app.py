@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from typing import TypeVar
 
 from textual import events, work
-from textual.app import App, ComposeResult, SystemCommand
+from textual.app import App, ComposeResult, ScreenStackError, SystemCommand
 from textual.binding import Binding
 from textual.containers import Container
 from textual.filter import LineFilter
@@ -144,7 +145,11 @@ class PivotApp(App[None]):
         """A toast that expired is painted over: where nothing under it changes (a zoomed comparison), Textual 8
         left it on the terminal until something else was drawn there."""
         super()._unnotify(notification, refresh)
-        self.call_after_refresh(self.screen.refresh)
+        self.call_after_refresh(self._repaint)
+
+    def _repaint(self) -> None:
+        with contextlib.suppress(ScreenStackError):  # (no screen left: the app is ending)
+            self.screen.refresh()
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return variable_defaults(self.current_theme)

@@ -86,8 +86,9 @@ def _narrowed(own: float, other: float, needed: float, *, both: bool = False) ->
 
 def repeat_time(levels: list[Level], side: str, cs: list[int], requests: int) -> str:
     """About how long a repeat of these levels of one run (side "a" or "b") takes, in words, at the rates they measured."""
-    rates = {lv.c: (lv.a if side == "a" else lv.b).requests_per_s for lv in levels}
-    if not all(rates.get(c) for c in cs):
+    measured = {lv.c: (lv.a if side == "a" else lv.b).requests_per_s for lv in levels}
+    rates = [rate for c in cs if (rate := measured.get(c))]
+    if len(rates) < len(cs):
         return "how long it takes is not known: a level has no measured rate"
-    seconds = sum(requests / (rates[c] or 1) for c in cs)
+    seconds = sum(requests / rate for rate in rates)
     return ("under a minute" if seconds < 60 else f"about {round(seconds / 60)} min") + " at the rates they measured"

@@ -153,7 +153,8 @@ class SweepChart(PlotextPlot):
         for side, ys in self._ys.items():
             if rows < 2 or not ys or (lo := min(ys)) == (hi := max(ys)):
                 continue
-            # a label every row on a short chart, every third or fourth on a tall one, from the top, the bottom row's too where it can be
+            # a label every row on a short chart, every third or fourth on a tall one (up to twice that where it then
+            # reaches the bottom row too), from the top
             apart = 1 if rows <= 8 else 3 if rows <= 30 else 4
             every = next((k for k in range(apart, 2 * apart + 1) if (rows - 1) % k == 0), apart)
             ticks = [hi - (hi - lo) * i / (rows - 1) for i in range(0, rows, every)]  # from the top: the peak is labelled

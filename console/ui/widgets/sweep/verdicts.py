@@ -279,7 +279,9 @@ def repeat_plan(cmp: Comparison, side: str, wanted: dict[int, int]) -> list[str]
         f"C = {', '.join(map(str, levels))} of {label(run)}: {requests} request{'s' if requests != 1 else ''} "
         + ("each " if len(levels) > 1 else "")
         + (
-            f"(the estimate, {estimate}, capped at {REPEAT_CAP})" if requests < estimate else "(what the comparison estimates settles them)"
+            f"(the estimate, {estimate}, capped at {REPEAT_CAP})"
+            if requests < estimate
+            else "(what the comparison estimates would settle them)"
         ),
         f"this round: {repeat_time(cmp.levels, side, levels, requests)}",
         f"compared again after it; up to {REPEAT_ROUNDS} rounds while a level stays undecided, each estimated again from "
