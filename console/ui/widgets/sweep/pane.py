@@ -212,10 +212,10 @@ class SweepPane(ComparisonActions):
         if chart.legend and room:
             legend = chart.legend_text(room)
             lines = len(text.wrap(self.app.console, room)) + len(legend.plain.split("\n"))
-            room = self.size.height - lines
+            chart_rows = self.size.height - lines
             if self.comparing and self.has_class("-short"):
-                room = room * 2 // 3  # the comparison takes 1fr beside the chart's 2fr
-            if room >= CHART_ROWS:  # else the chart is its line of numbers, which needs no legend
+                chart_rows = chart_rows * 2 // 3  # the comparison takes 1fr beside the chart's 2fr
+            if chart_rows >= CHART_ROWS:  # else the chart is its line of numbers, which needs no legend
                 text.append("\n").append_text(legend)
         shown.update(text)
 
