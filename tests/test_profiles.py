@@ -164,3 +164,20 @@ def test_any_string_value_arrives_as_exactly_one_argument(tmp_path_factory: pyte
     out = subprocess.run(["/bin/sh", "-c", shell_command(profile.argv())], capture_output=True, check=True).stdout.decode()
     assert out == "".join(f"<{a}>" for a in profile.argv()[2:])
     assert f"<{value}>" in out and f"<{model}>" in out
+
+
+def test_the_profile_list_through_a_pipe_lists_every_shipped_profile_with_no_padding_at_line_ends(tmp_path: Path) -> None:
+    """What CI's wheel check does (`pivot profiles | tee`): a table whose last column is padded with long runs of spaces
+    once made the line trimming backtrack without end."""
+    (tmp_path / "pivot.toml").write_text("")
+    listed = subprocess.run(
+        [sys.executable, "-m", "console", "--config", str(tmp_path / "pivot.toml"), "profiles"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert {path.stem for path in SHIPPED.glob("*.toml")} <= {line.split(" ")[0] for line in lines}
+    assert not [line for line in lines if line != line.rstrip()]

@@ -12,8 +12,7 @@ from rich.console import Console
 
 
 class _Trimmed(io.TextIOBase):
-    # spaces before a line's end, each run perhaps in styles of its own (a styled last column): the styles are kept
-    TRAILING = re.compile(r"(?:(?:\x1b\[[0-9;]*m)* +)+(?:\x1b\[[0-9;]*m)*\n")
+    STYLE = re.compile(r"(\x1b\[[0-9;]*m)")  # split on, kept: a line's text between its styles
 
     def __init__(self, stream: TextIO):
         self.stream = stream
@@ -23,8 +22,21 @@ class _Trimmed(io.TextIOBase):
         return getattr(self.stream, "encoding", None) or "utf-8"
 
     def write(self, text: str) -> int:
-        self.stream.write(self.TRAILING.sub(lambda m: m.group(0).replace(" ", ""), text))
+        lines = text.split("\n")
+        self.stream.write("\n".join([*map(self._trim, lines[:-1]), lines[-1]]))  # (the last: no line's end yet)
         return len(text)
+
+    def _trim(self, line: str) -> str:
+        """The line without the spaces at its end, each run perhaps in styles of its own (a styled last column): the
+        styles are kept. Piece by piece from the end, not one regex: nested repeats of spaces backtrack for ever."""
+        if not line.endswith(" ") and "\x1b" not in line:
+            return line
+        pieces = self.STYLE.split(line)  # text, style, text, …, text
+        for i in range(len(pieces) - 1, -1, -2):
+            pieces[i] = pieces[i].rstrip(" ")
+            if pieces[i]:
+                break
+        return "".join(pieces)
 
     def flush(self) -> None:
         self.stream.flush()
