@@ -18,7 +18,7 @@ from console.server.state import ServerState
 from console.session import Session
 from console.sweep.analysis.compare import Comparison, compare, counterpart, verification
 from console.sweep.analysis.refine import refine
-from console.sweep.analysis.repeats import repeat_time
+from console.sweep.analysis.repeats import repeat_time, requests_each
 from console.sweep.analysis.slo import Slo
 from console.sweep.model import LevelDone
 from console.sweep.runs.store import Run, RunError
@@ -222,7 +222,7 @@ class CampaignActions:
                 )
             requests = min(REPEAT_CAP, max(v for v in wanted.values() if v))
             levels = ", ".join(map(str, sorted(wanted)))
-            asked = f"{requests} request{'s' if requests != 1 else ''}" + (" each" if len(wanted) > 1 else "")
+            asked = requests_each(requests, len(wanted))
             if round_ > 1 and go_on is not None:
                 took = repeat_time(cmp.levels, "b", sorted(wanted), requests)
                 if not await go_on(f"round {round_} of {rounds}: C = {levels} of {run.name}, {asked}, {took}"):

@@ -92,3 +92,8 @@ def repeat_time(levels: list[Level], side: str, cs: list[int], requests: int) ->
         return "how long it takes is not known: a level has no measured rate"
     seconds = sum(requests / rate for rate in rates)
     return ("under a minute" if seconds < 60 else f"about {round(seconds / 60)} min") + " at the rates they measured"
+
+
+def requests_each(requests: int, levels: int) -> str:
+    """A repeat's requests in words, with "each" where it measures several levels."""
+    return f"{requests} request{'s' if requests != 1 else ''}" + (" each" if levels > 1 else "")

@@ -140,11 +140,10 @@ class SweepChart(PlotextPlot):
             used += entry.cell_len
         return text
 
-    def _curve(self, *args: Any, yside: str = "left", **kw: Any) -> None:
-        """plt.plot (or plt.scatter, named first) of xs and ys, the ys kept for the axis' ticks."""
-        kind, (xs, ys) = (args[0], args[1:]) if isinstance(args[0], str) else ("plot", args)
+    def _curve(self, xs: list[float], ys: list[float], *, scatter: bool = False, yside: str = "left", **kw: Any) -> None:
+        """plt.plot (or plt.scatter) of xs and ys, the ys kept for the axis' ticks."""
         self._ys[yside].extend(ys)
-        (self.plt.scatter if kind == "scatter" else self.plt.plot)(xs, ys, yside=yside, **kw)
+        (self.plt.scatter if scatter else self.plt.plot)(xs, ys, yside=yside, **kw)
 
     def _even_ticks(self) -> None:
         """Each y axis labelled on the rows it has, evenly: plotext spaces its ticks for more rows than a short chart
@@ -228,9 +227,9 @@ class SweepChart(PlotextPlot):
             if suspect:
                 self._series("?", "client-bound: not the server's limit", "chart-live")
                 self._curve(
-                    "scatter",
                     _log([e.c for e in suspect]),
                     [e.total_tok_s for e in suspect],
+                    scatter=True,
                     marker="?",
                     color=colours["chart-live"],
                 )
@@ -244,9 +243,9 @@ class SweepChart(PlotextPlot):
             elapsed = max(1e-6, time.monotonic() - live.started)
             self._series("●", f"C={live.c} now", "chart-live")
             self._curve(
-                "scatter",
                 _log([live.c]),
                 [live.tokens / elapsed],
+                scatter=True,
                 marker="●",
                 color=colours["chart-live"],
             )

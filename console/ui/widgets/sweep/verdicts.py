@@ -17,7 +17,7 @@ from console.campaign import Campaign
 from console.remote.errors import RemoteError
 from console.sweep.analysis.adaptive import NoAdaptiveProfile, plan, spec_host
 from console.sweep.analysis.compare import Comparison, bracket, compare, counterpart
-from console.sweep.analysis.repeats import repeat_time
+from console.sweep.analysis.repeats import repeat_time, requests_each
 from console.sweep.analysis.slo import Slo
 from console.sweep.runs.store import Run, RunError, label, list_runs
 from console.ui.screens.confirm import confirmed
@@ -276,8 +276,7 @@ def repeat_plan(cmp: Comparison, side: str, wanted: dict[int, int]) -> list[str]
     requests = min(REPEAT_CAP, estimate)
     levels = sorted(wanted)
     return [
-        f"C = {', '.join(map(str, levels))} of {label(run)}: {requests} request{'s' if requests != 1 else ''} "
-        + ("each " if len(levels) > 1 else "")
+        f"C = {', '.join(map(str, levels))} of {label(run)}: {requests_each(requests, len(levels))} "
         + (
             f"(the estimate, {estimate}, capped at {REPEAT_CAP})"
             if requests < estimate
