@@ -39,8 +39,8 @@ def sim_env(tmp_path: Path) -> dict[str, str]:
 def start_server(sim_env: dict[str, str], tmp_path: Path) -> Iterator[Callable[..., Server]]:
     started: list[subprocess.Popen[bytes]] = []
 
-    def start(*flags: str, wait_ready: bool = True) -> Server:
-        port = free_port()
+    def start(*flags: str, wait_ready: bool = True, port: int | None = None) -> Server:
+        port = port or free_port()
         log = tmp_path / f"server-{port}.log"
         argv = [
             sys.executable,

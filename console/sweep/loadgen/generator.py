@@ -25,10 +25,12 @@ from console.sweep.loadgen.feed import Feed, Share, prompts_from, sender, watch_
 from console.sweep.loadgen.requests import Client, TokensPerChunk, UniquePrompts
 from console.sweep.loadgen.server_view import (
     GaugeMeans,
+    ServerWatch,
     metrics_text,
     scrape,
     server_answers,
     server_facts,
+    shared_with,
     spec_counters,
     speculation,
     warnings_for,
@@ -150,10 +152,13 @@ async def run_level(
     reference: bool = False,
     power: PowerMeter | None = None,
     workers: Workers | None = None,
+    watch: ServerWatch | None = None,
 ) -> LevelDone:
     """One level to its end; nodes: the hosts of a server across nodes (each rank serves every request), written in
     the level's row; reference: the sweep's first level measured again, for its drift; power: reads the server's GPUs'
-    power, for the level's energy; workers: the sweep's worker processes, where the level needs more than this one."""
+    power, for the level's energy; workers: the sweep's worker processes, where the level needs more than this one;
+    watch: the server the sweep began on. A level is failed (not a measurement of C) when the server was replaced
+    or restarted, or another client's requests shared it (by the server's own count)."""
     total = settings.requests_for(c)
     processes = settings.workers_for(c, os.cpu_count()) if workers is not None else 1
     sink.emit(LevelStarted(c=c, requests=total, warmup=settings.warmup, repeat=repeat, reference=reference))
@@ -175,6 +180,7 @@ async def run_level(
     lags = Quantiles()
     give_up = max(2.0, FAILED_ERROR_RATE * total)  # past this many failures the level is failed: stop feeding it
     level: Feed | WorkerLevel
+    made: list[Feed | WorkerLevel] = []  # the level once made (the server's scrapes begin before it)
 
     def finished(record: RequestRecord, event: dict[str, Any] | None = None) -> None:
         nonlocal errors
@@ -200,12 +206,16 @@ async def run_level(
         helpers.append(asyncio.create_task(sample_power(power, watts)))
     counted_before = None
     if scrape_metrics:
-        counted_before = spec_counters(await metrics_text(client.session()) or "")
-        helpers.append(asyncio.create_task(scrape(client.session, c, sink.emit, gauges)))
+        text = await metrics_text(client.session())
+        counted_before = spec_counters(text or "")
+        if watch is not None:
+            watch.see(text)
+        helpers.append(asyncio.create_task(scrape(client.session, c, sink.emit, gauges, watch, lambda: sum(m.in_flight for m in made))))
     failed = None
     try:
         if workers is not None and processes > 1:
             level = workers.level(processes, c, share.end, share.deadline, level_t0, finished)
+            made.append(level)
             helpers.append(asyncio.create_task(progress()))
             try:
                 await level.wait()
@@ -213,6 +223,7 @@ async def run_level(
                 failed = str(e)
         else:
             level = Feed(share)
+            made.append(level)
             helpers.append(asyncio.create_task(progress()))
             send = sender(client, settings, prompts_from(pool), model, c, level_t0, per_chunk, ignore_eos)
             await level.run(c, send, finished)
@@ -227,7 +238,13 @@ async def run_level(
         lag = [max((v for v in (mine, level.lag(i)) if v is not None), default=None) for i, mine in enumerate(lag)]
     server = gauges.means()
     if counted_before is not None:  # counted over the level, not averaged from gauges
-        server |= speculation(counted_before, spec_counters(await metrics_text(client.session()) or ""))
+        text = await metrics_text(client.session())
+        server |= speculation(counted_before, spec_counters(text or ""))
+        if watch is not None:
+            watch.see(text)
+    if watch is not None and not failed and errors <= give_up:  # (a server that does not answer is asked after)
+        await watch.check(client.session())
+    failed = failed or (watch.changed if watch is not None else None) or shared_with(gauges.beyond_ours, c)
     if over := stats.over_asked_any:
         failed = f"the server reported more tokens than max_tokens asked in {over} request(s): not a measurement"
     metrics = stats.metrics(wall, server, failed=failed)
@@ -293,6 +310,7 @@ async def sweep(
     async with Client(url, headers, max(levels), settings.idle_timeout_s) as client:
         facts = await server_facts(client.session())
         model = settings.model or facts.model or "default"
+        watch = ServerWatch(facts)
         source: list[Any] | UniquePrompts = pool
         if not pool:  # a prompt of its own for each request, as long as asked in the server's tokens where it counts
             source = UniquePrompts(settings.input_tokens)
@@ -332,6 +350,7 @@ async def sweep(
             nodes=nodes,
             power=power,
             workers=workers,
+            watch=watch,
         )
         stopped = False
         measured = False
@@ -344,15 +363,19 @@ async def sweep(
                     break
                 result = await measure(c=c, repeat=bool(repeat))
                 measured = True
-                if result.failed:
+                answering = True
+                if result.failed and not watch.changed:
                     answering = await server_answers(client.session(), settings.server_wait_s)
-                    if answering:
+                    if answering and not await watch.check(client.session()):
                         sink.emit(LevelRetry(c=c, reason=result.failed))
                         result = await measure(c=c, repeat=bool(repeat))
-                    if result.failed:
-                        why = "" if answering else f"; the server did not answer for {settings.server_wait_s:g} s"
-                        failed = f"C={c}: {result.failed}" + (f" ({result.first_error})" if result.first_error else "") + why
-                        break
+                if watch.changed:  # what follows would measure another server than the levels before
+                    failed = f"C={c}: {watch.changed}: the sweep stops here"
+                    break
+                if result.failed:
+                    why = "" if answering else f"; the server did not answer for {settings.server_wait_s:g} s"
+                    failed = f"C={c}: {result.failed}" + (f" ({result.first_error})" if result.first_error else "") + why
+                    break
             check_drift = (
                 settings.drift_check and measured and not (stopped or failed or repeat) and len(levels) > 1 and levels[0] not in done
             )  # (a first level of an earlier session: another server, maybe)

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import json
 import math
+import statistics
 import time
 from collections.abc import Callable
 from typing import Any
@@ -19,7 +20,7 @@ import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
 from console.sweep.model import ServerFacts, ServerMetrics
-from console.untrusted import decode
+from console.untrusted import decode, visible
 
 SERVER_GAUGES = {  # Prometheus name -> our name
     "sglang:num_running_reqs": "running",
@@ -107,13 +108,17 @@ async def metrics_text(client: aiohttp.ClientSession) -> str | None:
 
 
 class GaugeMeans:
-    """The server's gauges over a level's scrapes: each one's mean (a NaN gauge is no measurement)."""
+    """The server's gauges over a level's scrapes: each one's mean (a NaN gauge is no measurement), and at each scrape
+    the requests the server held (running and queued) beyond those this client had in flight: another client's."""
 
     def __init__(self) -> None:
         self.sums: dict[str, float] = {}
         self.counts: dict[str, int] = {}
+        self.beyond_ours: list[float] = []
 
-    def add(self, values: dict[str, float]) -> None:
+    def add(self, values: dict[str, float], ours: int | None = None) -> None:
+        if "running" in values and ours is not None:
+            self.beyond_ours.append(values["running"] + values.get("queued", 0.0) - ours)
         if values.get("spec_accept_length") == 0 or values.get("spec_steps") == 0:
             # no drafting in the steps the gauges cover (SGLang sets them to 0 then) or none now: no acceptance to
             # average in; counted as 0 it made an adaptive run's levels read 0.6 tokens a step, below the one a
@@ -127,15 +132,96 @@ class GaugeMeans:
         return {k: mean for k, total in self.sums.items() if math.isfinite(mean := total / self.counts[k])}
 
 
-async def scrape(session: Callable[[], aiohttp.ClientSession], c: int, emit: Callable[[ServerMetrics], None], gauges: GaugeMeans) -> None:
-    """session: the client's current one (it changes when the server turns out to close kept-alive connections)."""
+def shared_with(beyond_ours: list[float], c: int) -> str | None:
+    """Why a level of C requests in flight is not a measurement of C: in most of its scrapes, at least two, the server
+    held more than C/20 requests (and at least one) beyond this client's in flight at that moment (a request just
+    finished may still be counted for a moment, so one scrape is not enough). None where it did not share, or the
+    scrapes are too few to say."""
+    over = [n for n in beyond_ours if n > c // 20]
+    if len(beyond_ours) < 2 or 2 * len(over) <= len(beyond_ours):
+        return None
+    others = round(statistics.median(over))
+    return f"another client held about {others} request(s) beside C={c}, by the server's own count"
+
+
+IDENTITY = (
+    "model",
+    "version",
+    "tp_size",
+    "max_running_requests",
+    "speculative_algorithm",
+    "speculative_num_steps",
+    "speculative_eagle_topk",
+    "speculative_adaptive",
+)
+
+
+def _lifetime_counters(text: str) -> dict[str, float]:
+    """The samples that only grow while a server process lives: Prometheus counters, summed over their labels (a
+    `_created` time is not one: a new label's own time moves that sum)."""
+    return {k: v for k, v in _samples(text).items() if k.endswith("_total")}
+
+
+class ServerWatch:
+    """The server a sweep began on, and whether the one answering now is still it: what it says of itself
+    (/server_info, its model) and counters that fall back only when its process is replaced. `changed` holds why,
+    once seen: the sweep stops there (a resume measures the rest on the server then, if it is the profile's)."""
+
+    def __init__(self, facts: ServerFacts) -> None:
+        self.facts = facts
+        self.counters: dict[str, float] = {}
+        self.changed: str | None = None
+
+    def see(self, text: str | None) -> str | None:
+        """The counters read now; why the server is not the one read before (None: it is, or cannot be told)."""
+        now = _lifetime_counters(text or "")
+        if not now:
+            return None
+        before, self.counters = self.counters, now
+        if any(now[k] < v for k, v in before.items() if k in now):
+            self.changed = self.changed or "the server was restarted (its counters began again)"
+        return self.changed
+
+    async def check(self, session: aiohttp.ClientSession) -> str | None:
+        """Asks the server now: why it is not the one the sweep began on (None: it is, or cannot be told)."""
+        facts = await server_facts(session)
+        if facts.model is not None:  # it answered: what it says of itself is its word
+            said = [
+                f"{k} {_said(getattr(self.facts, k))}, now {_said(getattr(facts, k))}"
+                for k in IDENTITY
+                if getattr(self.facts, k) != getattr(facts, k)
+            ]
+            if said:
+                self.changed = self.changed or f"the server was replaced ({'; '.join(said)})"
+        if facts.metrics:
+            self.see(await metrics_text(session))
+        return self.changed
+
+
+def _said(value: object) -> str:
+    return "none" if value is None else visible(str(value))
+
+
+async def scrape(
+    session: Callable[[], aiohttp.ClientSession],
+    c: int,
+    emit: Callable[[ServerMetrics], None],
+    gauges: GaugeMeans,
+    watch: ServerWatch | None = None,
+    ours: Callable[[], int | None] = lambda: None,
+) -> None:
+    """session: the client's current one (it changes when the server turns out to close kept-alive connections);
+    ours: this client's requests in flight now."""
     while True:
         with contextlib.suppress(*HTTP_ERRORS, ValueError):
             status, body = await get(session(), "/metrics", 5)
             if status == 200:
-                values = server_gauges(decode(body))
+                text = decode(body)
+                if watch is not None:
+                    watch.see(text)
+                values = server_gauges(text)
                 if values:
-                    gauges.add(values)
+                    gauges.add(values, ours())
                     emit(ServerMetrics.model_validate({"c": c, **values}))  # the gauges as fields of their own
         await asyncio.sleep(1.0)
 
