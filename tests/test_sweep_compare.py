@@ -181,7 +181,7 @@ def test_runs_started_in_the_same_second_get_their_own_directories_and_a_named_o
 ) -> None:
     import console.sweep.runs.store as store
 
-    monkeypatch.setattr(store.time, "strftime", lambda _format: "20261203-010318")  # every run in that one second
+    monkeypatch.setattr(store.time, "strftime", lambda _format, _when: "20261203-010318")  # every run in that one second
     meta = RunMeta(profile="t-baseline", settings={"levels": [1]})
     names = [create_run(tmp_path, meta).name for _ in range(11)]
     assert names[0] == "20261203-010318-t-baseline" and names[1:3] == [f"{names[0]}-2", f"{names[0]}-3"] and len(set(names)) == 11
@@ -367,12 +367,12 @@ def test_the_compare_command_refuses_in_one_line_and_compares_anyway_when_told(t
     refused = pivot(config, "compare", "previous", "last")
     assert refused.returncode == 2 and refused.stdout == ""
     assert refused.stderr.strip().splitlines() == [
-        "pivot: long (eagle3) and short (baseline) did not measure the same thing: max_tokens 64 in A, 16 in B (pivot "
+        "pivot: short (baseline) and long (eagle3) did not measure the same thing: max_tokens 16 in A, 64 in B (pivot "
         "compare --anyway compares them, saying so; --may-differ KEY lets one key differ)"
     ]
     anyway = pivot(config, "compare", "previous", "last", "--anyway")
     assert anyway.returncode == 0, anyway.stderr
-    assert "±3 %" in anyway.stdout and "not comparable, compared anyway: max_tokens 64 in A, 16 in B" in anyway.stdout
+    assert "±3 %" in anyway.stdout and "not comparable, compared anyway: max_tokens 16 in A, 64 in B" in anyway.stdout
     assert pivot(config, "compare", "previous", "last", "--may-differ", "max_tokens").returncode == 0
     typo = pivot(config, "compare", "previous", "last", "--may-differ", "max_token")
     assert typo.returncode == 2 and "--may-differ max_token: no such key (keys: max_tokens," in typo.stderr

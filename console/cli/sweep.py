@@ -21,7 +21,7 @@ from console.cli.prompt import ask
 from console.sweep.analysis.drift import drift
 from console.sweep.model import LevelDone, LevelProgress, LevelRetry, LevelStarted, Request, Said, SweepDone, SweepStarted
 from console.sweep.runs.lock import holder
-from console.sweep.runs.store import Run, RunError, delete_run, list_runs, open_run
+from console.sweep.runs.store import Run, RunError, delete_run, list_runs, open_run, started_at
 from console.sweep.settings import SweepSettings
 from console.sweep.words import LEVEL_COLUMNS, level_row
 from console.untrusted import visible
@@ -260,14 +260,15 @@ def cmd_runs(args: argparse.Namespace) -> int:
             word = {"alike": "within the margin", "cannot tell": "cannot tell"}.get(moved.verdict.word, "beyond the margin")
             out.print(f"{moved.text(run)} ({word})", markup=False, highlight=False)
         return 0
-    rows = [("RUN", "PROFILE", "STATE", "LEVELS", "STARTED")]
+    rows = [("RUN", "PROFILE", "STATE", "LEVELS", "STARTED (UTC)")]
     for run in list_runs(cfg.campaign_dir):
         levels = run.levels() if not run.meta.corrupt else None
         state = run.state
         cells = ",".join(str(level.c) for level in levels) if levels is not None else ""
         if run.corrupt:
             cells = visible(run.corrupt)
-        rows.append((run.name, visible(run.profile), state, cells, run.meta.started or ""))
+        started = started_at(run)
+        rows.append((run.name, visible(run.profile), state, cells, f"{started:%Y-%m-%d %H:%M:%S}" if started.year > 1 else ""))
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
     for cells_of_run in rows:  # plain columns, never truncated: run names are meant to be copied
         print("  ".join(cell.ljust(w) for cell, w in zip(cells_of_run, widths, strict=True)).rstrip())

@@ -351,7 +351,7 @@ def create_run(campaign_dir: Path, meta: RunMeta, name: str | None = None) -> Ru
     base, directory = _new_run_dir(campaign_dir, meta, name)
     try:
         meta = meta.model_copy(
-            update={"name": base, "pivot_version": version(), "started": datetime.now(UTC).isoformat(timespec="seconds")}
+            update={"name": base, "pivot_version": version(), "started": datetime.now(UTC).isoformat(timespec="microseconds")}
         )
         write_meta(directory, meta)
         (directory / EVENTS).touch()
@@ -362,9 +362,9 @@ def create_run(campaign_dir: Path, meta: RunMeta, name: str | None = None) -> Ru
 
 def _new_run_dir(campaign_dir: Path, meta: RunMeta, name: str | None) -> tuple[str, Path]:
     """Make the run's directory: a name asked for must be new; a generated one (the second's
-    time and the profile) gets -2, -3… when two runs start in the same second."""
+    time in UTC and the profile) gets -2, -3… when two runs start in the same second."""
     parent = runs_dir(campaign_dir)
-    stem = check_run_name(name) if name is not None else f"{time.strftime('%Y%m%d-%H%M%S')}-{name_part(meta.profile)}"
+    stem = check_run_name(name) if name is not None else f"{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{name_part(meta.profile)}"
     try:
         parent.mkdir(parents=True, exist_ok=True)
         for n in range(1, 1000 if name is None else 2):
@@ -405,21 +405,36 @@ def read_meta(directory: Path) -> RunMeta:
         raise RunError(f"{directory / META}: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
 
 
-def _in_start_order(directory: Path) -> list[tuple[int, str]]:
-    """Runs by name with their numbers as numbers: the second's runs stem, stem-2, …, stem-10 in the order made."""
-    return [(int(part), "") if part.isdigit() else (-1, part) for part in re.split(r"(\d+)", directory.name)]
+def _by_name(name: str) -> list[tuple[int, str]]:
+    """A name with its numbers as numbers: the second's runs stem, stem-2, …, stem-10 in the order made."""
+    return [(int(part), "") if part.isdigit() else (-1, part) for part in re.split(r"(\d+)", name)]
+
+
+_NEVER = datetime.min.replace(tzinfo=UTC)
+
+
+def started_at(run: Run) -> datetime:
+    """When the run started, as it recorded (UTC; an import: when it was imported); a run that recorded no readable
+    start comes before every other, so that it is never `last`."""
+    try:
+        when = datetime.fromisoformat(run.meta.started or "")
+    except ValueError:
+        return _NEVER
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
 
 
 def list_runs(campaign_dir: Path) -> list[Run]:
+    """In the order they started (the start each recorded, never their names: names are made in one zone, or
+    chosen; a name breaks a tie)."""
     runs = []
     root = runs_dir(campaign_dir)
-    for directory in sorted(root.iterdir(), key=_in_start_order) if root.is_dir() else []:
+    for directory in root.iterdir() if root.is_dir() else []:
         if directory.is_dir():
             try:
                 runs.append(open_run(campaign_dir, directory.name))
             except RunError as e:
                 runs.append(Run(directory.name, directory, RunMeta(corrupt=True), corrupt=str(e)))
-    return runs
+    return sorted(runs, key=lambda run: (started_at(run), _by_name(run.name)))
 
 
 def delete_run(campaign_dir: Path, name: str) -> Path:
