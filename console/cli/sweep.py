@@ -295,6 +295,9 @@ def _delete(cfg: config.Config, names: list[str], yes: bool) -> int:
     if not names:
         raise RunError("runs delete takes the runs to delete (pivot runs lists them)")
     runs = [open_run(cfg.campaign_dir, n) for n in names]  # every name checked before anything is removed
+    for run in runs:
+        if (pid := holder(run.dir)) is not None:
+            raise RunError(f"run {run.name} is being written by a load generator (pid {pid}): stop that sweep first; nothing deleted")
     if not yes:
         print("delete " + ", ".join(f"{r.name} ({r.dir})" for r in runs) + "?")
         if ask("[yes/no] ") not in ("y", "yes"):

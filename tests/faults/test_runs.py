@@ -167,6 +167,30 @@ def test_two_load_generators_never_write_one_run(tmp_path: Path) -> None:
     assert (run.dir / EVENTS).read_text() == ""  # the second one wrote nothing
 
 
+def test_a_run_being_written_is_not_deleted(start_server, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+    """`pivot runs delete RUN --yes` while a sweep writes RUN: refused, naming the load generator; the sweep ends with
+    its run whole (issue 34, H5)."""
+    server = start_server()
+    (tmp_path / "pivot.toml").write_text(f'campaign_dir = "{tmp_path / "campaign"}"\n')
+    settings = SweepSettings(levels=(2,), requests=300, max_tokens=64, input_tokens=16, drift_check=False)
+    run = create_run(tmp_path / "campaign", RunMeta(profile="p", settings=settings.to_dict()))
+    loadgen = subprocess.Popen(
+        [sys.executable, "-m", "console.sweep.loadgen", "--url", server.url, "--run-dir", str(run.dir)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    _wait(lambda: sum(e["type"] == "request" for e in _events(run.dir)) >= 3)
+    deleted = pivot(tmp_path / "pivot.toml", "runs", "delete", run.name, "--yes")
+    assert deleted.returncode == 2 and deleted.stdout == "", deleted.stdout
+    assert (
+        f"run {run.name} is being written by a load generator (pid {loadgen.pid}): stop that sweep first; nothing deleted" in deleted.stderr
+    )
+    assert loadgen.wait(timeout=120) == 0, loadgen.stderr.read() if loadgen.stderr else ""
+    assert open_run(tmp_path / "campaign", run.name).state == "complete"
+    assert pivot(tmp_path / "pivot.toml", "runs", "delete", run.name, "--yes").returncode == 0  # once it is done
+
+
 def test_a_killed_load_generator_is_named_with_its_signal(tmp_path: Path) -> None:
     import asyncio
 

@@ -32,6 +32,7 @@ from console.server.speculation import Drafting, drafting
 from console.sweep.level_stats import level_metrics
 from console.sweep.model import ClientPlacement, EventError, LevelDone, Pool, RunMeta, ServerFacts, SweepDone, SweepStarted
 from console.sweep.runs.files import EVENTS, LEVELS, META, REQUESTS, EventLogFile, EventsCorrupt, RunError, check_run_name, name_part
+from console.sweep.runs.lock import RunLocked, run_lock
 from console.sweep.runs.reader import Attempt, RequestColumns, RunEvents, read_run_events
 from console.sweep.settings import SweepSettings
 from console.untrusted import visible
@@ -442,7 +443,11 @@ def delete_run(campaign_dir: Path, name: str) -> Path:
     directory = runs_dir(campaign_dir) / check_run_name(name)
     if not (directory / META).is_file() and not (directory / EVENTS).is_file():
         raise RunError(f"no run named {name!r} in {runs_dir(campaign_dir)}")
-    shutil.rmtree(directory)
+    try:
+        with run_lock(directory):  # held while it goes: no load generator starts writing it meanwhile
+            shutil.rmtree(directory)
+    except RunLocked as e:
+        raise RunError(f"{e}; nothing deleted") from None
     return directory
 
 
