@@ -60,6 +60,8 @@ async def cmd_trust(args: argparse.Namespace) -> int:
     if offered.already_trusted:
         print(f"already trusted in {offered.known_hosts}")
         return 0
+    if offered.authority:
+        print(f"{offered.known_hosts} also trusts a certificate authority for it (@cert-authority); that line stays")
     if not args.yes:
         answer = ask(f"Add it to {offered.known_hosts}? Check the fingerprint first. [yes/no] ")
         if answer not in ("y", "yes"):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -90,14 +91,28 @@ def classify(spec: HostSpec, e: Exception) -> RemoteError:
     where = f"{spec.target}:{spec.port or 22}"
     if isinstance(e, RemoteError):
         return e
-    if isinstance(e, asyncssh.HostKeyNotVerifiable):
-        if known_keys(spec):
+    # with only a @cert-authority line for the host, asyncssh asks for certificates alone: a host without one fails
+    # the key exchange
+    no_certificate = isinstance(e, asyncssh.KeyExchangeFailed) and "host key" in (e.reason or "")
+    if isinstance(e, asyncssh.HostKeyNotVerifiable) or no_certificate:
+        known = known_entries(spec)
+        if "revoked" in (e.reason or ""):  # asyncssh's word for a key a @revoked line names
+            return revoked(spec)
+        if known.trusted:
             return HostKeyMismatch(
                 spec.name,
                 f"HOST KEY CHANGED for {where}: refusing to connect. If the host was reinstalled, "
                 f"check the new fingerprint and remove the old key (ssh-keygen -R), then `pivot trust {spec.name}`",
             )
-        return HostKeyUnknown(spec.name, f"host key of {where} is not known; check it with `pivot trust {spec.name}`")
+        if known.authorities:
+            return HostKeyMismatch(
+                spec.name,
+                f"{where} showed no host certificate signed by the authority that {known_hosts_path(spec)} trusts for it "
+                f"(@cert-authority): refusing to connect; ask the host's administrator, or pin its own key with "
+                f"`pivot trust {spec.name}`",
+            )
+        if isinstance(e, asyncssh.HostKeyNotVerifiable):
+            return HostKeyUnknown(spec.name, f"host key of {where} is not known; check it with `pivot trust {spec.name}`")
     if isinstance(e, asyncssh.PermissionDenied):
         return AuthFailed(spec.name, f"authentication failed for {spec.user or 'default user'}@{where}")
     if isinstance(e, socket.gaierror):
@@ -117,15 +132,39 @@ def known_hosts_path(spec: HostSpec) -> Path:
     return Path(os.path.expanduser(spec.known_hosts)) if spec.known_hosts else Path.home() / ".ssh" / "known_hosts"
 
 
-def known_keys(spec: HostSpec) -> list[asyncssh.SSHKey]:
-    """The keys known_hosts holds for this host (by name or address, and port)."""
+@dataclass(frozen=True)
+class KnownEntries:
+    """What known_hosts says of one host, as OpenSSH reads it: plain keys, certificate authorities (@cert-authority)
+    and keys it must refuse (@revoked)."""
+
+    trusted: list[asyncssh.SSHKey]
+    authorities: list[asyncssh.SSHKey]
+    revoked: list[asyncssh.SSHKey]
+
+
+def known_entries(spec: HostSpec) -> KnownEntries:
+    """The lines of known_hosts for this host (by name or address, and port)."""
     try:
         known = asyncssh.read_known_hosts(str(known_hosts_path(spec)))
     except (OSError, ValueError):
-        return []
+        return KnownEntries([], [], [])
     try:
         addr = socket.gethostbyname(spec.target)
     except OSError:
         addr = spec.target
-    trusted, ca_keys = known.match(spec.target, addr, spec.port or 22)[:2]
-    return [*trusted, *ca_keys]
+    trusted, authorities, revoked_keys = known.match(spec.target, addr, spec.port or 22)[:3]
+    return KnownEntries(list(trusted), list(authorities), list(revoked_keys))
+
+
+def known_keys(spec: HostSpec) -> list[asyncssh.SSHKey]:
+    """The keys known_hosts trusts for this host: its own, and the authorities that sign its certificates."""
+    known = known_entries(spec)
+    return [*known.trusted, *known.authorities]
+
+
+def revoked(spec: HostSpec) -> HostKeyMismatch:
+    return HostKeyMismatch(
+        spec.name,
+        f"the host key of {spec.target}:{spec.port or 22} is marked @revoked in {known_hosts_path(spec)}: refusing to "
+        "connect, as OpenSSH does; the host's administrator must give it a new key",
+    )

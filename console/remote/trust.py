@@ -7,13 +7,14 @@ deliberately (ssh-keygen -R), as OpenSSH asks.
 from __future__ import annotations
 
 import asyncio
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import asyncssh
 
 from console.config import HostSpec
-from console.remote.connect import classify, known_hosts_path, known_keys
+from console.remote.connect import classify, known_entries, known_hosts_path, revoked
 from console.remote.connection import Connection
 from console.remote.errors import HostKeyMismatch
 
@@ -24,6 +25,7 @@ class OfferedKey:
     key: asyncssh.SSHKey
     known_hosts: Path
     already_trusted: bool = False
+    authority: bool = False  # known_hosts also trusts a certificate authority for the host (kept as it is)
 
     @property
     def fingerprint(self) -> str:
@@ -64,9 +66,11 @@ async def fetch_key(spec: HostSpec, tunnel: Connection | None = None) -> Offered
         raise classify(spec, e) from e
     if key is None:
         raise classify(spec, OSError(f"{spec.target} offered no host key"))
-    known = known_keys(spec)
-    already = any(k.public_data == key.public_data for k in known)
-    if known and not already:
+    known = known_entries(spec)
+    if any(k.public_data == key.public_data for k in known.revoked):
+        raise revoked(spec)
+    already = any(k.public_data == key.public_data for k in known.trusted)
+    if known.trusted and not already:
         raise HostKeyMismatch(
             spec.name,
             f"a different key for {spec.target} is already in {known_hosts_path(spec)}; "
@@ -75,11 +79,18 @@ async def fetch_key(spec: HostSpec, tunnel: Connection | None = None) -> Offered
         )
     port = spec.port or 22
     pattern = spec.target if port == 22 else f"[{spec.target}]:{port}"
-    return OfferedKey(pattern, key, known_hosts_path(spec), already)
+    return OfferedKey(pattern, key, known_hosts_path(spec), already, bool(known.authorities))
 
 
 def pin(offered: OfferedKey) -> None:
     path = offered.known_hosts
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    with open(path, "a", encoding="utf-8") as f:
+    with open(path, "a+", encoding="utf-8") as f:
+        f.seek(0, os.SEEK_END)
+        if f.tell():  # an entry starts on a line of its own, after a last line written without its newline
+            f.seek(f.tell() - 1)
+            ended = f.read(1) == "\n"
+            f.seek(0, os.SEEK_END)
+            if not ended:
+                f.write("\n")
         f.write(offered.line)
