@@ -96,7 +96,7 @@ def classify(spec: HostSpec, e: Exception) -> RemoteError:
     no_certificate = isinstance(e, asyncssh.KeyExchangeFailed) and "host key" in (e.reason or "")
     if isinstance(e, asyncssh.HostKeyNotVerifiable) or no_certificate:
         known = known_entries(spec)
-        if "revoked" in (e.reason or ""):  # asyncssh's word for a key a @revoked line names
+        if "revoked" in str(e):  # asyncssh's word for a key a @revoked line names
             return revoked(spec)
         if known.trusted:
             return HostKeyMismatch(
