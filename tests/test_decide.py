@@ -129,3 +129,20 @@ def test_a_profile_name_from_the_host_is_shown_with_its_control_characters_writt
     seen = Seen(replace(RECORD, profile="eagle3\x1b[2J"), alive=True, healthy=False)
     decided = next_status(was(S.STARTING), seen, stopping=False, crash_known=False, failures=0, now=NOW)
     assert decided.status.profile == "eagle3\\x1b[2J"
+
+
+def test_an_uptime_is_reckoned_on_the_hosts_clock() -> None:
+    """The record's start is the host's time: a host whose clock runs 2 h ahead read `up -7199s` (issue 34, L4)."""
+    import time
+
+    from console.server.lifecycle import _clock_ahead
+
+    ahead = _clock_ahead(f"{int(time.time()) + 7200}\n")
+    assert 7198 < ahead < 7202
+    started_on_host = time.time() + 7200 - 90  # started 90 s ago by the host's clock
+    seen = Seen(replace(RECORD, started=started_on_host), alive=True, healthy=True, clock_ahead=ahead)
+    status = next_status(was(S.READY, model="m"), seen, stopping=False, crash_known=False, failures=0, now=time.time()).status
+    assert status.elapsed() in ("up 1m", "up 88s", "up 89s", "up 90s", "up 91s")
+    assert _clock_ahead("") == 0.0 and _clock_ahead("not a number") == 0.0
+    gone_back = ServerStatus(S.READY, "eagle3", 4100, time.time() + 50)  # never negative, whatever the clocks say
+    assert gone_back.elapsed() == "up 0s"

@@ -34,6 +34,7 @@ class Seen:
     why: str = ""  # why the health check failed
     no_health_route: bool = False  # the server has no health endpoint pivot knows: waiting will not change it
     host: str = ""  # this host's name, for "rank 1 on gpu02 ended without a stop"
+    clock_ahead: float = 0.0  # how far the host's clock is ahead of this one's: the record's start is on the host's
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,7 @@ def next_status(previous: ServerStatus, seen: Seen, *, stopping: bool, crash_kno
         ServerState.STOPPED,
         visible(record.profile),
         record.pid,
-        record.started,
+        record.started - seen.clock_ahead if record.started is not None else None,
         previous.ready_at,
         seen.last_line,
         model=previous.model,

@@ -148,14 +148,14 @@ class ServerLifecycle(HealthProbe):
     async def poll(self) -> ServerStatus:
         """Look at the host once and update the state."""
         out = await self._probe.ask(timeout=20)
-        record_text, stat_text, last_line = (out.split(f"{MARK}\n") + ["", "", ""])[:3]
+        record_text, stat_text, last_line, host_now = (out.split(f"{MARK}\n") + ["", "", "", ""])[:4]
         self.record_text = record_text.rstrip("\n")  # what a change of the record compares with on the host
         try:
             self.record = record = ServerRecord.read(record_text)
         except RecordError as e:  # the host's file, not pivot's: say so rather than "stopped"
             self.record = None
             return self._set(ServerStatus(ServerState.UNKNOWN, detail=str(e)))
-        seen = Seen(record, last_line=visible(last_line.strip()), host=self.spec.name)
+        seen = Seen(record, last_line=visible(last_line.strip()), host=self.spec.name, clock_ahead=_clock_ahead(host_now))
         if record is None:
             return self._set(next_status(self.status, seen, stopping=self._stopping, crash_known=False, failures=0, now=time.time()).status)
         seen = replace(seen, alive=await self._server_process(record, stat_text))
@@ -469,3 +469,12 @@ class ServerLifecycle(HealthProbe):
             if not report.ok and not force:
                 raise LifecycleError(report.describe())
         return current
+
+
+def _clock_ahead(host_now: str) -> float:
+    """The host's clock less this one's, from the `date +%s` its probe just read (0 where it said nothing readable);
+    the link's delay is within the second an uptime is shown to."""
+    try:
+        return int(host_now.strip()) - time.time()
+    except ValueError:
+        return 0.0

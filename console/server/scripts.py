@@ -12,12 +12,14 @@ from __future__ import annotations
 
 RECORD, PIDFILE, LOG = "server.json", "server.pid", "server.log"
 MARK = "---pivot---"
-# One probe per poll: the record, the process's /proc stat, the last log line. Constant: no data in it.
+# One probe per poll: the record, the process's /proc stat, the last log line, the host's clock (the record's start is
+# the host's time: an uptime is reckoned on its clock, never this one's). Constant: no data in it.
 # The pid file is read as digits or not at all; pivot takes the process for the server only if /proc says it is the
 # record's pid at the record's start time (console/server/lifecycle.py, server_process).
 PROBE = (
     f"head -c 262145 {RECORD} 2>/dev/null; echo; echo {MARK}; p=$(head -c 32 {PIDFILE} 2>/dev/null); "
-    f'case $p in *[!0-9]*|"") ;; *) cat /proc/$p/stat 2>/dev/null;; esac; echo; echo {MARK}; tail -n 1 {LOG} 2>/dev/null'
+    f'case $p in *[!0-9]*|"") ;; *) cat /proc/$p/stat 2>/dev/null;; esac; echo; echo {MARK}; tail -n 1 {LOG} 2>/dev/null; '
+    f"echo; echo {MARK}; date +%s"
 )
 LOCK = "server.lock"
 # Every change of the record holds the host's lock (flock, util-linux; where a host has none, the compare still holds)

@@ -159,9 +159,9 @@ class ServerStatus:
     def elapsed(self) -> str | None:
         """How long it has been starting, or up."""
         if self.state == ServerState.STARTING and self.started:
-            return f"{time.time() - self.started:.0f} s"
+            return f"{max(0.0, time.time() - self.started):.0f} s"
         if self.state in (ServerState.READY, ServerState.UNHEALTHY) and self.started:
-            return f"up {_duration(time.time() - self.started)}"
+            return f"up {_duration(max(0.0, time.time() - self.started))}"
         return None
 
 
