@@ -87,6 +87,16 @@ async def stream_body(mode: str, max_tokens: int, writer: asyncio.StreamWriter) 
             writer.write(part)
 
 
+NOT_A_STREAM = {  # mode: (content type, body) of a 200 answer to a streamed request
+    "whole_json": (
+        b"application/json",
+        json.dumps({"id": "x", "object": "text_completion", "choices": [GOOD_CHUNK["choices"][0]]}).encode(),
+    ),
+    "html": (b"text/html", b"<html><body><h1>502 Bad Gateway</h1><hr><center>nginx</center></body></html>"),
+    "bad_chunk": (b"text/event-stream", b"zz\r\ndata: {}\r\n"),  # a chunk size that is not hex
+}
+
+
 async def handle(mode: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     try:
         while True:
@@ -109,6 +119,13 @@ async def handle(mode: str, reader: asyncio.StreamReader, writer: asyncio.Stream
             elif path == "/v1/completions" and mode == "error_body":
                 payload = b"\x1b]0;pwned\x07\x1b[2J boom"
                 writer.write(b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: " + str(len(payload)).encode() + b"\r\n\r\n" + payload)
+            elif path == "/v1/completions" and mode in NOT_A_STREAM:  # a 200 that is no event stream
+                content_type, payload = NOT_A_STREAM[mode]
+                head = b"HTTP/1.1 200 OK\r\ncontent-type: " + content_type + b"\r\n"
+                if mode == "bad_chunk":
+                    writer.write(head + b"transfer-encoding: chunked\r\nconnection: close\r\n\r\n" + payload)
+                else:
+                    writer.write(head + b"content-length: " + str(len(payload)).encode() + b"\r\n\r\n" + payload)
             elif path == "/v1/completions":
                 writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n")
                 await stream_body(mode, int(body.get("max_tokens", 16)), writer)

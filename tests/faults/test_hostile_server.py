@@ -70,6 +70,9 @@ def errors(events: list[dict]) -> list[str]:
         ("unterminated", "the server sent a line longer than 1024 KiB"),
         ("stall", "timeout: no data for 2 s"),
         ("error_body", "HTTP 500: \\x1b]0;pwned\\x07\\x1b[2J boom"),
+        ("whole_json", "the server answered 200 with application/json, not an event stream"),
+        ("html", "the server answered 200 with text/html, not an event stream"),
+        ("bad_chunk", "the server's answer broke off: Invalid character in chunk size"),
     ],
 )
 def test_each_kind_of_garbage_fails_its_requests_with_the_reason(hostile, tmp_path: Path, mode: str, reason: str) -> None:  # type: ignore[no-untyped-def]

@@ -327,10 +327,20 @@ async def _receive(
                 got.counts.append(None)
                 got.times.append(now)
                 per_chunk.seen += 1
+    if not chunks:
+        raise BadStream(f"the server answered {got.status} with {visible(response.content_type)}, not an event stream")
     if not got.times and not got.usage_tokens:
         raise BadStream("the stream ended without any token")
     if not got.done and got.finish is None:
         raise BadStream(f"the stream was cut off after {len(got.times)} chunks, without a finish reason")
+
+
+def _framing(e: aiohttp.ClientPayloadError | aiohttp.ClientResponseError) -> str:
+    """What was wrong with the answer's framing, in its first line, without the status aiohttp's parser gives its own
+    errors (a `400` for a server that said 200)."""
+    cause = e.__cause__ or (e.args[1] if len(e.args) > 1 else None)
+    message = getattr(e, "message", None) or getattr(cause, "message", None) or str(e)
+    return str(message).split("\n", 1)[0].rstrip(":")
 
 
 async def one_request(
@@ -363,7 +373,10 @@ async def one_request(
         except TimeoutError:
             error = f"timeout: no end after {settings.timeout_s:g} s"
         except aiohttp.ClientPayloadError as e:
-            error = f"connection closed mid-stream: {visible(str(e))}"
+            error = f"the server's answer broke off (HTTP {got.status}): {visible(_framing(e))}"
+        except aiohttp.ClientResponseError as e:  # the parser's own error, with a status of its own making
+            status = f" (HTTP {got.status})" if got.status is not None else ""
+            error = f"the server's answer broke off{status}: {visible(_framing(e))}"
         except (aiohttp.ClientError, OSError) as e:
             error = visible(str(e)) or type(e).__name__
         except (BadStream, SSEError) as e:
