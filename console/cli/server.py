@@ -35,13 +35,13 @@ def cmd_profiles(args: argparse.Namespace) -> int:
         table = Table(box=None, header_style="bold", pad_edge=False)
         for col in ("PROFILE", "KIND", "DRAFTS", "EXTENDS", "DESCRIPTION"):
             table.add_column(col)
-        for name in profiles.names:
+        for name in profiles.names:  # a name is a file's: written out like any text from disk
             if name in profiles.broken:
-                table.add_row(name, Text("broken", style="red"), "", "", Text(str(profiles.broken[name])))
+                table.add_row(Text(visible(name)), Text("broken", style="red"), "", "", Text(visible(str(profiles.broken[name]))))
             else:
                 p = profiles.profiles[name]
                 drafts = Text(visible(p.drafting.method)) if p.drafting else Text("—")
-                table.add_row(name, p.kind, drafts, Text(p.extends or ""), Text(visible(p.description)))
+                table.add_row(Text(visible(name)), Text(p.kind), drafts, Text(visible(p.extends or "")), Text(visible(p.description)))
         out.print(table)
         return 1 if profiles.broken else 0
     if action == "show":

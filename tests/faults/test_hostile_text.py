@@ -127,3 +127,28 @@ async def test_the_tasks_pane_and_the_event_log_write_task_texts_out(tmp_path: P
         assert isinstance(app.screen, EventLogScreen)
         await pilot.pause()
         assert safe(rendered(app.screen.query_one("DataTable")))
+
+
+def test_profile_file_names_are_written_out(tmp_path: Path) -> None:
+    """A profile whose file name holds ESC or U+202E (issue 34, M5): `pivot profiles` and `profiles show` write the
+    name out, as every text from disk is."""
+    import subprocess
+    import sys
+
+    profiles = tmp_path / "profiles"
+    profiles.mkdir()
+    (profiles / "evil\x1b]0;pwned\x07.toml").write_text('extends = "demo-baseline"\n')
+    (profiles / "gpt\u202eexe.toml").write_text('extends = "demo-baseline"\n')
+    (profiles / "broken\x1b[2J.toml").write_text("launcher = [\n")
+    config = tmp_path / "pivot.toml"
+    config.write_text(f'profiles_dir = "{profiles}"\n')
+
+    def pivot(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "console", "--config", str(config), *args], capture_output=True, text=True, timeout=60)
+
+    listed = pivot("profiles")
+    assert "evil\\x1b]0;pwned\\x07" in listed.stdout and "gpt\\u202eexe" in listed.stdout and "broken\\x1b[2J" in listed.stdout
+    shown = pivot("profiles", "show", "evil\x1b]0;pwned\x07")
+    assert shown.returncode == 0, shown.stderr
+    for out in (listed, shown):
+        assert "\x1b" not in out.stdout + out.stderr and "\u202e" not in out.stdout + out.stderr and "\x07" not in out.stdout
