@@ -62,6 +62,16 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     run: Run | None = None
     how = "new"
     if args.resume:
+        given = [
+            flag
+            for flag, value in (("--levels", args.levels), ("--requests", args.requests), ("--max-tokens", args.max_tokens))
+            if value is not None
+        ]
+        if given:  # a resume measures what the run lacks, with the run's own settings
+            raise RunError(
+                f"--resume measures what run {args.resume} still lacks with its own settings: {', '.join(given)} "
+                "would measure something else (a new sweep takes them)"
+            )
         run = resolve_runs(cfg, [args.resume])[0]
         if (pid := holder(run.dir)) is not None:
             raise RunError(f"run {run.name} is being written by a load generator now (pid {pid}): stop that sweep first")

@@ -325,6 +325,11 @@ def test_small_command_line_faults_are_one_line(campaign: Path, tmp_path: Path) 
     eight.write_text('[sweep]\nmax_tokens = "eight"\n')
     bad = pivot(eight, "sweep", "--url", "http://127.0.0.1:9")
     assert bad.returncode == 2 and "sweep.max_tokens: expected a positive integer, got 'eight'" in bad.stderr
+    resumed = pivot(tmp_path / "pivot.toml", "sweep", "--resume", "base", "--levels", "1", "--max-tokens", "64")
+    assert resumed.returncode == 2 and resumed.stderr.strip() == (  # issue 34, L2: the flags were ignored without a word
+        "pivot: --resume measures what run base still lacks with its own settings: --levels, --max-tokens would "
+        "measure something else (a new sweep takes them)"
+    )
 
 
 def test_a_campaign_that_cannot_be_written_refuses_a_sweep_in_one_line(tmp_path: Path) -> None:
