@@ -4,8 +4,10 @@ runs it (`console/cli/parser.py`); it is imported only then, and its errors beco
 from __future__ import annotations
 
 import asyncio
+import codecs
 import importlib
 import inspect
+import io
 import logging
 import sys
 
@@ -17,8 +19,28 @@ from console.sweep.runs.files import RunError
 from console.tasks.tasklist import TaskError
 from console.untrusted import visible
 
+# What pivot's own lines use, in the letters any terminal has
+_PLAIN = {"±": "+-", "≈": "~", "—": "-", "–": "-", "×": "x", "≤": "<=", "≥": ">=", "…": "...", "→": "->", "≠": "!=", "·": "."}
+
+
+def _plainly(error: UnicodeError) -> tuple[str, int]:
+    if not isinstance(error, UnicodeEncodeError):
+        raise error
+    text = error.object[error.start : error.end]
+    return "".join(_PLAIN.get(ch, ch.encode("ascii", "backslashreplace").decode()) for ch in text), error.end
+
+
+def _printable_output() -> None:
+    """A terminal whose encoding is not UTF-8 (PYTHONIOENCODING=ascii, a latin-1 locale) gets what it cannot show
+    in plain letters (`+-` for `±`) or written out (`\u2588`), not an error in place of the whole output."""
+    codecs.register_error("pivot-plain", _plainly)
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper) and stream.errors == "strict":
+            stream.reconfigure(errors="pivot-plain")
+
 
 def main(argv: list[str] | None = None) -> int:
+    _printable_output()
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
     module, _, function = args.run.partition(":")

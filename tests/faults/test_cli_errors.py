@@ -138,3 +138,24 @@ async def test_end_of_input_at_the_kill_and_trust_prompts_is_a_no(sim: SimHost, 
     )
     status, out, err = await pivot(config, "trust", "demo", stdin=b"")
     assert status == 1 and "not added" in out and "Traceback" not in err and empty.read_text() == "", out + err
+
+
+@pytest.mark.parametrize("encoding", ["ascii", "latin-1"])
+def test_a_terminal_that_is_not_utf8_gets_text_it_can_print(tmp_path: Path, encoding: str) -> None:
+    """PYTHONIOENCODING=ascii or latin-1 (issue 34, M4): `compare` and `runs show` printed only `'ascii' codec can't
+    encode character '\\xb1'`; now the whole output, with what the encoding lacks in plain letters."""
+    from tests.fixtures_runs import BASELINE, EAGLE3, write_run
+
+    write_run(tmp_path / "campaign", "base", "baseline", BASELINE, speculative=False)
+    write_run(tmp_path / "campaign", "spec", "eagle3", EAGLE3, speculative=True)
+    (tmp_path / "pivot.toml").write_text(f'campaign_dir = "{tmp_path / "campaign"}"\n')
+    for args in (["compare", "previous", "last"], ["runs", "show", "last"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "console", "--config", str(tmp_path / "pivot.toml"), *args],
+            capture_output=True,
+            timeout=60,
+            env={**os.environ, "PYTHONIOENCODING": encoding},
+        )
+        assert done.returncode == 0 and done.stderr == b"", done.stderr
+        text = done.stdout.decode(encoding)
+        assert ("+-" if encoding == "ascii" else "±") in text and "codec" not in text, text
