@@ -234,3 +234,21 @@ async def test_a_restart_needs_no_force_and_a_stop_leaves_another_servers_rank_a
     assert not report.ok and "gpu02: not stopped: gpu02 runs another server now, left alone" in report.describe()
     stopped = run_pivot(fleet.config_path, "--host", "gpu02", "server", "stop")  # its own host stops it
     assert stopped.returncode == 0, stopped.stderr
+
+
+async def test_a_second_host_whose_clock_is_behind_is_still_the_servers_rank(fleet: HostProcess, gpu01: Session) -> None:
+    """gpu02's clock an hour behind gpu01's (issue 34, H6): its rank's record was taken for an older server's
+    (`rank 1 on gpu02 is gone`), and start, stop and gpu02's own stop sent the operator to each other in a loop. The
+    ranks of one start share a token; no host's time is compared with another's."""
+    lifecycle = gpu01.lifecycle
+    assert lifecycle is not None
+    await lifecycle.start(gpu01.profiles().get("demo-2node"))
+    await wait_for(lambda: _ready(lifecycle), timeout=90)
+    record = fleet.root / "gpu02" / "home" / ".pivot" / "server.json"
+    theirs = json.loads(record.read_text())
+    assert theirs["launch"] and theirs["launch"] == json.loads((fleet.root / "gpu01/home/.pivot/server.json").read_text())["launch"]
+    record.write_text(json.dumps({**theirs, "started": theirs["started"] - 3600}, indent=1))  # as a clock behind writes it
+    assert (await lifecycle.poll()).state == ServerState.READY
+    report = await lifecycle.stop()
+    assert report.ok, report.describe()
+    assert (await gpu01.node_lifecycle("gpu02").poll()).state == ServerState.STOPPED

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import secrets
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
@@ -51,7 +52,7 @@ class Node(Protocol):
     async def rank_preflight(
         self, profile: Profile, *, skip: frozenset[str] = frozenset(), binds: tuple[tuple[str, str, int], ...] | None = None
     ) -> list[Check]: ...
-    async def launch(self, profile: Profile, *, rank: int = 0, nodes: tuple[str, ...] = ()) -> ServerRecord: ...
+    async def launch(self, profile: Profile, *, rank: int = 0, nodes: tuple[str, ...] = (), launch: str = "") -> ServerRecord: ...
     async def stop_rank(self, record: ServerRecord | None = None) -> StopReport: ...
 
 
@@ -70,8 +71,13 @@ def _peer(leader: ClusterLeader, name: str) -> Node | None:
 
 def owned(theirs: ServerRecord | None, leader: ServerRecord, rank: int) -> bool:
     """Whether a node's record is rank `rank` of the server whose rank 0's record is `leader` (not an older or
-    another server's)."""
-    return theirs is not None and theirs.nodes == leader.nodes and theirs.rank == rank and theirs.started >= leader.started
+    another server's): both hold the token of one start. Each record's time is its own host's clock, so two are
+    compared only where records of an older pivot hold no token."""
+    if theirs is None or theirs.nodes != leader.nodes or theirs.rank != rank:
+        return False
+    if theirs.launch or leader.launch:
+        return theirs.launch == leader.launch
+    return theirs.started >= leader.started
 
 
 async def preflight_ranks(leader: ClusterLeader, ranks: list[Rank], *, skip: frozenset[str]) -> list[Check]:
@@ -112,11 +118,12 @@ async def start_ranks(leader: ClusterLeader, ranks: list[Rank], *, force: bool, 
     if not force and not all(c.ok for c in checks):
         raise PreflightFailed(checks)
     nodes = tuple(r.host.name for r in ranks)
+    token = secrets.token_hex(8)  # the start's, in every rank's record: how the ranks of one server know each other
     started: list[Node] = []
     leader.launching = True  # no rank is missing a crash while the others are still being started
     try:
         for lifecycle, rank in zip([leader, *peers], ranks, strict=True):
-            await lifecycle.launch(rank.profile, rank=rank.rank, nodes=nodes)
+            await lifecycle.launch(rank.profile, rank=rank.rank, nodes=nodes, launch=token)
             started.append(lifecycle)
     except (LifecycleError, RemoteError):
         for lifecycle in started:

@@ -278,10 +278,10 @@ class ServerLifecycle(HealthProbe):
     def _ranks(self, profile: Profile) -> list[Rank]:
         raise LifecycleError(f"{profile.name} runs across nodes ({', '.join(profile.nodes)}): pivot.toml must name them")
 
-    async def launch(self, profile: Profile, *, rank: int = 0, nodes: tuple[str, ...] = ()) -> ServerRecord:
+    async def launch(self, profile: Profile, *, rank: int = 0, nodes: tuple[str, ...] = (), launch: str = "") -> ServerRecord:
         """Start the profile's command line here, detached, with its record, in one remote step under the host's lock,
-        if the record is still the one the last poll read (rank, nodes: of a server across nodes). Nothing checked:
-        see start."""
+        if the record is still the one the last poll read (rank, nodes, launch: of a server across nodes, the start's
+        token every rank's record holds). Nothing checked: see start."""
         argv = await self.resolved_argv(profile)
         if profile.env:
             argv = ["env", *(f"{k}={v}" for k, v in profile.env.items()), *argv]
@@ -297,6 +297,7 @@ class ServerLifecycle(HealthProbe):
             health=profile.health_paths,
             rank=rank,
             nodes=nodes,
+            launch=launch,
         )
         text = json.dumps(asdict(template), indent=1)
         pre, rest = text.split(str(PID_STANDIN), 1)

@@ -55,6 +55,7 @@ class ServerRecord:
     rank: int = 0  # of a server across nodes (console/server/multinode.py): this host's rank
     nodes: tuple[str, ...] = ()  # of a server across nodes: its hosts in rank order (pivot.toml's names)
     job: int | None = None  # a Slurm job's id (console/server/slurm.py): the server is the job, pid is 0
+    launch: str = ""  # of a server across nodes: one start's token, the same in every rank's record (none: older)
 
     @property
     def health_paths(self) -> tuple[str, ...]:
