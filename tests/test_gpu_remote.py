@@ -113,7 +113,7 @@ async def test_killing_the_zombies_a_server_left_frees_the_memory(telemetry: Rem
     messages: list[str] = []
     while not watch.done:
         messages += watch.update(await next_sample(events))
-    assert [m.split(":")[0] for m in messages] == ["GPU 3", "GPU 7"]
+    assert sorted(m.split(":")[0] for m in messages) == ["GPU 3", "GPU 7"]  # (killed at once: in either order)
     assert "GiB released in" in messages[0]
     idle = await next_sample(events)
     assert idle.idle(1024) and idle.procs == ()

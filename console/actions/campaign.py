@@ -87,7 +87,7 @@ class CampaignActions:
         released: list[str] = []
         samples = kill.only_samples(self.session)
         try:
-            done = await kill.follow_release(samples, chosen, released.append, timeout_s=RELEASE_TIMEOUT_S)
+            done = await kill.follow_release(samples, chosen, released.append, timeout_s=RELEASE_TIMEOUT_S, since=report.began)
         finally:
             await samples.aclose()
         if not done:

@@ -32,6 +32,7 @@ class KillReport:
     parents: tuple[int, ...]  # zombies' parents to offer: a zombie goes only when its parent reaps it or dies
     advice: tuple[str, ...]  # what else frees a target that did not end (a zombie of PID 1: its init, the hypervisor)
     stuck: bool  # a target survived, or cannot be freed from here: the hypervisor's cleanup is worth offering
+    began: float  # time.monotonic() when the signals went: a release is timed from it
 
     @property
     def all_ended(self) -> bool:
@@ -41,6 +42,7 @@ class KillReport:
 async def kill(session: Session, chosen: KillPlan, *, grace_s: float | None = None, via: str | None = None) -> KillReport:
     """SIGTERM to each target (its group where it leads one), SIGKILL after the grace; one `kill` event."""
     grace = session.config.kill_grace_s if grace_s is None else grace_s
+    began = time.monotonic()
     outcomes = tuple(KillOutcome.from_agent(d) for d in await session.telemetry.kill(chosen.agent_targets(), grace))
     session.events.append(
         Kill(
@@ -55,15 +57,20 @@ async def kill(session: Session, chosen: KillPlan, *, grace_s: float | None = No
     parents = tuple(zombie_parents(outcomes))
     advice = tuple(a for o in outcomes if (a := zombie_advice(o)) and o.ppid not in parents)
     stuck = any(o.outcome in ("permission-denied", "survived") or (o.outcome == "zombie" and o.ppid not in parents) for o in outcomes)
-    return KillReport(chosen, outcomes, parents, advice, stuck)
+    return KillReport(chosen, outcomes, parents, advice, stuck, began)
 
 
 async def follow_release(
-    samples: AsyncIterator[Sample], chosen: KillPlan, say: Callable[[str], None], timeout_s: float = RELEASE_TIMEOUT_S
+    samples: AsyncIterator[Sample],
+    chosen: KillPlan,
+    say: Callable[[str], None],
+    timeout_s: float = RELEASE_TIMEOUT_S,
+    since: float | None = None,
 ) -> bool:
     """Say a line per GPU as the targets' memory comes back, from the samples given, until all of it has or the
-    timeout passes (then a line with what still holds it); whether it all came back."""
-    watch = ReleaseWatch(chosen)
+    timeout passes (then a line with what still holds it); whether it all came back. since: when the signals went
+    (KillReport.began), from which a release is timed."""
+    watch = ReleaseWatch(chosen) if since is None else ReleaseWatch(chosen, started=since)
     deadline = time.monotonic() + timeout_s
     last: Sample | None = None
     while not watch.done and time.monotonic() < deadline:

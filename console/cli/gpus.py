@@ -209,7 +209,9 @@ async def kill_processes(
         out.print(f"  {line}")
     samples = kill.only_samples(session)
     try:
-        released = await kill.follow_release(samples, plan, lambda line: out.print(Text(line)), timeout_s=release_timeout_s)
+        released = await kill.follow_release(
+            samples, plan, lambda line: out.print(Text(line)), timeout_s=release_timeout_s, since=report.began
+        )
     finally:
         await samples.aclose()
     return 0 if released else 1

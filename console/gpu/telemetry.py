@@ -140,7 +140,7 @@ class RemoteTelemetry:
         """Run the agent's kill on the host; one result per target. via: a command the kill runs under (the lifecycle's
         script that marks the record stopped in the same remote step)."""
         try:
-            result = await self._run(("kill", "--grace", str(grace_s), *targets), grace_s * len(targets) + 30, via)
+            result = await self._run(("kill", "--grace", str(grace_s), *targets), grace_s + 0.05 * len(targets) + 30, via)
         except Disconnected:  # the link dropped mid-kill: each target's fate is unknown here, and said so
             return [
                 {
@@ -236,8 +236,5 @@ class LocalTelemetry:
         return AgentError("query-failed", "no sample")
 
     async def kill(self, targets: list[str], grace_s: float) -> list[dict]:
-        results = []
-        for target in targets:
-            pid, ticks, mode = target.split(":")
-            results.append(await asyncio.to_thread(agent.kill_one, int(pid), int(ticks), mode, grace_s))
-        return results
+        parsed = [(int(pid), int(ticks), mode) for pid, ticks, mode in (t.split(":") for t in targets)]
+        return await asyncio.to_thread(lambda: list(agent.kill_all(parsed, grace_s)))

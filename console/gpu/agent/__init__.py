@@ -16,7 +16,7 @@ and Python 3.8 or newer, since it runs wherever the inference server runs.
         A target whose start time no longer matches (a reused PID) is not signalled.
 """
 
-from .kill import kill_one
+from .kill import kill_all
 from .procs import boot_time, proc_stat, start_ticks
 from .sample import collect
 from .sources import NvitopSource, SmiSource, pick_source
@@ -29,7 +29,7 @@ __all__ = [
     "SmiSource",
     "boot_time",
     "collect",
-    "kill_one",
+    "kill_all",
     "pick_source",
     "proc_stat",
     "start_ticks",
