@@ -20,6 +20,7 @@ from console.cli.output import terminal
 from console.cli.prompt import ask
 from console.sweep.analysis.drift import drift
 from console.sweep.model import LevelDone, LevelProgress, LevelRetry, LevelStarted, Request, Said, SweepDone, SweepStarted
+from console.sweep.runs.files import pending_spool
 from console.sweep.runs.lock import holder
 from console.sweep.runs.store import Run, RunError, delete_run, list_runs, open_run, started_at
 from console.sweep.settings import SweepSettings
@@ -273,7 +274,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
     rows = [("RUN", "PROFILE", "STATE", "LEVELS", "STARTED (UTC)")]
     for run in list_runs(cfg.campaign_dir):
         levels = run.levels() if not run.meta.corrupt else None
-        state = run.state
+        state = run_state(run)
         cells = ",".join(str(level.c) for level in levels) if levels is not None else ""
         if run.corrupt:
             cells = visible(run.corrupt)
@@ -283,6 +284,16 @@ def cmd_runs(args: argparse.Namespace) -> int:
     for cells_of_run in rows:  # plain columns, never truncated: run names are meant to be copied
         print("  ".join(cell.ljust(w) for cell, w in zip(cells_of_run, widths, strict=True)).rstrip())
     return 0
+
+
+def run_state(run: Run) -> str:
+    """A run's state as `pivot runs` says it: being measured now, or with events that wait on a host, beside the
+    state its events give."""
+    if (pid := holder(run.dir)) is not None:
+        return f"measuring (pid {pid})"
+    if (pending := pending_spool(run.dir)) is not None:
+        return f"{run.state}, more waits on {visible(str(pending.get('host')))}: sweep --resume fetches it"
+    return run.state
 
 
 def _import(cfg: config.Config, names: list[str], name: str | None, profile: str, out: Console) -> int:

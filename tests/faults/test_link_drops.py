@@ -159,3 +159,32 @@ def test_a_link_not_back_in_time_leaves_the_host_s_measurements_to_resume(host: 
     run = open_run(tmp_path / "campaign", run_dir.name)
     assert run.state == "complete" and [level.c for level in run.measured()] == [4, 8]
     assert [level.requests for level in run.levels()] == [24, 24]
+
+
+def test_a_console_that_dies_mid_level_loses_nothing_the_host_measured(host: HostProcess, linked: Linked, tmp_path: Path) -> None:
+    """The console closed with its tmux window (SIGHUP) during a level measured on the host (issue 34, H7): the host
+    measured the level to its end into its spool, unattended; the run read `empty`, `--resume` measured the level again
+    from nothing and the spool was never fetched. Now the resume fetches it: the level's requests are the host's."""
+    run_dir = new_run(tmp_path)
+    proc = loadgen(linked.config, server_port(host), run_dir)
+    wait_for_line(proc, "request")
+    proc.send_signal(signal.SIGHUP)  # no handler of pivot's: it dies as a closed terminal leaves it
+    proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGHUP
+    pending = json.loads((run_dir / "host-spool.json").read_text())
+    assert pending["host"] == "demo" and pending["base"] == 0
+    (tmp_path / "runs.toml").write_text(f'campaign_dir = "{tmp_path / "campaign"}"\n')
+    listed = subprocess.run(
+        [sys.executable, "-m", "console", "--config", str(tmp_path / "runs.toml"), "runs"], capture_output=True, text=True
+    )
+    assert "more waits on demo: sweep --resume fetches it" in listed.stdout, listed.stdout
+
+    resumed = loadgen(linked.config, server_port(host), run_dir, "--resume")
+    _, err = resumed.communicate(timeout=300)
+    assert resumed.returncode == 0, err
+    on_disk = kept(run_dir)
+    assert [e["c"] for e in on_disk if e["type"] == "level_started" and not e.get("reference")] == [4, 8]  # C=4 once
+    assert requests_of(on_disk, 4) == list(range(24))  # every request of it, none twice
+    run = open_run(tmp_path / "campaign", run_dir.name)
+    assert run.state == "complete" and [level.requests for level in run.levels()] == [24, 24]
+    assert not (run_dir / "host-spool.json").exists() and not list((linked.workdir / "sweeps").iterdir())

@@ -31,10 +31,10 @@ import orjson
 from console import config
 from console.remote import Connection, RemoteError
 from console.sweep.loadgen.generator import POWER_QUERY, HostLoad, PowerMeter, client_placement, gpu_watts, gpus_here, sweep
-from console.sweep.loadgen.host_generator import HostGenerator, NotOnHost, pending_spool
+from console.sweep.loadgen.host_generator import HostGenerator, NotOnHost, kept_of
 from console.sweep.loadgen.requests import prompts
 from console.sweep.model import Event, HostOrder, LevelProgress, Said, SweepDone
-from console.sweep.runs.files import EventLogFile
+from console.sweep.runs.files import EventLogFile, pending_spool
 from console.sweep.runs.lock import RunLocked, run_lock
 from console.sweep.runs.store import RunError, completed_levels, open_run_dir, read_meta
 from console.sweep.settings import SweepSettings
@@ -183,7 +183,7 @@ async def _fetch_pending(conn: Connection, spec: config.HostSpec, sink: EventSin
             "this run waits there: resume it on that host (pivot --host NAME sweep --resume)",
         )
     generator = HostGenerator(conn, spec, sink, run_dir)
-    generator.seq = pending["seq"]
+    generator.seq, generator.base = kept_of(run_dir, pending), int(pending.get("base") or 0)
     sink.show(Said(type="link_back", message=f"fetching what the load generator on {spec.name} measured after the link was lost"))
     await generator.fetch_until_ended(pending["token"], 60.0)
 

@@ -19,29 +19,20 @@ from console import config
 from console.files import write_atomically
 from console.remote import Connection, RemoteError
 from console.remote.errors import Disconnected
+from console.remote.streams import RemoteStream
 from console.sweep.loadgen.generator import Sink
 from console.sweep.model import EVENT_TYPES, Event, EventError, HostOrder, LevelProgress, Said, SweepDone, SweepStarted, decode_event
+from console.sweep.runs.files import EVENTS, PENDING
 from console.untrusted import visible
 from console.zipapp import checked, loadgen_zip, not_there
 
 RECONNECT_S = 600.0  # how long a lost link is waited for before the sweep is left to `pivot sweep --resume`
 POLL_S = 2.0  # while the host's generator still measures, its spool is read this often
-PENDING = "host-spool.json"  # in the run's directory: a spool on the host not fetched yet
+ABORT_WAIT_S = 5.0  # an abort's last events: the host sends them at once
 
 
 class NotOnHost(Exception):
     """The host's python cannot run the load generator: why."""
-
-
-def pending_spool(run_dir: Path) -> dict[str, Any] | None:
-    """The host, spool token and last event kept of a sweep whose link was lost, if its spool is not fetched yet."""
-    try:
-        pending = json.loads((run_dir / PENDING).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if isinstance(pending, dict) and isinstance(pending.get("seq"), int) and isinstance(pending.get("token"), str):
-        return pending
-    return None
 
 
 class HostGenerator:
@@ -51,6 +42,7 @@ class HostGenerator:
         self.conn, self.spec, self.sink, self.run_dir = conn, spec, sink, run_dir
         self.name, self.data = loadgen_zip()
         self.seq = 0  # the number of the last of the host's events kept here
+        self.base = 0  # the run's event lines before this sweep's first
         self.last: Event | None = None  # and that event
 
     def _argv(self, *args: str) -> list[str]:
@@ -60,6 +52,8 @@ class HostGenerator:
         """The sweep to its end, as a sweep here ends (0, 3 when a level failed, 130 aborted)."""
         token = secrets.token_hex(16)
         order = order.model_copy(update={"spool": token})
+        self.base = _complete_lines(self.run_dir / EVENTS)
+        self._keep_pending(token)  # from the start: a console that dies unannounced (its terminal closed) leaves it
         for attempt in (1, 2):
             stream = await self.conn.stream(self._argv("--port", str(port)), cwd=self.spec.workdir)
             stopper = asyncio.create_task(_stop_later(stream, stop_after_level))
@@ -83,15 +77,28 @@ class HostGenerator:
                 if not isinstance(self.last, SweepDone):
                     why = "; ".join(stream.stderr_tail) or f"exit status {status}"
                     raise RemoteError(self.conn.host, f"the load generator on the host ended before the sweep did: {why}")
+                (self.run_dir / PENDING).unlink(missing_ok=True)  # all of it kept here: the host removes its spool
                 return _status(self.last)
             except asyncio.CancelledError:
-                with contextlib.suppress(RemoteError):
+                try:
                     stream.write("abort\n")
+                except RemoteError:  # the host goes on alone: what it measures waits there for a resume
+                    raise asyncio.CancelledError from None
+                await self._take_the_rest(stream)
+                (self.run_dir / PENDING).unlink(missing_ok=True)  # an aborted sweep's spool is removed on the host
                 raise
             finally:
                 stopper.cancel()
                 await stream.stop()
         raise AssertionError("unreachable")
+
+    async def _take_the_rest(self, stream: RemoteStream) -> None:
+        """After an abort: the host's last events (the requests that finished, its aborted end), for a moment."""
+        with contextlib.suppress(RemoteError, TimeoutError):
+            async with asyncio.timeout(ABORT_WAIT_S):
+                async for line in stream:
+                    if isinstance(self._take(_parse(line)), SweepDone):
+                        return
 
     def _take(self, event: dict[str, Any] | None, *, unsupported_ends: bool = False) -> Event | None:
         """An event of the host's, kept if it is of a known type and was not kept before (its `seq`)."""
@@ -196,7 +203,28 @@ class HostGenerator:
         raise AssertionError("unreachable")
 
     def _keep_pending(self, token: str) -> None:
-        write_atomically(self.run_dir / PENDING, json.dumps({"host": self.conn.host, "token": token, "seq": self.seq}))
+        """Where the host's events of this sweep wait (`base`: the run's complete event lines before its first, so that
+        a resume knows how many it kept even when this process could not say)."""
+        pending = {"host": self.conn.host, "token": token, "seq": self.seq, "base": self.base}
+        write_atomically(self.run_dir / PENDING, json.dumps(pending))
+
+
+def _complete_lines(path: Path) -> int:
+    """The complete lines of an event file (a torn last one is cut before the next event, so it is not counted)."""
+    try:
+        with open(path, "rb") as f:
+            return sum(block.count(b"\n") for block in iter(lambda: f.read(1 << 20), b""))
+    except OSError:
+        return 0
+
+
+def kept_of(run_dir: Path, pending: dict[str, Any]) -> int:
+    """The number of the last of the host's events kept in the run (its `seq`): the pending file's, or, where the
+    process that kept them died without saying (a closed terminal), the run's event lines written since the sweep's
+    first (every event of the host's is kept, in its order, one line each)."""
+    base = pending.get("base")
+    counted = _complete_lines(run_dir / EVENTS) - base if isinstance(base, int) else 0
+    return max(int(pending["seq"]), counted)
 
 
 def _parse(line: str) -> dict[str, Any] | None:

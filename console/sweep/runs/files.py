@@ -19,6 +19,18 @@ from typing import Any
 import orjson
 
 EVENTS, META, LEVELS, REQUESTS = "events.jsonl", "run.toml", "levels.parquet", "requests.parquet"
+PENDING = "host-spool.json"  # a sweep's events that wait in a spool on the host, not fetched yet (loadgen/host_generator.py)
+
+
+def pending_spool(run_dir: Path) -> dict[str, Any] | None:
+    """The host, spool token and last event kept of a sweep whose events wait on the host, if they are not fetched yet."""
+    try:
+        pending = orjson.loads((run_dir / PENDING).read_bytes())
+    except (OSError, ValueError):
+        return None
+    if isinstance(pending, dict) and isinstance(pending.get("seq"), int) and isinstance(pending.get("token"), str):
+        return pending
+    return None
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,119}")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
