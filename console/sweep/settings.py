@@ -41,7 +41,7 @@ class SweepSettings:
     model: Str | None = None  # None: ask the server
     api_key_env: Str | None = None  # the NAME of an environment variable; the key is never written down
     timeout_s: Seconds = 600.0  # one request, start to end
-    idle_timeout_s: Seconds = 60.0  # no byte from the server for this long ends a request with an error
+    idle_timeout_s: Seconds = 60.0  # no byte, or no whole event, from the server for this long ends a request with an error
     # added to every request (min_tokens, logit_bias, …)
     extra_body: Annotated[dict[str, Any], expect("a table of request fields")] = field(default_factory=dict)
     server_wait_s: Seconds = 60.0  # after a failed level: how long to wait for the server to answer again

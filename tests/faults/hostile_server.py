@@ -70,6 +70,14 @@ async def stream_body(mode: str, max_tokens: int, writer: asyncio.StreamWriter) 
         writer.write(chunk(GOOD_CHUNK))
         await writer.drain()
         await asyncio.sleep(3600)
+    elif mode == "trickle":  # one byte at a time, never idle for long: a request held for its whole timeout_s
+        for part in good_stream(max_tokens):
+            for i in range(len(part)):
+                if writer.is_closing():
+                    return
+                writer.write(part[i : i + 1])
+                await writer.drain()
+                await asyncio.sleep(0.05)
     elif mode == "over":  # 5000 tokens for any max_tokens, in four chunks
         for part in good_stream(5000, per_chunk=1250):
             writer.write(part)

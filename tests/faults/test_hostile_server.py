@@ -69,6 +69,7 @@ def errors(events: list[dict]) -> list[str]:
         ("endless", "the stream went on past 80 chunks for max_tokens 16"),
         ("unterminated", "the server sent a line longer than 1024 KiB"),
         ("stall", "timeout: no data for 2 s"),
+        ("trickle", "timeout: bytes but no whole event for 2 s (the server trickles)"),
         ("error_body", "HTTP 500: \\x1b]0;pwned\\x07\\x1b[2J boom"),
         ("whole_json", "the server answered 200 with application/json, not an event stream"),
         ("html", "the server answered 200 with text/html, not an event stream"),

@@ -290,7 +290,13 @@ class _Stream:
 
 
 async def _receive(
-    session: aiohttp.ClientSession, path: str, body: dict[str, Any], start: float, got: _Stream, per_chunk: TokensPerChunk
+    session: aiohttp.ClientSession,
+    path: str,
+    body: dict[str, Any],
+    start: float,
+    got: _Stream,
+    per_chunk: TokensPerChunk,
+    idle_s: float | None = None,
 ) -> None:
     max_tokens = int(body["max_tokens"])
     max_chunks = MAX_CHUNKS_PER_TOKEN * max_tokens + 16
@@ -299,7 +305,7 @@ async def _receive(
         if got.status != 200:
             raise BadStream(f"HTTP {got.status}: {await _error_body(response)}")
         chunks = 0
-        async for data in sse_data(response.content.iter_any()):
+        async for data in sse_data(response.content.iter_any(), idle_s=idle_s):
             chunks += 1  # every event counts toward the bound, content or not
             if chunks > max_chunks:
                 raise BadStream(f"the stream went on past {max_chunks} chunks for max_tokens {max_tokens}")
@@ -362,7 +368,7 @@ async def one_request(
         got = _Stream()
         try:
             async with asyncio.timeout(settings.timeout_s):
-                await _receive(client.session(fresh=retried), path, body, start, got, per_chunk)
+                await _receive(client.session(fresh=retried), path, body, start, got, per_chunk, settings.idle_timeout_s)
         except (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError) as e:
             if not retried and got.status is None and _closed_before_answer(e):
                 retried = True  # once, on a connection of its own; and every request after it too

@@ -31,6 +31,8 @@ def pending_spool(run_dir: Path) -> dict[str, Any] | None:
     if isinstance(pending, dict) and isinstance(pending.get("seq"), int) and isinstance(pending.get("token"), str):
         return pending
     return None
+
+
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,119}")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
