@@ -49,3 +49,36 @@ def test_a_20_mb_task_saved_before_the_limit_is_shown_clipped_and_kept(campaign_
     assert listed.returncode == 0 and f"… ({len(big) - MAX_TEXT} more characters)" in listed.stdout
     assert len(listed.stdout) < 3 * MAX_TEXT
     assert TaskList(campaign).load().tasks[1].content == big  # shown clipped, never cut on disk
+
+
+async def test_the_task_form_keeps_what_was_typed_when_it_refuses_it() -> None:
+    """14 KB pasted into the task form (issue 34, L7): refused in one line, the form closed, the text gone. Now the
+    form says why and keeps the text to be cut down."""
+    from textual.app import App
+    from textual.widgets import Input, Static
+
+    from console.tasks.tasklist import check_text
+    from console.ui.widgets.tasks.pane import TextPrompt
+
+    answers: list[str | None] = []
+    pasted = "q" * 14_000
+
+    class Harness(App[None]):
+        def on_mount(self) -> None:
+            self.push_screen(TextPrompt("New task", check=check_text), answers.append)
+
+    async with Harness().run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        prompt = pilot.app.screen
+        assert isinstance(prompt, TextPrompt)
+        prompt.query_one(Input).value = pasted
+        await pilot.press("enter")
+        await pilot.pause()
+        assert pilot.app.screen is prompt and answers == []  # still open
+        assert prompt.query_one(Input).value == pasted
+        said = str(prompt.query_one("#problem", Static).render())
+        assert "a task's text is 14000 bytes: a task holds at most 4096 bytes" in said and "shorten it" in said
+        prompt.query_one(Input).value = "Sweep the baseline"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert answers == ["Sweep the baseline"]

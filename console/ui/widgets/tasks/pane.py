@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from rich.text import Text
 from textual import work
@@ -16,7 +17,7 @@ from textual.widgets import DataTable, Input, Static
 from console.campaign import Campaign
 from console.events import TaskChange
 from console.session import Session
-from console.tasks.tasklist import PRIORITIES, Task, TaskError, TaskList, clipped
+from console.tasks.tasklist import PRIORITIES, Task, TaskError, TaskList, check_text, clipped
 from console.ui.attention import call_attention
 from console.ui.colours import theme_style
 from console.ui.messages import ShowComparison
@@ -44,17 +45,26 @@ class TextPrompt(ModalScreen[str | None]):
     """
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
-    def __init__(self, title: str, value: str = ""):
+    def __init__(self, title: str, value: str = "", check: Callable[[str], object] | None = None):
+        """check: raises TaskError for text that cannot be taken; the prompt then says why and keeps the text."""
         super().__init__()
-        self.title_text, self.value = title, value
+        self.title_text, self.value, self.check = title, value, check
 
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static(Text(self.title_text, style="bold"))
             yield Input(self.value, id="text")
+            yield Static(id="problem")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
-        self.dismiss(event.value.strip() or None)
+        text = event.value.strip()
+        if text and self.check is not None:
+            try:
+                self.check(text)
+            except TaskError as e:  # refused: said here, and what was typed stays to be cut down
+                self.query_one("#problem", Static).update(Text(f"{e}: shorten it, or Esc to drop it", style="bold red"))
+                return
+        self.dismiss(text or None)
 
     def action_cancel(self) -> None:
         self.dismiss(None)
@@ -247,7 +257,7 @@ class TasksPane(Pane):
     # -- actions --------------------------------------------------------------
     @work(group="ask", exit_on_error=False)
     async def action_add(self) -> None:
-        text = await self.app.push_screen_wait(TextPrompt("New task"))
+        text = await self.app.push_screen_wait(TextPrompt("New task", check=check_text))
         if text and self.tasks is not None:
             self._apply(lambda: self.tasks.add(text), "add")
             self.query_one(DataTable).move_cursor(row=self.query_one(DataTable).row_count - 1)
@@ -257,7 +267,7 @@ class TasksPane(Pane):
         number, task = self.current_number, self.current
         if number is None or task is None:
             return
-        text = await self.app.push_screen_wait(TextPrompt("Edit the task", visible(clipped(task.content))))
+        text = await self.app.push_screen_wait(TextPrompt("Edit the task", visible(clipped(task.content)), check=check_text))
         if text and self.tasks is not None:
             self._apply(lambda: self.tasks.edit(number, content=text), "edit")
 
