@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -33,6 +34,8 @@ from typing import Any, ClassVar
 
 from console.locking import locked
 from console.untrusted import visible
+
+LOG = logging.getLogger(__name__)
 
 SUMMARY_LIMIT = 4096  # a field of an event shown on one line: task texts may be long
 
@@ -157,16 +160,21 @@ class EventLog:
         self.path = campaign_dir / "events.jsonl"
 
     def append(self, event: Event) -> dict[str, Any]:
+        """The event written, fsynced. A log that cannot be written (a full disk) never hides what happened: the
+        action has happened by then, so the loss is said (a warning naming the file) and the caller goes on."""
         record = {"time": datetime.now(UTC).isoformat(timespec="milliseconds"), **event.record()}
         line = json.dumps(record, default=str) + "\n"
-        with locked(self.path), open(self.path, "a+b") as f:
-            if f.seek(0, os.SEEK_END) > 0:
-                f.seek(-1, os.SEEK_END)
-                if f.read(1) != b"\n":
-                    line = "\n" + line  # a torn line: end it (it stays unreadable), then ours
-            f.write(line.encode("utf-8"))
-            f.flush()
-            os.fsync(f.fileno())
+        try:
+            with locked(self.path), open(self.path, "a+b") as f:
+                if f.seek(0, os.SEEK_END) > 0:
+                    f.seek(-1, os.SEEK_END)
+                    if f.read(1) != b"\n":
+                        line = "\n" + line  # a torn line: end it (it stays unreadable), then ours
+                f.write(line.encode("utf-8"))
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as e:
+            LOG.warning("%s: the %s event was not written (%s); what it records happened", self.path, event.kind, e.strerror or e)
         return record
 
     def read(self) -> list[dict[str, Any]]:

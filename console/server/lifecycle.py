@@ -394,7 +394,14 @@ class ServerLifecycle(HealthProbe):
             )
             if outcomes and outcomes[0].outcome == "unknown":  # the link dropped: whether it was marked is the host's
                 raise LifecycleError(f"{self.spec.name}: {outcomes[0].describe()}")
+            before = self.record_text
             if (await self.read_record()).stopped is not True:
+                if self.record_text == before:  # the record is the one the kill read: it could not be written
+                    raise LifecycleError(
+                        f"{self.spec.name}: the server was stopped ({'; '.join(o.describe() for o in outcomes)}), but its "
+                        f"record could not be marked stopped: is {self.spec.workdir} full? Until it is marked, pivot reads "
+                        "the server as crashed"
+                    )
                 raise LifecycleError(
                     f"{self.spec.name}: the record was not marked stopped: another console acted on "
                     "this host meanwhile (pivot server status shows what runs)"

@@ -48,7 +48,7 @@ REWRITE = _LOCKED + f'printf "%s" "$2" >{RECORD}.tmp.$$ && mv -f {RECORD}.tmp.$$
 # the agent could not run (exit 99, NOT_OURS: it is uploaded and the step run again).
 KILL_THEN_MARK = (
     _LOCKED + f'new=$2; shift 2; trap "" HUP PIPE INT TERM; "$@" 9>&-; st=$?; [ $st -eq 99 ] || '
-    f'{{ printf "%s" "$new" >{RECORD}.tmp.$$ && mv -f {RECORD}.tmp.$$ {RECORD}; }}; exit $st'
+    f'{{ printf "%s" "$new" >{RECORD}.tmp.$$ && mv -f {RECORD}.tmp.$$ {RECORD}; }} || rm -f {RECORD}.tmp.$$; exit $st'
 )
 # A server taken over: its record and pid file written together, if the record is still the one read ($3: its pid).
 ADOPT = _LOCKED + f'printf "%s" "$2" >{RECORD}.tmp.$$ && mv -f {RECORD}.tmp.$$ {RECORD} && echo "$3" >{PIDFILE}'

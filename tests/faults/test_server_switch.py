@@ -102,3 +102,60 @@ def cfg_profile(cfg: config.Config, name: str):  # type: ignore[no-untyped-def]
 
 async def _no() -> bool:
     return False
+
+
+def test_a_stop_when_the_campaign_cannot_be_written_says_what_it_did(switch_config: Path) -> None:
+    """`server stop` (or `kill --stray`) with a full campaign disk (issue 34, M3): the server was stopped and the only
+    output was `pivot: No space left on device`. Now the stop is said, and the event that could not be written too."""
+
+    def pivot(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "console", "--config", str(switch_config), *args], capture_output=True, text=True, timeout=300
+        )
+
+    cfg = config.load(switch_config)
+    assert pivot("server", "start", "t-baseline").returncode == 0
+    log = cfg.campaign_dir / "events.jsonl"
+    log.unlink(missing_ok=True)
+    log.symlink_to("/dev/full")  # every write: ENOSPC, as a full disk answers
+    stopped = pivot("server", "stop")
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    assert "stopped" in stopped.stdout and "Traceback" not in stopped.stderr
+    assert f"{log}: the stop event was not written (No space left on device); what it records happened" in stopped.stderr
+    assert pivot("server", "status").stdout.startswith("stopped")
+
+
+def test_a_stop_on_a_full_host_disk_says_so_and_leaves_no_temporary_file(switch_config: Path, tmp_path: Path) -> None:
+    """`server stop` with the host's workdir full (issue 34, M2): the server was killed, then `the record was not marked
+    stopped: another console acted on this host meanwhile`, and a 0-byte `server.json.tmp.N` was left per try. The
+    workdir here is on a small tmpfs, filled once the server runs."""
+    import contextlib
+    import errno
+
+    small = tmp_path / "small"
+    small.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(small)], capture_output=True).returncode != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    try:
+        switch_config.write_text(switch_config.read_text().replace('workdir = "~/.pivot"', f'workdir = "{small}/w"'))
+
+        def pivot(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [sys.executable, "-m", "console", "--config", str(switch_config), *args], capture_output=True, text=True, timeout=300
+            )
+
+        assert pivot("server", "start", "t-baseline").returncode == 0
+        with contextlib.suppress(OSError), open(small / "filler", "wb") as f:  # the disk full, as another job leaves it
+            while True:
+                f.write(b"\0" * 65536)
+                f.flush()
+        with pytest.raises(OSError) as full:
+            (small / "w" / "probe").write_bytes(b"x" * 65536)
+        assert full.value.errno == errno.ENOSPC
+        stopped = pivot("server", "stop")
+        assert stopped.returncode != 0 and "Traceback" not in stopped.stderr
+        assert "the server was stopped (pid " in stopped.stderr and "but its record could not be marked stopped: is " in stopped.stderr
+        assert "another console" not in stopped.stderr, stopped.stderr
+        assert not list((small / "w").glob("server.json.tmp.*"))
+    finally:
+        subprocess.run(["umount", "-l", str(small)], capture_output=True)
