@@ -33,6 +33,10 @@ class TaskError(Exception):
     """A refused change or an unusable file; str() is one line."""
 
 
+class TaskNotSaved(TaskError):
+    """The change is made in memory but could not be written (a read-only or full disk)."""
+
+
 @dataclass(frozen=True)
 class Task:
     content: str
@@ -183,7 +187,7 @@ class TaskList:
                 text = self._text()
                 write_atomically(self.path, text)
         except OSError as e:  # read-only, full disk: the change stays in memory, and the operator is told
-            raise TaskError(f"{self.path}: cannot save ({e.strerror or e}); the change is kept here, not on disk") from None
+            raise TaskNotSaved(f"{self.path}: cannot save ({e.strerror or e}): the change is not on disk") from None
         self._loaded = text
 
     def _change(self, new: list[Task]) -> None:

@@ -159,3 +159,21 @@ def test_a_terminal_that_is_not_utf8_gets_text_it_can_print(tmp_path: Path, enco
         assert done.returncode == 0 and done.stderr == b"", done.stderr
         text = done.stdout.decode(encoding)
         assert ("+-" if encoding == "ascii" else "±") in text and "codec" not in text, text
+
+
+def test_tasks_add_on_a_campaign_it_cannot_write_says_nothing_was_kept(read_only_campaign: tuple[list[str], Path]) -> None:
+    """`tasks add` on a full or read-only campaign (issue 34, L3) said `the change is kept here, not on disk`, from a
+    command that then exits: nothing is kept anywhere."""
+    prefix, top = read_only_campaign
+    (top / "campaign" / "tasks.json").write_text('{"tasks": []}')
+    result = subprocess.run(
+        [*prefix, sys.executable, "-m", "console", "--config", str(top / "pivot.toml"), "tasks", "add", "Sweep the baseline"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=top,
+        env={**os.environ, "HOME": str(top)},
+    )
+    assert result.returncode != 0 and "kept here" not in result.stderr
+    assert one_line_error(result, "tasks.json: cannot save (", "): the change is not on disk")
+    assert (top / "campaign" / "tasks.json").read_text() == '{"tasks": []}'

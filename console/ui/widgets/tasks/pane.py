@@ -17,7 +17,7 @@ from textual.widgets import DataTable, Input, Static
 from console.campaign import Campaign
 from console.events import TaskChange
 from console.session import Session
-from console.tasks.tasklist import PRIORITIES, Task, TaskError, TaskList, check_text, clipped
+from console.tasks.tasklist import PRIORITIES, Task, TaskError, TaskList, TaskNotSaved, check_text, clipped
 from console.ui.attention import call_attention
 from console.ui.colours import theme_style
 from console.ui.messages import ShowComparison
@@ -247,6 +247,8 @@ class TasksPane(Pane):
     def _apply(self, change, what: str) -> None:  # type: ignore[no-untyped-def]
         try:
             task = change()
+        except TaskNotSaved as e:  # the list on screen keeps it; the next change that saves writes it too
+            self.notify(f"{e}; it stays on this screen until a save works", title="Tasks", severity="error", timeout=8)
         except TaskError as e:
             self.notify(str(e), title="Tasks", severity="error", timeout=8)
         else:
