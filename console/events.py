@@ -27,6 +27,7 @@ import dataclasses
 import json
 import logging
 import os
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -178,19 +179,46 @@ class EventLog:
         return record
 
     def read(self) -> list[dict[str, Any]]:
+        return list(self.each())
+
+    def each(self) -> Iterator[dict[str, Any]]:
+        """Every event, oldest first, read a line at a time (a long campaign's log is not held in memory)."""
         try:
-            data = self.path.read_bytes()
+            f = open(self.path, "rb")  # noqa: SIM115  (closed below, as the generator ends or is dropped)
+        except FileNotFoundError:
+            return
+        with f:
+            yield from _events(f)
+
+    def tail(self, n: int) -> list[dict[str, Any]]:
+        """The last n events, read from the file's end: as quick for a 100 MB log as for a small one."""
+        try:
+            with open(self.path, "rb") as f:
+                end = f.seek(0, os.SEEK_END)
+                start, found = end, b""
+                while start > 0 and found.count(b"\n") <= n:
+                    start = max(0, start - TAIL_BLOCK)
+                    f.seek(start)
+                    found = f.read(end - start)
         except FileNotFoundError:
             return []
-        events = []
-        for line in data.decode("utf-8", "replace").split("\n"):
-            try:
-                event = json.loads(line)
-            except (ValueError, RecursionError):
-                continue  # a line cut by a crash mid-write, or not ours: the rest of the log stands
-            if isinstance(event, dict):
-                events.append(event)
-        return events
+        lines = found.split(b"\n")
+        if start > 0:
+            lines = lines[1:]  # begun mid-line
+        return list(_events(lines))[-n:] if n > 0 else []
+
+
+TAIL_BLOCK = 1 << 16
+
+
+def _events(lines: Iterable[bytes]) -> Iterator[dict[str, Any]]:
+    for line in lines:
+        try:
+            event = json.loads(line.decode("utf-8", "replace"))
+        except (ValueError, RecursionError):
+            continue  # a line cut by a crash mid-write, or not ours: the rest of the log stands
+        if isinstance(event, dict):
+            yield event
 
 
 def _clip(text: str) -> str:

@@ -528,7 +528,8 @@ async def test_the_event_log_view_lists_what_the_console_did(tmp_path: Path) -> 
         await pilot.press("K", "y")
         await wait_for(lambda: app.session.telemetry.killed)  # type: ignore[attr-defined]
         await pilot.press("3", "a", *"Check [the] log", "enter")
-        await pilot.press("E")
+        await pilot.press("E")  # read from the log's end in a thread: the screen comes when it is read
+        await wait_for(lambda: isinstance(app.screen, EventLogScreen))
         assert isinstance(app.screen, EventLogScreen)
         table = app.screen.query_one(DataTable)
         kinds = [str(table.get_row_at(i)[1]) for i in range(table.row_count)]

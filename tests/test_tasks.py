@@ -123,3 +123,29 @@ def test_the_event_log_prints_filters_and_exports(tmp_path: Path) -> None:
     out = tmp_path / "export.jsonl"
     assert "2 events written" in run("--export", str(out)).stdout
     assert [json.loads(line)["kind"] for line in out.read_text().splitlines()] == ["kill", "task"]
+
+
+def test_the_event_log_tails_a_long_campaign_from_its_end(tmp_path: Path) -> None:
+    """A 100 MB event log (issue 34, L6): `pivot events` took 20.6 s and 1.0 GB; `E` blocked the console ~11 s. The
+    log is read a line at a time, and `--tail N` (and `E`) read only its end."""
+    from console.events import EventLog, TaskChange
+
+    log = EventLog(tmp_path / "campaign")
+    log.append(TaskChange(via="cli", change="add", content="first"))
+    line = log.path.read_text()
+    with open(log.path, "a") as f:
+        for i in range(40_000):
+            f.write(line.replace("first", f"task {i}"))
+    log.append(TaskChange(via="cli", change="add", content="last"))
+    assert [e["content"] for e in log.tail(3)] == ["task 39998", "task 39999", "last"]
+    assert len(log.tail(500)) == 500 and log.tail(0) == [] and len(log.read()) == 40_002
+    config = tmp_path / "pivot.toml"
+    config.write_text('campaign_dir = "campaign"\n')
+    run = lambda *a: subprocess.run(
+        [sys.executable, "-m", "console", "--config", str(config), "events", *a], capture_output=True, text=True, timeout=60
+    )
+    tailed = run("--tail", "2").stdout.splitlines()
+    assert len(tailed) == 2 and "content=task 39999" in tailed[0] and "content=last" in tailed[1]
+    assert run("--kind", "task", "--tail", "1").stdout.count("\n") == 1
+    bad = run("--tail", "-3")
+    assert bad.returncode == 2 and "--tail: expected a whole number of 0 or more, got '-3'" in bad.stderr

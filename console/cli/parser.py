@@ -13,6 +13,13 @@ from console.server.checks import CHECKS
 EVENT_KINDS = ("kill", "cleanup", "start", "adopt", "stop", "switch", "restart", "sweep", "swept", "profile", "task")
 
 
+def _count(text: str) -> int:
+    """A whole number of 0 or more, or argparse's one line naming the flag and the value."""
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected a whole number of 0 or more, got {text!r}")
+    return int(text)
+
+
 class _Version(argparse.Action):
     def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
         parser.exit(message=f"pivot {version()}\n")
@@ -225,6 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
     events.set_defaults(run="console.cli.tasks:cmd_events")
     events.add_argument("--kind", choices=EVENT_KINDS, help="only events of this kind")
     events.add_argument("--export", type=Path, metavar="FILE", help="write the events as JSON lines to FILE")
+    events.add_argument("--tail", type=_count, metavar="N", help="only the last N (read from the log's end)")
 
     ping = sub.add_parser("ping", help="connect to a host and report the round-trip time")
     ping.set_defaults(run="console.cli.hosts:cmd_ping")

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import json
 import time
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from rich.text import Text
 
@@ -111,11 +114,21 @@ async def cmd_run(cli: argparse.Namespace) -> int:
 
 def cmd_events(cli: argparse.Namespace) -> int:
     cfg, kind, export = pivot_toml.load(cli.config), cli.kind, cli.export
-    events = [e for e in EventLog(cfg.campaign_dir).read() if kind is None or e.get("kind") == kind]
+    log = EventLog(cfg.campaign_dir)
+    if cli.tail is not None and kind is None:
+        found: Iterable[dict[str, Any]] = log.tail(cli.tail)
+    else:  # a kind's last N: read through, keeping N
+        found = (e for e in log.each() if kind is None or e.get("kind") == kind)
+        if cli.tail is not None:
+            found = collections.deque(found, maxlen=cli.tail)
     if export is not None:
-        export.write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
-        print(f"{len(events)} events written to {export}")
+        count = 0
+        with open(export, "w", encoding="utf-8") as out:
+            for e in found:
+                out.write(json.dumps(e) + "\n")
+                count += 1
+        print(f"{count} events written to {export}")
         return 0
-    for e in events:
+    for e in found:
         print(visible(f"{str(e.get('time', ''))[:19].replace('T', ' ')}  {e.get('kind', '')!s:<8} ") + summary(e))
     return 0

@@ -419,10 +419,12 @@ class PivotApp(App[None]):
         ]
         self.push_screen(HelpScreen(sections, self.notes))  # type: ignore[arg-type]
 
-    def action_event_log(self) -> None:
-        from console.ui.screens.event_log import EventLogScreen
+    @work(group="event-log", exclusive=True, exit_on_error=False)
+    async def action_event_log(self) -> None:
+        from console.ui.screens.event_log import SHOWN, EventLogScreen
 
-        self.push_screen(EventLogScreen(self.session.events.read(), str(self.session.events.path)))
+        events = await asyncio.to_thread(self.session.events.tail, SHOWN)  # from the end: a long log is not read whole
+        self.push_screen(EventLogScreen(events, str(self.session.events.path)))
 
     async def on_unmount(self) -> None:
         self._screen_log.remove()

@@ -31,7 +31,8 @@ class EventLogScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static(Text(f"{len(self.events)} events from {self.path}  (pivot events --export FILE writes them all)", style="bold"))
+            which = f"the last {SHOWN} events" if len(self.events) == SHOWN else f"{len(self.events)} events"
+            yield Static(Text(f"{which} of {self.path}  (pivot events --export FILE writes them all)", style="bold"))
             table: DataTable[Text] = DataTable(cursor_type="row")
             yield table
 
