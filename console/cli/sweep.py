@@ -273,9 +273,9 @@ def cmd_runs(args: argparse.Namespace) -> int:
         return 0
     rows = [("RUN", "PROFILE", "STATE", "LEVELS", "STARTED (UTC)")]
     for run in list_runs(cfg.campaign_dir):
-        levels = run.levels() if not run.meta.corrupt else None
+        levels = run.level_cs() if not run.meta.corrupt else None
         state = run_state(run)
-        cells = ",".join(str(level.c) for level in levels) if levels is not None else ""
+        cells = ",".join(str(c) for c in levels) if levels is not None else ""
         if run.corrupt:
             cells = visible(run.corrupt)
         started = started_at(run)
@@ -332,5 +332,4 @@ def _delete(cfg: config.Config, names: list[str], yes: bool) -> int:
 
 def resolve_runs(cfg: config.Config, names: list[str]) -> list[Run]:
     """Runs by name; `last` and `previous` as runbooks say them (the newest, the one before)."""
-    campaign = Campaign(cfg.campaign_dir)
-    return [campaign.resolve(name) for name in names]
+    return Campaign(cfg.campaign_dir).resolve_all(names)

@@ -291,6 +291,8 @@ class RunMeta(BaseModel):
     started: str | None = None
     ended: str | None = None
     state: str | None = None  # as the tables written at `ended` have it
+    levels: list[int] | None = None  # the levels those tables hold, by C (a listing reads them without the tables)
+    measured_levels: list[int] | None = None  # and of those, the ones that are measurements (not failed)
     stopped_because: str | None = None
     corrupt: bool = False  # run.toml itself could not be read
     measured_from: list[str] | None = None  # its profile is an adaptive one pivot wrote from these runs (baseline, drafting)

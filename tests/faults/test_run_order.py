@@ -72,3 +72,24 @@ def test_an_import_named_with_letters_is_last_only_until_a_later_run(tmp_path: P
     assert shown.returncode == 0 and "20261204-080000-eagle3" in shown.stdout, shown.stdout + shown.stderr
     listed = _pivot(config, "runs").stdout.splitlines()
     assert "STARTED (UTC)" in listed[0] and listed[-1].startswith("20261204-080000-eagle3")
+
+
+def test_last_and_the_listing_read_run_metadata_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """2,000 runs (issue 34, L5): `runs` took 6.4 s, `compare previous last` 12.8 s, every run's tables opened. `last`
+    walks the runs newest first and stops at the first measured; the listing's levels come from run.toml."""
+    import console.sweep.runs.store as store
+
+    for i in range(30):
+        write_run(tmp_path, f"r{i:02d}", "baseline", BASELINE, speculative=False)
+    opened: list[str] = []
+    real = store.Run._stored_levels
+
+    def counted(run: store.Run) -> list:  # type: ignore[type-arg]
+        opened.append(run.name)
+        return real(run)
+
+    monkeypatch.setattr(store.Run, "_stored_levels", counted)
+    assert [r.name for r in Campaign(tmp_path).resolve_all(["previous", "last"])] == ["r28", "r29"]
+    assert opened == []  # run.toml says which levels its tables hold
+    assert [run.level_cs() for run in list_runs(tmp_path)][-1] == sorted(BASELINE)
+    assert opened == []

@@ -286,7 +286,15 @@ class Run:
 
     @property
     def has_measured_levels(self) -> bool:
+        if self.meta.measured_levels is not None and self.meta.state and self._finished_since_last_event():
+            return bool(self.meta.measured_levels)  # as its tables say, read from run.toml alone
         return self.state != "corrupt" and bool(self.measured())
+
+    def level_cs(self) -> list[int]:
+        """The C of each of its levels, by C: from run.toml where the tables written last say them, else read."""
+        if self.meta.levels is not None and self.meta.state and self._finished_since_last_event():
+            return list(self.meta.levels)
+        return [level.c for level in self.levels()]
 
     def measured(self) -> list[LevelDone]:
         """The levels that are measurements: not failed (client-bound ones are kept, and flagged)."""
@@ -325,6 +333,8 @@ class Run:
         del scan
         self.meta.ended = datetime.now(UTC).isoformat(timespec="seconds")
         self.meta.state = summary.state
+        self.meta.levels = [level.c for level in summary.levels]
+        self.meta.measured_levels = [level.c for level in summary.levels if level.measured]
         self.meta.stopped_because = summary.stopped_because or ""
         if summary.server is not None:  # what the server said of itself (CUDA-graph sizes, speculation): the adaptive config reads it
             self.meta.server = summary.server
