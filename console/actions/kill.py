@@ -17,6 +17,7 @@ from console.remote import RunResult
 from console.session import Session
 
 RELEASE_TIMEOUT_S = 30.0
+INTERRUPTED = "interrupted here while the host killed it; the host finishes the kill: pivot gpus shows whether it still runs"
 
 
 def plan(session: Session, sample: Sample, pids: Iterable[int], *, group: bool = True) -> KillPlan:
@@ -43,17 +44,25 @@ async def kill(session: Session, chosen: KillPlan, *, grace_s: float | None = No
     """SIGTERM to each target (its group where it leads one), SIGKILL after the grace; one `kill` event."""
     grace = session.config.kill_grace_s if grace_s is None else grace_s
     began = time.monotonic()
-    outcomes = tuple(KillOutcome.from_agent(d) for d in await session.telemetry.kill(chosen.agent_targets(), grace))
-    session.events.append(
-        Kill(
-            via=via or session.via,
-            host=session.host_label,
-            pids=[p.pid for p in chosen.targets],
-            grace_s=grace,
-            group=chosen.group,
-            outcomes=[dataclasses.asdict(o) for o in outcomes],
+
+    def logged(outcomes: tuple[KillOutcome, ...]) -> None:
+        session.events.append(
+            Kill(
+                via=via or session.via,
+                host=session.host_label,
+                pids=[p.pid for p in chosen.targets],
+                grace_s=grace,
+                group=chosen.group,
+                outcomes=[dataclasses.asdict(o) for o in outcomes],
+            )
         )
-    )
+
+    try:
+        outcomes = tuple(KillOutcome.from_agent(d) for d in await session.telemetry.kill(chosen.agent_targets(), grace))
+    except asyncio.CancelledError:  # interrupted (Ctrl-C, q): every target was signalled; the host finishes the kill
+        logged(tuple(KillOutcome(p.pid, "unknown", INTERRUPTED) for p in chosen.targets))
+        raise
+    logged(outcomes)
     parents = tuple(zombie_parents(outcomes))
     advice = tuple(a for o in outcomes if (a := zombie_advice(o)) and o.ppid not in parents)
     stuck = any(o.outcome in ("permission-denied", "survived") or (o.outcome == "zombie" and o.ppid not in parents) for o in outcomes)

@@ -200,7 +200,17 @@ async def kill_processes(
         if answer not in ("y", "yes"):
             out.print("nothing was killed")
             return 1
-    report = await kill.kill(session, plan, grace_s=grace)
+    try:
+        report = await kill.kill(session, plan, grace_s=grace)
+    except asyncio.CancelledError:  # Ctrl-C: what was under way, said before the exit
+        out.print(
+            Text(
+                f"interrupted while {session.host_label} killed {len(plan.targets)} process(es): the host goes on to "
+                "the end (SIGKILL after the grace); logged as interrupted; pivot gpus shows what still runs",
+                style="yellow",
+            )
+        )
+        raise
     for o in report.outcomes:
         out.print(Text(o.describe(), style="green" if o.ended else "yellow"))
     for parent in report.parents:

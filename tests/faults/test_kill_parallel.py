@@ -55,3 +55,69 @@ def test_six_processes_that_ignore_sigterm_are_all_signalled_at_once(tmp_path: P
     # each saw all six alive when its SIGTERM came: none was killed before the last had been asked to end
     seen = [line.split() for line in out.read_text().splitlines()]
     assert len(seen) == 6 and all(alive == "6" for _, alive in seen), seen
+
+
+def test_an_interrupted_kill_is_logged_and_the_host_finishes_it(tmp_path: Path) -> None:
+    """Ctrl-C 12 s into `kill --stray` of 254 processes (issue 34, M7): exit 130, no line about those killed, no kill
+    event. The console logs the kill as interrupted; the agent on the host goes on to the end with nobody reading."""
+    import asyncio
+    import os
+    import signal
+    import time
+    from types import SimpleNamespace
+
+    from console.actions import kill
+    from console.events import EventLog
+    from console.gpu.kill import KillPlan
+    from console.gpu.samples import GpuProcess
+
+    started = asyncio.Event()
+
+    async def slow_kill(targets: list[str], grace_s: float) -> list[dict]:
+        started.set()
+        await asyncio.sleep(3600)
+        return []
+
+    log = EventLog(tmp_path)
+    session = SimpleNamespace(
+        config=SimpleNamespace(kill_grace_s=5.0), telemetry=SimpleNamespace(kill=slow_kill), events=log, via="cli", host_label="demo"
+    )
+    plan = KillPlan((GpuProcess(pid=4242, gpu=0, mem_mib=1024.0, user="u", state="S", cmd="python", start_ticks=1),), ())
+
+    async def interrupted() -> None:
+        task = asyncio.create_task(kill.kill(session, plan))  # type: ignore[arg-type]
+        await started.wait()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    asyncio.run(interrupted())
+    [event] = log.read()
+    assert event["kind"] == "kill" and event["pids"] == [4242]
+    assert event["outcomes"][0]["outcome"] == "unknown" and "the host finishes the kill" in event["outcomes"][0]["detail"]
+
+    # the agent's side: its reader gone mid-kill (and a SIGHUP), it still ends its target
+    termed = tmp_path / "termed"
+    code = (
+        "import signal,sys,time\n"
+        f"signal.signal(signal.SIGTERM, lambda *_: open({str(termed)!r}, 'w').close())\n"
+        "print('ready', flush=True)\n"
+        "while True: time.sleep(1)\n"
+    )
+    stubborn = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert stubborn.stdout is not None and stubborn.stdout.readline() == "ready\n"
+    stat = proc_stat(stubborn.pid)
+    assert stat is not None
+    agent = subprocess.Popen(
+        [sys.executable, "-m", "console.gpu.agent", "kill", "--grace", "3", f"{stubborn.pid}:{stat[19]}:single"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while not termed.exists():  # the kill is under way: SIGTERM sent, SIGKILL to follow after the grace
+        assert time.monotonic() < deadline and agent.poll() is None
+        time.sleep(0.05)
+    assert agent.stdout is not None
+    agent.stdout.close()  # the console went away
+    os.kill(agent.pid, signal.SIGHUP)  # as its SSH channel's end may send
+    assert stubborn.wait(timeout=60) == -signal.SIGKILL
+    assert agent.wait(timeout=60) == 0

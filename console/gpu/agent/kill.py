@@ -93,6 +93,10 @@ def kill_all(targets: list[tuple[int, int, str]], grace: float) -> Iterator[dict
 
 
 def run_kill(args: argparse.Namespace) -> int:
+    """Every target to its end even when the console goes (its Ctrl-C closes the channel): no signal of the link's
+    stops a kill half done, and results nobody reads any more are dropped."""
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     targets = []
     for target in args.targets:
         try:
@@ -101,5 +105,8 @@ def run_kill(args: argparse.Namespace) -> int:
         except ValueError:
             emit({"type": "kill", "target": target, "outcome": "refused", "detail": "malformed target"})
     for result in kill_all(targets, args.grace):
-        emit(dict(result, type="kill"))
+        try:
+            emit(dict(result, type="kill"))
+        except OSError:  # the console is gone: the kill goes on
+            pass
     return 0
