@@ -22,7 +22,7 @@ from console.sweep.analysis.drift import drift
 from console.sweep.model import LevelDone, LevelProgress, LevelRetry, LevelStarted, Request, Said, SweepDone, SweepStarted
 from console.sweep.runs.files import pending_spool
 from console.sweep.runs.lock import holder
-from console.sweep.runs.store import Run, RunError, delete_run, list_runs, open_run, started_at
+from console.sweep.runs.store import Run, RunError, delete_run, list_runs, open_run, open_run_dir, started_at
 from console.sweep.settings import SweepSettings
 from console.sweep.words import LEVEL_COLUMNS, level_row
 from console.untrusted import visible
@@ -175,68 +175,94 @@ async def print_sweep(handle: SweepHandle, out: Console, as_json: bool) -> int:
         transient=True,
         disable=as_json or not out.is_terminal,
     )
-    status = 0
-    with progress:
-        task = None
-        async for event in handle.events():
-            if as_json and not isinstance(event, Request | LevelProgress):  # a run's events, as its events.jsonl holds them
-                print(json.dumps(event.model_dump(mode="json", exclude_unset=True)), flush=True)
-            match event:
-                case SweepStarted():
-                    for warning in event.warnings:
-                        out.print(Text(f"warning: {visible(warning)}", style="yellow"))
-                case LevelStarted():
-                    if task is not None:
-                        progress.remove_task(task)
-                    task = progress.add_task(
-                        f"C={event.c}" + (" again (drift)" if event.reference else ""), total=event.requests + event.warmup
-                    )
-                case Request() if task is not None:
-                    progress.advance(task)
-                case LevelDone() if event.reference:
-                    out.print(
-                        Text(
-                            f"C={event.c} measured again at the end: {event.total_tok_s:.1f} tok/s (the sweep's "
-                            "drift: pivot compare holds it against the start)"
-                        )
-                    )
-                case LevelDone():
-                    cells = level_row(event)
-                    table.add_row(*cells)
-                    if not as_json:
-                        progress.console.print(Text("  ".join(f"{h}={v}" for h, v in zip(LEVEL_COLUMNS, cells, strict=True) if v)))
-                case LevelRetry():
-                    out.print(
-                        Text(
-                            f"C={event.c} failed ({visible(str(event.reason))}); the server answers again: measuring the level once more",
-                            style="yellow",
-                        )
-                    )
-                case Said(type="failed"):
-                    out.print(
-                        Text(
-                            f"pivot: the load generator failed: {visible(event.message)}; what it measured is "
-                            f"kept, and `pivot sweep --resume {handle.run.name}` measures the rest",
-                            style="red",
-                        )
-                    )
-                    status = 1
-                case Said():
-                    out.print(Text(visible(event.message), style="yellow"))
-                case SweepDone() if event.failed:
-                    out.print(
-                        Text(
-                            f"pivot: the sweep stopped: {visible(event.failed)}; the run is partial and "
-                            f"`pivot sweep --resume {handle.run.name}` measures the rest",
-                            style="red",
-                        )
-                    )
-                    status = 3
-                case SweepDone() if event.aborted or event.stopped:
-                    out.print("sweep " + ("aborted" if event.aborted else "stopped") + ": finished requests are kept")
+    try:
+        with progress:
+            status = await _follow(handle, out, as_json, table, progress)
+    except asyncio.CancelledError:  # Ctrl-C: the load generator ended too, keeping what finished; said before the exit
+        _say_interrupted(handle.run, out, as_json)
+        raise
     if not as_json:
         out.print(table)
         out.print(f"saved: {handle.run.dir}")
+    return status
+
+
+def _say_interrupted(run: Run, out: Console, as_json: bool) -> None:
+    kept = open_run_dir(run.dir)
+    levels = kept.levels()
+    if not as_json:
+        table = Table(box=None, header_style="bold", pad_edge=False, title=f"run {run.name}", title_justify="left")
+        for col in LEVEL_COLUMNS:
+            table.add_column(col, justify="left" if col == "notes" else "right")
+        for level in levels:
+            table.add_row(*level_row(level))
+        out.print(table)
+    finished = sum(level.requests for level in levels if level.measured)
+    short = [f"C={level.c}" for level in levels if level.lacking]
+    what = f"{finished} finished request(s) kept" + (f" ({', '.join(short)} cut short)" if short else "")
+    out.print(Text(f"interrupted: {what}; `pivot sweep --resume {run.name}` measures what is missing", style="yellow"))
+
+
+async def _follow(handle: SweepHandle, out: Console, as_json: bool, table: Table, progress: Progress) -> int:
+    """The sweep's events as they come, on the terminal; its exit status (3: stopped on a failed level)."""
+    status = 0
+    task = None
+    async for event in handle.events():
+        if as_json and not isinstance(event, Request | LevelProgress):  # a run's events, as its events.jsonl holds them
+            print(json.dumps(event.model_dump(mode="json", exclude_unset=True)), flush=True)
+        match event:
+            case SweepStarted():
+                for warning in event.warnings:
+                    out.print(Text(f"warning: {visible(warning)}", style="yellow"))
+            case LevelStarted():
+                if task is not None:
+                    progress.remove_task(task)
+                task = progress.add_task(
+                    f"C={event.c}" + (" again (drift)" if event.reference else ""), total=event.requests + event.warmup
+                )
+            case Request() if task is not None:
+                progress.advance(task)
+            case LevelDone() if event.reference:
+                out.print(
+                    Text(
+                        f"C={event.c} measured again at the end: {event.total_tok_s:.1f} tok/s (the sweep's "
+                        "drift: pivot compare holds it against the start)"
+                    )
+                )
+            case LevelDone():
+                cells = level_row(event)
+                table.add_row(*cells)
+                if not as_json:
+                    progress.console.print(Text("  ".join(f"{h}={v}" for h, v in zip(LEVEL_COLUMNS, cells, strict=True) if v)))
+            case LevelRetry():
+                out.print(
+                    Text(
+                        f"C={event.c} failed ({visible(str(event.reason))}); the server answers again: measuring the level once more",
+                        style="yellow",
+                    )
+                )
+            case Said(type="failed"):
+                out.print(
+                    Text(
+                        f"pivot: the load generator failed: {visible(event.message)}; what it measured is "
+                        f"kept, and `pivot sweep --resume {handle.run.name}` measures the rest",
+                        style="red",
+                    )
+                )
+                status = 1
+            case Said():
+                out.print(Text(visible(event.message), style="yellow"))
+            case SweepDone() if event.failed:
+                out.print(
+                    Text(
+                        f"pivot: the sweep stopped: {visible(event.failed)}; the run is partial and "
+                        f"`pivot sweep --resume {handle.run.name}` measures the rest",
+                        style="red",
+                    )
+                )
+                status = 3
+            case SweepDone() if event.aborted or event.stopped:
+                out.print("sweep " + ("aborted" if event.aborted else "stopped") + ": finished requests are kept")
     return status
 
 

@@ -82,6 +82,7 @@ class LevelMetrics(_Strict):
     failed: str | None = None  # why the level is not a measurement (errors, the link, the server); None: it is
     attempts: PositiveInt = 1  # repeats of the level merged into these numbers
     retried: NonNegativeInt = 0  # requests sent again on a connection of their own (the server closed a kept-alive one)
+    lacking: NonNegativeInt = 0  # requests the level still lacks: it was cut short (an abort) and a resume measures them
 
     @property
     def error_rate(self) -> float:
@@ -316,6 +317,7 @@ class HostOrder(_Strict):
     headers: dict[str, str]
     done: list[int] = Field(default_factory=list)  # levels measured already (a resume)
     repeat: list[int] = Field(default_factory=list)  # levels to measure again
+    top_up: dict[int, int] = Field(default_factory=dict)  # levels cut short before: the requests each still lacks
     kind: str | None = None  # the managed server's engine kind: what its requests may carry
     nodes: list[str] | None = None  # a server across nodes: its hosts, rank 0 first
     address: str | None = None  # the server's address seen from the host (a Slurm job's first node); None: loopback

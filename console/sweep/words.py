@@ -33,6 +33,8 @@ def level_notes(e: LevelDone) -> str:
     notes = []
     if e.failed:
         notes.append(f"FAILED: {e.failed}")
+    if e.lacking:
+        notes.append(f"cut short: {e.requests} of {e.requests + e.lacking} requests (a resume measures the rest)")
     if e.client_bound:
         notes.append("client-bound")
     if e.lagging:

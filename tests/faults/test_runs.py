@@ -414,3 +414,43 @@ def test_a_repeat_aborted_after_a_complete_sweep_leaves_the_run_complete(tmp_pat
     assert again.state == "complete" and [(lv.c, lv.total_tok_s) for lv in again.levels()] == before
     write_run(tmp_path, "cut", "eagle3", EAGLE3, speculative=True, complete=False)
     assert open_run(tmp_path, "cut").state == "partial"
+
+
+def test_ctrl_c_on_a_sweep_keeps_the_finished_requests_and_a_resume_measures_only_the_rest(start_server, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+    """Ctrl-C on a headless `pivot sweep` (issue 36) exited 130 with nothing said; 13 finished requests stayed only in
+    events.jsonl, the run read `empty`, and `--resume` measured the level again from nothing."""
+    server = start_server()
+    config = tmp_path / "pivot.toml"
+    config.write_text(f'campaign_dir = "{tmp_path / "campaign"}"\n[sweep]\nwarmup = 0\ndrift_check = false\n')
+    sweep = subprocess.Popen(
+        [sys.executable, "-m", "console", "--config", str(config), "sweep", "--url", server.url, "--levels", "2,4", "--requests", "120"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own group: the test's Ctrl-C reaches it and its load generator, as a terminal's does
+    )
+    runs = tmp_path / "campaign" / "runs"
+    _wait(lambda: runs.is_dir() and any(sum(e["type"] == "request" for e in _events(d)) >= 5 for d in runs.iterdir()))
+    os.killpg(sweep.pid, signal.SIGINT)
+    out, err = sweep.communicate(timeout=120)
+    assert sweep.returncode not in (0, None), out + err
+    [run_dir] = list(runs.iterdir())
+    run = open_run(tmp_path / "campaign", run_dir.name)
+    [level] = run.levels()
+    assert level.c == 2 and level.measured and level.lacking == 120 - level.requests > 0
+    said = f"interrupted: {level.requests} finished request(s) kept (C=2 cut short); `pivot sweep --resume {run.name}` measures what is missing"
+    assert said in " ".join(out.split()), out + err
+    assert f"cut short: {level.requests} of 120 requests" in out
+    listed = pivot(config, "runs").stdout
+    assert f"{run.name}" in listed and "partial" in listed and "empty" not in listed
+
+    resumed = pivot(config, "sweep", "--url", server.url, "--resume", run.name)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    run = open_run(tmp_path / "campaign", run.name)
+    assert run.state == "complete" and [(lv.c, lv.requests, lv.lacking) for lv in run.levels()] == [(2, 120, 0), (4, 120, 0)]
+    started = [e for e in _events(run.dir) if e["type"] == "level_started"]
+    assert [(e["c"], e["requests"], e.get("repeat", False)) for e in started] == [
+        (2, 120, False),
+        (2, 120 - level.requests, True),
+        (4, 120, False),
+    ]

@@ -36,7 +36,7 @@ from console.sweep.loadgen.requests import prompts
 from console.sweep.model import Event, HostOrder, LevelProgress, Said, SweepDone
 from console.sweep.runs.files import EventLogFile, pending_spool
 from console.sweep.runs.lock import RunLocked, run_lock
-from console.sweep.runs.store import RunError, completed_levels, open_run_dir, read_meta
+from console.sweep.runs.store import RunError, completed_levels, lacking_levels, open_run_dir, read_meta
 from console.sweep.settings import SweepSettings
 from console.untrusted import visible
 
@@ -102,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             if args.url is not None:
                 done = completed_levels(args.run_dir) if args.resume else set()
+                common["top_up"] = lacking_levels(args.run_dir) if args.resume else {}
                 return await sweep(args.url, sink, settings, placement=client_placement("direct"), done=done, **common)
             spec = config.load(args.config).host(args.host)
             conn = Connection(spec)
@@ -109,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.resume:
                 await _fetch_pending(conn, spec, sink, args.run_dir)
             done = completed_levels(args.run_dir) if args.resume else set()
+            common["top_up"] = lacking_levels(args.run_dir) if args.resume else {}
             warnings: list[str] = []
             if settings.client != "console":
                 order = HostOrder(
@@ -117,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
                     headers=headers,
                     done=sorted(done),
                     repeat=args.repeat or [],
+                    top_up=common["top_up"],
                     kind=meta.kind,
                     nodes=meta.nodes,
                     address=args.address,

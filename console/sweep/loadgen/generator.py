@@ -153,13 +153,16 @@ async def run_level(
     power: PowerMeter | None = None,
     workers: Workers | None = None,
     watch: ServerWatch | None = None,
+    requests: int | None = None,
 ) -> LevelDone:
     """One level to its end; nodes: the hosts of a server across nodes (each rank serves every request), written in
     the level's row; reference: the sweep's first level measured again, for its drift; power: reads the server's GPUs'
     power, for the level's energy; workers: the sweep's worker processes, where the level needs more than this one;
     watch: the server the sweep began on. A level is failed (not a measurement of C) when the server was replaced
-    or restarted, or another client's requests shared it (by the server's own count)."""
-    total = settings.requests_for(c)
+    or restarted, or another client's requests shared it (by the server's own count); requests: how many to measure
+    (a level cut short before: what it lacks), else the settings'. Aborted, the requests that finished are kept, as
+    a level cut short."""
+    total = requests if requests is not None else settings.requests_for(c)
     processes = settings.workers_for(c, os.cpu_count()) if workers is not None else 1
     sink.emit(LevelStarted(c=c, requests=total, warmup=settings.warmup, repeat=repeat, reference=reference))
     if workers is not None and processes > 1:
@@ -227,6 +230,13 @@ async def run_level(
             helpers.append(asyncio.create_task(progress()))
             send = sender(client, settings, prompts_from(pool), model, c, level_t0, per_chunk, ignore_eos)
             await level.run(c, send, finished)
+    except asyncio.CancelledError:  # aborted mid-level: what finished is kept, and said to be short
+        if stats.counted and not settings.duration_s:
+            wall = time.monotonic() - level_t0
+            cut = stats.metrics(wall, gauges.means()).model_dump()
+            sink.emit(LevelDone.model_validate({**cut, "repeat": repeat, "reference": reference, "lacking": max(0, total - stats.counted)}))
+            sink.sync()
+        raise
     finally:
         for helper in helpers:
             helper.cancel()
@@ -297,8 +307,10 @@ async def sweep(
     warnings: list[str] | None = None,
     nodes: list[str] | None = None,
     power: PowerMeter | None = None,
+    top_up: dict[int, int] | None = None,
 ) -> int:
-    """The levels not in `done` (or `repeat`'s), each to its end; 3 when one failed, else 0. kind: the managed
+    """The levels not in `done` (or `repeat`'s), each to its end; 3 when one failed, else 0. top_up: levels cut short
+    before, with the requests each lacks: only those are measured, pooled with the ones kept. kind: the managed
     server's engine kind, when pivot started it (what its requests may carry); placement: where this client runs;
     nodes: the hosts of a server across nodes, rank 0 (whose API takes the requests) first; power: reads the power of
     the server's GPUs (None: the server's GPUs are not where this client can read them)."""
@@ -361,14 +373,15 @@ async def sweep(
                 if stop_after_level.is_set():
                     stopped = True
                     break
-                result = await measure(c=c, repeat=bool(repeat))
+                more = (top_up or {}).get(c)
+                result = await measure(c=c, repeat=bool(repeat) or more is not None, requests=more)
                 measured = True
                 answering = True
                 if result.failed and not watch.changed:
                     answering = await server_answers(client.session(), settings.server_wait_s)
                     if answering and not await watch.check(client.session()):
                         sink.emit(LevelRetry(c=c, reason=result.failed))
-                        result = await measure(c=c, repeat=bool(repeat))
+                        result = await measure(c=c, repeat=bool(repeat) or more is not None, requests=more)
                 if watch.changed:  # what follows would measure another server than the levels before
                     failed = f"C={c}: {watch.changed}: the sweep stops here"
                     break

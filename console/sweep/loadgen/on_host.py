@@ -183,6 +183,7 @@ async def run(port: int) -> int:
             headers=order.headers,
             done=set(order.done),
             repeat=order.repeat or None,
+            top_up=order.top_up,
             stop_after_level=stop,
             kind=order.kind,
             nodes=order.nodes,

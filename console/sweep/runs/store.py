@@ -49,6 +49,7 @@ __all__ = [
     "completed_levels",
     "create_run",
     "delete_run",
+    "lacking_levels",
     "list_runs",
     "open_run",
     "open_run_dir",
@@ -77,7 +78,8 @@ def _pooled(c: int, attempts: list[Attempt], requests: RequestColumns | None) ->
             client[key] = next((v for v in values if v), None)
         elif None not in values and time:
             client[key] = sum(v * (a.done.wall_s or 0) for v, a in zip(values, attempts, strict=True)) / time
-    return LevelDone.model_validate({**metrics.model_dump(), **client})
+    # what the last attempt left unmeasured (a top-up cut short in its turn) is what the level still lacks
+    return LevelDone.model_validate({**metrics.model_dump(), **client, "lacking": attempts[-1].done.lacking})
 
 
 def _levels(scan: RunEvents) -> list[LevelDone]:
@@ -136,8 +138,14 @@ def _read_levels(run_dir: Path) -> RunEvents:
 
 
 def completed_levels(run_dir: Path) -> set[int]:
-    """Levels measured (not failed): a resume leaves them alone."""
-    return {level.c for level in _levels(_read_levels(run_dir)) if level.measured}
+    """Levels measured (not failed) to their last request: a resume leaves them alone."""
+    return {level.c for level in _levels(_read_levels(run_dir)) if level.measured and not level.lacking}
+
+
+def lacking_levels(run_dir: Path) -> dict[int, int]:
+    """Levels cut short (an abort, a Ctrl-C) with the requests each still lacks: a resume measures only those, and
+    pools them with the ones kept."""
+    return {level.c: level.lacking for level in _levels(_read_levels(run_dir)) if level.measured and level.lacking}
 
 
 def _atomic_parquet(frame: pl.DataFrame, path: Path, row_group_size: int | None = None) -> None:
