@@ -438,7 +438,8 @@ def test_ctrl_c_on_a_sweep_keeps_the_finished_requests_and_a_resume_measures_onl
     run = open_run(tmp_path / "campaign", run_dir.name)
     [level] = run.levels()
     assert level.c == 2 and level.measured and level.lacking == 120 - level.requests > 0
-    said = f"interrupted: {level.requests} finished request(s) kept (C=2 cut short); `pivot sweep --resume {run.name}` measures what is missing"
+    kept = f"interrupted: {level.requests} finished request(s) kept (C=2 cut short)"
+    said = f"{kept}; `pivot sweep --resume {run.name}` measures what is missing"
     assert said in " ".join(out.split()), out + err
     assert f"cut short: {level.requests} of 120 requests" in out
     listed = pivot(config, "runs").stdout
