@@ -839,3 +839,72 @@ async def test_v_and_y_say_what_they_changed_when_the_pane_is_too_short_to_draw_
         await wait_for(lambda: any("a user's tok/s (z shows it)" in n.message for n in app._notifications))
         await pilot.press("y")
         await wait_for(lambda: any("second series: TTFT p50 ms (z shows it)" in n.message for n in app._notifications))
+
+
+@pytest.mark.parametrize("answer", ["a", "l"])
+async def test_q_during_a_sweep_asks_and_loses_no_finished_request(sim_host_process: HostProcess, tmp_path: Path, answer: str) -> None:
+    """`q` during a sweep quit at once and ended the load generator on the host: the level in flight was lost (issue
+    36). It asks now: abort keeping what finished (`a`), or leave the level to the host (`l`), whose spool a resume
+    fetches; either way `pivot sweep --resume` completes the run."""
+    import asyncio
+    import subprocess
+    import sys
+
+    from textual.widgets import Input
+
+    from console.server.profiles import load_profiles
+    from console.server.state import ServerState
+    from console.sweep.runs.store import list_runs
+    from console.ui.screens.choose import Choose
+    from console.ui.widgets.sweep.pane import SweepPane
+
+    local = tmp_path / "profiles"
+    local.mkdir()
+    (local / "t-baseline.toml").write_text(f'extends = "demo-baseline"\nport = {free_port()}\n')
+    config_path = tmp_path / "pivot.toml"
+    config_path.write_text(sim_host_process.config_path.read_text().replace("[hosts.demo]", f'profiles_dir = "{local}"\n\n[hosts.demo]'))
+    cfg = config.load(config_path)
+    app = PivotApp(Session(cfg, "demo", via="console"))
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert app.session.lifecycle is not None
+        await app.session.lifecycle.start(load_profiles(*cfg.profile_dirs).get("t-baseline"))
+        await wait_for(lambda: app.query_one("#server").status.state == ServerState.READY, timeout=60)
+        await pilot.press("4", "n")
+        app.screen.query_one("#levels", Input).value = "2,4"
+        app.screen.query_one("#requests", Input).value = "150"
+        app.screen.query_one("#max_tokens", Input).value = "256"
+        await pilot.click("#start")
+        pane = app.query_one(SweepPane)
+        await wait_for(lambda: pane.handle is not None and pane.handle.on_host is not None, timeout=30)
+        handle = pane.handle
+        assert handle is not None
+        await wait_for(lambda: sum(1 for line in (handle.run.dir / "events.jsonl").read_text().splitlines() if '"request"' in line) >= 3)
+        await pilot.press("q")
+        await wait_for(lambda: isinstance(app.screen, Choose))
+        await pilot.press("n")  # Cancel: the sweep goes on
+        await pilot.pause()
+        assert not isinstance(app.screen, Choose) and handle.end is None
+        await pilot.press("q")
+        await wait_for(lambda: isinstance(app.screen, Choose))
+        await pilot.press(answer)
+        await wait_for(lambda: not app.is_running, timeout=60)
+    run = next(r for r in list_runs(cfg.campaign_dir) if r.name == handle.run.name)
+    if answer == "a":
+        [level] = run.levels()
+        assert level.c == 2 and level.measured and level.lacking > 0  # what finished is kept
+    else:
+        assert (run.dir / "host-spool.json").exists()  # the host measures the level to its end; the resume fetches it
+    resumed = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "console", "--config", str(config_path), "sweep", "--resume", run.name],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    run = next(r for r in list_runs(cfg.campaign_dir) if r.name == handle.run.name)
+    assert run.state == "complete" and [(lv.c, lv.requests, lv.lacking) for lv in run.levels()] == [(2, 150, 0), (4, 150, 0)]
+    stop = await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-m", "console", "--config", str(config_path), "server", "stop"], capture_output=True, timeout=120
+    )
+    assert stop.returncode == 0

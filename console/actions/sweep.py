@@ -17,7 +17,8 @@ from console.events import EventLog, Sweep, Swept
 from console.remote import Connection
 from console.remote.errors import RemoteError
 from console.sweep.loadgen.runner import SweepProcess, describe_server, identity_mismatch
-from console.sweep.model import RunMeta, Said, Shown, SweepDone
+from console.sweep.model import RunMeta, Said, Shown, SweepDone, SweepStarted
+from console.sweep.runs.files import pending_spool
 from console.sweep.runs.store import Run, RunError, create_run
 from console.sweep.settings import SweepSettings
 from console.untrusted import visible
@@ -36,6 +37,7 @@ class SweepHandle:
     ended: list[Callable[[SweepHandle], None]] = field(default_factory=list)
     end: str | None = None  # done, stopped, aborted, failed; None while it runs
     reason: str | None = None
+    on_host: str | None = None  # the machine whose load generator sends the requests, where it runs on the GPU host
 
     def subscribe(self, callback: Subscriber, *, ended: Callable[[SweepHandle], None] | None = None) -> None:
         """Each event as it comes; `ended` once the run's files are finished."""
@@ -57,6 +59,8 @@ class SweepHandle:
                 on_end(self)
 
     def _note(self, event: Shown) -> None:
+        if isinstance(event, SweepStarted) and event.client is not None and event.client.path == "on-host":
+            self.on_host = visible(event.client.machine or "the host")
         if isinstance(event, Said) and event.type == "failed":
             self.end, self.reason = "failed", visible(event.message)
         elif isinstance(event, SweepDone) and self.end is None:
@@ -140,7 +144,8 @@ class Sweeps:
                 raise RunError("a sweep over SSH needs a host from a pivot.toml (or give --url)")
             meta, address, port = await describe_server(session.conn, session.config, session.spec.name)
             target = ["--config", str(session.config.path), "--host", session.spec.name, "--address", address, "--port", str(port)]
-        if not allow_busy:
+        # (a resume whose last level the host still measures: that load is its own, and it is fetched before the rest)
+        if not allow_busy and not (how == "resume" and run is not None and pending_spool(run.dir) is not None):
             await self._check_idle(url, (address, port) if url is None else None)
         if run is None:
             run = create_run(session.config.campaign_dir, meta.model_copy(update={"settings": settings.to_dict()}))

@@ -212,6 +212,7 @@ async def _follow(handle: SweepHandle, out: Console, as_json: bool, table: Table
             print(json.dumps(event.model_dump(mode="json", exclude_unset=True)), flush=True)
         match event:
             case SweepStarted():
+                status = 0 if status == 3 else status  # a resume goes on from where a fetched sweep stopped
                 for warning in event.warnings:
                     out.print(Text(f"warning: {visible(warning)}", style="yellow"))
             case LevelStarted():

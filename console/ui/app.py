@@ -9,6 +9,8 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from typing import TypeVar
 
+from rich.console import RenderableType
+from rich.text import Text
 from textual import events, work
 from textual.app import App, ComposeResult, ScreenStackError, SystemCommand
 from textual.binding import Binding
@@ -83,7 +85,13 @@ class PivotApp(App[None]):
             "E", "event_log", "Events", show=False, id="app.events", tooltip="The campaign's event log: kills, starts, sweeps, task changes"
         ),
         Binding("ctrl+p", "command_palette", "Palette", show=False, id="app.palette", tooltip="Commands for the current state"),
-        Binding("q", "quit", "Quit", id="app.quit", tooltip="Quit (the server and processes on the host are left as they are)"),
+        Binding(
+            "q",
+            "quit_asking",
+            "Quit",
+            id="app.quit",
+            tooltip="Quit (the server and processes on the host are left as they are; a sweep in progress asks first)",
+        ),
     ]
 
     def __init__(
@@ -418,6 +426,43 @@ class PivotApp(App[None]):
             ("Confirmations", list(Confirm.BINDINGS)),
         ]
         self.push_screen(HelpScreen(sections, self.notes))  # type: ignore[arg-type]
+
+    def action_help_quit(self) -> None:
+        """Ctrl-C: how to quit, in words (Textual's own says it in markup, shown raw here)."""
+        self.notify("Press q to quit (ctrl+q quits at once)", title="Do you want to quit?")
+
+    @work(group="quit", exclusive=True, exit_on_error=False)
+    async def action_quit_asking(self) -> None:
+        """Quit; with a sweep in progress, first ask what becomes of it: nothing measured is lost to a key."""
+        from console.ui.screens.choose import Choose
+
+        handle = self.session.sweeps.current
+        if handle is None or handle.end is not None:
+            self.exit()
+            return
+        answers = [("s", "Stop after this level, then quit", "stop"), ("a", "Abort now, keeping every finished request, and quit", "abort")]
+        if handle.on_host:
+            answers.append(("l", f"Quit now: {handle.on_host} measures the level in progress to its end", "leave"))
+        body: list[RenderableType] = [Text(f"Run {handle.run.name} is being measured.")]
+        if handle.on_host:
+            body.append(Text(f"Left to the host, the level is fetched by `pivot sweep --resume {handle.run.name}`."))
+        choice = await self.push_screen_wait(Choose("A sweep is in progress", body, answers))
+        if choice is None:
+            return
+        ended = asyncio.Event()
+        handle.subscribe(lambda _event: None, ended=lambda _handle: ended.set())
+        if choice == "leave":
+            handle.process.leave()
+            self.exit(message=f"{handle.on_host} measures the level in progress; `pivot sweep --resume {handle.run.name}` fetches it")
+            return
+        if choice == "stop":
+            handle.stop()
+            self.notify("the sweep stops after this level; pivot quits then", timeout=30)
+        else:
+            handle.abort()
+        if handle.end is None:
+            await ended.wait()
+        self.exit()
 
     @work(group="event-log", exclusive=True, exit_on_error=False)
     async def action_event_log(self) -> None:

@@ -96,6 +96,12 @@ class SweepProcess:
         if self.proc and self.proc.returncode is None:
             self.proc.send_signal(signal.SIGUSR1)
 
+    def leave(self) -> None:
+        """Ends this side at once, without an abort: a load generator on the GPU host measures the level in progress
+        to its end into its spool, which a resume fetches (console/sweep/loadgen/host_generator.py)."""
+        if self.proc is not None and self.proc.returncode is None:
+            self.proc.send_signal(signal.SIGKILL)
+
     def abort(self) -> None:
         if self.proc and self.proc.returncode is None:
             self.proc.send_signal(signal.SIGTERM)
