@@ -908,3 +908,15 @@ async def test_q_during_a_sweep_asks_and_loses_no_finished_request(sim_host_proc
         subprocess.run, [sys.executable, "-m", "console", "--config", str(config_path), "server", "stop"], capture_output=True, timeout=120
     )
     assert stop.returncode == 0
+
+
+async def test_w_u_and_f_say_why_when_no_comparison_is_shown(tmp_path: Path) -> None:
+    """With no comparison on screen, `w`, `u` and `f` did nothing and said nothing (issue 36); `c` said why."""
+    async with canned_app(tmp_path).run_test(size=(80, 24)) as pilot:
+        app = pilot.app
+        await pilot.press("4", "w", "u", "f")
+        await wait_for(
+            lambda: sum("acts on the comparison on screen: c shows one first" in str(n.message) for n in app._notifications) == 3
+        )
+        said = [str(n.message) for n in app._notifications]
+        assert any(m.startswith("w (an adaptive profile)") for m in said) and any(m.startswith("f (refine") for m in said)

@@ -318,9 +318,14 @@ def run_state(run: Run) -> str:
     state its events give."""
     if (pid := holder(run.dir)) is not None:
         return f"measuring (pid {pid})"
+    state = run.state
+    if state == "partial" and run.meta.ended_by in ("aborted", "stopped"):
+        state = f"partial ({run.meta.ended_by})"
+    if state == "partial" and any(c for c in run.meta.levels or [] if c not in (run.meta.measured_levels or [])):
+        state = "partial (a level failed)"
     if (pending := pending_spool(run.dir)) is not None:
-        return f"{run.state}, more waits on {visible(str(pending.get('host')))}: sweep --resume fetches it"
-    return run.state
+        return f"{state}, more waits on {visible(str(pending.get('host')))}: sweep --resume fetches it"
+    return state
 
 
 def _import(cfg: config.Config, names: list[str], name: str | None, profile: str, out: Console) -> int:

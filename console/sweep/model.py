@@ -295,6 +295,7 @@ class RunMeta(BaseModel):
     levels: list[int] | None = None  # the levels those tables hold, by C (a listing reads them without the tables)
     measured_levels: list[int] | None = None  # and of those, the ones that are measurements (not failed)
     stopped_because: str | None = None
+    ended_by: str | None = None  # how the last sweep of it ended: done, stopped, aborted or failed (None: it did not)
     corrupt: bool = False  # run.toml itself could not be read
     measured_from: list[str] | None = None  # its profile is an adaptive one pivot wrote from these runs (baseline, drafting)
 

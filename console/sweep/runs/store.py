@@ -333,6 +333,10 @@ class Run:
         except EventsCorrupt as e:
             raise RunError(str(e)) from None
         summary = _summarize(scan, self._wanted())
+        last = scan.of_type(SweepDone)[-1:]
+        ended_by = (
+            None if not last else "failed" if last[0].failed else "aborted" if last[0].aborted else "stopped" if last[0].stopped else "done"
+        )
         if scan.events or not (self.dir / LEVELS).exists():  # with no events, keep the tables there are
             _atomic_parquet(_frame(summary.levels), self.dir / LEVELS)
             rows = [r for _, group in sorted(scan.attempts.items()) for a in group for r in a.rows]
@@ -344,6 +348,7 @@ class Run:
         self.meta.levels = [level.c for level in summary.levels]
         self.meta.measured_levels = [level.c for level in summary.levels if level.measured]
         self.meta.stopped_because = summary.stopped_because or ""
+        self.meta.ended_by = ended_by or self.meta.ended_by
         if summary.server is not None:  # what the server said of itself (CUDA-graph sizes, speculation): the adaptive config reads it
             self.meta.server = summary.server
         if summary.client is not None:

@@ -298,8 +298,8 @@ class SweepPane(ComparisonActions):
             return not running and self.session.lifecycle is not None
         if action in ("stop", "abort"):
             return running
-        if action in ("write_adaptive", "repeat_uncertain", "refine"):  # offered with a comparison; they say why not
-            return self.comparing and not running
+        if action in ("write_adaptive", "repeat_uncertain", "refine"):  # offered with a comparison; else they say why not
+            return True
         return True
 
     @work(group="ask", exit_on_error=False)

@@ -33,6 +33,7 @@ class ComparisonActions(Pane):
     """The comparison part of the Sweep pane, which composes a ComparisonView and a LevelTable."""
 
     start_sweep: Callable[..., Any]  # the Sweep pane's: measure levels again on the running server
+    handle: Any  # the Sweep pane's: the sweep in progress, if any
     comparing = var(False, bindings=True, toggle_class="-comparing")  # the comparison takes the level table's place
 
     @property
@@ -43,10 +44,20 @@ class ComparisonActions(Pane):
     def comparison_text(self) -> Text | None:
         return self.query_one(ComparisonView).text
 
+    def _cannot_act(self, what: str) -> bool:
+        """Whether w, u and f must wait: they act on the comparison on screen, and not while a sweep runs; said."""
+        if self.handle is not None:
+            self.notify(f"{what} waits for the sweep's end", severity="warning", timeout=5)
+            return True
+        if not self.comparing or self.comparison is None:
+            self.notify(f"{what} acts on the comparison on screen: c shows one first", severity="warning", timeout=5)
+            return True
+        return False
+
     @work(group="adaptive", exit_on_error=False)
     async def action_write_adaptive(self) -> None:
         cmp = self.comparison
-        if cmp is None:
+        if self._cannot_act("w (an adaptive profile)") or cmp is None:
             return
         try:
             adaptive = await asyncio.to_thread(plan, self.session.config, cmp)  # it reads the profiles: off the loop
@@ -84,7 +95,7 @@ class ComparisonActions(Pane):
         after each round until they settle or the rounds run out (console/actions/campaign.py do_repeat_uncertain)."""
         cmp = self.comparison
         lifecycle = self.session.lifecycle
-        if cmp is None or self._busy():
+        if self._cannot_act("u (repeat the uncertain levels)") or cmp is None or self._busy():
             return
         if lifecycle is None:
             self._no_server()
@@ -154,7 +165,7 @@ class ComparisonActions(Pane):
     @work(group="ask", exit_on_error=False)
     async def action_refine(self) -> None:
         cmp = self.comparison
-        if cmp is None or self._busy():
+        if self._cannot_act("f (refine the crossover)") or cmp is None or self._busy():
             return
         if self.session.lifecycle is None:
             self._no_server()
