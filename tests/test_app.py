@@ -920,3 +920,37 @@ async def test_w_u_and_f_say_why_when_no_comparison_is_shown(tmp_path: Path) -> 
         )
         said = [str(n.message) for n in app._notifications]
         assert any(m.startswith("w (an adaptive profile)") for m in said) and any(m.startswith("f (refine") for m in said)
+
+
+async def test_the_sweep_form_tidies_levels_and_names_what_it_refuses(tmp_path: Path) -> None:
+    """Levels `5,1,1,100000` started a sweep with a duplicate, out of order, at C=100000; `0,-3,abc,1e9` read "levels,
+    max_tokens and the prompt length are whole numbers" (which?) (issue 36)."""
+    from textual.widgets import Button, Input, Label
+
+    from console.sweep.settings import SweepSettings
+    from console.ui.widgets.sweep.form import SweepForm
+
+    chosen: list[SweepSettings | None] = []
+    async with canned_app(tmp_path).run_test(size=(100, 30)) as pilot:
+        app = pilot.app
+        app.push_screen(SweepForm(SweepSettings()), chosen.append)
+        await pilot.pause()
+        form = app.screen
+        error = lambda: str(form.query_one("#error", Label).render())
+        form.query_one("#levels", Input).value = "0,-3,abc"
+        form.on_button_pressed(Button.Pressed(form.query_one("#start", Button)))
+        assert error() == "Levels: '0' is not a positive whole number"
+        form.query_one("#levels", Input).value = "5,1,1"
+        form.query_one("#max_tokens", Input).value = "1e9"
+        form.on_button_pressed(Button.Pressed(form.query_one("#start", Button)))
+        assert error() == "max_tokens: '1e9' is not a whole number"
+        form.query_one("#max_tokens", Input).value = "64"
+        form.query_one("#levels", Input).value = "5,1,1,100000"
+        form.on_button_pressed(Button.Pressed(form.query_one("#start", Button)))
+        assert "C=100000 is more than 4096 requests in flight" in error() and chosen == []
+        form.on_button_pressed(Button.Pressed(form.query_one("#start", Button)))  # asked once: Start again goes ahead
+        await pilot.pause()
+        assert chosen and chosen[0] is not None and chosen[0].levels == (1, 5, 100000)
+        assert any(
+            "1 given more than once: measured once; levels are measured in rising order" in str(n.message) for n in app._notifications
+        )

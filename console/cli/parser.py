@@ -13,6 +13,15 @@ from console.server.checks import CHECKS
 EVENT_KINDS = ("kill", "cleanup", "start", "adopt", "stop", "switch", "restart", "sweep", "swept", "profile", "task")
 
 
+def _levels(text: str) -> list[int]:
+    from console.sweep.settings import parse_levels
+
+    try:
+        return parse_levels(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def _count(text: str) -> int:
     """A whole number of 0 or more, or argparse's one line naming the flag and the value."""
     if not text.isdigit():
@@ -127,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sweep = sub.add_parser("sweep", help="a concurrency sweep against the running server (or --url)")
     sweep.set_defaults(run="console.cli.sweep:cmd_sweep")
-    sweep.add_argument("--levels", type=lambda s: [int(x) for x in s.split(",")], help="e.g. 1,2,5,10,30,70,100,250")
+    sweep.add_argument("--levels", type=_levels, help="e.g. 1,2,5,10,30,70,100,250 (measured in rising order, each once)")
     sweep.add_argument(
         "--requests",
         help="per level: auto (4C, at least 16), c (C, one wave, at least 4; [sweep] min_requests sets the least), or a number",

@@ -23,7 +23,7 @@ from console.sweep.model import LevelDone, LevelProgress, LevelRetry, LevelStart
 from console.sweep.runs.files import pending_spool
 from console.sweep.runs.lock import holder
 from console.sweep.runs.store import Run, RunError, delete_run, list_runs, open_run, open_run_dir, started_at
-from console.sweep.settings import SweepSettings
+from console.sweep.settings import SweepSettings, tidy_levels
 from console.sweep.words import LEVEL_COLUMNS, level_row
 from console.untrusted import visible
 
@@ -34,7 +34,10 @@ if TYPE_CHECKING:  # the session (SSH, telemetry) only for the commands that swe
 def settings_from(cfg: config.Config, levels: list[int] | None, requests: str | None, max_tokens: int | None) -> SweepSettings:
     data = dict(cfg.sweep)
     if levels is not None:
-        data["levels"] = levels
+        tidy, note = tidy_levels(levels)
+        if note:
+            print(f"pivot: --levels: {note}", file=sys.stderr)
+        data["levels"] = list(tidy)
     if requests is not None:
         data["requests"] = int(requests) if requests.isdigit() else requests
     if max_tokens is not None:

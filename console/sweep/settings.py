@@ -21,6 +21,31 @@ Levels = Annotated[tuple[PositiveInt, ...], Field(min_length=1), expect("a list 
 Requests = Annotated[Literal["auto", "c"] | Annotated[int, Strict(), Field(gt=0)], expect("'auto', 'c' or a positive integer")]
 
 
+def parse_levels(text: str) -> list[int]:
+    """Levels as typed (`1,2,5`): positive whole numbers, comma-separated; ValueError naming the first that is not."""
+    found = []
+    for item in text.replace(" ", "").split(","):
+        if item:
+            if not item.isdigit() or int(item) < 1:
+                raise ValueError(f"{item!r} is not a positive whole number")
+            found.append(int(item))
+    if not found:
+        raise ValueError("no level given")
+    return found
+
+
+def tidy_levels(levels: list[int] | tuple[int, ...]) -> tuple[tuple[int, ...], str | None]:
+    """The levels in order, each once; and what was changed, in words (None: nothing)."""
+    tidy = tuple(sorted(set(levels)))
+    said = []
+    if len(tidy) < len(levels):
+        twice = sorted({c for c in levels if list(levels).count(c) > 1})
+        said.append(f"{', '.join(map(str, twice))} given more than once: measured once")
+    if list(dict.fromkeys(levels)) != list(tidy):
+        said.append("levels are measured in rising order")
+    return tidy, "; ".join(said) or None
+
+
 @with_config(ConfigDict(extra="forbid"))
 @dataclass(frozen=True)
 class SweepSettings:

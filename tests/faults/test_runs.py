@@ -325,6 +325,8 @@ def test_small_command_line_faults_are_one_line(campaign: Path, tmp_path: Path) 
     eight.write_text('[sweep]\nmax_tokens = "eight"\n')
     bad = pivot(eight, "sweep", "--url", "http://127.0.0.1:9")
     assert bad.returncode == 2 and "sweep.max_tokens: expected a positive integer, got 'eight'" in bad.stderr
+    levels = pivot(tmp_path / "pivot.toml", "sweep", "--url", "http://127.0.0.1:9", "--levels", "0,abc")
+    assert levels.returncode == 2 and "argument --levels: '0' is not a positive whole number" in levels.stderr  # issue 36
     resumed = pivot(tmp_path / "pivot.toml", "sweep", "--resume", "base", "--levels", "1", "--max-tokens", "64")
     assert resumed.returncode == 2 and resumed.stderr.strip() == (  # issue 34, L2: the flags were ignored without a word
         "pivot: --resume measures what run base still lacks with its own settings: --levels, --max-tokens would "

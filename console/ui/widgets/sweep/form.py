@@ -3,14 +3,16 @@ included) fits an 80x24 terminal."""
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static
 
-from console.sweep.settings import SweepSettings
+from console.sweep.settings import SweepSettings, parse_levels, tidy_levels
 
+ABSURD_C = 4096  # a level above it is asked about: a typo (100000 for 1000) would take hours
 FIELDS = (  # (id, label, hint)
     ("levels", "Levels", "concurrency C per level, comma-separated"),
     ("requests", "Requests/level", "auto = 4·C, c = C (one wave), each at least min_requests; or a number"),
@@ -36,6 +38,8 @@ class SweepForm(ModalScreen[SweepSettings | None]):
     def __init__(self, defaults: SweepSettings):
         super().__init__()
         self.defaults = defaults
+        self.levels_note: str | None = None  # what tidying the typed levels changed
+        self.asked: tuple[int, ...] | None = None  # levels whose size was questioned once already
 
     def compose(self) -> ComposeResult:
         d = self.defaults
@@ -75,16 +79,25 @@ class SweepForm(ModalScreen[SweepSettings | None]):
     def _settings(self) -> SweepSettings:
         value = lambda name: self.query_one(f"#{name}", Input).value.strip()
         requests = value("requests")
+
+        def whole(name: str, label: str) -> int:
+            text = value(name)
+            if not text.isdigit():
+                raise ValueError(f"{label}: {text!r} is not a whole number")
+            return int(text)
+
         try:
-            data = {
-                "levels": [int(c) for c in value("levels").replace(" ", "").split(",") if c],
-                "requests": int(requests) if requests.isdigit() else requests,
-                "max_tokens": int(value("max_tokens")),
-                "input_tokens": int(value("input_tokens")),
-                "api": self.query_one("#api", Select).value,
-            }
-        except ValueError:
-            raise ValueError("levels, max_tokens and the prompt length are whole numbers") from None
+            levels = parse_levels(value("levels"))
+        except ValueError as e:
+            raise ValueError(f"Levels: {e}") from None
+        tidy, self.levels_note = tidy_levels(levels)
+        data = {
+            "levels": list(tidy),
+            "requests": int(requests) if requests.isdigit() else requests,
+            "max_tokens": whole("max_tokens", "max_tokens"),
+            "input_tokens": whole("input_tokens", "Prompt tokens"),
+            "api": self.query_one("#api", Select).value,
+        }
         return SweepSettings.from_dict({**self.defaults.to_dict(), **data})
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
@@ -92,9 +105,19 @@ class SweepForm(ModalScreen[SweepSettings | None]):
             self.dismiss(None)
             return
         try:
-            self.dismiss(self._settings())
+            chosen = self._settings()
         except ValueError as e:
-            self.query_one("#error", Label).update(str(e))
+            self.query_one("#error", Label).update(Text(str(e)))
+            return
+        if (most := max(chosen.levels)) > ABSURD_C and self.asked != chosen.levels:
+            self.asked = chosen.levels  # said once: Start again goes ahead
+            self.query_one("#error", Label).update(
+                Text(f"C={most} is more than {ABSURD_C} requests in flight, beyond what one server takes: Start again sweeps it anyway")
+            )
+            return
+        if self.levels_note:
+            self.app.notify(self.levels_note, title="Levels", timeout=6)
+        self.dismiss(chosen)
 
     def on_input_submitted(self) -> None:
         self.on_button_pressed(Button.Pressed(self.query_one("#start", Button)))
