@@ -776,7 +776,7 @@ async def test_each_ticking_age_and_changed_cell_is_drawn_in_the_process_table(t
         assert sum(" S " in row for row in drawn(table)) == 1  # the zombie's Z and the other scheduler's S unchanged
 
 
-async def test_a_long_command_is_cut_in_its_middle_and_the_table_never_scrolls_sideways(tmp_path: Path) -> None:
+async def test_a_long_command_keeps_its_name_and_the_table_never_scrolls_sideways(tmp_path: Path) -> None:
     from console.gpu.samples import Sample, parse_line
     from console.ui.text import elide
     from tests.fake_telemetry import canned_sample_line
@@ -799,7 +799,8 @@ async def test_a_long_command_is_cut_in_its_middle_and_the_table_never_scrolls_s
         await wait_for(lambda: table.row_count == 3 and table.size.width)
         await pilot.pause()
         shown = next(str(table.get_row_at(i)[-1]) for i in range(3) if str(table.get_row_at(i)[-1]).endswith("rank7"))
-        assert "…" in shown and shown.startswith("/home/ml") and len(shown) < 40
+        # the executable's name and the module it runs, then the end (issue 36: `…er 4.0` named nothing)
+        assert shown.startswith("sglang.") and shown.endswith("rank7") and len(shown) < 40
         assert table.max_scroll_x == 0  # nothing to scroll to: no sideways scrollbar
 
 
@@ -954,3 +955,14 @@ async def test_the_sweep_form_tidies_levels_and_names_what_it_refuses(tmp_path: 
         assert any(
             "1 given more than once: measured once; levels are measured in rising order" in str(n.message) for n in app._notifications
         )
+
+
+def test_a_command_keeps_the_script_it_runs() -> None:
+    """A CUDA worker `python3 …/workload.py worker 4.0` read as the interpreter's path head and `…er 4.0` (issue 36)."""
+    from console.ui.text import fit_command
+
+    worker = "/home/u/ml-env/bin/python3 /home/u/bench/workload.py worker 4.0"
+    assert fit_command(worker, 40) == "…/python3 …/workload.py worker 4.0"
+    assert fit_command(worker, 18).startswith("workload.py") and fit_command(worker, 18).endswith("4.0")
+    assert fit_command("sglang::scheduler_TP3_ipc_helper", 20) == "sglang::s…ipc_helper"
+    assert fit_command(worker, None) == worker

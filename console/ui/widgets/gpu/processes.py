@@ -16,7 +16,7 @@ from textual.widgets.data_table import ColumnKey, RowDoesNotExist, RowKey
 from console.gpu.format import age, flags, gib
 from console.gpu.samples import GpuProcess, Sample
 from console.ui.colours import theme_style
-from console.ui.text import elide
+from console.ui.text import fit_command
 
 ProcKey = tuple[int, int | None]
 COLUMN_LABELS = ("", "GPU", "PID", "USER", "GPU-MEM", "STATE", "AGE", "FLAGS", "COMMAND")
@@ -127,7 +127,7 @@ class ProcessTable(DataTable[Text | str]):
         return Text("●", style=self._colour("accent")) if p.key in self.tagged else Text(" ")
 
     def _cells(self, p: GpuProcess, now: float) -> tuple[Text | str, ...]:
-        command = elide(p.cmd or "(no command line)", self._command_room())
+        command = fit_command(p.cmd or "(no command line)", self._command_room())
         return (
             self._tag(p),
             str(p.gpu if p.gpu is not None else "?"),
