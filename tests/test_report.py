@@ -104,3 +104,21 @@ def test_chromium_shows_the_reports_charts(config: Path, tmp_path: Path) -> None
     colours = Image.open(shot).convert("RGB").getcolors(maxcolors=1 << 24) or []
     blue = sum(n for n, (r, g, b) in colours if abs(r - 0x1F) < 24 and abs(g - 0x77) < 24 and abs(b - 0xB4) < 24)
     assert blue > 500  # the first run's lines and points, in matplotlib's C0 blue
+
+
+def test_files_pivot_writes_follow_the_users_umask(tmp_path: Path) -> None:
+    """Report files were written 0600 under umask 022, for a file meant to be attached to a ticket (issue 36)."""
+    import os
+
+    from console.files import write_atomically
+
+    before = os.umask(0o022)
+    try:
+        write_atomically(tmp_path / "report.html", "<html></html>")
+        assert (tmp_path / "report.html").stat().st_mode & 0o777 == 0o644
+        (tmp_path / "mine.txt").write_text("x")
+        (tmp_path / "mine.txt").chmod(0o600)  # a file the operator keeps private stays so when replaced
+        write_atomically(tmp_path / "mine.txt", "y")
+        assert (tmp_path / "mine.txt").stat().st_mode & 0o777 == 0o600
+    finally:
+        os.umask(before)
