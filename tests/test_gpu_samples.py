@@ -242,3 +242,15 @@ def test_idle_line_says_idle_or_what_holds_memory() -> None:
 def test_a_malformed_gpu_row_is_dropped_and_said_not_the_whole_sample() -> None:
     sample = parse_line('{"type":"sample","gpus":[{"index":"zero"}],"procs":[]}')
     assert isinstance(sample, Sample) and not sample.gpus and "a GPU row was not read" in sample.problems[0]
+
+
+def test_local_gpus_without_nvidias_library_says_there_is_no_driver() -> None:
+    """`pivot --local gpus` on a machine without NVIDIA's library read `NVML Shared Library Not Found` (issue 36)."""
+    import ctypes.util
+    import subprocess
+    import sys
+
+    if ctypes.util.find_library("nvidia-ml"):
+        pytest.skip("this machine has NVIDIA's library")
+    done = subprocess.run([sys.executable, "-m", "console", "--local", "gpus"], capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0 and done.stderr.strip().endswith("no NVIDIA driver here: NVIDIA's library (libnvidia-ml) is not installed")

@@ -118,6 +118,8 @@ class NvitopSource:
     def sample(self) -> tuple[list[dict], list[dict]]:
         try:
             self.Device.count()  # raises when there is no driver; 0 is a driver with no GPUs
+        except self.libnvml.NVMLError_LibraryNotFound:
+            raise NoDriver("no NVIDIA driver here: NVIDIA's library (libnvidia-ml) is not installed") from None
         except self.libnvml.NVMLError as e:
             raise NoDriver("NVML: %s" % e) from None
         devices = self.Device.all()
