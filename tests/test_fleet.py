@@ -62,6 +62,16 @@ async def test_the_fleet_screen_follows_every_host_and_enter_opens_one(fleet: Pa
         await pilot.press("down", "enter")
     assert app.return_value == "gpu02"
 
+    # back from gpu02 (issue 36): every line as it was, the cursor on gpu02, no line read `closed — — —` meanwhile
+    back = FleetApp(pivot_toml.load(fleet), remembered=app.remembered, cursor_host="gpu02")
+    async with back.run_test(size=(120, 30)) as pilot:
+        table = back.query_one(DataTable)
+        assert table.cursor_row == 1
+        assert [str(table.get_cell(h, "GPUS BUSY")) for h in ("gpu01", "gpu02", "gpu03")] == [
+            str(c) for c in (app.remembered[h][3] for h in ("gpu01", "gpu02", "gpu03"))
+        ]
+        assert all(str(table.get_cell(h, "LINK")) == "up" for h in ("gpu01", "gpu02", "gpu03"))
+
 
 async def test_k_on_the_fleet_kills_a_hosts_strays_after_the_same_confirmation(tmp_path: Path) -> None:
     """A server's main process ended behind the console's back leaves its workers stray; K on its line asks, as the

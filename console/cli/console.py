@@ -33,8 +33,11 @@ def open_fleet(cfg: config.Config, theme: str | None, *, readonly: bool) -> int:
 
     if not gpu_hosts(cfg):
         raise config.ConfigError(cfg.path, "hosts", "no GPU host configured: the fleet has nothing to show")
-    while (host := FleetApp(cfg, theme=theme or cfg.theme, readonly=readonly).run()) is not None:
+    fleet = FleetApp(cfg, theme=theme or cfg.theme, readonly=readonly)
+    while (host := fleet.run()) is not None:
         open_console(cfg, host, theme, readonly=readonly)
+        # back to the fleet: every line as it was, the cursor on the host just left
+        fleet = FleetApp(cfg, theme=theme or cfg.theme, readonly=readonly, remembered=fleet.remembered, cursor_host=host)
     return 0
 
 

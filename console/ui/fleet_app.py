@@ -4,6 +4,8 @@ quitting that console comes back here; K kills the highlighted host's stray proc
 
 from __future__ import annotations
 
+from typing import Any
+
 from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
@@ -15,6 +17,7 @@ from console.fleet import COLUMNS, FleetWatch
 from console.gpu.format import kill_strays_question
 from console.gpu.kill import KillPlan
 from console.remote.errors import RemoteError
+from console.ui.log_bridge import ScreenLog
 from console.ui.screens.confirm_kill import kill_confirmed
 from console.ui.themes import DEFAULT_THEME, load_themes
 
@@ -32,10 +35,22 @@ class FleetApp(App[str | None]):
         Binding("q", "quit", "Quit"),
     ]
 
-    def __init__(self, config: Config, *, theme: str | None = None, fleet: FleetWatch | None = None, readonly: bool = False):
-        """readonly: no kill (--readonly)."""
+    def __init__(
+        self,
+        config: Config,
+        *,
+        theme: str | None = None,
+        fleet: FleetWatch | None = None,
+        readonly: bool = False,
+        remembered: dict[str, tuple[Any, ...]] | None = None,
+        cursor_host: str | None = None,
+    ):
+        """readonly: no kill (--readonly); remembered: each host's line as the fleet left it (back from a host), shown
+        until this watch hears from it; cursor_host: the line the cursor starts on."""
         super().__init__()
         self.readonly = readonly
+        self.remembered = dict(remembered or {})
+        self.cursor_host = cursor_host
         self.fleet = fleet or FleetWatch(config)
         themes, _ = load_themes()
         for t in themes:
@@ -50,17 +65,24 @@ class FleetApp(App[str | None]):
         yield Footer()
 
     def on_mount(self) -> None:
+        self._screen_log = ScreenLog(self)  # a warning from a host (its workdir made) never over the screen
+        self._screen_log.install()
         table = self.query_one(DataTable)
         for col in COLUMNS:
             table.add_column(col, key=col)
         for view in self.fleet.views():
-            table.add_row(*view.cells(), key=view.host)
+            table.add_row(*self.remembered.get(view.host, view.cells()), key=view.host)
+        if self.cursor_host in self.fleet.sessions:  # back from a host: on the line it was opened from
+            table.move_cursor(row=table.get_row_index(self.cursor_host))
         self.fleet.start()
         self.set_interval(REFRESH_S, self.refresh_rows)
 
     def refresh_rows(self) -> None:
         table = self.query_one(DataTable)
         for view in self.fleet.views():
+            if view.state == "connecting" and view.host in self.remembered:
+                continue  # its last line stays until this watch hears from it
+            self.remembered.pop(view.host, None)
             for col, cell in zip(COLUMNS, view.cells(), strict=True):
                 if str(table.get_cell(view.host, col)) != str(cell):
                     table.update_cell(view.host, col, cell, update_width=True)
@@ -69,7 +91,10 @@ class FleetApp(App[str | None]):
         self.query_one(DataTable).action_select_cursor()
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        self.exit(str(event.row_key.value))
+        table = self.query_one(DataTable)
+        self.remembered = {str(key.value): tuple(table.get_row(key)) for key in table.rows}
+        self.cursor_host = str(event.row_key.value)
+        self.exit(self.cursor_host)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         return not (self.readonly and action == "kill_stray")
@@ -103,4 +128,5 @@ class FleetApp(App[str | None]):
         )
 
     async def on_unmount(self) -> None:
+        self._screen_log.remove()
         await self.fleet.close()

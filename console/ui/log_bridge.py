@@ -9,6 +9,8 @@ from typing import Any, Literal
 
 from textual.app import App
 
+from console.untrusted import visible
+
 
 class ScreenLog(logging.Handler):
     def __init__(self, app: App[Any]):
@@ -20,10 +22,11 @@ class ScreenLog(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         message = record.getMessage()
         severity: Literal["warning", "error"] = "error" if record.levelno >= logging.ERROR else "warning"
+        message = visible(message, newlines=True)  # data from a host: written out, never markup
         if threading.get_ident() == self._thread:
-            self.app.notify(message, severity=severity, timeout=8)  # PivotApp.notify writes control characters out
+            self.app.notify(message, severity=severity, timeout=8, markup=False)
         else:
-            self.app.call_from_thread(self.app.notify, message, severity=severity, timeout=8)
+            self.app.call_from_thread(self.app.notify, message, severity=severity, timeout=8, markup=False)
 
     def install(self) -> None:
         root = logging.getLogger()
