@@ -7,24 +7,13 @@ from __future__ import annotations
 import os
 import re
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 from console.sweep.model import RunMeta
 from console.sweep.runs.store import create_run, open_run
 from console.sweep.settings import SweepSettings
-from tests.faults.test_runs import _events, _wait
+from tests.faults.test_runs import _events, _wait, loadgen_of
 from tests.test_sim_server import SPEC_FLAGS, sim_env, start_server  # noqa: F401  (fixtures)
-
-
-def _loadgen(url: str, run_dir: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "console.sweep.loadgen", "--url", url, "--run-dir", str(run_dir)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
 
 
 def _replace_mid_level(start_server, tmp_path: Path, first: list[str], then: list[str]) -> str:  # type: ignore[no-untyped-def]  # noqa: F811
@@ -33,7 +22,7 @@ def _replace_mid_level(start_server, tmp_path: Path, first: list[str], then: lis
     port = int(server.url.rsplit(":", 1)[1])
     settings = SweepSettings(levels=(2, 4), requests=400, max_tokens=64, input_tokens=16, server_wait_s=120, idle_timeout_s=5)
     run = create_run(tmp_path / "campaign", RunMeta(profile="eagle3", settings=settings.to_dict()))
-    loadgen = _loadgen(server.url, run.dir)
+    loadgen = loadgen_of(server.url, run.dir)
     # once the server's counters have counted some of the level (a server killed before it counted anything can be
     # told from its successor only by what it says of itself)
     _wait(lambda: sum(e["type"] == "metrics" and e.get("running") for e in _events(run.dir)) >= 2)
@@ -65,10 +54,10 @@ def test_a_level_that_shared_the_server_with_another_sweep_is_not_a_measurement(
     other = create_run(tmp_path / "campaign", RunMeta(profile="other", settings=other_settings.to_dict()))
     settings = SweepSettings(levels=(1, 2), requests=60, max_tokens=64, input_tokens=16, server_wait_s=5)
     mine = create_run(tmp_path / "campaign", RunMeta(profile="mine", settings=settings.to_dict()))
-    other_loadgen = _loadgen(server.url, other.dir)
+    other_loadgen = loadgen_of(server.url, other.dir)
     try:
         _wait(lambda: sum(e["type"] == "request" for e in _events(other.dir)) >= 3)
-        loadgen = _loadgen(server.url, mine.dir)
+        loadgen = loadgen_of(server.url, mine.dir)
         assert loadgen.wait(timeout=180) == 3, loadgen.stderr.read() if loadgen.stderr else ""
     finally:
         other_loadgen.kill()

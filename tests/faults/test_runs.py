@@ -174,12 +174,7 @@ def test_a_run_being_written_is_not_deleted(start_server, tmp_path: Path) -> Non
     (tmp_path / "pivot.toml").write_text(f'campaign_dir = "{tmp_path / "campaign"}"\n')
     settings = SweepSettings(levels=(2,), requests=300, max_tokens=64, input_tokens=16, drift_check=False)
     run = create_run(tmp_path / "campaign", RunMeta(profile="p", settings=settings.to_dict()))
-    loadgen = subprocess.Popen(
-        [sys.executable, "-m", "console.sweep.loadgen", "--url", server.url, "--run-dir", str(run.dir)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    loadgen = loadgen_of(server.url, run.dir)
     _wait(lambda: sum(e["type"] == "request" for e in _events(run.dir)) >= 3)
     deleted = pivot(tmp_path / "pivot.toml", "runs", "delete", run.name, "--yes")
     assert deleted.returncode == 2 and deleted.stdout == "", deleted.stdout
@@ -211,6 +206,16 @@ def test_a_killed_load_generator_is_named_with_its_signal(tmp_path: Path) -> Non
     assert events[-1] == {"type": "failed", "status": -9, "message": "the load generator was killed by SIGKILL"}
 
 
+def loadgen_of(url: str, run_dir: Path) -> subprocess.Popen[str]:
+    """The load generator measuring the run against a URL, as the console starts it (its stderr kept)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "console.sweep.loadgen", "--url", url, "--run-dir", str(run_dir)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 def _wait(predicate, timeout: float = 60.0) -> None:  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + timeout
     while not predicate():
@@ -230,12 +235,7 @@ def test_a_server_killed_mid_level_fails_the_level_and_the_sweep_says_why(start_
     server = start_server()
     settings = SweepSettings(levels=(2, 4), requests=40, max_tokens=64, input_tokens=16, server_wait_s=2, idle_timeout_s=5)
     run = create_run(tmp_path / "campaign", RunMeta(profile="p", settings=settings.to_dict()))
-    loadgen = subprocess.Popen(
-        [sys.executable, "-m", "console.sweep.loadgen", "--url", server.url, "--run-dir", str(run.dir)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    loadgen = loadgen_of(server.url, run.dir)
     _wait(lambda: sum(e["type"] == "request" for e in _events(run.dir)) >= 3)
     os.killpg(server.proc.pid, signal.SIGKILL)  # the server dies in the middle of C=2
     assert loadgen.wait(timeout=120) == 3
