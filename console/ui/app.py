@@ -441,8 +441,9 @@ class PivotApp(App[None]):
             self.exit()
             return
         answers = [("s", "Stop after this level, then quit", "stop"), ("a", "Abort now, keeping every finished request, and quit", "abort")]
+        host = self.session.host_name or handle.on_host
         if handle.on_host:
-            answers.append(("l", f"Quit now: {handle.on_host} measures the level in progress to its end", "leave"))
+            answers.append(("l", f"Quit now: {host} measures the level in progress to its end", "leave"))
         body: list[RenderableType] = [Text(f"Run {handle.run.name} is being measured.")]
         if handle.on_host:
             body.append(Text(f"Left to the host, the level is fetched by `pivot sweep --resume {handle.run.name}`."))
@@ -453,7 +454,7 @@ class PivotApp(App[None]):
         handle.subscribe(lambda _event: None, ended=lambda _handle: ended.set())
         if choice == "leave":
             handle.process.leave()
-            self.exit(message=f"{handle.on_host} measures the level in progress; `pivot sweep --resume {handle.run.name}` fetches it")
+            self.exit(message=f"{host} measures the level in progress; `pivot sweep --resume {handle.run.name}` fetches it")
             return
         if choice == "stop":
             handle.stop()

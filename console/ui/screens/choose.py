@@ -18,8 +18,9 @@ class Choose(ModalScreen[str | None]):
     Choose { align: center middle; }
     Choose > Vertical { width: 90%; max-width: 100; height: auto; border: thick $warning; background: $surface; padding: 0 1; }
     Choose .body { height: auto; }
+    Choose Vertical Vertical { height: auto; }
     Choose Horizontal { height: auto; margin-top: 1; }
-    Choose Button { margin-right: 1; }
+    Choose Button { margin: 0 1 1 0; }
     """
     BINDINGS = [Binding("n,escape", "cancel", "Cancel", id="choose.no")]
 
@@ -34,7 +35,7 @@ class Choose(ModalScreen[str | None]):
                 yield Static(part, classes="body")
             with Vertical():
                 for key, label, value in self.answers:
-                    yield Button(f"{label}  ({key})", id=f"answer-{value}")
+                    yield Button(f"{label}  ({key})", id=f"answer-{value}", compact=True)
             with Horizontal():
                 yield Button("Cancel  (n)", variant="primary", id="cancel")
 
