@@ -85,6 +85,7 @@ class SweepChart(PlotextPlot):
         self.legend: list[tuple[str, str, str]] = []  # (marker, label, theme variable) of what the chart shows
         self.data = ChartData()
         self._ys: dict[str, list[float]] = {}  # each y axis' values at the last draw: their ticks
+        self.display = False  # until a draw has something to show (a pane drawn late showed an empty chart's line)
 
     def on_mount(self) -> None:  # PlotextPlot's own on_mount runs too
         self._use_theme()  # the frame is the theme's before the first draw too
