@@ -165,7 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument(
         "--allow-busy",
         action="store_true",
-        help="sweep although the server already serves another client's requests (their load is measured too)",
+        help="start although the server already serves another client's requests (a level they share is failed, with the reason)",
     )
     sweep.add_argument("--json", action="store_true", help="one JSON event per line on stdout")
 

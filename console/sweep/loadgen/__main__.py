@@ -187,7 +187,7 @@ async def _fetch_pending(conn: Connection, spec: config.HostSpec, sink: EventSin
         )
     generator = HostGenerator(conn, spec, sink, run_dir)
     generator.seq, generator.base = kept_of(run_dir, pending), int(pending.get("base") or 0)
-    sink.show(Said(type="link_back", message=f"fetching what the load generator on {spec.name} measured after the link was lost"))
+    sink.show(Said(type="link_back", message=f"fetching what the load generator on {spec.name} measured while no console followed it"))
     await generator.fetch_until_ended(pending["token"], 60.0)
 
 
