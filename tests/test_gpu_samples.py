@@ -200,7 +200,7 @@ def test_nvitop_path_against_a_fake_nvml() -> None:
     assert (g0.mem_used_mib, g0.power_w, g0.power_limit_w, g0.util_pct, g0.temp_c) == (2048, 312, 700, 42, 55)
     assert sample.procs[0].pid == os.getpid() and sample.procs[0].mem_mib == 2048 and sample.procs[0].gpu == 0
     FakeDevice.missing_driver = True
-    with pytest.raises(agent.NoDriver, match="NVML"):
+    with pytest.raises(agent.NoDriver, match="no NVIDIA driver here"):
         source.sample()
 
 
