@@ -165,10 +165,16 @@ async def sweep(
         return await print_sweep(handle, out, as_json)
 
 
-async def print_sweep(handle: SweepHandle, out: Console, as_json: bool) -> int:
-    table = Table(box=None, header_style="bold", pad_edge=False, title=f"run {handle.run.name}", title_justify="left")
+def level_table(title: str) -> Table:
+    """The levels' table of `runs show`, of a sweep's end and of an interrupted one: its columns, no rows yet."""
+    table = Table(box=None, header_style="bold", pad_edge=False, title=title, title_justify="left")
     for col in LEVEL_COLUMNS:
         table.add_column(col, justify="left" if col == "notes" else "right")
+    return table
+
+
+async def print_sweep(handle: SweepHandle, out: Console, as_json: bool) -> int:
+    table = level_table(f"run {handle.run.name}")
     progress = Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -194,9 +200,7 @@ def _say_interrupted(run: Run, out: Console, as_json: bool) -> None:
     kept = open_run_dir(run.dir)
     levels = kept.levels()
     if not as_json:
-        table = Table(box=None, header_style="bold", pad_edge=False, title=f"run {run.name}", title_justify="left")
-        for col in LEVEL_COLUMNS:
-            table.add_column(col, justify="left" if col == "notes" else "right")
+        table = level_table(f"run {run.name}")
         for level in levels:
             table.add_row(*level_row(level))
         out.print(table)
@@ -287,9 +291,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
             title += f": {run.corrupt}"
         if run.stopped_because:
             title += f": stopped because {visible(run.stopped_because)}"
-        table = Table(box=None, header_style="bold", pad_edge=False, title=title, title_justify="left")
-        for col in LEVEL_COLUMNS:
-            table.add_column(col, justify="left" if col == "notes" else "right")
+        table = level_table(title)
         for level in run.levels():
             table.add_row(*level_row(level))
         out.print(table)
