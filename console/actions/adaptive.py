@@ -51,7 +51,7 @@ async def write_adaptive_profile(session: Session, adaptive: AdaptivePlan) -> Wr
     header = (
         f"# Written by pivot from the comparison of {adaptive.spec.name}'s run with a baseline, in the form "
         f"{adaptive.spec.kind} reads (see pivot's ENGINES notes).\n"
-    )
+    ) + "".join(f"# warning: {w}\n" for w in adaptive.warnings)
     tmp = adaptive.profile_path.with_suffix(".toml.tmp")
     tmp.write_text(header + tomli_w.dumps(adaptive.profile_data(remote)), encoding="utf-8")
     tmp.replace(adaptive.profile_path)

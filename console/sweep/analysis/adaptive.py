@@ -178,6 +178,14 @@ def plan(cfg: Config, cmp: Comparison) -> AdaptivePlan:
         warnings.append(
             f"{'SGLang' if spec.kind == 'sglang' else 'vLLM'} will not switch drafting by batch size with {spec.name}'s flags: {reason}"
         )
+    if imported := [r for r in (cmp.a, cmp.b) if r.meta.imported_from]:
+        warnings.append(
+            f"the evidence is aggregates imported from {' and '.join(sorted({r.meta.source or 'another tool' for r in imported}))} "
+            f"({', '.join(map(label, imported))}), without per-request data: sweep the new profile with pivot to check "
+            "where drafting stops paying off"
+        )
+    if open_kept := [lv.c for lv in cmp.levels if lv.c <= cut and not (lv.total.leader or lv.per_request.leader)]:
+        warnings.append(f"drafting is kept at C = {', '.join(map(str, open_kept))}, where it is not shown to lose, nor to gain")
     name = f"{spec.name}-adaptive"
     # pivot.toml's profiles_dir if it names one, else beside pivot.toml: each is among profile_dirs
     directory = cfg.profiles_dir or (cfg.path.parent / "profiles" if cfg.path else user_config_dir() / "profiles")

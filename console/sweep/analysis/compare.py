@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 from console.sweep.analysis.acceptance import acceptance_notes, drafted_nothing
 from console.sweep.analysis.comparable import Difference, NotComparable, differences
-from console.sweep.analysis.crossover import Crossover, crossover, undecided, where
+from console.sweep.analysis.crossover import Crossover, crossover, unclear, undecided, where
 from console.sweep.analysis.drift import Drift
 from console.sweep.analysis.drift import drift as drift_of
-from console.sweep.analysis.energy import energy_line, energy_verdict
+from console.sweep.analysis.energy import energy_line
 from console.sweep.analysis.frontier import dominance
-from console.sweep.analysis.intervals import MARGIN, Level, Verdict, estimate, judge
+from console.sweep.analysis.intervals import MARGIN, POINT_SPREAD, Level, Verdict, estimate, judge
 from console.sweep.analysis.repeats import Repeat, repeats
 from console.sweep.analysis.slo import Slo, answer, goodput
 from console.sweep.model import LevelDone
@@ -174,9 +174,11 @@ def _why_out(level: LevelDone) -> str | None:
     return None
 
 
-def _levels(a: Run, b: Run, margin: float, drift: float) -> tuple[list[Level], dict[int, str]]:
+def _levels(a: Run, b: Run, margin: float, drifts: dict[str, Drift]) -> tuple[list[Level], dict[int, str]]:
+    """drifts: "a", "b": each run's drift, where it drifted: at each level, a lead must exceed both (drift.py)."""
     levels_a = {level.c: level for level in a.levels()}
     levels_b = {level.c: level for level in b.levels()}
+    aggregate = {"a": bool(a.meta.imported_from), "b": bool(b.meta.imported_from)}
     levels, excluded = [], {}
     for c in sorted(set(levels_a) & set(levels_b)):
         ra, rb = levels_a[c], levels_b[c]
@@ -184,17 +186,29 @@ def _levels(a: Run, b: Run, margin: float, drift: float) -> tuple[list[Level], d
         if why:
             excluded[c] = "; ".join(why)
             continue
+        drift = sum(d.at(ra.total_tok_s if side == "a" else rb.total_tok_s) for side, d in drifts.items())
+
+        def verdict(metric: str, higher_is_better: bool = True, ra: LevelDone = ra, rb: LevelDone = rb, drift: float = drift) -> Verdict:
+            return judge(
+                estimate(ra, metric, aggregate=aggregate["a"]),
+                estimate(rb, metric, aggregate=aggregate["b"]),
+                higher_is_better=higher_is_better,
+                margin=margin,
+                drift=drift,
+            )
+
         latency = not (ra.lagging or rb.lagging)
+        energy = verdict("energy", higher_is_better=False) if ra.joules_per_token is not None and rb.joules_per_token is not None else None
         levels.append(
             Level(
                 c,
-                judge(estimate(ra, "total"), estimate(rb, "total"), margin=margin, drift=drift),
-                judge(estimate(ra, "per_request"), estimate(rb, "per_request"), margin=margin, drift=drift),
-                judge(estimate(ra, "ttft"), estimate(rb, "ttft"), higher_is_better=False, margin=margin, drift=drift) if latency else None,
-                judge(estimate(ra, "itl"), estimate(rb, "itl"), higher_is_better=False, margin=margin, drift=drift) if latency else None,
+                verdict("total"),
+                verdict("per_request"),
+                verdict("ttft", higher_is_better=False) if latency else None,
+                verdict("itl", higher_is_better=False) if latency else None,
                 ra,
                 rb,
-                energy_verdict(ra, rb, margin, drift),
+                energy,
             )
         )
     return levels, excluded
@@ -242,19 +256,27 @@ def _quality_notes(run: Run) -> list[str]:
             f"note: {label(run)}: latencies not measured at {where([lv.c for lv in lagging], [lv.c for lv in measured])}"
             f" ({lagging[0].lagging})"
         )
-    if any(lv.total_tok_s_lo is None for lv in measured):
+    if run.meta.imported_from:
         notes.append(
-            f"note: {label(run)} has levels without per-request data (imported, or under two requests): their numbers carry no interval"
+            f"note: {label(run)} is aggregates imported from {run.meta.source or 'another tool'}, without per-request data: "
+            f"each figure it gave without an interval is taken as ±{POINT_SPREAD * 100:g} %, so a lead must exceed that"
         )
+    elif any(lv.total_tok_s_lo is None for lv in measured):
+        notes.append(f"note: {label(run)} has levels under two requests: their numbers carry no interval and decide nothing")
     return notes
 
 
-def _drift_notes(drifts: list[tuple[Run, Drift]], margin: float, widen: float) -> list[str]:
-    """The runs that drifted beyond the margin while measured, and what that does to the verdicts."""
-    if not drifts:
-        return []
-    said = "; ".join(d.text(run) for run, d in drifts)
-    return [f"note: {said}: beyond the ±{margin * 100:g} % margin, so a run leads here only by more than ±{(margin + widen) * 100:.1f} %"]
+def _drift_notes(drifts: list[tuple[Run, Drift]], cmp_levels: list[Level], margin: float) -> list[str]:
+    """The runs that drifted beyond the margin while measured: what that says, and what it does to the verdicts."""
+    notes = []
+    for run, d in drifts:
+        held = [lv.c for lv in cmp_levels if lv.total.within_drift]
+        notes.append(
+            f"note: {d.text(run)}: the server or the machine changed while it ran. A lead must exceed the ±{margin * 100:g} % "
+            f"margin and that drift: ±{d.amount * 100:.1f} % at C={d.c}, its {d.tok_s:.1f} tok/s as a share of each "
+            "other level's throughput" + (f"; the drift alone leaves {where(held, [lv.c for lv in cmp_levels])} undecided" if held else "")
+        )
+    return notes
 
 
 def compare(
@@ -280,9 +302,8 @@ def compare(
     if not la or not lb:
         missing = a if not la else b
         raise ValueError(f"{label(missing)} has no measured level" + (f" ({missing.corrupt})" if missing.corrupt else ""))
-    drifts = [(run, d) for run in (a, b) if (d := drift_of(run, margin)) is not None and d.amount]
-    widen = max((d.amount for _, d in drifts), default=0.0)
-    cmp_levels, excluded = _levels(a, b, margin, widen)
+    drifts = {side: d for side, run in (("a", a), ("b", b)) if (d := drift_of(run, margin)) is not None and d.amount}
+    cmp_levels, excluded = _levels(a, b, margin, drifts)
     if not cmp_levels:
         raise ValueError(
             f"{label(a)} and {label(b)} have no level that both measured"
@@ -293,14 +314,14 @@ def compare(
         names["a"]: saturation([lv.c for lv in la], [lv.total_tok_s for lv in la]),
         names["b"]: saturation([lv.c for lv in lb], [lv.total_tok_s for lv in lb]),
     }
-    recommendation, cut = recommend(a, b, cmp_levels)
+    recommendation, cut = recommend(a, b, cmp_levels, [label(a if side == "a" else b) for side in drifts])
     notes = (
         acceptance_notes(a)
         + acceptance_notes(b)
         + _client_note(a, b)
         + _quality_notes(a)
         + _quality_notes(b)
-        + _drift_notes(drifts, margin, widen)
+        + _drift_notes([(a if side == "a" else b, d) for side, d in drifts.items()], cmp_levels, margin)
     )
     verified = [v for run in (a, b) if (v := verification(run, margin))] if verify else []
     return Comparison(
@@ -325,7 +346,7 @@ def compare(
     )
 
 
-def _which_leads(a: Run, b: Run, cmp_levels: list[Level]) -> str:
+def _which_leads(a: Run, b: Run, cmp_levels: list[Level], drifted: list[str] | None = None) -> str:
     """Two runs of the same kind (both drafting, or neither): no speculation verdict, only who leads where."""
     levels = [lv.c for lv in cmp_levels]
     verdicts = [(lv.c, lv.total) for lv in cmp_levels]
@@ -335,7 +356,7 @@ def _which_leads(a: Run, b: Run, cmp_levels: list[Level]) -> str:
         if all(lv.total.alike for lv in cmp_levels):
             margin = cmp_levels[0].total.margin
             return f"{label(a)} and {label(b)} are alike in total throughput at every level (within ±{margin * 100:g} %)"
-        return f"neither {label(a)} nor {label(b)} leads total throughput by more than the margin" + undecided(verdicts, levels)
+        return _cannot_tell(f"cannot tell whether {label(a)} or {label(b)} leads total throughput", verdicts, levels, drifted or [])
     parts = []
     for side, leads in (("b", b_leads), ("a", a_leads)):
         if leads:
@@ -348,12 +369,25 @@ def _which_leads(a: Run, b: Run, cmp_levels: list[Level]) -> str:
     return ", ".join(parts) + undecided(verdicts, levels)
 
 
-def recommend(a: Run, b: Run, cmp_levels: list[Level]) -> tuple[str, int | None]:
+def _cannot_tell(head: str, verdicts: list[tuple[int, Verdict]], levels: list[int], drifted: list[str]) -> str:
+    """Nobody leads anywhere and not every level is alike: why, never worded as "no difference". Where drift alone
+    hides every difference, the drifting run is unstable and is to be measured again."""
+    groups = unclear(verdicts, levels)
+    if drifted and [why for why, _ in groups] == ["drift"]:
+        return (
+            f"cannot decide: {' and '.join(drifted)} drifted while measured (the server or the machine changed while it "
+            f"ran) by more than the difference between the runs at {where(groups[0][1], levels)}: unstable; measure "
+            f"{'them' if len(drifted) > 1 else 'it'} again"
+        )
+    return head + undecided(verdicts, levels).removeprefix(";").replace(" cannot tell at", " at", 1)
+
+
+def recommend(a: Run, b: Run, cmp_levels: list[Level], drifted: list[str] | None = None) -> tuple[str, int | None]:
     """One actionable line, and the C above which drafting should be off (None: no adaptive setting helps).
     The speculative run is the one whose command line drafts; only levels judged beyond the margin count as a gain
     or a loss, so a profile alike-or-better everywhere is never to be disabled."""
     if a.speculative == b.speculative:
-        return _which_leads(a, b, cmp_levels), None
+        return _which_leads(a, b, cmp_levels, drifted), None
     spec_side = "a" if drafting(a, b) is a else "b"
     spec, base = (a, b) if spec_side == "a" else (b, a)
     if drafted_nothing(spec):
@@ -367,6 +401,7 @@ def recommend(a: Run, b: Run, cmp_levels: list[Level]) -> tuple[str, int | None]
     losses = [lv.c for lv in cmp_levels if lv.total.leader not in (None, spec_side)]
     speed_wins = [lv.c for lv in cmp_levels if lv.per_request.leader == spec_side]
     who = f"speculation ({label(spec)}, against {label(base)})"
+    drifted = drifted or []
     rest = undecided(verdicts, levels, "total throughput")
     gains = [f"per-request speed at {where(speed_wins, levels)}"] if speed_wins else []
     gains += [f"total throughput at {where(wins, levels)}"] if wins else []
@@ -379,15 +414,16 @@ def recommend(a: Run, b: Run, cmp_levels: list[Level]) -> tuple[str, int | None]
                     f"{who} matches it at every level (within ±{verdicts[0][1].margin * 100:g} %): it neither gains nor "
                     "costs total throughput here"
                 ), None
-            return f"{who}: no gain or loss beyond the margin{rest}: repeat the uncertain levels to know", None
+            return _cannot_tell(f"{who}: cannot tell whether it gains or costs total throughput", verdicts, levels, drifted), None
         return f"{who} helps {' and '.join(gains)} and costs no total throughput beyond the margin{rest}: keep it", None
     if not gains:
-        open_below = [lv.c for lv in cmp_levels if lv.c < losses[0] and not lv.total.leader and not lv.total.alike]
-        if open_below:
+        under = [(lv.c, lv.total) for lv in cmp_levels if lv.c < losses[0]]
+        if under and all(not v.leader and not v.alike for _, v in under):  # every level under the first loss is open
             return (
-                f"{who} loses total throughput at {where(losses, levels)}; cannot tell at {where(open_below, levels)}: "
-                "repeat those levels to know whether drafting pays off there, else disable it"
-            ), None
+                f"{who} loses total throughput at {where(losses, levels)}{undecided(under, levels)}: "
+                f"turn drafting off above C={under[-1][0]}, where it loses; whether it pays off at "
+                f"{where([c for c, _ in under], levels)} is open"
+            ), under[-1][0]
         return f"{who} loses total throughput at {where(losses, levels)} and helps nowhere beyond the margin{rest}: disable it", None
     below = [c for c in levels if c < losses[0]]
     helped_below = [c for c in below if c in wins or c in speed_wins]

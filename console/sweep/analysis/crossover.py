@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from console.sweep.analysis.intervals import Level, Verdict
+from console.sweep.analysis.intervals import POINT_SPREAD, Level, Verdict
 
 
 @dataclass(frozen=True)
@@ -29,13 +29,44 @@ def where(subset: list[int], levels: list[int]) -> str:
     return "C = " + ", ".join(str(c) for c in subset)
 
 
+# Why nobody can tell at a level, and what would tell: the per-level lines, the recommendation and the crossover
+# say the same, so that the advice never contradicts a level's own line.
+WHY_UNDECIDED = {
+    "drift": ("a run's drift hides the difference", "measure the drifting run again"),
+    "aggregate": (f"imported aggregates are taken as ±{POINT_SPREAD * 100:g} %", "measure them with pivot to know"),
+    "repeat": ("the intervals cross the margin", "repeat them to know"),
+    "edge": ("it sits on the margin's edge", "more requests would hardly settle it"),
+}
+
+
+def why_undecided(v: Verdict) -> str:
+    """The key in WHY_UNDECIDED for a verdict nobody leads and that is not alike."""
+    if v.within_drift:
+        return "drift"
+    if v.point:
+        return "aggregate"
+    return "repeat" if v.needed() is not None else "edge"
+
+
+def unclear(verdicts: list[tuple[int, Verdict]], levels: list[int]) -> list[tuple[str, list[int]]]:
+    """The undecided levels grouped by why, in the order of WHY_UNDECIDED, each group named as levels are."""
+    groups: dict[str, list[int]] = {}
+    for c, v in verdicts:
+        if not v.leader and not v.alike:
+            groups.setdefault(why_undecided(v), []).append(c)
+    return [(why, groups[why]) for why in WHY_UNDECIDED if why in groups]
+
+
 def undecided(verdicts: list[tuple[int, Verdict]], levels: list[int], what: str = "") -> str:
-    """ "; alike at …; cannot tell at …" for the levels where nobody leads (in `what`, where it must be said)."""
+    """ "; alike at …; cannot tell at … (why: what would tell)" for the levels where nobody leads (in `what`, where it
+    must be said)."""
     alike = [c for c, v in verdicts if v.alike]
-    unclear = [c for c, v in verdicts if not v.leader and not v.alike]
-    said = f"; alike in {what}" if what else "; alike"
-    tell = f"; cannot tell {what}" if what else "; cannot tell"
-    return (f"{said} at {where(alike, levels)}" if alike else "") + (f"{tell} at {where(unclear, levels)}" if unclear else "")
+    said = (f"; alike in {what}" if what else "; alike") + f" at {where(alike, levels)}" if alike else ""
+    groups = unclear(verdicts, levels)
+    if not groups:
+        return said
+    told = ", ".join(f"{where(cs, levels)} ({WHY_UNDECIDED[why][0]}: {WHY_UNDECIDED[why][1]})" for why, cs in groups)
+    return said + (f"; cannot tell {what} at " if what else "; cannot tell at ") + told
 
 
 def crossover(cmp_levels: list[Level], metric: str, names: dict[str, str], margin: float) -> Crossover:

@@ -5,16 +5,8 @@ other figure (lower is better), its interval the throughput's: power is read, no
 from __future__ import annotations
 
 from console.sweep.analysis.crossover import undecided, where
-from console.sweep.analysis.intervals import Level, Verdict, estimate, judge
-from console.sweep.model import LevelDone
+from console.sweep.analysis.intervals import Level
 from console.sweep.runs.store import Run, label
-
-
-def energy_verdict(a: LevelDone, b: LevelDone, margin: float, drift: float) -> Verdict | None:
-    """B's joules per token against A's at one level; None where either host gave no power reading."""
-    if a.joules_per_token is None or b.joules_per_token is None:
-        return None
-    return judge(estimate(a, "energy"), estimate(b, "energy"), higher_is_better=False, margin=margin, drift=drift)
 
 
 def unknown_power(run: Run) -> bool:

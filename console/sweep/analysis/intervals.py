@@ -14,6 +14,10 @@ from console.sweep.model import LevelDone
 
 MAX_REPEAT_FACTOR = 100  # more than 100x the requests to settle a level: say so instead of a count
 MARGIN = 0.02  # [compare] margin's default: within ±2 % of each other, two figures are alike
+# A figure another tool gave without per-request data (an aggregate, imported) is taken to lie within ±5 % of what
+# it says: the rule pivot states for evidence it cannot put an interval on. Two such figures then decide a difference
+# beyond about 9 % (±7.1 % combined, and the margin); a 3 % one is not decided, and they are never called alike.
+POINT_SPREAD = 0.05
 METRICS = {  # name -> (the level's value, low, high)
     "total": ("total_tok_s", "total_tok_s_lo", "total_tok_s_hi"),
     "per_request": ("req_tok_s_mean", "req_tok_s_lo", "req_tok_s_hi"),
@@ -28,6 +32,7 @@ class Estimate:
     value: float | None
     lo: float | None
     hi: float | None
+    point: bool = False  # an aggregate without per-request data: its interval is POINT_SPREAD's, not measured
 
     @property
     def known(self) -> bool:
@@ -46,8 +51,12 @@ class Estimate:
         return (self.hi - self.lo) / 2 / abs(self.value)
 
 
-def estimate(level: LevelDone, metric: str) -> Estimate:
-    return Estimate(*(getattr(level, name) for name in METRICS[metric]))
+def estimate(level: LevelDone, metric: str, *, aggregate: bool = False) -> Estimate:
+    """aggregate: the level is another tool's (imported): a figure it gave without an interval gets POINT_SPREAD's."""
+    value, lo, hi = (getattr(level, name) for name in METRICS[metric])
+    if aggregate and value is not None and (lo is None or hi is None):
+        return Estimate(value, value * (1 - POINT_SPREAD), value * (1 + POINT_SPREAD), point=True)
+    return Estimate(value, lo, hi)
 
 
 @dataclass(frozen=True)
@@ -72,6 +81,19 @@ class Verdict:
         if self.ratio is None:
             return None
         return self.ratio * math.hypot(self.a.relative_half, self.b.relative_half)
+
+    @property
+    def point(self) -> bool:
+        """Either side is an aggregate: its interval is POINT_SPREAD's, and no repeat of it can narrow it."""
+        return self.a.point or self.b.point
+
+    @property
+    def within_drift(self) -> bool:
+        """Undecided only because the runs drifted: without the drift, one would lead."""
+        if self.leader or not self.drift or self.ratio is None:
+            return False
+        spread = self.spread or 0.0
+        return self.ratio - spread > 1 + self.margin or self.ratio + spread < 1 - self.margin
 
     @property
     def word(self) -> str:

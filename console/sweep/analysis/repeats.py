@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from console.sweep.analysis.intervals import Level, Verdict, more_requests
+from console.sweep.analysis.intervals import POINT_SPREAD, Level, Verdict, more_requests
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,17 @@ def repeats(cmp_levels: list[Level], names: dict[str, str]) -> list[Repeat]:
                 continue
             ha, hb = v.a.relative_half, v.b.relative_half
             options = []
+            if v.point:  # an imported aggregate is never repeated: only a measurement of pivot's own gives it an interval
+                imported = [names[s] for s, e in (("a", v.a), ("b", v.b)) if e.point]
+                text = (
+                    f"C={lv.c}: {v.text(unit)}: cannot tell; {' and '.join(imported)} {'are' if len(imported) > 1 else 'is'} "
+                    f"imported aggregates (taken as ±{POINT_SPREAD * 100:g} %): "
+                    f"a sweep of C={lv.c} with pivot, per request, would give it an interval to decide on"
+                )
+                candidate, cost = Repeat(lv.c, None, text, ()), 10**9
+                if best is None or cost < best[0]:
+                    best = (cost, candidate)
+                continue
             if needed is not None:
                 for sides, narrowed in (
                     (("a", "b"), _narrowed(ha, hb, needed, both=True)),
@@ -46,12 +57,16 @@ def repeats(cmp_levels: list[Level], names: dict[str, str]) -> list[Repeat]:
                     if narrowed is not None and (more := more_requests(count, half, half * narrowed)) is not None:
                         options.append((more, sides))
             if not options:
-                edge = (
-                    f"between the ±{v.margin * 100:g} % margin and the runs' drift (±{(v.margin + v.drift) * 100:.1f} %)"
-                    if v.drift
-                    else f"on the margin's edge (±{v.margin * 100:g} %)"
-                )
-                text = f"C={lv.c}: {v.text(unit)}: cannot tell; it sits {edge}: more requests would hardly settle it"
+                if v.within_drift:
+                    text = (
+                        f"C={lv.c}: {v.text(unit)}: cannot tell; the runs' drift (±{(v.margin + v.drift) * 100:.1f} % here) "
+                        "hides the difference: more requests would not settle it; measuring the drifting run again would"
+                    )
+                else:
+                    text = (
+                        f"C={lv.c}: {v.text(unit)}: cannot tell; it sits on the margin's edge (±{(v.margin + v.drift) * 100:.1f} %): "
+                        "more requests would hardly settle it"
+                    )
                 candidate, cost = Repeat(lv.c, None, text), 10**9
             else:
                 more, sides = min(options, key=lambda o: o[0] * len(o[1]))
