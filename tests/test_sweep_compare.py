@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -11,9 +12,10 @@ import polars as pl
 import pytest
 
 from console.sweep.analysis.compare import compare, counterpart, saturation
-from console.sweep.model import RunMeta
+from console.sweep.model import LevelDone, RunMeta
 from console.sweep.runs.files import RunError
 from console.sweep.runs.store import EVENTS, create_run, list_runs, open_run
+from console.sweep.words import level_notes, level_row
 from tests.fixtures_runs import BASELINE, EAGLE3, level, write_run
 
 
@@ -69,7 +71,9 @@ def test_a_level_is_called_even_only_where_the_intervals_cannot_tell(tmp_path: P
         "where it loses; whether it pays off at C ≤ 1 is open"
     )
     assert cmp.helps_up_to == 1  # drafting stops where it is shown to lose, not where it is open
-    assert cmp.total.text == "none: base (baseline) leads at C ≥ 2; cannot tell at C ≤ 1 (the intervals cross the margin: repeat them to know)"
+    assert cmp.total.text == (
+        "none: base (baseline) leads at C ≥ 2; cannot tell at C ≤ 1 (the intervals cross the margin: repeat them to know)"
+    )
     assert [r.c for r in cmp.repeats] == [1]
     assert cmp.repeats[0].text == (
         "C=1: 84.5 vs 84.5 tok/s, +0.0 % ± 5.7 %: cannot tell; about 11 more request(s) in each run would settle it (an estimate)"
@@ -602,6 +606,42 @@ def test_gpu_power_is_summed_over_every_gpu_or_unknown_when_one_has_no_reading()
 
     assert gpu_watts("115.00\n 230.5\n") == pytest.approx(345.5)
     assert gpu_watts("115.00\n[N/A]\n") is None and gpu_watts("") is None and gpu_watts("nan\n") is None
-    assert power_figures([]) == {} and power_figures([500.0]) == {"gpu_watts": 500.0}  # one reading: no interval
-    two = power_figures([400.0, 600.0])
-    assert two["gpu_watts"] == 500.0 and two["gpu_watts_lo"] == 0.0 and two["gpu_watts_hi"] > 1000  # t with 1 df: wide
+    # too few readings for a figure: the count is kept (the level says why it has no J/tok), the power is not
+    assert power_figures([]) == {} and power_figures([500.0, 510.0, 505.0]) == {"power_readings": 3}
+    four = power_figures([400.0, 600.0, 500.0, 500.0])
+    assert four["gpu_watts"] == 500.0 and four["power_readings"] == 4 and four["gpu_watts_hi"] > 600  # t with 3 df: wide
+    short = LevelDone(c=10, requests=10, errors=0, total_tok_s=250.0, power_readings=2)
+    assert short.joules_per_token is None and short.energy_unknown == "2 power reading(s), too few for a figure"
+    assert "J/tok —: 2 power reading(s), too few" in level_notes(short) and level_row(short)[7] == "—"
+
+
+def test_power_is_read_only_while_requests_are_in_flight_from_a_second_after_the_load_began() -> None:
+    """NVIDIA's power.draw averages about the last second: a reading before then, or while nothing is in flight, would
+    put idle time into the level's figure."""
+    from console.sweep.loadgen import generator
+
+    async def scenario() -> tuple[list[float], list[float]]:
+        loop = asyncio.get_running_loop()
+        t0, flight = loop.time(), {"n": 0}
+        asked: list[float] = []
+
+        async def meter() -> float:
+            asked.append(loop.time() - t0)
+            return 1000.0 if flight["n"] else 100.0
+
+        samples: list[float] = []
+        task = asyncio.create_task(generator.sample_power(meter, samples, lambda: flight["n"]))
+        await asyncio.sleep(0.3)  # the level is made; nothing in flight yet
+        flight["n"] = 4
+        loaded = loop.time() - t0
+        while len(samples) < 5:  # noqa: ASYNC110 (the sampler's list, filled as it reads)
+            await asyncio.sleep(0.05)
+        flight["n"] = 0  # the tail: nothing in flight
+        before = len(asked)
+        await asyncio.sleep(4 * generator.POWER_EVERY_S)
+        task.cancel()
+        assert len(asked) == before  # idle: not read
+        return [t - loaded for t in asked], samples
+
+    asked, samples = asyncio.run(scenario())
+    assert min(asked) >= generator.POWER_WINDOW_S and set(samples) == {1000.0}

@@ -96,6 +96,7 @@ class Pool(enum.Enum):
     WORST = "the largest attempt's"  # the client's own load: the worst attempt decides whether it was the limit
     FIRST_SAID = "the first attempt's that says"  # a reason, a list of hosts
     OVER_TIME = "the mean over the attempts' time, where every attempt read it"  # a rate, like power
+    SUM = "the attempts' together"  # a count
 
 
 class LevelDone(LevelMetrics):
@@ -119,6 +120,7 @@ class LevelDone(LevelMetrics):
     # the server host's GPUs' power over the level, summed (None: not read, or unknown), and its 95 % interval over the
     # level's readings (None from fewer than two)
     gpu_watts: Annotated[float | None, Pool.OVER_TIME] = None
+    power_readings: Annotated[NonNegativeInt | None, Pool.SUM] = None  # None: not read (an older run: not counted)
     gpu_watts_lo: Annotated[float | None, Pool.OVER_TIME] = None
     gpu_watts_hi: Annotated[float | None, Pool.OVER_TIME] = None
 
@@ -162,6 +164,13 @@ class LevelDone(LevelMetrics):
     def accept_length(self) -> float | None:
         """Tokens a verification step kept, as the server reported it (None where it drafted nothing)."""
         return self.server.get("spec_accept_length") or None
+
+    @property
+    def energy_unknown(self) -> str | None:
+        """Why a level whose host read power has no energy figure: too few readings for its length."""
+        if self.gpu_watts is None and self.power_readings is not None:
+            return f"{self.power_readings} power reading(s), too few for a figure"
+        return None
 
     @property
     def joules_per_token(self) -> float | None:

@@ -43,6 +43,8 @@ def level_notes(e: LevelDone) -> str:
         notes.append(f"{e.short} ended early")
     if e.usage_missing:
         notes.append(f"{e.usage_missing} without usage")
+    if why := e.energy_unknown:
+        notes.append(f"J/tok —: {why}")
     if e.attempts > 1:
         notes.append(f"{e.attempts} attempts merged")
     if e.retried:
@@ -63,10 +65,18 @@ def level_row(e: LevelDone) -> list[str]:
         fmt_value(ms(e.itl_p50)),
         fmt_value(ms(e.e2e_p90), 0),
         fmt_value(e.gpu_watts, 0),
-        joules(e.joules_per_token),
+        energy_text(e),
         f"{e.errors}/{e.requests}",
         level_notes(e),
     ]
+
+
+def energy_text(e: LevelDone) -> str:
+    """A level's J/tok with its 95 % interval ("—" where unknown: the notes say why, where a reason is known)."""
+    value, lo, hi = e.joules_per_token, e.joules_per_token_lo, e.joules_per_token_hi
+    if value is None or lo is None or hi is None:
+        return joules(value)
+    return f"{joules(value)} ±{(hi - lo) / 2 / value * 100:.0f}%"
 
 
 def joules(value: float | None) -> str:

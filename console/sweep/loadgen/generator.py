@@ -87,7 +87,11 @@ def lagging(lag_p90: float | None, itl_mean: float | None) -> str | None:
 HostLoad = Callable[[], Awaitable[float | None]]
 PowerMeter = Callable[[], Awaitable[float | None]]  # the server host's GPUs' power now, summed, in W; None: unknown
 POWER_QUERY = ("nvidia-smi", "--query-gpu=power.draw", "--format=csv,noheader,nounits")  # as the telemetry agent reads it
-POWER_EVERY_S = 1.0
+POWER_EVERY_S = 0.25  # a reading each quarter second while the level's requests are in flight
+# NVIDIA's power.draw is an average over about the last second on Ampere and later (NVML nvmlDeviceGetPowerUsage): a
+# reading is the level's only from a second after its load began; a figure needs at least this many such readings
+POWER_WINDOW_S = 1.0
+MIN_POWER_READINGS = 4
 
 
 def gpus_here(address: str | None, nodes: list[str] | None) -> bool:
@@ -111,27 +115,33 @@ def gpu_watts(csv: str) -> float | None:
     return sum(values) if values else None
 
 
-def power_figures(watts: list[float]) -> dict[str, float | None]:
-    """The level's mean power and its 95 % interval over the readings (none from one reading)."""
+def power_figures(watts: list[float]) -> dict[str, float | int | None]:
+    """The level's mean power and its 95 % interval over the readings, and how many there were; no figure from fewer
+    than MIN_POWER_READINGS (a short level: its J/tok is shown as unknown, with the count, not as a low number)."""
+    if not watts:
+        return {}
+    if len(watts) < MIN_POWER_READINGS:
+        return {"power_readings": len(watts)}
     power = Moments()
     for w in watts:
         power.add(w)
-    if not power.n:
-        return {}
-    if (interval := power.interval()) is None:
-        return {"gpu_watts": power.mean}
-    mean, lo, hi = interval
-    return {"gpu_watts": mean, "gpu_watts_lo": max(0.0, lo), "gpu_watts_hi": hi}
+    figures: dict[str, float | int | None] = {"power_readings": power.n, "gpu_watts": power.mean}
+    if (interval := power.interval()) is not None:
+        _, lo, hi = interval
+        figures |= {"gpu_watts_lo": max(0.0, lo), "gpu_watts_hi": hi}
+    return figures
 
 
-async def sample_power(meter: PowerMeter, samples: list[float]) -> None:
-    """Each second while a level runs, from half a second in (by then its requests are being served, not only sent):
-    the GPUs' power. Evenly spaced, so their mean is the level's; a reading that failed is skipped. None is taken after the
-    level: an idle GPU's reading would lower its figure."""
-    await asyncio.sleep(POWER_EVERY_S / 2)
+async def sample_power(meter: PowerMeter, samples: list[float], in_flight: Callable[[], int]) -> None:
+    """Every POWER_EVERY_S while the level's requests are in flight, from POWER_WINDOW_S after the first was: the GPUs'
+    power. Evenly spaced, so their mean is the level's; a reading that failed is skipped, and so is one taken while
+    nothing was in flight (the level's tail, a pause): an idle GPU's reading would lower its figure."""
+    while not in_flight():  # noqa: ASYNC110 (a count the level keeps, not an event it sets)
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(POWER_WINDOW_S)
     while True:
         began = time.monotonic()
-        if (watts := await meter()) is not None:
+        if in_flight() and (watts := await meter()) is not None and in_flight():
             samples.append(watts)
         await asyncio.sleep(max(0.0, POWER_EVERY_S - (time.monotonic() - began)))
 
@@ -206,7 +216,7 @@ async def run_level(
     helpers = [asyncio.create_task(watch_lag(lags))]
     watts: list[float] = []
     if power is not None:
-        helpers.append(asyncio.create_task(sample_power(power, watts)))
+        helpers.append(asyncio.create_task(sample_power(power, watts, lambda: sum(m.in_flight for m in made))))
     counted_before = None
     if scrape_metrics:
         text = await metrics_text(client.session())

@@ -76,6 +76,8 @@ def _pooled(c: int, attempts: list[Attempt], requests: RequestColumns | None) ->
             client[key] = max((v for v in values if v is not None), default=None)
         elif rule is Pool.FIRST_SAID:
             client[key] = next((v for v in values if v), None)
+        elif rule is Pool.SUM:
+            client[key] = sum(v for v in values if v is not None) if any(v is not None for v in values) else None
         elif None not in values and time:
             client[key] = sum(v * (a.done.wall_s or 0) for v, a in zip(values, attempts, strict=True)) / time
     # what the last attempt left unmeasured (a top-up cut short in its turn) is what the level still lacks

@@ -8,7 +8,7 @@ from typing import Any
 from textual.widgets import DataTable
 
 from console.sweep.model import LevelDone
-from console.sweep.words import joules
+from console.sweep.words import energy_text
 
 COLUMNS = ("C", "tok/s", "±", "per-req", "TTFT p50", "ITL p50", "J/tok", "errors", "note")
 
@@ -22,6 +22,8 @@ def note(e: LevelDone) -> str:
         return "ITL?"
     if e.short:
         return f"{e.short} short"
+    if e.energy_unknown:
+        return "J/tok? too short"
     return f"acc {e.accept_rate:.0%}" if e.accept_rate is not None else ""
 
 
@@ -50,7 +52,7 @@ class LevelTable(DataTable[str]):
             num(e.req_tok_s_mean),
             ms(e.ttft_p50),
             "—" if e.itl_p50 is None else f"{e.itl_p50 * 1000:.1f}",
-            joules(e.joules_per_token),
+            energy_text(e),
             f"{e.errors}/{e.requests}",
             note(e),
         )
