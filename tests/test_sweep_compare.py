@@ -645,3 +645,27 @@ def test_power_is_read_only_while_requests_are_in_flight_from_a_second_after_the
 
     asked, samples = asyncio.run(scenario())
     assert min(asked) >= generator.POWER_WINDOW_S and set(samples) == {1000.0}
+
+
+def test_compare_json_holds_every_verdict_the_table_prints(campaign: Path, tmp_path: Path) -> None:
+    """Each ratio cell of the terminal's table (A, B, ≈, ?) is a verdict in --json, with its reason where nobody leads,
+    and the sentences under the table (frontier, energy, refine) are there too."""
+    config = tmp_path / "pivot.toml"
+    config.write_text(f'campaign_dir = "{campaign}"\n')
+    table = pivot(config, "compare", "base", "spec")
+    data = json.loads(pivot(config, "compare", "base", "spec", "--json").stdout)
+    assert data["schema_version"] == 2 and data["frontier"] and data["energy"]
+    marks = {"A": "a", "B": "b"}
+    rows = [line.split() for line in table.stdout.splitlines() if line.split() and line.split()[0].isdigit()]
+    assert [int(r[0]) for r in rows] == [v["c"] for v in data["verdicts"]]
+    for row, verdicts in zip(rows, data["verdicts"], strict=True):
+        cells = [row[i : i + 2] for i in range(len(row) - 1) if "±" in row[i] and row[i + 1] in ("A", "B", "≈", "?")]
+        for (ratio, mark), metric in zip(cells, ("total", "per_request", "itl", "ttft"), strict=False):
+            v = verdicts[metric]
+            assert float(ratio.split("±")[0]) == pytest.approx(v["ratio"], abs=0.0005)
+            if mark in marks:
+                assert v["leader"] == marks[mark]
+            elif mark == "≈":
+                assert v["alike"] and v["leader"] is None
+            else:
+                assert v["leader"] is None and not v["alike"] and v["undecided_because"] in ("drift", "aggregate", "repeat", "edge")

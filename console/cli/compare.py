@@ -20,7 +20,9 @@ from console.cli.prompt import ask
 from console.cli.sweep import resolve_runs, terminal
 from console.sweep.analysis.adaptive import NoAdaptiveProfile, plan, spec_host
 from console.sweep.analysis.comparable import KEYS
-from console.sweep.analysis.compare import Comparison, compare
+from console.sweep.analysis.compare import Comparison, compare, refine_suggestion
+from console.sweep.analysis.crossover import why_undecided
+from console.sweep.analysis.intervals import Verdict
 from console.sweep.analysis.slo import Slo
 from console.sweep.runs.store import RunError
 from console.sweep.words import fmt_value, ratio_text
@@ -87,11 +89,35 @@ def markdown(cmp: Comparison) -> str:
     return head + "\n".join(rows) + "\n\n" + "\n".join(f"- {line}" for line in cmp.report()) + "\n"
 
 
-def as_json(cmp: Comparison) -> dict[str, Any]:
+JSON_SCHEMA_VERSION = 2  # 2: per-level verdicts with their reasons, frontier, energy, refine (1: the flat table only)
+VERDICT_METRICS = ("total", "per_request", "itl", "ttft", "energy")
+
+
+def verdict_json(v: Verdict | None) -> dict[str, Any] | None:
+    """One figure's verdict at one level: both figures with their intervals, B/A, who leads, and why nobody does."""
+    if v is None:
+        return None
     return {
+        "a": {"value": v.a.value, "lo": v.a.lo, "hi": v.a.hi, "aggregate": v.a.point},
+        "b": {"value": v.b.value, "lo": v.b.lo, "hi": v.b.hi, "aggregate": v.b.point},
+        "ratio": v.ratio,
+        "spread": v.spread,
+        "leader": v.leader,
+        "alike": v.alike,
+        "undecided_because": why_undecided(v) if not v.leader and not v.alike and v.ratio is not None else None,
+        "margin": v.margin,
+        "drift": v.drift,
+    }
+
+
+def as_json(cmp: Comparison) -> dict[str, Any]:
+    """Every verdict the table and the report print, as data (schema_version says which shape)."""
+    return {
+        "schema_version": JSON_SCHEMA_VERSION,
         "a": cmp.a.name,
         "b": cmp.b.name,
         "levels": cmp.table.to_dicts(),
+        "verdicts": [{"c": lv.c, **{m: verdict_json(getattr(lv, m)) for m in VERDICT_METRICS}} for lv in cmp.levels],
         "excluded": cmp.excluded,
         "crossover_total": cmp.total.at,
         "crossover_per_request": cmp.per_request.at,
@@ -100,12 +126,18 @@ def as_json(cmp: Comparison) -> dict[str, Any]:
         "saturation": cmp.saturation,
         "recommendation": cmp.recommendation,
         "drafting_up_to": cmp.helps_up_to,
-        "repeat": [{"c": r.c, "more_requests": r.more_requests, "text": r.text} for r in cmp.repeats],
+        "repeat": [
+            {"c": r.c, "more_requests": r.more_requests, "runs": [cmp.name(s) for s in r.sides], "text": r.text} for r in cmp.repeats
+        ],
+        "refine": refine_suggestion(cmp),
         "notes": cmp.notes,
         "margin": cmp.margin,
         "not_comparable": [{"key": d.key, "a": d.a, "b": d.b} for d in cmp.differences],
         "verification": cmp.verification,
         "slo": cmp.slo,
+        "goodput": {side: {str(c): g for c, g in per_c.items()} for side, per_c in cmp.goodput.items()},
+        "frontier": cmp.frontier,
+        "energy": cmp.energy,
     }
 
 
