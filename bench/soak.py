@@ -30,11 +30,11 @@ from textual.pilot import Pilot
 
 from bench.common import status_mib
 from console import pivot_toml
-from console.actions.sweep import SweepHandle
 from console.server.lifecycle import ServerState
 from console.session import Session
 from console.sweep.model import LevelDone, Request, Shown
 from console.sweep.settings import SweepSettings
+from console.sweep.sweeps import SweepHandle
 from console.ui.app import PivotApp
 from console.ui.widgets.host_status import HostStatus
 from console.ui.widgets.sweep.pane import SweepPane

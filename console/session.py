@@ -18,7 +18,7 @@ from console.server.profiles import Profile, ProfileSet, load_profiles
 from console.server.slurm import lifecycle_of
 
 if TYPE_CHECKING:
-    from console.actions.sweep import Sweeps
+    from console.sweep.sweeps import Sweeps
 
 
 class Session:
@@ -81,7 +81,7 @@ class Session:
 
     @property
     def sweeps(self) -> Sweeps:
-        from console.actions.sweep import Sweeps  # polars and the load generator's client only where sweeps are used
+        from console.sweep.sweeps import Sweeps  # polars and the load generator's client only where sweeps are used
 
         if self._sweeps is None:
             self._sweeps = Sweeps(self)

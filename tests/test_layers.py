@@ -14,6 +14,7 @@ def test_the_core_is_usable_without_the_tui() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     assert "The core is usable without the TUI KEPT" in result.stdout
     assert "The config is the ground floor KEPT" in result.stdout
+    assert "Each layer imports only those below it KEPT" in result.stdout
 
 
 def test_no_module_imports_itself_through_others() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from console import config
-from console.tasks.runbook import find_runbook, read_runbook
+from console.actions.runbook import find_runbook, read_runbook
 from console.tasks.tasklist import TaskError, TaskList
 from tests.conftest import HostProcess, free_port
 

@@ -1,6 +1,6 @@
 """The campaign's verbs: kill the strays, check the GPUs are idle and the files are there, start, switch and stop a
 server, sweep it, compare runs, repeat their uncertain levels and refine them. A runbook's actions
-(console/tasks/runbook.py parses them and dispatches here), the Sweep pane's `u` and `f` and `pivot sweep
+(console/actions/runbook.py parses them and dispatches here), the Sweep pane's `u` and `f` and `pivot sweep
 --repeat-uncertain` / `--refine` run them."""
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sized
 
 from console.actions import kill
-from console.actions.sweep import SweepHandle
 from console.campaign import Campaign
 from console.gpu.format import idle_line
 from console.gpu.samples import AgentError, Sample
@@ -23,6 +22,7 @@ from console.sweep.analysis.slo import Slo
 from console.sweep.model import LevelDone
 from console.sweep.runs.store import Run, RunError
 from console.sweep.settings import SweepSettings
+from console.sweep.sweeps import SweepHandle
 
 READY_TIMEOUT_S = 1800.0
 REPEAT_ROUNDS = 3  # `u`, --repeat-uncertain: at most this many repeats, each estimated again from the numbers
@@ -48,7 +48,7 @@ OPERATOR_ONLY = {
 
 
 class CampaignActions:
-    """The campaign's verbs, each a runbook action (console/tasks/runbook.py names them) and each used by a pane or a
+    """The campaign's verbs, each a runbook action (console/actions/runbook.py names them) and each used by a pane or a
     command too. What a task's action does, on the session's host, through the same actions the panes and the commands use;
     each event it causes says who asked (`via`: "runbook", or "console" and "cli" for the verbs a pane or a command
     uses). In the console the session is the console's own, so its panes show each step (the Server pane follows the

@@ -28,7 +28,7 @@ from console.sweep.words import LEVEL_COLUMNS, level_row
 from console.untrusted import visible
 
 if TYPE_CHECKING:  # the session (SSH, telemetry) only for the commands that sweep: `runs` and `compare` read files
-    from console.actions.sweep import SweepHandle
+    from console.sweep.sweeps import SweepHandle
 
 
 def settings_from(cfg: config.Config, levels: list[int] | None, requests: str | None, max_tokens: int | None) -> SweepSettings:
@@ -149,8 +149,8 @@ async def sweep(
     other_server: bool,
     allow_busy: bool,
 ) -> int:
-    from console.actions.sweep import ServerBusy
     from console.session import Session
+    from console.sweep.sweeps import ServerBusy
 
     out = terminal(stderr=as_json)
     async with Session(cfg, None if url else host, local=url is not None) as session:

@@ -89,7 +89,7 @@ def cmd_tasks(cli: argparse.Namespace) -> int:
 
 async def cmd_run(cli: argparse.Namespace) -> int:
     from console.actions.campaign import CampaignActions
-    from console.tasks.runbook import find_runbook, install, read_runbook, run_tasks
+    from console.actions.runbook import find_runbook, install, read_runbook, run_tasks
 
     cfg = pivot_toml.load(cli.config)
     runbook = read_runbook(find_runbook(cfg, cli.runbook))

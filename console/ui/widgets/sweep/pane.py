@@ -13,12 +13,12 @@ from textual.binding import Binding
 from textual.reactive import var
 from textual.timer import Timer
 
-from console.actions.sweep import ServerBusy, SweepHandle
 from console.remote.errors import RemoteError
 from console.session import Session
 from console.sweep.model import LevelDone, LevelProgress, LevelRetry, LevelStarted, Request, Said, Shown, SweepDone, SweepStarted
 from console.sweep.runs.store import Run, RunError, list_runs
 from console.sweep.settings import SweepSettings
+from console.sweep.sweeps import ServerBusy, SweepHandle
 from console.ui.attention import call_attention
 from console.ui.colours import theme_style
 from console.ui.screens.confirm import confirmed

@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from console.actions.sweep import SweepHandle
 from console.sweep.model import LevelDone
 from console.sweep.settings import SweepSettings
+from console.sweep.sweeps import SweepHandle
 
 
 @dataclass

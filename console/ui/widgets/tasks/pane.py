@@ -316,7 +316,7 @@ class TasksPane(Pane):
 
     @work(group="ask", exit_on_error=False)
     async def action_load_runbook(self) -> None:
-        from console.tasks.runbook import install, read_runbook, runbooks
+        from console.actions.runbook import install, read_runbook, runbooks
 
         found = runbooks(self.session.config)
         names = ", ".join(found) or "none found"
@@ -346,7 +346,7 @@ class TasksPane(Pane):
         """The tasks' actions, through the session the whole console shares: the other panes show each step as it
         happens (the Server pane follows the lifecycle, the Sweep pane any sweep started through the session)."""
         from console.actions.campaign import ActionFailed, CampaignActions
-        from console.tasks.runbook import run_tasks
+        from console.actions.runbook import run_tasks
 
         if self.session.lifecycle is None or self.tasks is None:
             return
