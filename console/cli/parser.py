@@ -169,10 +169,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sweep.add_argument("--json", action="store_true", help="one JSON event per line on stdout")
 
-    runs = sub.add_parser("runs", help="saved sweeps: list, show one, delete")
+    runs = sub.add_parser("runs", help="saved sweeps: list, show one, delete, import another tool's results")
     runs.set_defaults(run="console.cli.sweep:cmd_runs")
     runs.add_argument("action", nargs="?", choices=["show", "delete", "import"], help="default: list the runs")
-    runs.add_argument("names", nargs="*", metavar="RUN", help="runs; for import: the bench_serving JSONL file")
+    runs.add_argument(
+        "names",
+        nargs="*",
+        metavar="RUN",
+        help="runs; for import: result files of one server (SGLang bench_serving, vllm bench serve)",
+    )
     runs.add_argument("--name", help="import: the new run's name")
     runs.add_argument("--profile", default="imported", help="import: the profile the results were measured with")
     runs.add_argument("--yes", action="store_true", help="delete: do not ask")

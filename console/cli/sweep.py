@@ -335,17 +335,18 @@ def run_state(run: Run) -> str:
 
 def _import(cfg: config.Config, names: list[str], name: str | None, profile: str, out: Console) -> int:
     from console.server.profiles import ProfileError, load_profiles
-    from console.sweep.runs.imports import import_bench_serving
+    from console.sweep.runs.imports import import_results
 
-    if len(names) != 1:
-        raise RunError("runs import takes one bench_serving JSONL file")
+    if not names:
+        raise RunError("runs import takes the result files of one server (bench_serving, vllm bench serve)")
     try:
         found = load_profiles(*cfg.profile_dirs).get(profile)
         argv, kind = found.argv(), found.kind
     except ProfileError:
         argv, kind = None, None  # a profile unknown here: the run is imported without its command line
-    run = import_bench_serving(cfg.campaign_dir, Path(names[0]), name=name, profile=profile, argv=argv, kind=kind)
-    out.print(f"imported {run.name}: levels {', '.join(str(level.c) for level in run.levels())}")
+    run = import_results(cfg.campaign_dir, [Path(n) for n in names], name=name, profile=profile, argv=argv, kind=kind)
+    intervals = "with per-request intervals" if all(lv.total_tok_s_lo is not None for lv in run.levels()) else "aggregates"
+    out.print(f"imported {run.name} from {run.meta.source}: levels {', '.join(str(level.c) for level in run.levels())} ({intervals})")
     return 0
 
 
