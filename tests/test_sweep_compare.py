@@ -497,8 +497,8 @@ def test_a_difference_beyond_the_drift_is_decided_and_drift_is_the_reason_where_
     decided = [lv.c for lv in cmp.levels if lv.total.leader == "a"]
     assert held == [1, 2] and decided == [5, 10, 30, 70, 100, 250]
     assert all(lv.total.leader is None and not lv.total.alike for lv in cmp.levels if lv.c in held)
-    assert cmp.recommendation.startswith("speculation (spec (eagle3), against base (baseline)) loses total throughput at C ≥ 5")
-    assert "a run's drift hides the difference" in cmp.recommendation and "no gain or loss" not in cmp.recommendation
+    assert cmp.advice.action == "open_below" and cmp.advice.losses == (5, 10, 30, 70, 100, 250) and cmp.advice.cut == 2
+    assert cmp.advice.undecided == (("drift", (1, 2)),) and cmp.advice.drifted == ("b",)
     assert any(note.startswith("note: spec (eagle3) drifted at C=1") and "leaves C ≤ 2 undecided" in note for note in cmp.notes)
 
 
@@ -512,8 +512,7 @@ def test_a_run_whose_drift_dwarfs_every_difference_is_called_unstable(tmp_path: 
         f.write(json.dumps(level(1, 84.5 * 0.9 * 5, 92.6, reference=True)) + "\n")
     cmp = compare(open_run(tmp_path, "base"), open_run(tmp_path, "spec"))
     assert all(lv.total.within_drift for lv in cmp.levels) and cmp.helps_up_to is None
-    assert cmp.recommendation.startswith("cannot decide: spec (eagle3) drifted while measured")
-    assert cmp.recommendation.endswith("unstable; measure it again")
+    assert cmp.advice.action == "unstable" and cmp.advice.drifted == ("b",)
 
 
 def test_a_campaign_of_imported_aggregates_is_decided_by_its_stated_rule(tmp_path: Path) -> None:
@@ -531,8 +530,8 @@ def test_a_campaign_of_imported_aggregates_is_decided_by_its_stated_rule(tmp_pat
         (tmp_path / f"{name}.jsonl").write_text("\n".join(map(json.dumps, lines)) + "\n")
         assert pivot(config, "runs", "import", str(tmp_path / f"{name}.jsonl"), "--name", name, "--profile", profile).returncode == 0
     cmp = compare(open_run(tmp_path / "campaign", "old-base"), open_run(tmp_path / "campaign", "old-eagle3"))
-    assert [lv.c for lv in cmp.levels if lv.total.leader == "a"] == [2, 5, 10, 30, 70, 100, 250]
-    assert cmp.levels[0].total.leader is None and cmp.levels[0].total.point and cmp.helps_up_to == 1
+    assert cmp.advice.losses == (2, 5, 10, 30, 70, 100, 250) and cmp.advice.undecided == (("aggregate", (1,)),)
+    assert cmp.advice.action == "open_below" and cmp.helps_up_to == 1 and cmp.levels[0].total.point
     assert [(r.c, r.more_requests, r.sides) for r in cmp.repeats] == [(1, None, ())]  # nothing imported is repeated
     assert "with pivot" in cmp.repeats[0].text
     written = pivot(config, "compare", "old-base", "old-eagle3", "--write-profile", "--yes")
@@ -655,6 +654,7 @@ def test_compare_json_holds_every_verdict_the_table_prints(campaign: Path, tmp_p
     table = pivot(config, "compare", "base", "spec")
     data = json.loads(pivot(config, "compare", "base", "spec", "--json").stdout)
     assert data["schema_version"] == 2 and data["frontier"] and data["energy"]
+    assert data["advice"]["action"] == "adaptive" and data["advice"]["cut"] == data["drafting_up_to"] == 1
     marks = {"A": "a", "B": "b"}
     rows = [line.split() for line in table.stdout.splitlines() if line.split() and line.split()[0].isdigit()]
     assert [int(r[0]) for r in rows] == [v["c"] for v in data["verdicts"]]
@@ -669,3 +669,46 @@ def test_compare_json_holds_every_verdict_the_table_prints(campaign: Path, tmp_p
                 assert v["alike"] and v["leader"] is None
             else:
                 assert v["leader"] is None and not v["alike"] and v["undecided_because"] in ("drift", "aggregate", "repeat", "edge")
+
+
+def test_each_kind_of_advice_in_words() -> None:
+    """The recommendation's sentences, one per kind of advice: the statistics tests hold the advice itself."""
+    from console.sweep.analysis.advice import Advice
+    from console.sweep.words import advice_text
+
+    names = {"a": "base (baseline)", "b": "spec (eagle3)"}
+    levels = (1, 2, 5)
+    none: dict[str, tuple[int, ...]] = {"a": (), "b": ()}
+
+    def said(action: str, **kw: object) -> str:
+        fields: dict[str, object] = {"leads": none, "speed_leads": none, "alike": (), "undecided": (), "drafting": "b"}
+        return advice_text(Advice(action, levels, **{**fields, **kw}), names)  # type: ignore[arg-type]
+
+    who = "speculation (spec (eagle3), against base (baseline))"
+    assert said("alike", alike=levels) == f"{who} matches it at every level (within ±2 %): it neither gains nor costs total throughput here"
+    assert said("cannot_tell", undecided=(("repeat", levels),)) == (
+        f"{who}: cannot tell whether it gains or costs total throughput at every level "
+        "(the intervals cross the margin: repeat them to know)"
+    )
+    assert said("unstable", undecided=(("drift", levels),), drifted=("b",)) == (
+        "cannot decide: spec (eagle3) drifted while measured (the server or the machine changed while it ran) by more "
+        "than the difference between the runs at every level: unstable; measure it again"
+    )
+    assert said("keep", leads={"a": (), "b": (1,)}, speed_leads={"a": (), "b": (1,)}, alike=(2, 5)) == (
+        f"{who} helps per-request speed and total throughput at C ≤ 1 and costs no total throughput beyond the margin; "
+        "alike in total throughput at C ≥ 2: keep it"
+    )
+    assert said("adaptive", leads={"a": (2, 5), "b": (1,)}, speed_leads={"a": (), "b": (1,)}, cut=1) == (
+        f"{who} helps per-request speed and total throughput at C ≤ 1 and loses total throughput at C ≥ 2: turn drafting off above C=1"
+    )
+    assert said("open_below", leads={"a": (2, 5), "b": ()}, undecided=(("aggregate", (1,)),), cut=1) == (
+        f"{who} loses total throughput at C ≥ 2; cannot tell at C ≤ 1 (imported aggregates are taken as ±5 %: measure "
+        "them with pivot to know): turn drafting off above C=1, where it loses; whether it pays off at C ≤ 1 is open"
+    )
+    assert said("disable", leads={"a": levels, "b": ()}) == (
+        f"{who} loses total throughput at every level and helps nowhere beyond the margin: disable it"
+    )
+    assert said("leads", drafting=None, leads={"a": (), "b": (5,)}, alike=(1, 2), best={"b": (5, 1.5)}) == (
+        "spec (eagle3) leads total throughput at C ≥ 5 (×1.50 at C=5); alike at C ≤ 2"
+    )
+    assert said("drafted_nothing", alike=levels).startswith("spec (eagle3) drafted no token in this run")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import csv
+import dataclasses
 import io
 import json
 import sys
@@ -125,6 +126,7 @@ def as_json(cmp: Comparison) -> dict[str, Any]:
         "crossover_per_request_text": cmp.per_request.text,
         "saturation": cmp.saturation,
         "recommendation": cmp.recommendation,
+        "advice": dataclasses.asdict(cmp.advice),
         "drafting_up_to": cmp.helps_up_to,
         "repeat": [
             {"c": r.c, "more_requests": r.more_requests, "runs": [cmp.name(s) for s in r.sides], "text": r.text} for r in cmp.repeats

@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from console.sweep.analysis.advice import Advice, Side, other
+from console.sweep.analysis.crossover import undecided_text, where
 from console.sweep.analysis.intervals import Verdict
 from console.sweep.model import LevelDone
 from console.untrusted import visible
@@ -97,3 +99,73 @@ def ratio_text(v: Verdict | None) -> str:
     if None in (v.a.lo, v.a.hi, v.b.lo, v.b.hi):  # a figure without its interval: no spread to show, no verdict
         return f"{v.ratio:.3f}±?{mark}"
     return f"{v.ratio:.3f}±{(v.spread or 0):.3f}{mark}"
+
+
+def advice_text(adv: Advice, names: dict[Side, str]) -> str:
+    """The comparison's recommendation in one line, from its advice (console/sweep/analysis/advice.py)."""
+    levels = list(adv.levels)
+    total_rest = undecided_text(adv.alike, adv.undecided, levels, "total throughput")
+    if adv.action == "drafted_nothing":
+        spec = adv.drafting or "b"
+        return (
+            f"{names[spec]} drafted no token in this run (its server's own count), so there is no speculation to "
+            f"judge: {_who_leads(adv, names)}"
+        )
+    if adv.drafting is None:
+        return _who_leads(adv, names)
+    spec, base = adv.drafting, other(adv.drafting)
+    who = f"speculation ({names[spec]}, against {names[base]})"
+    if adv.action == "alike":
+        return f"{who} matches it at every level (within ±{adv.margin * 100:g} %): it neither gains nor costs total throughput here"
+    if adv.action in ("cannot_tell", "unstable"):
+        return _nobody(adv, names, f"{who}: cannot tell whether it gains or costs total throughput")
+    wins, losses, speed_wins = adv.leads[spec], adv.losses, adv.speed_leads[spec]
+    gains = [f"per-request speed at {where(list(speed_wins), levels)}"] if speed_wins else []
+    gains += [f"total throughput at {where(list(wins), levels)}"] if wins else []
+    if speed_wins and speed_wins == wins:  # the same levels said once
+        gains = [f"per-request speed and total throughput at {where(list(wins), levels)}"]
+    helps = " and ".join(gains)
+    lost = f"loses total throughput at {where(list(losses), levels)}" if losses else ""
+    if adv.action == "keep":
+        return f"{who} helps {helps} and costs no total throughput beyond the margin{total_rest}: keep it"
+    if adv.action == "open_below":
+        under = [c for c in levels if c < losses[0]]
+        groups = [(why, [c for c in cs if c in under]) for why, cs in adv.undecided]
+        return (
+            f"{who} {lost}{undecided_text((), [(w, cs) for w, cs in groups if cs], levels)}: turn drafting off above "
+            f"C={adv.cut}, where it loses; whether it pays off at {where(under, levels)} is open"
+        )
+    if adv.action == "adaptive":
+        return f"{who} helps {helps} and {lost}{total_rest}: turn drafting off above C={adv.cut}"
+    if gains:
+        return f"{who} helps {helps} and {lost}{total_rest}: disable it (its gains lie above where it loses)"
+    return f"{who} {lost} and helps nowhere beyond the margin{total_rest}: disable it"
+
+
+def _nobody(adv: Advice, names: dict[Side, str], head: str) -> str:
+    """Nobody leads anywhere and not every level is alike: why, never worded as "no difference"."""
+    levels = list(adv.levels)
+    if adv.action == "unstable":
+        drifted = [names[s] for s in adv.drifted]
+        return (
+            f"cannot decide: {' and '.join(drifted)} drifted while measured (the server or the machine changed while it "
+            f"ran) by more than the difference between the runs at {where(list(adv.undecided[0][1]), levels)}: unstable; "
+            f"measure {'them' if len(drifted) > 1 else 'it'} again"
+        )
+    return head + undecided_text(adv.alike, adv.undecided, levels).removeprefix(";").replace(" cannot tell at", " at", 1)
+
+
+def _who_leads(adv: Advice, names: dict[Side, str]) -> str:
+    """Two runs of the same kind (or a drafting run that drafted nothing): no speculation verdict, who leads where."""
+    levels = list(adv.levels)
+    if not adv.leads["a"] and not adv.leads["b"]:
+        if not adv.undecided:
+            return f"{names['a']} and {names['b']} are alike in total throughput at every level (within ±{adv.margin * 100:g} %)"
+        return _nobody(adv, names, f"cannot tell whether {names['a']} or {names['b']} leads total throughput")
+    parts = []
+    sides: tuple[Side, Side] = ("b", "a")
+    for side in sides:
+        if cs := adv.leads[side]:
+            c, ratio = adv.best[side]
+            parts.append(f"{names[side]} leads total throughput at {where(list(cs), levels)} (×{ratio:.2f} at C={c})")
+    return ", ".join(parts) + undecided_text(adv.alike, adv.undecided, levels)

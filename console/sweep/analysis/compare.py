@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from console.sweep.analysis.acceptance import acceptance_notes, drafted_nothing
+from console.sweep.analysis.advice import Advice, Side, advise
 from console.sweep.analysis.comparable import Difference, NotComparable, differences
-from console.sweep.analysis.crossover import Crossover, crossover, unclear, undecided, where
+from console.sweep.analysis.crossover import Crossover, crossover, where
 from console.sweep.analysis.drift import Drift
 from console.sweep.analysis.drift import drift as drift_of
 from console.sweep.analysis.energy import energy_line
@@ -29,6 +30,7 @@ from console.sweep.analysis.repeats import Repeat, repeats
 from console.sweep.analysis.slo import Slo, answer, goodput
 from console.sweep.model import LevelDone
 from console.sweep.runs.store import Run, RunError, label, open_run
+from console.sweep.words import advice_text
 
 if TYPE_CHECKING:
     import polars as pl
@@ -46,8 +48,7 @@ class Comparison:
     total: Crossover
     per_request: Crossover
     saturation: dict[str, int | None]
-    recommendation: str
-    helps_up_to: int | None  # the largest measured C where drafting should stay on (None: no adaptive setting helps)
+    advice: Advice  # what it advises about speculation, as data (the recommendation is its words)
     repeats: list[Repeat] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     margin: float = MARGIN
@@ -61,6 +62,19 @@ class Comparison:
     @property
     def drafting(self) -> Run:
         return drafting(self.a, self.b)
+
+    @property
+    def names(self) -> dict[Side, str]:
+        return {"a": label(self.a), "b": label(self.b)}
+
+    @property
+    def recommendation(self) -> str:
+        return advice_text(self.advice, self.names)
+
+    @property
+    def helps_up_to(self) -> int | None:
+        """The largest measured C where drafting should stay on (None: no adaptive setting helps)."""
+        return self.advice.cut
 
     @property
     def table(self) -> pl.DataFrame:
@@ -174,7 +188,7 @@ def _why_out(level: LevelDone) -> str | None:
     return None
 
 
-def _levels(a: Run, b: Run, margin: float, drifts: dict[str, Drift]) -> tuple[list[Level], dict[int, str]]:
+def _levels(a: Run, b: Run, margin: float, drifts: dict[Side, Drift]) -> tuple[list[Level], dict[int, str]]:
     """drifts: "a", "b": each run's drift, where it drifted: at each level, a lead must exceed both (drift.py)."""
     levels_a = {level.c: level for level in a.levels()}
     levels_b = {level.c: level for level in b.levels()}
@@ -302,7 +316,8 @@ def compare(
     if not la or not lb:
         missing = a if not la else b
         raise ValueError(f"{label(missing)} has no measured level" + (f" ({missing.corrupt})" if missing.corrupt else ""))
-    drifts = {side: d for side, run in (("a", a), ("b", b)) if (d := drift_of(run, margin)) is not None and d.amount}
+    sides: tuple[tuple[Side, Run], ...] = (("a", a), ("b", b))
+    drifts = {side: d for side, run in sides if (d := drift_of(run, margin)) is not None and d.amount}
     cmp_levels, excluded = _levels(a, b, margin, drifts)
     if not cmp_levels:
         raise ValueError(
@@ -314,7 +329,8 @@ def compare(
         names["a"]: saturation([lv.c for lv in la], [lv.total_tok_s for lv in la]),
         names["b"]: saturation([lv.c for lv in lb], [lv.total_tok_s for lv in lb]),
     }
-    recommendation, cut = recommend(a, b, cmp_levels, [label(a if side == "a" else b) for side in drifts])
+    spec_side: Side | None = None if a.speculative == b.speculative else ("a" if drafting(a, b) is a else "b")
+    advice = advise(cmp_levels, spec_side, spec_side is not None and drafted_nothing(a if spec_side == "a" else b), tuple(drifts))
     notes = (
         acceptance_notes(a)
         + acceptance_notes(b)
@@ -332,8 +348,7 @@ def compare(
         crossover(cmp_levels, "total", names, margin),
         crossover(cmp_levels, "per_request", names, margin),
         sat,
-        recommendation,
-        cut,
+        advice,
         repeats=repeats(cmp_levels, names),
         notes=notes,
         margin=margin,
@@ -344,92 +359,6 @@ def compare(
         frontier=dominance(a, b, margin),
         energy=energy_line(a, b, cmp_levels, names),
     )
-
-
-def _which_leads(a: Run, b: Run, cmp_levels: list[Level], drifted: list[str] | None = None) -> str:
-    """Two runs of the same kind (both drafting, or neither): no speculation verdict, only who leads where."""
-    levels = [lv.c for lv in cmp_levels]
-    verdicts = [(lv.c, lv.total) for lv in cmp_levels]
-    b_leads = [lv.c for lv in cmp_levels if lv.total.leader == "b"]
-    a_leads = [lv.c for lv in cmp_levels if lv.total.leader == "a"]
-    if not b_leads and not a_leads:
-        if all(lv.total.alike for lv in cmp_levels):
-            margin = cmp_levels[0].total.margin
-            return f"{label(a)} and {label(b)} are alike in total throughput at every level (within ±{margin * 100:g} %)"
-        return _cannot_tell(f"cannot tell whether {label(a)} or {label(b)} leads total throughput", verdicts, levels, drifted or [])
-    parts = []
-    for side, leads in (("b", b_leads), ("a", a_leads)):
-        if leads:
-            best = max(
-                (lv for lv in cmp_levels if lv.c in leads),
-                key=lambda lv: (lv.total.ratio or 1) if side == "b" else 1 / (lv.total.ratio or 1),
-            )
-            ratio = best.total.ratio if side == "b" else 1 / (best.total.ratio or 1)
-            parts.append(f"{label(b if side == 'b' else a)} leads total throughput at {where(leads, levels)} (×{ratio:.2f} at C={best.c})")
-    return ", ".join(parts) + undecided(verdicts, levels)
-
-
-def _cannot_tell(head: str, verdicts: list[tuple[int, Verdict]], levels: list[int], drifted: list[str]) -> str:
-    """Nobody leads anywhere and not every level is alike: why, never worded as "no difference". Where drift alone
-    hides every difference, the drifting run is unstable and is to be measured again."""
-    groups = unclear(verdicts, levels)
-    if drifted and [why for why, _ in groups] == ["drift"]:
-        return (
-            f"cannot decide: {' and '.join(drifted)} drifted while measured (the server or the machine changed while it "
-            f"ran) by more than the difference between the runs at {where(groups[0][1], levels)}: unstable; measure "
-            f"{'them' if len(drifted) > 1 else 'it'} again"
-        )
-    return head + undecided(verdicts, levels).removeprefix(";").replace(" cannot tell at", " at", 1)
-
-
-def recommend(a: Run, b: Run, cmp_levels: list[Level], drifted: list[str] | None = None) -> tuple[str, int | None]:
-    """One actionable line, and the C above which drafting should be off (None: no adaptive setting helps).
-    The speculative run is the one whose command line drafts; only levels judged beyond the margin count as a gain
-    or a loss, so a profile alike-or-better everywhere is never to be disabled."""
-    if a.speculative == b.speculative:
-        return _which_leads(a, b, cmp_levels, drifted), None
-    spec_side = "a" if drafting(a, b) is a else "b"
-    spec, base = (a, b) if spec_side == "a" else (b, a)
-    if drafted_nothing(spec):
-        return (
-            f"{label(spec)} drafted no token in this run (its server's own count), so there is no speculation to "
-            f"judge: {_which_leads(a, b, cmp_levels)}"
-        ), None
-    levels = [lv.c for lv in cmp_levels]
-    verdicts = [(lv.c, lv.total) for lv in cmp_levels]
-    wins = [lv.c for lv in cmp_levels if lv.total.leader == spec_side]
-    losses = [lv.c for lv in cmp_levels if lv.total.leader not in (None, spec_side)]
-    speed_wins = [lv.c for lv in cmp_levels if lv.per_request.leader == spec_side]
-    who = f"speculation ({label(spec)}, against {label(base)})"
-    drifted = drifted or []
-    rest = undecided(verdicts, levels, "total throughput")
-    gains = [f"per-request speed at {where(speed_wins, levels)}"] if speed_wins else []
-    gains += [f"total throughput at {where(wins, levels)}"] if wins else []
-    if speed_wins and speed_wins == wins:  # the same levels said once
-        gains = [f"per-request speed and total throughput at {where(wins, levels)}"]
-    if not losses:
-        if not gains:
-            if all(v.alike for _, v in verdicts):
-                return (
-                    f"{who} matches it at every level (within ±{verdicts[0][1].margin * 100:g} %): it neither gains nor "
-                    "costs total throughput here"
-                ), None
-            return _cannot_tell(f"{who}: cannot tell whether it gains or costs total throughput", verdicts, levels, drifted), None
-        return f"{who} helps {' and '.join(gains)} and costs no total throughput beyond the margin{rest}: keep it", None
-    if not gains:
-        under = [(lv.c, lv.total) for lv in cmp_levels if lv.c < losses[0]]
-        if under and all(not v.leader and not v.alike for _, v in under):  # every level under the first loss is open
-            return (
-                f"{who} loses total throughput at {where(losses, levels)}{undecided(under, levels)}: "
-                f"turn drafting off above C={under[-1][0]}, where it loses; whether it pays off at "
-                f"{where([c for c, _ in under], levels)} is open"
-            ), under[-1][0]
-        return f"{who} loses total throughput at {where(losses, levels)} and helps nowhere beyond the margin{rest}: disable it", None
-    below = [c for c in levels if c < losses[0]]
-    helped_below = [c for c in below if c in wins or c in speed_wins]
-    cut = helped_below[-1] if helped_below else None
-    verdict = f"turn drafting off above C={cut}" if cut else "disable it (its gains lie above where it loses)"
-    return f"{who} helps {' and '.join(gains)} and loses total throughput at {where(losses, levels)}{rest}: {verdict}", cut
 
 
 def verification(run: Run, margin: float = MARGIN) -> str | None:

@@ -4,7 +4,9 @@ comparison, and the words levels are named in ("C ≤ 5", "C ≥ 10", "C = 2, 30
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from console.sweep.analysis.intervals import POINT_SPREAD, Level, Verdict
 
@@ -31,7 +33,8 @@ def where(subset: list[int], levels: list[int]) -> str:
 
 # Why nobody can tell at a level, and what would tell: the per-level lines, the recommendation and the crossover
 # say the same, so that the advice never contradicts a level's own line.
-WHY_UNDECIDED = {
+Why = Literal["drift", "aggregate", "repeat", "edge"]
+WHY_UNDECIDED: dict[Why, tuple[str, str]] = {
     "drift": ("a run's drift hides the difference", "measure the drifting run again"),
     "aggregate": (f"imported aggregates are taken as ±{POINT_SPREAD * 100:g} %", "measure them with pivot to know"),
     "repeat": ("the intervals cross the margin", "repeat them to know"),
@@ -39,7 +42,7 @@ WHY_UNDECIDED = {
 }
 
 
-def why_undecided(v: Verdict) -> str:
+def why_undecided(v: Verdict) -> Why:
     """The key in WHY_UNDECIDED for a verdict nobody leads and that is not alike."""
     if v.within_drift:
         return "drift"
@@ -48,9 +51,9 @@ def why_undecided(v: Verdict) -> str:
     return "repeat" if v.needed() is not None else "edge"
 
 
-def unclear(verdicts: list[tuple[int, Verdict]], levels: list[int]) -> list[tuple[str, list[int]]]:
-    """The undecided levels grouped by why, in the order of WHY_UNDECIDED, each group named as levels are."""
-    groups: dict[str, list[int]] = {}
+def unclear(verdicts: list[tuple[int, Verdict]], levels: list[int]) -> list[tuple[Why, list[int]]]:
+    """The undecided levels grouped by why, in the order of WHY_UNDECIDED."""
+    groups: dict[Why, list[int]] = {}
     for c, v in verdicts:
         if not v.leader and not v.alike:
             groups.setdefault(why_undecided(v), []).append(c)
@@ -60,12 +63,14 @@ def unclear(verdicts: list[tuple[int, Verdict]], levels: list[int]) -> list[tupl
 def undecided(verdicts: list[tuple[int, Verdict]], levels: list[int], what: str = "") -> str:
     """ "; alike at …; cannot tell at … (why: what would tell)" for the levels where nobody leads (in `what`, where it
     must be said)."""
-    alike = [c for c, v in verdicts if v.alike]
-    said = (f"; alike in {what}" if what else "; alike") + f" at {where(alike, levels)}" if alike else ""
-    groups = unclear(verdicts, levels)
+    return undecided_text([c for c, v in verdicts if v.alike], unclear(verdicts, levels), levels, what)
+
+
+def undecided_text(alike: Sequence[int], groups: Sequence[tuple[Why, Sequence[int]]], levels: list[int], what: str = "") -> str:
+    said = ((f"; alike in {what}" if what else "; alike") + f" at {where(list(alike), levels)}") if alike else ""
     if not groups:
         return said
-    told = ", ".join(f"{where(cs, levels)} ({WHY_UNDECIDED[why][0]}: {WHY_UNDECIDED[why][1]})" for why, cs in groups)
+    told = ", ".join(f"{where(list(cs), levels)} ({WHY_UNDECIDED[why][0]}: {WHY_UNDECIDED[why][1]})" for why, cs in groups)
     return said + (f"; cannot tell {what} at " if what else "; cannot tell at ") + told
 
 
