@@ -12,6 +12,7 @@ import polars as pl
 import pytest
 
 from console.sweep.analysis.compare import compare, counterpart, saturation
+from console.sweep.analysis.repeats import repeat_plan
 from console.sweep.model import LevelDone, RunMeta
 from console.sweep.runs.files import RunError
 from console.sweep.runs.store import EVENTS, create_run, list_runs, open_run
@@ -100,17 +101,20 @@ def test_two_identical_runs_name_no_winner_and_no_crossover(tmp_path: Path) -> N
 
 
 def test_u_says_what_it_will_measure_and_about_how_long_before_it_starts(tmp_path: Path) -> None:
-    from console.actions.campaign import REPEAT_CAP
-    from console.sweep.analysis.repeats import repeat_time
-    from console.ui.widgets.sweep.verdicts import repeat_plan
+    from console.sweep.analysis.repeats import REPEAT_CAP, RepeatPlan, repeat_plan, repeat_time
+    from console.ui.widgets.sweep.verdicts import plan_words
 
     write_run(tmp_path, "one", "direct", BASELINE, speculative=False, spread=0.005, every_level={"requests_per_s": 2.0})
     write_run(tmp_path, "two", "other", BASELINE, speculative=False, spread=0.02, every_level={"requests_per_s": 2.0})
     cmp = compare(open_run(tmp_path, "one"), open_run(tmp_path, "two"))
-    wanted = {r.c: r.alone["b"] for r in cmp.repeats if "b" in r.alone}
-    assert wanted, "two's wider intervals alone are in the way"
+    plan = repeat_plan(cmp.repeats, cmp.names, "b")  # the pane's `u` and --repeat-uncertain alike
+    wanted = plan.wanted
+    assert plan.refusal is None and wanted, "two's wider intervals alone are in the way"
+    assert repeat_plan(cmp.repeats, cmp.names, None, {"a": "direct", "b": "other"}).refusal == (
+        "the levels to repeat are two (other)'s: switch to other first"
+    )
     requests = min(REPEAT_CAP, max(wanted.values()))
-    said = repeat_plan(cmp, "b", wanted)
+    said = plan_words(cmp, plan)
     assert said[0].startswith(f"C = {', '.join(map(str, sorted(wanted)))} of two (other): {requests} requests each")
     seconds = len(wanted) * requests / 2.0
     assert (
@@ -119,7 +123,7 @@ def test_u_says_what_it_will_measure_and_about_how_long_before_it_starts(tmp_pat
     )
     assert said[2].startswith("compared again after it") and said[2].endswith("asked before it starts")
     assert (
-        repeat_plan(cmp, "b", {250: 5000})[0]
+        plan_words(cmp, RepeatPlan("b", {250: 5000}))[0]
         == f"C = 250 of two (other): {REPEAT_CAP} requests (the estimate, 5000, capped at {REPEAT_CAP})"
     )
     assert repeat_time(cmp.levels, "b", [250], 1200) == "about 10 min at the rates they measured"
@@ -533,6 +537,8 @@ def test_a_campaign_of_imported_aggregates_is_decided_by_its_stated_rule(tmp_pat
     assert cmp.advice.losses == (2, 5, 10, 30, 70, 100, 250) and cmp.advice.undecided == (("aggregate", (1,)),)
     assert cmp.advice.action == "open_below" and cmp.helps_up_to == 1 and cmp.levels[0].total.point
     assert [(r.c, r.more_requests, r.sides) for r in cmp.repeats] == [(1, None, ())]  # nothing imported is repeated
+    refused = repeat_plan(cmp.repeats, cmp.names, "b").refusal
+    assert refused is not None and refused.startswith("C = 1: imported results are not measured again")
     assert "with pivot" in cmp.repeats[0].text
     written = pivot(config, "compare", "old-base", "old-eagle3", "--write-profile", "--yes")
     assert written.returncode == 0, written.stderr

@@ -17,7 +17,7 @@ from console.server.state import ServerState
 from console.session import Session
 from console.sweep.analysis.compare import Comparison, compare, counterpart, verification
 from console.sweep.analysis.refine import refine
-from console.sweep.analysis.repeats import repeat_time, requests_each
+from console.sweep.analysis.repeats import REPEAT_CAP, REPEAT_ROUNDS, repeat_plan, repeat_time, requests_each
 from console.sweep.analysis.slo import Slo
 from console.sweep.model import LevelDone
 from console.sweep.runs.store import Run, RunError
@@ -25,8 +25,6 @@ from console.sweep.settings import SweepSettings
 from console.sweep.sweeps import SweepHandle
 
 READY_TIMEOUT_S = 1800.0
-REPEAT_ROUNDS = 3  # `u`, --repeat-uncertain: at most this many repeats, each estimated again from the numbers
-REPEAT_CAP = 2000  # requests a level is repeated with at most in one round
 RELEASE_TIMEOUT_S = 60.0
 
 
@@ -205,22 +203,10 @@ class CampaignActions:
             raise ActionFailed(f"nothing to compare {run.name} with: name the run to hold it against")
         for round_ in range(1, rounds + 1):
             cmp = await asyncio.to_thread(self._compare, other, run)
-            wanted = {r.c: r.alone["b"] for r in cmp.repeats if "b" in r.alone}  # what this run alone settles
-            if not wanted:
-                unsettled = [r.c for r in cmp.repeats]
-                both = [r.c for r in cmp.repeats if r.more_requests and len(r.sides) == 2]
-                return (
-                    f"{run.name} against {other.name}: every level settled"
-                    if not unsettled
-                    else f"{run.name} against {other.name}: C = {', '.join(map(str, unsettled))} cannot be told, and no "
-                    f"repeat of {run.name} alone would settle {_them(unsettled)}"
-                    + (
-                        f" (C = {', '.join(map(str, both))}: both runs' levels must be repeated; repeat {other.name} on its server too)"
-                        if both
-                        else " (see the comparison)"
-                    )
-                )
-            requests = min(REPEAT_CAP, max(v for v in wanted.values() if v))
+            plan = repeat_plan(cmp.repeats, {"a": other.name, "b": run.name}, "b")  # what this run alone settles
+            if plan.refusal is not None:
+                return f"{run.name} against {other.name}: " + plan.refusal
+            wanted, requests = plan.wanted, plan.requests
             levels = ", ".join(map(str, sorted(wanted)))
             asked = requests_each(requests, len(wanted))
             if round_ > 1 and go_on is not None:
@@ -230,7 +216,7 @@ class CampaignActions:
             self.say(
                 f"  round {round_} of {rounds}: repeating C = {levels} of {run.name}, "
                 f"{asked} (what the comparison estimates would settle {_them(wanted)}"
-                + (f", capped at {REPEAT_CAP}" if requests < max(v for v in wanted.values() if v) else "")
+                + (f", capped at {REPEAT_CAP}" if requests < plan.estimate else "")
                 + ")"
             )
             try:

@@ -112,3 +112,61 @@ def repeat_time(levels: list[Level], side: str, cs: list[int], requests: int) ->
 def requests_each(requests: int, levels: int) -> str:
     """A repeat's requests in words, with "each" where it measures several levels."""
     return f"{requests} request{'s' if requests != 1 else ''}" + (" each" if levels > 1 else "")
+
+
+REPEAT_ROUNDS = 3  # `u`, --repeat-uncertain: at most this many repeats, each estimated again from the numbers
+REPEAT_CAP = 2000  # requests a level is repeated with at most in one round
+
+
+@dataclass(frozen=True)
+class RepeatPlan:
+    """What one run's repeat would measure to settle a comparison, or why none would: decided once for the pane's `u`,
+    `pivot sweep --repeat-uncertain` and a runbook's repeat."""
+
+    side: str | None  # "a" or "b": the run to repeat
+    wanted: dict[int, int]  # C -> requests of that run alone the comparison estimates would settle it
+    refusal: str | None = None  # why nothing of this run is to be measured (None: `wanted` is the plan)
+
+    @property
+    def estimate(self) -> int:
+        return max(self.wanted.values(), default=0)
+
+    @property
+    def requests(self) -> int:
+        """Requests each level is measured with in this round: the largest estimate, capped."""
+        return min(REPEAT_CAP, self.estimate)
+
+
+def repeat_plan(found: list[Repeat], names: dict[str, str], side: str | None, switch_to: dict[str, str] | None = None) -> RepeatPlan:
+    """side: the run whose server is running (None: neither's); switch_to: each run's profile, to name the one to
+    switch to. An imported run's level is never repeated (Repeat.sides is empty): its refusal says what would settle it."""
+    if not found:
+        return RepeatPlan(side, {}, "every level is settled")
+    if not any(r.more_requests for r in found):
+        imported = [r.c for r in found if not r.sides]
+        if imported:
+            return RepeatPlan(
+                side,
+                {},
+                f"C = {', '.join(map(str, imported))}: imported results are not measured again; a sweep of those levels "
+                "with pivot would give them intervals to decide on",
+            )
+        return RepeatPlan(side, {}, "no level is uncertain enough for more requests to settle (see the repeat: lines)")
+    if side is None:
+        need = sorted({s for r in found if r.more_requests for s in r.sides})
+        switch = f": switch to {' or '.join(switch_to[s] for s in need)} first" if switch_to else ""
+        return RepeatPlan(side, {}, f"the levels to repeat are {' and '.join(names[s] for s in need)}'s{switch}")
+    wanted = {r.c: r.alone[side] for r in found if side in r.alone}
+    if not wanted:
+        both = [r.c for r in found if r.more_requests and len(r.sides) == 2]
+        return RepeatPlan(
+            side,
+            {},
+            f"{names[side]} alone would not settle them"
+            + (
+                f" (C = {', '.join(map(str, both))}: both runs' levels must be repeated; repeat the other run on its server too)"
+                if both
+                else ""
+            ),
+        )
+    return RepeatPlan(side, wanted)

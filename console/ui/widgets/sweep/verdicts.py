@@ -17,7 +17,7 @@ from console.campaign import Campaign
 from console.remote.errors import RemoteError
 from console.sweep.analysis.adaptive import NoAdaptiveProfile, plan, spec_host
 from console.sweep.analysis.compare import Comparison, bracket, compare, counterpart
-from console.sweep.analysis.repeats import repeat_time, requests_each
+from console.sweep.analysis.repeats import REPEAT_CAP, REPEAT_ROUNDS, RepeatPlan, repeat_plan, repeat_time, requests_each
 from console.sweep.analysis.slo import Slo
 from console.sweep.runs.store import Run, RunError, label, list_runs
 from console.ui.screens.confirm import confirmed
@@ -100,31 +100,15 @@ class ComparisonActions(Pane):
         if lifecycle is None:
             self._no_server()
             return
-        if not any(r.more_requests for r in cmp.repeats):
-            self.notify("no level is uncertain enough for more requests to settle", timeout=6)
-            return
         running = lifecycle.status.profile
         side = "b" if cmp.b.profile == running else "a" if cmp.a.profile == running else None
-        wanted = {r.c: r.alone[side] for r in cmp.repeats if side in r.alone}
-        if side is not None and not wanted:
-            self.notify(
-                f"{cmp.name(side)} alone would not settle them: both runs' levels must be repeated (repeat the "
-                "other run on its server too)",
-                severity="warning",
-                timeout=8,
-            )
+        plan = repeat_plan(cmp.repeats, {"a": cmp.name("a"), "b": cmp.name("b")}, side, {"a": cmp.a.profile, "b": cmp.b.profile})
+        if plan.refusal is not None or plan.side is None:
+            self.notify(plan.refusal or "", severity="warning", timeout=8)
             return
-        if side is None:
-            need = sorted({s for r in cmp.repeats if r.more_requests for s in r.sides})
-            self.notify(
-                f"the levels to repeat are {' and '.join(cmp.name(s) for s in need)}'s: switch to "
-                f"{' or '.join((cmp.a if s == 'a' else cmp.b).profile for s in need)} first",
-                severity="warning",
-                timeout=8,
-            )
-            return
+        side = plan.side
         run, other = (cmp.a, cmp.b) if side == "a" else (cmp.b, cmp.a)
-        self.repeat_uncertain(run, other, (cmp.a, cmp.b), repeat_plan(cmp, side, wanted))
+        self.repeat_uncertain(run, other, (cmp.a, cmp.b), plan_words(cmp, plan))
 
     @work(exclusive=True, group="refine", exit_on_error=False)
     async def repeat_uncertain(self, run: Run, other: Run, shown: tuple[Run, Run], what: list[str]) -> None:
@@ -276,24 +260,20 @@ class ComparisonActions(Pane):
         self.comparing = True  # the comparison has the same levels: it takes the table's room
 
 
-def repeat_plan(cmp: Comparison, side: str, wanted: dict[int, int]) -> list[str]:
-    """What `u` is about to measure, in words: the first round's levels and requests (console/actions/campaign.py
-    do_repeat_uncertain asks the largest estimate of every level, capped) and about how long that takes at the rates
-    the levels measured."""
-    from console.actions.campaign import REPEAT_CAP, REPEAT_ROUNDS
-
+def plan_words(cmp: Comparison, plan: RepeatPlan) -> list[str]:
+    """What `u` is about to measure, in words: the first round's levels and requests (the largest estimate of every
+    level, capped) and about how long that takes at the rates the levels measured."""
+    side = plan.side or "b"
     run = cmp.a if side == "a" else cmp.b
-    estimate = max(wanted.values())
-    requests = min(REPEAT_CAP, estimate)
-    levels = sorted(wanted)
+    levels = sorted(plan.wanted)
     return [
-        f"C = {', '.join(map(str, levels))} of {label(run)}: {requests_each(requests, len(levels))} "
+        f"C = {', '.join(map(str, levels))} of {label(run)}: {requests_each(plan.requests, len(levels))} "
         + (
-            f"(the estimate, {estimate}, capped at {REPEAT_CAP})"
-            if requests < estimate
+            f"(the estimate, {plan.estimate}, capped at {REPEAT_CAP})"
+            if plan.requests < plan.estimate
             else "(what the comparison estimates would settle them)"
         ),
-        f"this round: {repeat_time(cmp.levels, side, levels, requests)}",
+        f"this round: {repeat_time(cmp.levels, side, levels, plan.requests)}",
         f"compared again after it; up to {REPEAT_ROUNDS} rounds while a level stays undecided, each estimated again from "
         "the new numbers and asked before it starts",
     ]
