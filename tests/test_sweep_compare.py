@@ -282,7 +282,7 @@ def test_bench_serving_results_import_as_a_run_and_compare(campaign: Path, tmp_p
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"output_throughput": 1}\n')
     refused = pivot(config, "runs", "import", str(bad))
-    assert refused.returncode == 2 and "bad.jsonl: not a sglang bench_serving result (no max_concurrency" in refused.stderr
+    assert refused.returncode == 2 and "bad.jsonl:1: not a sglang bench_serving result (no max_concurrency" in refused.stderr
 
 
 def test_two_runs_of_the_same_kind_get_no_speculation_verdict(tmp_path: Path) -> None:

@@ -176,7 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
         "names",
         nargs="*",
         metavar="RUN",
-        help="runs; for import: result files of one server (SGLang bench_serving, vllm bench serve)",
+        help="runs; for import: results of one server (SGLang bench_serving, vllm bench serve, AIPerf, guidellm)",
     )
     runs.add_argument("--name", help="import: the new run's name")
     runs.add_argument("--profile", default="imported", help="import: the profile the results were measured with")

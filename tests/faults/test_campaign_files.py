@@ -48,7 +48,7 @@ def test_an_import_of_nonsense_numbers_is_refused_naming_the_line(tmp_path: Path
     (tmp_path / "old.jsonl").write_text(line)
     (tmp_path / "pivot.toml").write_text(f'campaign_dir = "{tmp_path / "campaign"}"\n')
     done = pivot("--config", str(tmp_path / "pivot.toml"), "runs", "import", str(tmp_path / "old.jsonl"))
-    assert done.returncode == 2 and "old.jsonl:1: not a bench_serving result line" in done.stderr and said in done.stderr
+    assert done.returncode == 2 and "old.jsonl:1: not a sglang bench_serving result" in done.stderr and said in done.stderr
     assert not (tmp_path / "campaign" / "runs").exists() or not any((tmp_path / "campaign" / "runs").iterdir())
 
 

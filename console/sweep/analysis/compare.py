@@ -192,7 +192,7 @@ def _levels(a: Run, b: Run, margin: float, drifts: dict[Side, Drift]) -> tuple[l
     """drifts: "a", "b": each run's drift, where it drifted: at each level, a lead must exceed both (drift.py)."""
     levels_a = {level.c: level for level in a.levels()}
     levels_b = {level.c: level for level in b.levels()}
-    aggregate = {"a": bool(a.meta.imported_from), "b": bool(b.meta.imported_from)}
+    imported = {"a": bool(a.meta.imported_from), "b": bool(b.meta.imported_from)}
     levels, excluded = [], {}
     for c in sorted(set(levels_a) & set(levels_b)):
         ra, rb = levels_a[c], levels_b[c]
@@ -204,8 +204,8 @@ def _levels(a: Run, b: Run, margin: float, drifts: dict[Side, Drift]) -> tuple[l
 
         def verdict(metric: str, higher_is_better: bool = True, ra: LevelDone = ra, rb: LevelDone = rb, drift: float = drift) -> Verdict:
             return judge(
-                estimate(ra, metric, aggregate=aggregate["a"]),
-                estimate(rb, metric, aggregate=aggregate["b"]),
+                estimate(ra, metric, imported=imported["a"]),
+                estimate(rb, metric, imported=imported["b"]),
                 higher_is_better=higher_is_better,
                 margin=margin,
                 drift=drift,
@@ -270,11 +270,14 @@ def _quality_notes(run: Run) -> list[str]:
             f"note: {label(run)}: latencies not measured at {where([lv.c for lv in lagging], [lv.c for lv in measured])}"
             f" ({lagging[0].lagging})"
         )
-    if run.meta.imported_from:
+    source = run.meta.source or "another tool"
+    if run.meta.imported_from and any(lv.total_tok_s_lo is None for lv in measured):
         notes.append(
-            f"note: {label(run)} is aggregates imported from {run.meta.source or 'another tool'}, without per-request data: "
-            f"each figure it gave without an interval is taken as ±{POINT_SPREAD * 100:g} %, so a lead must exceed that"
+            f"note: {label(run)} is aggregates imported from {source}, without per-request data: each figure it gave "
+            f"without an interval is taken as ±{POINT_SPREAD * 100:g} %, so a lead must exceed that"
         )
+    elif run.meta.imported_from:
+        notes.append(f"note: {label(run)} was imported from {source} with its per-request records: its intervals are pivot's own")
     elif any(lv.total_tok_s_lo is None for lv in measured):
         notes.append(f"note: {label(run)} has levels under two requests: their numbers carry no interval and decide nothing")
     return notes

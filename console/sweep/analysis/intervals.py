@@ -33,6 +33,7 @@ class Estimate:
     lo: float | None
     hi: float | None
     point: bool = False  # an aggregate without per-request data: its interval is POINT_SPREAD's, not measured
+    imported: bool = False  # another tool measured it: pivot cannot measure it again
 
     @property
     def known(self) -> bool:
@@ -51,12 +52,12 @@ class Estimate:
         return (self.hi - self.lo) / 2 / abs(self.value)
 
 
-def estimate(level: LevelDone, metric: str, *, aggregate: bool = False) -> Estimate:
-    """aggregate: the level is another tool's (imported): a figure it gave without an interval gets POINT_SPREAD's."""
+def estimate(level: LevelDone, metric: str, *, imported: bool = False) -> Estimate:
+    """imported: the level is another tool's: a figure it gave without an interval gets POINT_SPREAD's."""
     value, lo, hi = (getattr(level, name) for name in METRICS[metric])
-    if aggregate and value is not None and (lo is None or hi is None):
-        return Estimate(value, value * (1 - POINT_SPREAD), value * (1 + POINT_SPREAD), point=True)
-    return Estimate(value, lo, hi)
+    if imported and value is not None and (lo is None or hi is None):
+        return Estimate(value, value * (1 - POINT_SPREAD), value * (1 + POINT_SPREAD), point=True, imported=True)
+    return Estimate(value, lo, hi, imported=imported)
 
 
 @dataclass(frozen=True)

@@ -47,16 +47,29 @@ def repeats(cmp_levels: list[Level], names: dict[str, str]) -> list[Repeat]:
                     best = (cost, candidate)
                 continue
             if needed is not None:
+                own = {s for s, e in (("a", v.a), ("b", v.b)) if not e.imported}  # an imported run is not measured again
                 for sides, narrowed in (
                     (("a", "b"), _narrowed(ha, hb, needed, both=True)),
                     (("b",), _narrowed(hb, ha, needed)),
                     (("a",), _narrowed(ha, hb, needed)),
                 ):
+                    if not own.issuperset(sides):
+                        continue
                     half = ha if sides == ("a",) else hb if sides == ("b",) else max(ha, hb)
                     count = lv.a.requests if sides == ("a",) else lv.b.requests if sides == ("b",) else n
                     if narrowed is not None and (more := more_requests(count, half, half * narrowed)) is not None:
                         options.append((more, sides))
             if not options:
+                if v.a.imported or v.b.imported:
+                    whom = " and ".join(names[s] for s, e in (("a", v.a), ("b", v.b)) if e.imported)
+                    text = (
+                        f"C={lv.c}: {v.text(unit)}: cannot tell; {whom} was imported, and is not measured again: a "
+                        f"sweep of C={lv.c} with pivot, on the same server, would settle it"
+                    )
+                    candidate, cost = Repeat(lv.c, None, text, ()), 10**9
+                    if best is None or cost < best[0]:
+                        best = (cost, candidate)
+                    continue
                 if v.within_drift:
                     text = (
                         f"C={lv.c}: {v.text(unit)}: cannot tell; the runs' drift (±{(v.margin + v.drift) * 100:.1f} % here) "

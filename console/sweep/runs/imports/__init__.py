@@ -6,12 +6,14 @@ aggregates only is marked so, and the comparison says how it decides on it."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from console.remote.command import shell_line
 from console.sweep.model import LevelDone, RunMeta, SweepDone
-from console.sweep.runs.imports import bench_serving
+from console.sweep.runs.imports import aiperf, bench_serving, guidellm
 from console.sweep.runs.store import EVENTS, Run, RunError, create_run
 
 __all__ = ["import_results"]
@@ -23,37 +25,53 @@ def _objects(path: Path) -> list[tuple[str, Any]]:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError as e:
         raise RunError(f"{path}: cannot read: {e.strerror}") from None
-    try:
-        whole = json.loads(text)
-    except (ValueError, RecursionError):
-        whole = None
-    if isinstance(whole, dict):
-        return [(str(path), whole)]
-    found = []
+    found, bad = [], None
     for number, line in enumerate(text.splitlines(), 1):
         if line.strip():
             try:
                 found.append((f"{path}:{number}", json.loads(line)))
             except (ValueError, RecursionError) as e:
-                raise RunError(f"{path}:{number}: not JSON ({e})") from None
-    return found
+                bad = bad or f"{path}:{number}: not JSON ({e})"
+    if bad is None:
+        return found
+    try:  # not one object a line: one object, spread over lines (pretty-printed)
+        return [(str(path), json.loads(text))]
+    except (ValueError, RecursionError):
+        raise RunError(bad) from None
 
 
 def _levels(path: Path) -> tuple[str, list[LevelDone]]:
-    """The file's tool and its levels; RunError naming the file (and line) where it is none pivot reads."""
+    """The file's tool and its levels; RunError naming the file (and line) where it is none pivot reads. An AIPerf
+    artifact directory is read by its summary (and the records beside it)."""
+    if path.is_dir():
+        path = path / aiperf.SUMMARY
+    elif path.name == aiperf.RECORDS:
+        path = path.with_name(aiperf.SUMMARY)
     objects = _objects(path)
     if not objects:
         raise RunError(f"{path}: no results in it")
+    if len(objects) == 1 and aiperf.is_summary(objects[0][1]):
+        return aiperf.SOURCE, [_read(path, aiperf.SOURCE, partial(aiperf.level, objects[0][1], path.parent))]
+    if len(objects) == 1 and guidellm.is_report(objects[0][1]):
+        benchmarks = objects[0][1]["benchmarks"]
+        return guidellm.SOURCE, [
+            _read(Path(f"{path} benchmark {i + 1}"), guidellm.SOURCE, partial(guidellm.level, b)) for i, b in enumerate(benchmarks)
+        ]
     sources, levels = set(), []
     for where, obj in objects:
         if not isinstance(obj, dict) or "output_throughput" not in obj:
-            raise RunError(f"{where}: not a result pivot reads (SGLang bench_serving or vLLM bench serve)")
-        try:
-            levels.append(bench_serving.level(obj))
-        except (ValueError, KeyError, TypeError, AttributeError) as e:
-            raise RunError(f"{where}: not a {bench_serving.source_of(obj)} result ({e})") from None
-        sources.add(bench_serving.source_of(obj))
+            raise RunError(f"{where}: not a result pivot reads (SGLang bench_serving, vllm bench serve, AIPerf, guidellm)")
+        source = bench_serving.source_of(obj)
+        levels.append(_read(Path(where), source, partial(bench_serving.level, obj)))
+        sources.add(source)
     return " and ".join(sorted(sources)), levels
+
+
+def _read(where: Path, source: str, read: Callable[[], LevelDone]) -> LevelDone:
+    try:
+        return read()
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError, OSError, RecursionError) as e:
+        raise RunError(f"{where}: not a {source} result ({e})") from None
 
 
 def import_results(

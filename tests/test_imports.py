@@ -1,0 +1,75 @@
+"""Results other tools measured, imported from real files those tools wrote (tests/fixtures/imports/README.md says
+how each was made): per-request records give a level pivot's own intervals, errors count as errors, and two tools'
+runs of one server compare level by level."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from console.sweep.analysis.compare import compare
+from console.sweep.runs.imports import import_results
+from console.sweep.runs.store import RunError, open_run
+
+FIXTURES = Path(__file__).parent / "fixtures" / "imports"
+
+
+def test_aiperf_artifacts_import_with_per_request_intervals_and_their_error(tmp_path: Path) -> None:
+    run = import_results(tmp_path, [FIXTURES / "aiperf-c1", FIXTURES / "aiperf-c4" / "profile_export.jsonl"], name="ai", profile="p")
+    c1, c4 = run.levels()
+    assert (c1.c, c1.requests, c1.errors) == (1, 16, 0) and (c4.c, c4.requests, c4.errors) == (4, 20, 1)
+    summary = json.loads((FIXTURES / "aiperf-c4" / "profile_export_aiperf.json").read_text())
+    assert c4.total_tok_s == pytest.approx(summary["output_token_throughput"]["avg"], rel=0.01)  # AIPerf's own figure
+    for level in (c1, c4):
+        assert level.total_tok_s_lo is not None and level.total_tok_s_lo < level.total_tok_s < (level.total_tok_s_hi or 0)
+        assert level.req_tok_s_lo is not None and level.ttft_lo is not None
+    assert run.meta.source == "aiperf" and "aiperf-c1" in (run.meta.imported_from or "")
+
+
+def test_a_guidellm_report_imports_each_concurrent_benchmark_as_a_level(tmp_path: Path) -> None:
+    run = import_results(tmp_path, [FIXTURES / "guidellm-c1-c4.json"], name="gl", profile="p")
+    levels = run.levels()
+    assert [(lv.c, lv.requests, lv.errors) for lv in levels] == [(1, 12, 0), (4, 12, 0)]
+    report = json.loads((FIXTURES / "guidellm-c1-c4.json").read_text())
+    for level, benchmark in zip(levels, report["benchmarks"], strict=True):
+        assert level.output_tokens == sum(r["output_tokens"] for r in benchmark["requests"]["successful"])
+        assert level.total_tok_s == pytest.approx(benchmark["metrics"]["output_tokens_per_second"]["successful"]["mean"], rel=0.01)
+        assert level.total_tok_s_lo is not None and level.ttft_p50 is not None
+    rate = report["benchmarks"][0] | {"config": {"strategy": {"type_": "constant", "rate": 2.0}}}
+    (tmp_path / "rate.json").write_text(json.dumps(report | {"benchmarks": [rate]}))
+    with pytest.raises(RunError, match=r"rate.json benchmark 1: not a guidellm result \(a 'constant' benchmark has no fixed concurrency"):
+        import_results(tmp_path, [tmp_path / "rate.json"], name="rate", profile="p")
+
+
+def test_two_tools_runs_of_one_server_compare_level_by_level_with_intervals_and_neither_is_repeated(tmp_path: Path) -> None:
+    config = tmp_path / "pivot.toml"
+    config.write_text(f'campaign_dir = "{tmp_path / "campaign"}"\n')
+    for name, files in (("ai", ["aiperf-c1", "aiperf-c4"]), ("gl", ["guidellm-c1-c4.json"])):
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "console",
+                "--config",
+                str(config),
+                "runs",
+                "import",
+                *(str(FIXTURES / f) for f in files),
+                "--name",
+                name,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        assert "(with per-request intervals)" in done.stdout
+    cmp = compare(open_run(tmp_path / "campaign", "ai"), open_run(tmp_path / "campaign", "gl"))
+    assert [lv.c for lv in cmp.levels] == [1, 4]
+    assert all(lv.total.spread and not lv.total.point for lv in cmp.levels)  # the tools' own requests, not ±5 %
+    assert all(r.more_requests is None and r.sides == () for r in cmp.repeats)  # nothing imported is measured again
+    assert any("imported from aiperf with its per-request records" in note for note in cmp.notes)
