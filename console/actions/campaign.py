@@ -201,17 +201,22 @@ class CampaignActions:
             raise ActionFailed(str(e)) from None
         if other is None:
             raise ActionFailed(f"nothing to compare {run.name} with: name the run to hold it against")
+        wanted: dict[int, int] = {}  # the levels the round before measured
         for round_ in range(1, rounds + 1):
             cmp = await asyncio.to_thread(self._compare, other, run)
             plan = repeat_plan(cmp.repeats, {"a": other.name, "b": run.name}, "b")  # what this run alone settles
             if plan.refusal is not None:
                 return f"{run.name} against {other.name}: " + plan.refusal
-            wanted, requests = plan.wanted, plan.requests
+            before, wanted, requests = wanted, plan.wanted, plan.requests
             levels = ", ".join(map(str, sorted(wanted)))
             asked = requests_each(requests, len(wanted))
-            if round_ > 1 and go_on is not None:
+            if round_ > 1 and go_on is not None:  # the question says what the last round found first
                 took = repeat_time(cmp.levels, "b", sorted(wanted), requests)
-                if not await go_on(f"round {round_} of {rounds}: C = {levels} of {run.name}, {asked}, {took}"):
+                settled = sorted(set(before) - set(wanted))
+                found = (f"round {round_ - 1} settled C = {', '.join(map(str, settled))}; " if settled else "") + (
+                    f"{cmp.recommendation}\n"
+                )
+                if not await go_on(f"{found}round {round_} of {rounds}: C = {levels} of {run.name}, {asked}, {took}"):
                     return f"{run.name} against {other.name}: stopped before round {round_}; C = {levels} still cannot be told"
             self.say(
                 f"  round {round_} of {rounds}: repeating C = {levels} of {run.name}, "

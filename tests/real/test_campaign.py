@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import stat
+from pathlib import Path
 
 from tests.faults.conftest import run_pivot
 from tests.real.conftest import RealHost, user_processes
@@ -76,6 +77,15 @@ def test_the_campaign_on_llama_server(real_host: RealHost) -> None:
         assert "drafted no token in this run" in verdict["recommendation"], verdict["recommendation"]
     advice = run_pivot(host.config, "compare", base_run, draft_run, "--write-profile")
     assert "llama-server cannot switch drafting by batch size" in advice.stdout or "no adaptive profile" in advice.stdout
+
+    # AIPerf's run of a llama-server like this one (its files: tests/fixtures/imports), held against pivot's, level
+    # by level, both with intervals from their requests (the prompts differ: compared anyway, and said)
+    imports = Path(__file__).parent.parent / "fixtures" / "imports"
+    pivot(host, "runs", "import", str(imports / "aiperf-c1"), str(imports / "aiperf-c4"), "--name", "aiperf-base", "--profile", "ls-base")
+    held = json.loads(pivot(host, "compare", base_run, "aiperf-base", "--json", "--anyway"))
+    assert [v["c"] for v in held["verdicts"]] == [1, 4]
+    assert all(v["total"]["a"]["lo"] is not None and v["total"]["b"]["lo"] is not None for v in held["verdicts"])
+    assert all(r["more_requests"] is None for r in held["repeat"])  # AIPerf's run is not pivot's to measure again
 
     stopped = pivot(host, "server", "stop")
     assert "stopped" in stopped

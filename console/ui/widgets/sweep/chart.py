@@ -78,21 +78,21 @@ class ChartData:
 
 
 class SweepChart(PlotextPlot):
-    DEFAULT_CSS = "SweepChart { height: 2fr; min-height: 8; }"
+    DEFAULT_CSS = "SweepChart { height: 2fr; min-height: 8; } SweepChart.-empty { display: none; }"
 
     def __init__(self, **kw: Any):
         super().__init__(**kw)
         self.legend: list[tuple[str, str, str]] = []  # (marker, label, theme variable) of what the chart shows
         self.data = ChartData()
         self._ys: dict[str, list[float]] = {}  # each y axis' values at the last draw: their ticks
-        self.display = False  # until a draw has something to show (a pane drawn late showed an empty chart's line)
+        self.add_class("-empty")  # until a draw has something to show (a pane drawn late showed an empty chart's line)
 
     def on_mount(self) -> None:  # PlotextPlot's own on_mount runs too
         self._use_theme()  # the frame is the theme's before the first draw too
         self.app.theme_changed_signal.subscribe(self, self._theme_changed)
 
     def _theme_changed(self, theme: Theme) -> None:
-        if self.display:
+        if not self.has_class("-empty"):
             self.draw(self.data)
         else:
             self._use_theme()
@@ -193,7 +193,7 @@ class SweepChart(PlotextPlot):
 
         live = data.live if data.live is not None and data.live.c is not None else None
         shown = bool(data.levels or data.overlays or live)
-        self.display = shown
+        self.set_class(not shown, "-empty")  # a class, not `display`: the pane's CSS may hide it for a comparison too
         if not shown:
             return False
         if data.frontier:

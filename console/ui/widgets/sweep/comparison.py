@@ -22,6 +22,17 @@ from console.ui.colours import theme_style
 WIDE_ENOUGH = 100  # columns: below this the ratios of seven columns are what fits
 
 
+def short_names(line: str, cmp: Comparison) -> str:
+    """A comparison's line with the runs' full names said as A and B (defined on the line above the verdict): in a
+    pane, a name said in full each time fills the lines the verdict needs."""
+    names = sorted(((cmp.name("a"), "A"), (cmp.name("b"), "B")), key=lambda n: -len(n[0]))  # the longer first
+    if names[0][0] == names[1][0]:
+        return line  # the same name: A and B cannot be told apart by it
+    for name, letter in names:
+        line = line.replace(name, letter)
+    return line
+
+
 class ComparisonView(VerticalScroll):
     def __init__(self, **kw: Any):
         super().__init__(**kw)
@@ -36,10 +47,10 @@ class ComparisonView(VerticalScroll):
         too (they measure on the server this console manages)."""
         said = "w writes the adaptive profile" + (", u measures undecided levels again, f refines the crossover" if measures else "")
         self.comparison = cmp
-        lines = cmp.report()
+        lines = [short_names(line, cmp) for line in cmp.report()]
         self.text = Text.assemble(
-            (f"{lines[0]}\n", theme_style(self.app, "accent", bold=True)),
             (f"A = {cmp.name('a')}, B = {cmp.name('b')}\n", "bold"),
+            (f"{lines[0]}\n", theme_style(self.app, "accent", bold=True)),
             (f"{said}\n" if keys else "", "dim"),
             "\n".join(lines[1:]),
         )
@@ -48,7 +59,10 @@ class ComparisonView(VerticalScroll):
         # `pivot compare` have it at any width)
         width = self.parent.size.width if isinstance(self.parent, Widget) else 0  # (this view is hidden until shown)
         energy = any(lv.energy for lv in cmp.levels) and width >= WIDE_ENOUGH
-        for header in ("C", "A tok/s", "B tok/s", "B/A", "per-req B/A", "ITL B/A", *(["J/tok B/A"] if energy else []), "errors A, B"):
+        errors = any(lv.a.errors or lv.b.errors for lv in cmp.levels)  # (none: the notes say nothing failed either)
+        itl = width >= WIDE_ENOUGH or not errors  # a narrow pane keeps the errors over ITL: `pivot compare` has both
+        headers = ["C", "A tok/s", "B tok/s", "B/A", "per-req B/A", *(["ITL B/A"] if itl else []), *(["J/tok B/A"] if energy else [])]
+        for header in [*headers, *(["errors A, B"] if errors else [])]:
             table.add_column(header, justify="right")
         for lv in cmp.levels:
             table.add_row(
@@ -57,9 +71,9 @@ class ComparisonView(VerticalScroll):
                 f"{lv.total.b.value:.1f}",
                 self._ratio(lv.total),
                 self._ratio(lv.per_request),
-                self._ratio(lv.itl),
+                *([self._ratio(lv.itl)] if itl else []),
                 *([self._ratio(lv.energy)] if energy else []),
-                f"{lv.a.errors}, {lv.b.errors}",
+                *([f"{lv.a.errors}, {lv.b.errors}"] if errors else []),
             )
         self.query_one("#sweep-compare-text", Static).update(Group(self.text, table))
         self.add_class("-shown")

@@ -36,6 +36,7 @@ from console.untrusted import visible
 REDRAW_S = 0.5  # the chart redraws at most this often, however fast requests finish, and not at all while nothing changes
 SHORT_ROWS = 17  # a pane shorter than this shows the chart and its progress line, not the level table: a taller one
 # has room for the progress and legend (3-4 lines), a chart of CHART_ROWS and a few rows of the table
+CRAMPED_ROWS = 40  # a comparison in a pane shorter than this takes the chart's room too (`c` again brings it back)
 
 
 class SweepPane(ComparisonActions):
@@ -49,6 +50,8 @@ class SweepPane(ComparisonActions):
     SweepPane #sweep-compare { height: 1fr; max-height: 16; display: none; scrollbar-gutter: stable; }
     SweepPane #sweep-compare.-shown { display: block; }
     SweepPane.-comparing #sweep-levels { display: none; }
+    SweepPane.-comparing.-cramped SweepChart { display: none; }
+    SweepPane.-comparing.-cramped #sweep-compare { max-height: 100%; }
     """
     BINDINGS = [
         Binding("n", "new_sweep", "Sweep", id="sweep.new", tooltip="Start a sweep against the running server (a form first)"),
@@ -190,6 +193,7 @@ class SweepPane(ComparisonActions):
         elif not short and self.has_focus and not self.comparing:
             self.call_after_refresh(table.focus)  # shown again (zoomed): the arrows scroll its levels
         self.set_class(short, "-short")  # the chart and a progress line first, the table zoomed
+        self.set_class(self.size.height < CRAMPED_ROWS, "-cramped")
 
     def _show_progress(self) -> None:
         """The sweep's progress (or the run on screen) on the first line, at every size; the warnings and the
@@ -209,7 +213,7 @@ class SweepPane(ComparisonActions):
         for warning in self.warnings:  # before the legend: a short pane cuts what comes last
             text.append(f"\n⚠ {warning}", theme_style(self.app, "warning"))
         chart = self.query_one(SweepChart)
-        if chart.legend and room:
+        if chart.legend and room and not (self.comparing and self.has_class("-cramped")):
             legend = chart.legend_text(room)
             lines = len(text.wrap(self.app.console, room)) + len(legend.plain.split("\n"))
             chart_rows = self.size.height - lines

@@ -129,7 +129,8 @@ class ComparisonActions(Pane):
         self.notify("nothing to measure on: this console manages no server (pivot --host NAME)", severity="warning", timeout=6)
 
     async def _another_round(self, question: str) -> bool:
-        return await confirmed(self.app, "Measure another round?", [Text(question[0].upper() + question[1:])], "Repeat")
+        lines = [line[:1].upper() + line[1:] for line in question.split("\n")]  # what the last round found, then the next
+        return await confirmed(self.app, "Measure another round?", [Text(line) for line in lines], "Repeat")
 
     def _busy(self) -> bool:
         """A repeat or a refinement runs (switching servers, maybe): another would cut it short, so it is said."""
