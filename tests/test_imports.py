@@ -73,3 +73,29 @@ def test_two_tools_runs_of_one_server_compare_level_by_level_with_intervals_and_
     assert all(lv.total.spread and not lv.total.point for lv in cmp.levels)  # the tools' own requests, not ±5 %
     assert all(r.more_requests is None and r.sides == () for r in cmp.repeats)  # nothing imported is measured again
     assert any("imported from aiperf with its per-request records" in note for note in cmp.notes)
+
+
+def test_vllm_bench_serve_files_import_with_their_requests_failed_ones_counted(tmp_path: Path) -> None:
+    vllm = FIXTURES / "vllm"
+    run = import_results(tmp_path, [vllm / "c1.json", vllm / "c4.json"], name="v", profile="p")
+    for level, name in zip(run.levels(), ("c1.json", "c4.json"), strict=True):
+        saved = json.loads((vllm / name).read_text())
+        assert level.c == saved["max_concurrency"] and level.requests == saved["completed"] + saved["failed"]
+        assert level.total_tok_s == pytest.approx(saved["output_throughput"], rel=0.01)  # vLLM's own figure, from its requests
+        assert level.total_tok_s_lo is not None and level.ttft_lo is not None
+    failing = import_results(tmp_path, [vllm / "c1-keepalive.json"], name="v-keepalive", profile="p").levels()[0]
+    assert (failing.requests, failing.errors) == (24, 3) and failing.failed == "3 of 24 requests failed"
+    bare = import_results(tmp_path, [vllm / "c4-aggregate.json"], name="v-aggregate", profile="p").levels()[0]
+    assert bare.total_tok_s_lo is None and bare.req_tok_s_mean is not None  # --save-result alone: aggregates
+    assert run.meta.source == "vllm bench serve"
+
+
+def test_sglang_bench_serving_lines_with_and_without_their_details(tmp_path: Path) -> None:
+    sglang = FIXTURES / "sglang"
+    detailed = import_results(tmp_path, [sglang / "sglang.jsonl"], name="s", profile="p").levels()
+    assert [lv.c for lv in detailed] == [1, 4] and all(lv.total_tok_s_lo is not None for lv in detailed)
+    aggregate = import_results(tmp_path, [sglang / "sglang-aggregate.jsonl"], name="s-aggregate", profile="p").levels()
+    assert aggregate[0].c == 4 and aggregate[0].total_tok_s_lo is None  # (its request_rate is Infinity: a setting)
+    cmp = compare(open_run(tmp_path, "s"), open_run(tmp_path, "s-aggregate"))
+    c4 = cmp.levels[0].total
+    assert c4.b.point and not c4.a.point and c4.leader is None  # 0.4 % apart: the ±5 % an aggregate is taken to carry decides nothing

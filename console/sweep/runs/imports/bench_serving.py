@@ -30,9 +30,14 @@ def _ms(value: Any) -> float | None:
     return None if value is None else float(value) / 1000.0
 
 
+SETTINGS = ("request_rate", "burstiness", "random_range_ratio")  # what the tool was asked ("inf": as fast as it can)
+
+
 def _checked(line: dict[str, Any]) -> None:
-    """Every number a finite, non-negative one: NaN, infinities and negative counts are no measurement."""
+    """Every number measured a finite, non-negative one: NaN, infinities and negative counts are no measurement."""
     for key, value in line.items():
+        if key in SETTINGS:
+            continue
         if isinstance(value, float) and not math.isfinite(value):
             raise ValueError(f"{key} is {value}, not a measurement")
         if isinstance(value, int | float) and not isinstance(value, bool) and value < 0:
