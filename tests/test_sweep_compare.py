@@ -34,12 +34,8 @@ def test_the_campaigns_verdict(campaign: Path) -> None:
     assert cmp.table["ratio_total"].to_list()[-1] == pytest.approx(354 / 773)
     assert cmp.total.at is not None and 1 < cmp.total.at < 2 and cmp.total.leader_below == "b"
     assert cmp.per_request.at is not None and 1 < cmp.per_request.at < 2
-    assert cmp.recommendation == (
-        "speculation (spec (eagle3), against base (baseline)) helps per-request speed "
-        "and total throughput at C ≤ 1 and loses total throughput at C ≥ 2: "
-        "turn drafting off above C=1"
-    )
-    assert cmp.helps_up_to == 1
+    assert (cmp.advice.action, cmp.advice.drafting, cmp.advice.gains, cmp.advice.speed_leads["b"]) == ("adaptive", "b", (1,), (1,))
+    assert cmp.advice.losses == (2, 5, 10, 30, 70, 100, 250) and cmp.helps_up_to == 1
     assert cmp.saturation == {"base (baseline)": 70, "spec (eagle3)": 30}
     assert cmp.table["ratio_itl"][0] == pytest.approx(92.6 / 96.1)  # ITL shown beside the throughput ratios
 
@@ -50,10 +46,7 @@ def test_a_run_that_never_wins(tmp_path: Path) -> None:
     write_run(tmp_path, "spec", "eagle3", worse, speculative=True)
     cmp = compare(open_run(tmp_path, "base"), open_run(tmp_path, "spec"))
     assert cmp.total.text == "none: base (baseline) leads at every level"
-    assert cmp.recommendation == (
-        "speculation (spec (eagle3), against base (baseline)) loses total throughput at every "
-        "level and helps nowhere beyond the margin: disable it"
-    )
+    assert cmp.advice.action == "disable" and cmp.advice.losses == cmp.advice.levels and not cmp.advice.gains
     assert cmp.helps_up_to is None
 
 
@@ -66,11 +59,7 @@ def test_a_level_is_called_even_only_where_the_intervals_cannot_tell(tmp_path: P
     write_run(tmp_path, "spec", "eagle3", spec, speculative=True, spread=0.04)
     cmp = compare(open_run(tmp_path, "base"), open_run(tmp_path, "spec"))
     assert cmp.levels[0].per_request.leader is None and cmp.levels[0].total.leader is None
-    assert cmp.recommendation == (
-        "speculation (spec (eagle3), against base (baseline)) loses total throughput at C ≥ 2; "
-        "cannot tell at C ≤ 1 (the intervals cross the margin: repeat them to know): turn drafting off above C=1, "
-        "where it loses; whether it pays off at C ≤ 1 is open"
-    )
+    assert (cmp.advice.action, cmp.advice.losses, cmp.advice.undecided) == ("open_below", (2, 5), (("repeat", (1,)),))
     assert cmp.helps_up_to == 1  # drafting stops where it is shown to lose, not where it is open
     assert cmp.total.text == (
         "none: base (baseline) leads at C ≥ 2; cannot tell at C ≤ 1 (the intervals cross the margin: repeat them to know)"
@@ -90,10 +79,7 @@ def test_two_identical_runs_name_no_winner_and_no_crossover(tmp_path: Path) -> N
     write_run(tmp_path, "one", "direct", BASELINE, speculative=False, spread=0.02)
     write_run(tmp_path, "two", "direct", jitter, speculative=False, spread=0.02)
     cmp = compare(open_run(tmp_path, "one"), open_run(tmp_path, "two"))
-    assert cmp.recommendation == (
-        "cannot tell whether one (direct) or two (direct) leads total throughput at every level "
-        "(the intervals cross the margin: repeat them to know)"
-    )
+    assert (cmp.advice.action, cmp.advice.drafting, cmp.advice.undecided) == ("cannot_tell", None, (("repeat", tuple(BASELINE)),))
     assert cmp.total.at is None and cmp.total.text == (
         "none: nobody leads by more than the margin; cannot tell at every level (the intervals cross the margin: repeat them to know)"
     )
@@ -138,14 +124,11 @@ def test_differences_within_the_margin_are_alike_however_tight_the_intervals(tmp
     write_run(tmp_path, "adaptive", "adaptive", near, speculative=True, spread=0.003)
     cmp = compare(open_run(tmp_path, "base"), open_run(tmp_path, "adaptive"))
     assert all(lv.total.alike and lv.total.leader is None for lv in cmp.levels)
-    assert cmp.recommendation == (
-        "speculation (adaptive, against base (baseline)) matches it at every level (within "
-        "±2 %): it neither gains nor costs total throughput here"
-    )
+    assert cmp.advice.action == "alike" and cmp.advice.alike == cmp.advice.levels
     assert cmp.total.text == "none: alike at every level (within ±2 %)" and not cmp.repeats
     assert cmp.table["alike_total"].to_list() == [True] * len(BASELINE)
     wider = compare(open_run(tmp_path, "base"), open_run(tmp_path, "adaptive"), margin=0.0005)  # 0.05 %: the old rule, near enough
-    assert any(lv.total.leader for lv in wider.levels) and "disable" not in cmp.recommendation
+    assert any(lv.total.leader for lv in wider.levels) and cmp.advice.action != "disable"
 
 
 def test_failed_levels_are_in_no_verdict_and_errors_are_shown(tmp_path: Path) -> None:
@@ -291,16 +274,18 @@ def test_two_runs_of_the_same_kind_get_no_speculation_verdict(tmp_path: Path) ->
     write_run(tmp_path, "spec", "eagle3", EAGLE3, speculative=True)
     write_run(tmp_path, "adaptive", "eagle3-adaptive", adaptive, speculative=True)
     cmp = compare(open_run(tmp_path, "spec"), open_run(tmp_path, "adaptive"))
-    assert cmp.recommendation == ("adaptive (eagle3-adaptive) leads total throughput at C ≥ 2 (×2.18 at C=250); alike at C ≤ 1")
+    assert (cmp.advice.action, cmp.advice.drafting, cmp.advice.leads["b"], cmp.advice.alike) == (
+        "leads",
+        None,
+        (2, 5, 10, 30, 70, 100, 250),
+        (1,),
+    )
+    assert cmp.advice.best["b"] == (250, pytest.approx(773 / 354))
     assert cmp.helps_up_to is None  # nothing to write: no adaptive profile is offered
     # against the baseline, the adaptive profile keeps the C=1 gain and costs nothing above: the check passed
     write_run(tmp_path, "base", "baseline", BASELINE, speculative=False)
     verified = compare(open_run(tmp_path, "base"), open_run(tmp_path, "adaptive"))
-    assert verified.recommendation == (
-        "speculation (adaptive (eagle3-adaptive), against base (baseline)) helps "
-        "per-request speed and total throughput at C ≤ 1 and costs no total "
-        "throughput beyond the margin; alike in total throughput at C ≥ 2: keep it"
-    )
+    assert (verified.advice.action, verified.advice.gains, verified.advice.alike) == ("keep", (1,), (2, 5, 10, 30, 70, 100, 250))
     assert verified.helps_up_to is None
     # a sweep that ends is compared with the newest run of the other kind: the adaptive one with the baseline
     assert counterpart(open_run(tmp_path, "adaptive"), list_runs(tmp_path)).name == "base"  # type: ignore[union-attr]
