@@ -86,6 +86,9 @@ def test_the_campaign_on_llama_server(real_host: RealHost) -> None:
     assert [v["c"] for v in held["verdicts"]] == [1, 4]
     assert all(v["total"]["a"]["lo"] is not None and v["total"]["b"]["lo"] is not None for v in held["verdicts"])
     assert all(r["more_requests"] is None for r in held["repeat"])  # AIPerf's run is not pivot's to measure again
+    pivot(host, "runs", "import", str(imports / "vllm" / "c1.json"), str(imports / "vllm" / "c4.json"), "--name", "vllm-base")
+    held = json.loads(pivot(host, "compare", base_run, "vllm-base", "--json", "--anyway"))  # vllm bench serve's, the same way
+    assert [v["c"] for v in held["verdicts"]] == [1, 4] and all(v["total"]["b"]["lo"] is not None for v in held["verdicts"])
 
     stopped = pivot(host, "server", "stop")
     assert "stopped" in stopped
