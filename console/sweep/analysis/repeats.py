@@ -29,75 +29,69 @@ def repeats(cmp_levels: list[Level], names: dict[str, str]) -> list[Repeat]:
         best: tuple[int, Repeat] | None = None
         for metric, unit in (("total", "tok/s"), ("per_request", "per-request tok/s")):
             v: Verdict = getattr(lv, metric)
-            n = min(lv.a.requests, lv.b.requests)  # (each side's own count where one side is repeated)
-            needed = v.needed()
-            if v.leader or v.alike or v.ratio is None or n < 2:
+            if v.leader or v.alike or v.ratio is None or min(lv.a.requests, lv.b.requests) < 2:
                 continue
-            ha, hb = v.a.relative_half, v.b.relative_half
-            options = []
-            if v.point:  # an imported aggregate is never repeated: only a measurement of pivot's own gives it an interval
-                imported = [names[s] for s, e in (("a", v.a), ("b", v.b)) if e.point]
-                text = (
-                    f"C={lv.c}: {v.text(unit)}: cannot tell; {' and '.join(imported)} {'are' if len(imported) > 1 else 'is'} "
-                    f"imported aggregates (taken as ±{POINT_SPREAD * 100:g} %): "
-                    f"a sweep of C={lv.c} with pivot, per request, would give it an interval to decide on"
-                )
-                candidate, cost = Repeat(lv.c, None, text, ()), 10**9
-                if best is None or cost < best[0]:
-                    best = (cost, candidate)
-                continue
-            if needed is not None:
-                own = {s for s, e in (("a", v.a), ("b", v.b)) if not e.imported}  # an imported run is not measured again
-                for sides, narrowed in (
-                    (("a", "b"), _narrowed(ha, hb, needed, both=True)),
-                    (("b",), _narrowed(hb, ha, needed)),
-                    (("a",), _narrowed(ha, hb, needed)),
-                ):
-                    if not own.issuperset(sides):
-                        continue
-                    half = ha if sides == ("a",) else hb if sides == ("b",) else max(ha, hb)
-                    count = lv.a.requests if sides == ("a",) else lv.b.requests if sides == ("b",) else n
-                    if narrowed is not None and (more := more_requests(count, half, half * narrowed)) is not None:
-                        options.append((more, sides))
+            options = [] if v.point else _options(lv, v)
             if not options:
-                if v.a.imported or v.b.imported:
-                    whom = " and ".join(names[s] for s, e in (("a", v.a), ("b", v.b)) if e.imported)
-                    text = (
-                        f"C={lv.c}: {v.text(unit)}: cannot tell; {whom} was imported, and is not measured again: a "
-                        f"sweep of C={lv.c} with pivot, on the same server, would settle it"
-                    )
-                    candidate, cost = Repeat(lv.c, None, text, ()), 10**9
-                    if best is None or cost < best[0]:
-                        best = (cost, candidate)
-                    continue
-                if v.within_drift:
-                    text = (
-                        f"C={lv.c}: {v.text(unit)}: cannot tell; the runs' drift (±{(v.margin + v.drift) * 100:.1f} % here) "
-                        "hides the difference: more requests would not settle it; measuring the drifting run again would"
-                    )
-                else:
-                    text = (
-                        f"C={lv.c}: {v.text(unit)}: cannot tell; it sits on the margin's edge (±{(v.margin + v.drift) * 100:.1f} %): "
-                        "more requests would hardly settle it"
-                    )
-                candidate, cost = Repeat(lv.c, None, text), 10**9
+                candidate, cost = (
+                    Repeat(lv.c, None, _unsettled(lv.c, v, unit, names), () if v.a.imported or v.b.imported else ("a", "b")),
+                    10**9,
+                )
             else:
                 more, sides = min(options, key=lambda o: o[0] * len(o[1]))
                 whose = "in each run" if len(sides) == 2 else f"of {names[sides[0]]}"
                 alone = {s[0]: m for m, s in options if len(s) == 1}
-                candidate = Repeat(
-                    lv.c,
-                    more,
-                    f"C={lv.c}: {v.text(unit)}: cannot tell; about {more} more request(s) {whose} would settle it (an estimate)",
-                    sides,
-                    alone,
-                )
-                cost = more * len(sides)
+                text = f"C={lv.c}: {v.text(unit)}: cannot tell; about {more} more request(s) {whose} would settle it (an estimate)"
+                candidate, cost = Repeat(lv.c, more, text, sides, alone), more * len(sides)
             if best is None or cost < best[0]:
                 best = (cost, candidate)
         if best is not None:
             repeats.append(best[1])
     return repeats
+
+
+def _options(lv: Level, v: Verdict) -> list[tuple[int, tuple[str, ...]]]:
+    """(more requests, whose) that would settle the level: of both runs, or of one where its interval alone is in the
+    way; never of an imported run (pivot cannot measure it again)."""
+    needed = v.needed()
+    if needed is None:
+        return []
+    ha, hb = v.a.relative_half, v.b.relative_half
+    own = {s for s, e in (("a", v.a), ("b", v.b)) if not e.imported}
+    options: list[tuple[int, tuple[str, ...]]] = []
+    for sides, narrowed in (
+        (("a", "b"), _narrowed(ha, hb, needed, both=True)),
+        (("b",), _narrowed(hb, ha, needed)),
+        (("a",), _narrowed(ha, hb, needed)),
+    ):
+        if not own.issuperset(sides):
+            continue
+        half = ha if sides == ("a",) else hb if sides == ("b",) else max(ha, hb)
+        count = lv.a.requests if sides == ("a",) else lv.b.requests if sides == ("b",) else min(lv.a.requests, lv.b.requests)
+        if narrowed is not None and (more := more_requests(count, half, half * narrowed)) is not None:
+            options.append((more, sides))
+    return options
+
+
+def _unsettled(c: int, v: Verdict, unit: str, names: dict[str, str]) -> str:
+    """Why no count of more requests would settle a level, and what would."""
+    head = f"C={c}: {v.text(unit)}: cannot tell;"
+    if v.point:  # an imported aggregate: only a measurement of pivot's own gives it an interval
+        imported = [names[s] for s, e in (("a", v.a), ("b", v.b)) if e.point]
+        return (
+            f"{head} {' and '.join(imported)} {'are' if len(imported) > 1 else 'is'} imported aggregates (taken as "
+            f"±{POINT_SPREAD * 100:g} %): a sweep of C={c} with pivot, per request, would give it an interval to decide on"
+        )
+    if v.a.imported or v.b.imported:
+        whom = " and ".join(names[s] for s, e in (("a", v.a), ("b", v.b)) if e.imported)
+        return f"{head} {whom} was imported, and is not measured again: a sweep of C={c} with pivot, on the same server, would settle it"
+    bound = f"±{(v.margin + v.drift) * 100:.1f} %"
+    if v.within_drift:
+        return (
+            f"{head} the runs' drift ({bound} here) hides the difference: more requests would not settle it; measuring "
+            "the drifting run again would"
+        )
+    return f"{head} it sits on the margin's edge ({bound}): more requests would hardly settle it"
 
 
 def _narrowed(own: float, other: float, needed: float, *, both: bool = False) -> float | None:
