@@ -19,7 +19,7 @@ def note(e: LevelDone) -> str:
     if e.client_bound:
         return "client-bound"
     if e.lagging:
-        return "ITL?"
+        return "no ITL: client late"  # its loop ran late, or chunks came in bursts: latencies not measured
     if e.short:
         return f"{e.short} short"
     if e.energy_unknown:
