@@ -148,17 +148,48 @@ async def test_a_server_killed_mid_level_gives_errors_and_a_clean_stop(
     campaign = tmp_path / "campaign"
     port = await serve(lifecycle, tmp_path, "baseline")
     pid = lifecycle.status.pid
-    settings = SweepSettings(levels=(4, 8), requests=16, max_tokens=256, input_tokens=16, timeout_s=30)
+    # an hour to answer again: the level can only end before the test's bound because the console said it is gone
+    settings = SweepSettings(levels=(4, 8), requests=16, max_tokens=256, input_tokens=16, timeout_s=30, server_wait_s=3600)
     killed = {"done": False}
+
+    async def kill_and_say(process: SweepProcess) -> None:
+        await lifecycle.conn.run(["kill", "-KILL", "--", f"-{pid}"])
+        process.server_gone()  # what the console's Sweeps do when the lifecycle sees the process end
 
     def kill_server(process: SweepProcess, event: dict) -> None:
         if event["type"] == "level_started" and event["c"] == 4 and not killed["done"]:
             killed["done"] = True
-            asyncio.get_running_loop().create_task(lifecycle.conn.run(["kill", "-KILL", "--", f"-{pid}"]))
+            asyncio.get_running_loop().create_task(kill_and_say(process))
 
-    events = await asyncio.wait_for(sweep(sim_host_measured, campaign, port, settings, "dead", kill_server), 120)
+    events = await asyncio.wait_for(sweep(sim_host_measured, campaign, port, settings, "dead", kill_server), 600)
     done = [e for e in events if e["type"] == "level_done"]
     assert done and done[0]["c"] == 4 and done[0]["errors"] > 0
     errors = [e["error"] for e in events if e["type"] == "request" and e["error"]]
     assert errors and all(isinstance(e, str) and e for e in errors)
     assert events[-1]["type"] == "sweep_done" and not events[-1]["aborted"]
+    assert "the server's process ended (the console saw it gone)" in events[-1]["failed"]
+
+
+def test_the_console_tells_a_running_sweep_when_its_server_is_gone() -> None:
+    """The session's Sweeps listen to the lifecycle: a crash or a stop seen while a sweep of that server runs reaches
+    its load generator; a lost link (unknown) or a sweep of a URL does not."""
+    from types import SimpleNamespace
+
+    from console.server.state import ServerStatus
+    from console.sweep.sweeps import SweepHandle, Sweeps
+
+    heard: list = []
+    lifecycle = SimpleNamespace(add_listener=heard.append)
+    sweeps = Sweeps(SimpleNamespace(lifecycle=lifecycle))  # type: ignore[arg-type]
+    told: list[str] = []
+    process = SimpleNamespace(server_gone=lambda: told.append("gone"))
+    run = SimpleNamespace(meta=SimpleNamespace(url=None))
+    sweeps.current = SweepHandle(run, SweepSettings(), process, "new")  # type: ignore[arg-type]
+    (listener,) = heard
+    listener(ServerStatus(ServerState.UNKNOWN))
+    assert told == []
+    listener(ServerStatus(ServerState.CRASHED))
+    assert told == ["gone"]
+    sweeps.current.run = SimpleNamespace(meta=SimpleNamespace(url="http://127.0.0.1:1"))  # type: ignore[assignment]
+    listener(ServerStatus(ServerState.STOPPED))
+    assert told == ["gone"]

@@ -10,18 +10,24 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from console.config import Config, HostSpec
 from console.events import EventLog, Sweep, Swept
 from console.remote import Connection
 from console.remote.errors import RemoteError
+from console.server.state import ServerState, ServerStatus
 from console.sweep.loadgen.runner import SweepProcess, describe_server, identity_mismatch
 from console.sweep.model import RunMeta, Said, Shown, SweepDone, SweepStarted
 from console.sweep.runs.files import pending_spool
 from console.sweep.runs.store import Run, RunError, create_run
 from console.sweep.settings import SweepSettings
 from console.untrusted import visible
+
+if TYPE_CHECKING:
+    from console.server.lifecycle import Lifecycle
+
+GONE = (ServerState.CRASHED, ServerState.STOPPED)  # the managed server's process is not there
 
 Subscriber = Callable[[Shown], None]
 
@@ -103,6 +109,7 @@ class SweepSession(Protocol):
     spec: HostSpec | None
     events: EventLog
     via: str
+    lifecycle: Lifecycle | None
 
     @property
     def conn(self) -> Connection: ...
@@ -116,6 +123,15 @@ class Sweeps:
         self.session = session
         self.listeners: list[Callable[[SweepHandle], None]] = []
         self.current: SweepHandle | None = None
+        if session.lifecycle is not None:
+            session.lifecycle.add_listener(self._server_seen)
+
+    def _server_seen(self, status: ServerStatus) -> None:
+        """The managed server's process ended (crashed, or stopped outside this sweep) while a sweep of it runs: its
+        load generator is told, so that the level fails now rather than after waiting for an answer (issue 36)."""
+        current = self.current
+        if current is not None and current.end is None and not current.run.meta.url and status.state in GONE:
+            current.process.server_gone()
 
     def add_listener(self, callback: Callable[[SweepHandle], None]) -> None:
         """Told of every sweep started through this session, before its first event."""

@@ -84,8 +84,9 @@ def main(argv: list[str] | None = None) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, task.cancel)
-        stop_after_level = asyncio.Event()
+        stop_after_level, server_gone = asyncio.Event(), asyncio.Event()
         loop.add_signal_handler(signal.SIGUSR1, stop_after_level.set)
+        loop.add_signal_handler(signal.SIGUSR2, server_gone.set)  # the console saw the server's process end
         sink = EventSink(args.run_dir)
         headers = {}
         if settings.api_key_env and os.environ.get(settings.api_key_env):
@@ -95,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
             "headers": headers,
             "repeat": args.repeat,
             "stop_after_level": stop_after_level,
+            "server_gone": server_gone,
             "kind": meta.kind,
             "nodes": meta.nodes,
         }
@@ -125,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
                     address=args.address,
                 )
                 try:
-                    status = await HostGenerator(conn, spec, sink, args.run_dir).run(args.port, order, stop_after_level)
+                    status = await HostGenerator(conn, spec, sink, args.run_dir).run(args.port, order, stop_after_level, server_gone)
                     sink.sync()
                     return status
                 except NotOnHost as e:

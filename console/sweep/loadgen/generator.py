@@ -17,9 +17,12 @@ import os
 import socket
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from console.server.engines import ENGINES, Engine
+
+if TYPE_CHECKING:
+    import aiohttp
 from console.sweep.level_stats import LevelStats, Moments, Quantiles
 from console.sweep.loadgen.feed import Feed, Share, prompts_from, sender, watch_lag
 from console.sweep.loadgen.requests import Client, TokensPerChunk, UniquePrompts
@@ -318,12 +321,14 @@ async def sweep(
     nodes: list[str] | None = None,
     power: PowerMeter | None = None,
     top_up: dict[int, int] | None = None,
+    server_gone: asyncio.Event | None = None,
 ) -> int:
     """The levels not in `done` (or `repeat`'s), each to its end; 3 when one failed, else 0. top_up: levels cut short
     before, with the requests each lacks: only those are measured, pooled with the ones kept. kind: the managed
     server's engine kind, when pivot started it (what its requests may carry); placement: where this client runs;
     nodes: the hosts of a server across nodes, rank 0 (whose API takes the requests) first; power: reads the power of
-    the server's GPUs (None: the server's GPUs are not where this client can read them)."""
+    the server's GPUs (None: the server's GPUs are not where this client can read them); server_gone: set when the
+    console saw the server's process end (a failed level then waits for no answer)."""
     levels = repeat or list(settings.levels)
     per_chunk = TokensPerChunk()
     engine = ENGINES.get(kind or "")
@@ -388,7 +393,7 @@ async def sweep(
                 measured = True
                 answering = True
                 if result.failed and not watch.changed:
-                    answering = await server_answers(client.session(), settings.server_wait_s)
+                    answering = await answers_unless_gone(client.session(), settings.server_wait_s, server_gone)
                     if answering and not await watch.check(client.session()):
                         sink.emit(LevelRetry(c=c, reason=result.failed))
                         result = await measure(c=c, repeat=bool(repeat) or more is not None, requests=more)
@@ -396,7 +401,13 @@ async def sweep(
                     failed = f"C={c}: {watch.changed}: the sweep stops here"
                     break
                 if result.failed:
-                    why = "" if answering else f"; the server did not answer for {settings.server_wait_s:g} s"
+                    why = (
+                        ""
+                        if answering
+                        else "; the server's process ended (the console saw it gone)"
+                        if server_gone is not None and server_gone.is_set()
+                        else f"; the server did not answer for {settings.server_wait_s:g} s"
+                    )
                     failed = f"C={c}: {result.failed}" + (f" ({result.first_error})" if result.first_error else "") + why
                     break
             check_drift = (
@@ -410,6 +421,23 @@ async def sweep(
         sink.emit(SweepDone(stopped=stopped, failed=failed))
     sink.sync()
     return 3 if failed else 0
+
+
+async def answers_unless_gone(client: aiohttp.ClientSession, within_s: float, gone: asyncio.Event | None) -> bool:
+    """Whether the server answers again within the bound; False at once when the console says its process ended
+    (waiting for a server that is not there only delays the verdict: issue 36)."""
+    if gone is None:
+        return await server_answers(client, within_s)
+    if gone.is_set():
+        return False
+    answer, ended = asyncio.ensure_future(server_answers(client, within_s)), asyncio.ensure_future(gone.wait())
+    try:
+        await asyncio.wait({answer, ended}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        ended.cancel()
+        if not answer.done():
+            answer.cancel()
+    return answer.done() and not answer.cancelled() and answer.result()
 
 
 def engine_warnings(engine: Engine | None) -> list[str]:

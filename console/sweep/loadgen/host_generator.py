@@ -48,7 +48,7 @@ class HostGenerator:
     def _argv(self, *args: str) -> list[str]:
         return checked(f"agent/{self.name}", self.data, [self.spec.python, f"agent/{self.name}", *args])
 
-    async def run(self, port: int, order: HostOrder, stop_after_level: asyncio.Event) -> int:
+    async def run(self, port: int, order: HostOrder, stop_after_level: asyncio.Event, server_gone: asyncio.Event) -> int:
         """The sweep to its end, as a sweep here ends (0, 3 when a level failed, 130 aborted)."""
         token = secrets.token_hex(16)
         order = order.model_copy(update={"spool": token})
@@ -56,7 +56,7 @@ class HostGenerator:
         self._keep_pending(token)  # from the start: a console that dies unannounced (its terminal closed) leaves it
         for attempt in (1, 2):
             stream = await self.conn.stream(self._argv("--port", str(port)), cwd=self.spec.workdir)
-            stopper = asyncio.create_task(_stop_later(stream, stop_after_level))
+            stopper = asyncio.gather(_say_when(stream, stop_after_level, "stop"), _say_when(stream, server_gone, "gone"))
             lost: str | None = None
             try:
                 try:
@@ -238,7 +238,8 @@ def _status(last: SweepDone) -> int:
     return 130 if last.aborted else 3 if last.failed else 0
 
 
-async def _stop_later(stream: Any, stop_after_level: asyncio.Event) -> None:
-    await stop_after_level.wait()
+async def _say_when(stream: Any, event: asyncio.Event, word: str) -> None:
+    """Tell the load generator on the host a word of the console's (stop after the level; the server is gone)."""
+    await event.wait()
     with contextlib.suppress(RemoteError):
-        stream.write("stop\n")
+        stream.write(f"{word}\n")

@@ -153,7 +153,7 @@ async def run(port: int) -> int:
     stdin = asyncio.StreamReader(limit=ORDER_LIMIT)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(stdin), sys.stdin)
     order = HostOrder.model_validate(orjson.loads(await stdin.readline()), strict=False)
-    stop, acked = asyncio.Event(), asyncio.Event()
+    stop, acked, gone = asyncio.Event(), asyncio.Event(), asyncio.Event()
     transport, _ = await loop.connect_write_pipe(asyncio.Protocol, sys.stdout)
     sink = PipeSink(transport, Spool(str(order.spool)))
 
@@ -164,6 +164,8 @@ async def run(port: int) -> int:
                 stop.set()
             elif word == b"ack":
                 acked.set()
+            elif word == b"gone":  # the console saw the server's process end
+                gone.set()
             elif word == b"abort":
                 task.cancel()
                 return
@@ -185,6 +187,7 @@ async def run(port: int) -> int:
             repeat=order.repeat or None,
             top_up=order.top_up,
             stop_after_level=stop,
+            server_gone=gone,
             kind=order.kind,
             nodes=order.nodes,
             placement=client_placement("on-host"),

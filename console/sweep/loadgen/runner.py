@@ -96,6 +96,11 @@ class SweepProcess:
         if self.proc and self.proc.returncode is None:
             self.proc.send_signal(signal.SIGUSR1)
 
+    def server_gone(self) -> None:
+        """The console saw the server's process end: a failed level does not wait for it to answer again."""
+        if self.proc and self.proc.returncode is None:
+            self.proc.send_signal(signal.SIGUSR2)
+
     def leave(self) -> None:
         """Ends this side at once, without an abort: a load generator on the GPU host measures the level in progress
         to its end into its spool, which a resume fetches (console/sweep/loadgen/host_generator.py)."""
