@@ -4,4 +4,4 @@ console.themes and console.profiles (pyproject.toml alone takes a found list or 
 from setuptools import find_namespace_packages, setup
 
 setup(packages=[*find_namespace_packages(include=["console", "console.*"], exclude=["*.__pycache__"]),
-                "console.themes", "console.profiles", "console.profiles.runbooks"])
+                "console.themes", "console.profiles", "console.profiles.runbooks", "console.profiles.demo"])

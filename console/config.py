@@ -133,6 +133,7 @@ class ConfigFile(Table):
     kill_grace_s: Number | None = None
     telemetry_interval_s: Annotated[Number, must(lambda s: s >= 0.25, "must be at least 0.25, got {value}")] | None = None
     profiles_dir: Str | None = None  # relative to the file
+    simulated: bool = False  # its hosts are pivot's simulated GPU hosts (pivot demo writes it): the demo's profiles are offered
     sweep: dict[str, Any] = {}  # defaults for sweeps: console/sweep/settings.py's schema
     compare: CompareTable = CompareTable()
     notify: NotifyTable = NotifyTable()
@@ -150,6 +151,7 @@ class Config:
     kill_grace_s: float = 5.0  # SIGTERM, then SIGKILL after this long
     telemetry_interval_s: float = 1.0
     profiles_dir: Path | None = None
+    simulated: bool = False  # pivot's simulated GPU hosts: shipped profiles/demo is among profile_dirs
     # checked where sweep settings are made, and for the commands at start by console.pivot_toml.load
     sweep: dict[str, Any] = field(default_factory=dict)
     compare: CompareTable = field(default_factory=CompareTable)
@@ -163,7 +165,7 @@ class Config:
     @property
     def profile_dirs(self) -> list[Path]:
         """Where launch profiles come from; a later directory's profile of the same name wins."""
-        dirs = [shipped("profiles"), user_config_dir() / "profiles"]
+        dirs = [shipped("profiles"), *([shipped("profiles") / "demo"] if self.simulated else []), user_config_dir() / "profiles"]
         if self.path is not None:
             dirs.append(self.path.parent / "profiles")
         if self.profiles_dir is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import socket
 import subprocess
 import sys
@@ -25,7 +26,8 @@ def profiles(tmp_path: Path) -> ProfileSet:
     """The demo profiles on ports of their own, so that tests never meet another server."""
     local = tmp_path / "profiles"
     local.mkdir()
-    for name in ("demo-baseline", "demo-eagle3"):
+    for name in ("demo-baseline", "demo-eagle3"):  # beside them, as a simulated host writes them (console/sim/host.py)
+        shutil.copy(SHIPPED / "demo" / f"{name}.toml", local)
         (local / f"t-{name.removeprefix('demo-')}.toml").write_text(f'extends = "{name}"\nport = {free_port()}\n')
     (local / "t-broken-flag.toml").write_text(f'extends = "demo-baseline"\nport = {free_port()}\n[flags]\nspeculative-num-stepz = 3\n')
     return load_profiles(SHIPPED, local)

@@ -61,7 +61,9 @@ def test_shipped_profiles_load_with_the_campaign_flags() -> None:
     ]
     vllm = profiles.get("vllm-baseline")
     assert vllm.argv()[:3] == ["~/vllm-env/bin/vllm", "serve", "/shared/kimi-k2.5-int4"] and vllm.ready_line == "Starting vLLM server on"
-    assert profiles.get("demo-eagle3").flags["speculative-draft-model-path"] == "~/models/kimi-k2.5-eagle3"
+    assert "demo-eagle3" not in profiles.names  # a real host is not offered the simulated host's profiles
+    demo = load_profiles(SHIPPED, SHIPPED / "demo")
+    assert demo.get("demo-eagle3").flags["speculative-draft-model-path"] == "~/models/kimi-k2.5-eagle3"
 
 
 def test_value_types_become_flags(tmp_path: Path) -> None:
@@ -181,3 +183,13 @@ def test_the_profile_list_through_a_pipe_lists_every_shipped_profile_with_no_pad
     lines = listed.stdout.splitlines()
     assert {path.stem for path in SHIPPED.glob("*.toml")} <= {line.split(" ")[0] for line in lines}
     assert not [line for line in lines if line != line.rstrip()]
+
+
+def test_the_demos_profiles_are_offered_only_with_a_simulated_host(tmp_path: Path) -> None:
+    """A console on a real host does not list the simulated host's profiles; the pivot.toml `pivot demo` writes does."""
+    from console.config import parse
+
+    real = parse(tmp_path / "pivot.toml", "")
+    assert "demo-baseline" not in load_profiles(*real.profile_dirs).names
+    demo = parse(tmp_path / "pivot.toml", "simulated = true\n")
+    assert "demo-baseline" in load_profiles(*demo.profile_dirs).names

@@ -76,7 +76,7 @@ def test_the_demo_campaign_runs_end_to_end(sim_host_process: HostProcess, tmp_pa
     # the same profiles on free ports, beside the demo's pivot.toml (a later directory's profile wins)
     local = sim_host_process.config_path.parent / "profiles"
     local.mkdir(exist_ok=True)
-    shipped = Path(__file__).parent.parent / "profiles"
+    shipped = Path(__file__).parent.parent / "profiles" / "demo"
     for name in ("demo-baseline", "demo-eagle3"):
         text, port = (shipped / f"{name}.toml").read_text(), f"port = {free_port()}\n"
         # top-level keys go before the first table

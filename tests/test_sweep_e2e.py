@@ -36,7 +36,7 @@ async def serve(lifecycle: ServerLifecycle, tmp_path: Path, name: str) -> int:
     local.mkdir(exist_ok=True)
     port = free_port()
     (local / f"t-{name}.toml").write_text(f'extends = "demo-{name}"\nport = {port}\n')
-    await lifecycle.switch(load_profiles(SHIPPED, local).get(f"t-{name}"))
+    await lifecycle.switch(load_profiles(SHIPPED, SHIPPED / "demo", local).get(f"t-{name}"))
 
     async def ready() -> bool:
         return (await lifecycle.poll()).state == ServerState.READY

@@ -35,6 +35,7 @@ def write_fleet_config(root: Path, hosts: list[SimHost], campaign_dir: Path) -> 
     lines = [
         "# written by pivot demo --hosts: the simulated GPU hosts",
         f'default_host = "{hosts[0].root.name}"',
+        "simulated = true",
         f"campaign_dir = {json.dumps(str(campaign_dir))}",
         f"profiles_dir = {json.dumps(str(hosts[0].root / 'profiles'))}",
         "",

@@ -43,6 +43,11 @@ PR_SET_CHILD_SUBREAPER = 36
 MODELS = {"kimi-k2.5-int4": "DeepseekV3ForCausalLM", "kimi-k2.5-eagle3": "LlamaForCausalLMEagle3"}
 
 
+def demo_profiles() -> Path:
+    """The simulated host's shipped profiles (profiles/demo): offered only where a simulated host writes them."""
+    return shipped("profiles") / "demo"
+
+
 def import_root() -> Path:
     """The directory `console` is imported from (site-packages, or a source tree), for the host's processes."""
     return Path(__file__).resolve().parents[2]
@@ -152,6 +157,7 @@ class SimHost:
         (self.root / "pivot.toml").write_text(
             "# written by pivot demo: the simulated GPU host\n"
             'default_host = "demo"\n'
+            "simulated = true\n"
             f"campaign_dir = {json.dumps(str(self.campaign_dir))}\n"
             # a kept campaign keeps the profiles written for it (w), beside its own pivot.toml (console/cli/demo.py)
             + (
@@ -181,7 +187,7 @@ class SimHost:
         directory = self.root / "profiles"
         directory.mkdir(exist_ok=True)
         ports: dict[int, int] = {}
-        for path in sorted(shipped("profiles").glob("demo-*.toml")):
+        for path in sorted(demo_profiles().glob("demo-*.toml")):
             text = path.read_text(encoding="utf-8")
             default_port = 8000 if "vllm" in path.stem else 30000
             port = ports.setdefault(default_port, free_port(default_port))
@@ -227,7 +233,7 @@ class SimHost:
         from console.server.scripts import LOG, PIDFILE, RECORD
         from console.server.state import ServerRecord
 
-        profile = load_profiles(shipped("profiles"), self.root / "profiles").get(profile_name)
+        profile = load_profiles(shipped("profiles"), demo_profiles(), self.root / "profiles").get(profile_name)
         port = port or profile.port
         profile = dataclasses.replace(profile, port=port)
         argv = [f"{self.home}/{a[2:]}" if a.startswith("~/") else a for a in profile.argv()]

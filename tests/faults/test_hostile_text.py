@@ -137,8 +137,8 @@ def test_profile_file_names_are_written_out(tmp_path: Path) -> None:
 
     profiles = tmp_path / "profiles"
     profiles.mkdir()
-    (profiles / "evil\x1b]0;pwned\x07.toml").write_text('extends = "demo-baseline"\n')
-    (profiles / "gpt\u202eexe.toml").write_text('extends = "demo-baseline"\n')
+    (profiles / "evil\x1b]0;pwned\x07.toml").write_text('extends = "baseline"\n')
+    (profiles / "gpt\u202eexe.toml").write_text('extends = "baseline"\n')
     (profiles / "broken\x1b[2J.toml").write_text("launcher = [\n")
     config = tmp_path / "pivot.toml"
     config.write_text(f'profiles_dir = "{profiles}"\n')

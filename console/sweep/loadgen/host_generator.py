@@ -56,7 +56,9 @@ class HostGenerator:
         self._keep_pending(token)  # from the start: a console that dies unannounced (its terminal closed) leaves it
         for attempt in (1, 2):
             stream = await self.conn.stream(self._argv("--port", str(port)), cwd=self.spec.workdir)
-            stopper = asyncio.gather(_say_when(stream, stop_after_level, "stop"), _say_when(stream, server_gone, "gone"))
+            sayers = [
+                asyncio.create_task(_say_when(stream, event, word)) for event, word in ((stop_after_level, "stop"), (server_gone, "gone"))
+            ]
             lost: str | None = None
             try:
                 try:
@@ -88,7 +90,8 @@ class HostGenerator:
                 (self.run_dir / PENDING).unlink(missing_ok=True)  # an aborted sweep's spool is removed on the host
                 raise
             finally:
-                stopper.cancel()
+                for sayer in sayers:
+                    sayer.cancel()
                 await stream.stop()
         raise AssertionError("unreachable")
 
