@@ -816,7 +816,7 @@ async def test_v_flips_the_chart_to_the_frontier_and_back(tmp_path: Path) -> Non
         pane, chart = app.query_one(SweepPane), app.query_one(SweepChart)
         await wait_for(lambda: chart.legend and not pane.redraw_due)
         drawn = lambda: "".join(strip.text for strip in chart.render_lines(chart.region.reset_offset))
-        assert "concurrency C (log scale)" in drawn()
+        await wait_for(lambda: "concurrency C (log scale)" in drawn())  # laid out once shown (a class, then a refresh)
         await pilot.press("v")
         await wait_for(lambda: not pane.redraw_due and "a user's tok/s" in drawn())
         assert "total tok/s per GPU" in drawn() and "96.6" in drawn()  # 773 tok/s over 8 GPUs at C = 250

@@ -57,15 +57,19 @@ async def stage(pilot) -> None:  # type: ignore[no-untyped-def]
 
 
 async def views(pilot) -> AsyncIterator[tuple[str, list[Cells]]]:  # type: ignore[no-untyped-def]
-    """From the staged Sweep pane: it, the four panes (the Sweep pane focused), and the sweep form; back to it."""
+    """From the staged Sweep pane: it, with its chart again (a comparison in a pane under 40 rows takes the chart's
+    room), the four panes (the Sweep pane focused), and the sweep form; back to it."""
     yield "the Sweep pane zoomed with the comparison", list(cells(pilot.app))
+    await pilot.press("c")
+    await settled(pilot)
+    yield "the Sweep pane zoomed with its chart", list(cells(pilot.app))
     await pilot.press("z")
     await settled(pilot)
     yield "the four panes", list(cells(pilot.app))
     await pilot.press("n")
     await settled(pilot)
     yield "the sweep form", list(cells(pilot.app))
-    await pilot.press("escape", "z")
+    await pilot.press("escape", "z", "c")
     await settled(pilot)
 
 

@@ -29,4 +29,5 @@ def test_pivot_profiles_lists_the_shipped_ones_without_any_config(
     monkeypatch.delenv("PIVOT_CONFIG", raising=False)
     assert main(["profiles"]) == 0
     listed = {line.split()[0] for line in capsys.readouterr().out.splitlines()[1:] if line.strip()}
-    assert {"baseline", "eagle3", "vllm-baseline", "vllm-eagle3", "demo-baseline", "demo-eagle3"} <= listed
+    assert {"baseline", "eagle3", "vllm-baseline", "vllm-eagle3"} <= listed
+    assert not any(name.startswith("demo-") for name in listed)  # the simulated host's: only with one

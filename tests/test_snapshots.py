@@ -15,7 +15,7 @@ from tests.fake_telemetry import LOG, FakeLifecycle, FakeTelemetry
 
 
 def make_app(tmp_path: Path) -> PivotApp:
-    cfg = config.Config(path=None, hosts={}, campaign_dir=tmp_path / "campaign")
+    cfg = config.Config(path=None, hosts={}, campaign_dir=tmp_path / "campaign", simulated=True)  # the demo host's screens
     return PivotApp(Session(cfg, None, local=True, via="console", telemetry=FakeTelemetry(), lifecycle=FakeLifecycle()), theme="pivot-dark")
 
 

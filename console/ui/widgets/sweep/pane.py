@@ -184,6 +184,9 @@ class SweepPane(ComparisonActions):
         self.query_one(SweepChart).draw(self.data)
         self._show_progress()
 
+    def watch_comparing(self) -> None:
+        self._show_progress()  # in a cramped pane the chart's legend goes with the chart, and comes back with it
+
     def on_resize(self) -> None:
         self.changed()  # the legend under the chart wrapped again to the new width
         short = self.size.height < SHORT_ROWS
