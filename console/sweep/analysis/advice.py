@@ -71,7 +71,7 @@ def advise(cmp_levels: list[Level], drafting: Side | None, drafted_nothing: bool
     levels = tuple(lv.c for lv in cmp_levels)
     verdicts = [(lv.c, lv.total) for lv in cmp_levels]
     leads, speed = _leads(cmp_levels, "total"), _leads(cmp_levels, "per_request")
-    groups = tuple((why, tuple(cs)) for why, cs in unclear(verdicts, list(levels)))
+    groups = tuple((why, tuple(cs)) for why, cs in unclear(verdicts))
 
     def made(action: Action, cut: int | None = None) -> Advice:
         return Advice(

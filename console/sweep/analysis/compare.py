@@ -286,8 +286,8 @@ def _quality_notes(run: Run) -> list[str]:
 def _drift_notes(drifts: list[tuple[Run, Drift]], cmp_levels: list[Level], margin: float) -> list[str]:
     """The runs that drifted beyond the margin while measured: what that says, and what it does to the verdicts."""
     notes = []
+    held = [lv.c for lv in cmp_levels if lv.total.within_drift]  # (the drifts of both runs together)
     for run, d in drifts:
-        held = [lv.c for lv in cmp_levels if lv.total.within_drift]
         notes.append(
             f"note: {d.text(run)}: the server or the machine changed while it ran. A lead must exceed the ±{margin * 100:g} % "
             f"margin and that drift: ±{d.amount * 100:.1f} % at C={d.c}, its {d.tok_s:.1f} tok/s as a share of each "

@@ -51,7 +51,7 @@ def why_undecided(v: Verdict) -> Why:
     return "repeat" if v.needed() is not None else "edge"
 
 
-def unclear(verdicts: list[tuple[int, Verdict]], levels: list[int]) -> list[tuple[Why, list[int]]]:
+def unclear(verdicts: list[tuple[int, Verdict]]) -> list[tuple[Why, list[int]]]:
     """The undecided levels grouped by why, in the order of WHY_UNDECIDED."""
     groups: dict[Why, list[int]] = {}
     for c, v in verdicts:
@@ -63,7 +63,7 @@ def unclear(verdicts: list[tuple[int, Verdict]], levels: list[int]) -> list[tupl
 def undecided(verdicts: list[tuple[int, Verdict]], levels: list[int], what: str = "") -> str:
     """ "; alike at …; cannot tell at … (why: what would tell)" for the levels where nobody leads (in `what`, where it
     must be said)."""
-    return undecided_text([c for c, v in verdicts if v.alike], unclear(verdicts, levels), levels, what)
+    return undecided_text([c for c, v in verdicts if v.alike], unclear(verdicts), levels, what)
 
 
 def undecided_text(alike: Sequence[int], groups: Sequence[tuple[Why, Sequence[int]]], levels: list[int], what: str = "") -> str:
