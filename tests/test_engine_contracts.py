@@ -22,7 +22,7 @@ from console.server.speculation import (
 )
 from console.sim import adaptive as sim_adaptive
 from console.sim import launch_server, vllm_serve
-from console.sweep.analysis.adaptive import NoAdaptiveProfile, sglang_schedule, vllm_schedule
+from console.sweep.adaptive import NoAdaptiveProfile, sglang_schedule, vllm_schedule
 from tests import engine_sources as engines
 
 SHIPPED = load_profiles(Path(__file__).parent.parent / "profiles")

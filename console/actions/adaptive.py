@@ -1,6 +1,6 @@
 """Writing the adaptive profile a comparison recommends (`w` in the Sweep pane, `pivot compare --write-profile`):
 the profile beside pivot.toml, SGLang's config file uploaded to the host, one `profile` event. What to write is
-decided in console/sweep/analysis/adaptive.py."""
+decided in console/sweep/adaptive.py."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import tomli_w
 
 from console.events import AdaptiveProfile
 from console.session import Session
-from console.sweep.analysis.adaptive import AdaptivePlan
+from console.sweep.adaptive import AdaptivePlan
 
 
 @dataclass(frozen=True)

@@ -9,20 +9,24 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sized
 
 from console.actions import kill
+from console.actions.outcomes import Checked, Compared, Killed, Repeated, ServerNow, Swept, Verified, Written
 from console.campaign import Campaign
 from console.gpu.format import idle_line
 from console.gpu.samples import AgentError, Sample
 from console.remote.errors import RemoteError
 from console.server.state import ServerState
 from console.session import Session
-from console.sweep.analysis.compare import Comparison, compare, counterpart, verification
+from console.sweep.analysis.compare import Comparison, compare, counterpart
 from console.sweep.analysis.refine import refine
-from console.sweep.analysis.repeats import REPEAT_CAP, REPEAT_ROUNDS, repeat_plan, repeat_time, requests_each
+from console.sweep.analysis.repeats import REPEAT_CAP, REPEAT_ROUNDS, repeat_plan
 from console.sweep.analysis.slo import Slo
+from console.sweep.analysis.verification import verification
 from console.sweep.model import LevelDone
 from console.sweep.runs.store import Run, RunError
 from console.sweep.settings import SweepSettings
 from console.sweep.sweeps import SweepHandle
+from console.sweep.words.comparison import recommendation
+from console.sweep.words.repeats import refusal_text, repeat_time, requests_each
 
 READY_TIMEOUT_S = 1800.0
 RELEASE_TIMEOUT_S = 60.0
@@ -72,11 +76,11 @@ class CampaignActions:
             raise ActionFailed(sample.message)
         return sample
 
-    async def do_kill_stray(self) -> str:
+    async def do_kill_stray(self) -> Killed:
         sample = await self._sample()
         stray = sorted({p.pid for p in sample.stray})
         if not stray:
-            return "no stray processes"
+            return Killed((), ())
         chosen = kill.plan(self.session, sample, stray)
         listing = ", ".join(f"{p.pid} ({p.cmd or p.state})" for p in chosen.targets)
         if not await self.confirm_kill(f"kill {len(chosen.targets)} stray processes: {listing}?"):
@@ -90,16 +94,16 @@ class CampaignActions:
             await samples.aclose()
         if not done:
             raise ActionFailed(released[-1])
-        return f"killed {len(report.outcomes)}; " + "; ".join(released)
+        return Killed(tuple(o.pid for o in report.outcomes), tuple(released))
 
-    async def do_verify_idle(self) -> str:
+    async def do_verify_idle(self) -> Checked:
         sample = await self._sample()
         line = idle_line(sample, self.cfg.idle_threshold_mib)
         if not sample.idle(self.cfg.idle_threshold_mib):
             raise ActionFailed(line)
-        return line
+        return Checked(line)
 
-    async def do_check_files(self, *paths: str) -> str:
+    async def do_check_files(self, *paths: str) -> Checked:
         missing = []
         conn = self.session.conn
         for path in paths:
@@ -107,26 +111,26 @@ class CampaignActions:
                 missing.append(path)
         if missing:
             raise ActionFailed("missing on the host: " + ", ".join(missing))
-        return f"{len(paths)} present"
+        return Checked(f"{len(paths)} present")
 
-    async def _ready(self) -> str:
+    async def _ready(self) -> ServerNow:
         deadline = asyncio.get_running_loop().time() + READY_TIMEOUT_S
         while asyncio.get_running_loop().time() < deadline:
             status = await self.lifecycle.poll()
             if status.state == ServerState.READY:
-                return status.describe()
+                return ServerNow(status.profile, True, status.describe())
             if status.state == ServerState.CRASHED:
                 raise ActionFailed(f"{status.describe()}; last line: {status.log_tail[-1] if status.log_tail else ''}")
             await asyncio.sleep(1.0)
         raise ActionFailed("not ready in time")
 
-    async def do_start(self, name: str) -> str:
+    async def do_start(self, name: str) -> ServerNow:
         return await self._launch("start", name)
 
-    async def do_switch(self, name: str) -> str:
+    async def do_switch(self, name: str) -> ServerNow:
         return await self._launch("switch", name)
 
-    async def _launch(self, how: str, name: str) -> str:
+    async def _launch(self, how: str, name: str) -> ServerNow:
         launch = self.lifecycle.start if how == "start" else self.lifecycle.switch
         try:
             await launch(self.session.profiles().get(name), via=self.via)  # the lifecycle writes the events
@@ -134,20 +138,20 @@ class CampaignActions:
             raise ActionFailed(str(e)) from None
         return await self._ready()
 
-    async def do_stop(self) -> str:
+    async def do_stop(self) -> ServerNow:
         """Idempotent, as a runbook step should be: nothing running is already the state the step asks for."""
         try:
             current = await self.lifecycle.poll()
             if not current.state.running:
-                return f"no server running ({current.describe()})"
+                return ServerNow(None, False, f"no server running ({current.describe()})")
             report = await self.lifecycle.stop(via=self.via)  # the lifecycle writes it in the event log
         except Exception as e:  # noqa: BLE001 - as _launch: the step fails with why
             raise ActionFailed(str(e)) from None
         if not report.ok:
             raise ActionFailed(report.describe())
-        return report.describe()
+        return ServerNow(None, False, report.describe())
 
-    async def do_sweep(self, *overrides: str) -> str:
+    async def do_sweep(self, *overrides: str) -> Swept:
         data = dict(self.cfg.sweep)
         for item in overrides:
             key, _, value = item.partition("=")
@@ -164,7 +168,7 @@ class CampaignActions:
         summary = handle.run.summary()
         if summary is None:
             raise ActionFailed(f"run {handle.run.name} has no completed level")
-        return summary
+        return Swept(handle.run.name, summary)
 
     async def _follow(self, handle: SweepHandle) -> None:
         async for event in handle.events():
@@ -188,7 +192,7 @@ class CampaignActions:
         against: str | None = None,
         rounds: int = REPEAT_ROUNDS,
         go_on: Callable[[str], Awaitable[bool]] | None = None,
-    ) -> str:
+    ) -> Repeated:
         """Measure again, on the running server, the levels of run `name` that its comparison with `against` (its
         counterpart by default) cannot tell, with as many requests as the comparison estimates would settle them;
         compare again and repeat until every level settles or `rounds` is reached, and say which. `go_on` is asked
@@ -204,9 +208,9 @@ class CampaignActions:
         wanted: dict[int, int] = {}  # the levels the round before measured
         for round_ in range(1, rounds + 1):
             cmp = await asyncio.to_thread(self._compare, other, run)
-            plan = repeat_plan(cmp.repeats, {"a": other.name, "b": run.name}, "b")  # what this run alone settles
+            plan = repeat_plan(cmp.repeats, "b")  # what this run alone settles
             if plan.refusal is not None:
-                return f"{run.name} against {other.name}: " + plan.refusal
+                return Repeated(run.name, other.name, round_ - 1, (), refusal=refusal_text(plan, {"a": other.name, "b": run.name}))
             before, wanted, requests = wanted, plan.wanted, plan.requests
             levels = ", ".join(map(str, sorted(wanted)))
             asked = requests_each(requests, len(wanted))
@@ -214,10 +218,10 @@ class CampaignActions:
                 took = repeat_time(cmp.levels, "b", sorted(wanted), requests)
                 settled = sorted(set(before) - set(wanted))
                 found = (f"round {round_ - 1} settled C = {', '.join(map(str, settled))}; " if settled else "") + (
-                    f"{cmp.recommendation}\n"
+                    f"{recommendation(cmp)}\n"
                 )
                 if not await go_on(f"{found}round {round_} of {rounds}: C = {levels} of {run.name}, {asked}, {took}"):
-                    return f"{run.name} against {other.name}: stopped before round {round_}; C = {levels} still cannot be told"
+                    return Repeated(run.name, other.name, round_ - 1, tuple(sorted(wanted)), stopped=True)
             self.say(
                 f"  round {round_} of {rounds}: repeating C = {levels} of {run.name}, "
                 f"{asked} (what the comparison estimates would settle {_them(wanted)}"
@@ -233,13 +237,7 @@ class CampaignActions:
             if handle.end != "done":
                 raise ActionFailed(f"the repeat {handle.end}: {handle.reason or 'by the operator'}")
         cmp = await asyncio.to_thread(self._compare, other, run)
-        left = [r.c for r in cmp.repeats]
-        return (
-            f"{run.name} against {other.name}: every level settled after {rounds} round(s)"
-            if not left
-            else f"{run.name} against {other.name}: after {rounds} round(s), C = {', '.join(map(str, left))} still cannot "
-            "be told (the cap on rounds: repeat again, or take them as alike within their spread)"
-        )
+        return Repeated(run.name, other.name, rounds, tuple(r.c for r in cmp.repeats))
 
     def _compare(self, a: Run, b: Run) -> Comparison:
         try:
@@ -247,14 +245,13 @@ class CampaignActions:
         except (ValueError, RunError) as e:
             raise ActionFailed(str(e)) from None
 
-    async def do_compare(self, a: str, b: str) -> str:
-        result = await asyncio.to_thread(self._compare, *self._runs(a, b))  # Parquet reads: off the console's loop
-        return result.recommendation + (f"; verification: {result.verification}" if result.verification else "")
+    async def do_compare(self, a: str, b: str) -> Compared:
+        return Compared(await asyncio.to_thread(self._compare, *self._runs(a, b)))  # Parquet reads: off the console's loop
 
-    async def do_write_profile(self, a: str = "previous", b: str = "last") -> str:
+    async def do_write_profile(self, a: str = "previous", b: str = "last") -> Written:
         """The adaptive profile the comparison of A and B recommends, written as `w` writes it."""
         from console.actions.adaptive import write_adaptive_profile
-        from console.sweep.analysis.adaptive import NoAdaptiveProfile, plan
+        from console.sweep.adaptive import NoAdaptiveProfile, plan
 
         cmp = await asyncio.to_thread(self._compare, *self._runs(a, b))
         try:
@@ -262,19 +259,19 @@ class CampaignActions:
         except NoAdaptiveProfile as e:
             raise ActionFailed(str(e)) from None
         try:
-            return (await write_adaptive_profile(self.session, adaptive)).describe()
+            return Written(await write_adaptive_profile(self.session, adaptive))
         except (OSError, RemoteError) as e:
             raise ActionFailed(f"cannot write {adaptive.name}: {e}") from None
 
-    async def do_verify(self, name: str = "last") -> str:
+    async def do_verify(self, name: str = "last") -> Verified:
         """Whether the run of an adaptive profile pivot wrote kept each of its parents' gains, level by level."""
         run = self._runs(name, name)[0]
         said = await asyncio.to_thread(verification, run, self.cfg.margin)
         if said is None:
             raise ActionFailed(f"{run.name} is not a run of an adaptive profile pivot wrote: nothing to verify")
-        return said
+        return Verified(said)
 
-    async def do_refine(self, a: str = "previous", b: str = "last") -> str:
+    async def do_refine(self, a: str = "previous", b: str = "last") -> Compared:
         first, second = self._runs(a, b)
         actions = self
 
@@ -298,4 +295,4 @@ class CampaignActions:
             result = await refine(first, second, Driver(), say=self.say, margin=self.session.config.margin)
         except ValueError as e:
             raise ActionFailed(str(e)) from None
-        return result.recommendation
+        return Compared(result)

@@ -19,14 +19,18 @@ from console import config, pivot_toml
 from console.actions.adaptive import write_adaptive_profile
 from console.cli.prompt import ask
 from console.cli.sweep import resolve_runs, terminal
-from console.sweep.analysis.adaptive import NoAdaptiveProfile, plan, spec_host
+from console.sweep.adaptive import NoAdaptiveProfile, plan, spec_host
 from console.sweep.analysis.comparable import KEYS
-from console.sweep.analysis.compare import Comparison, compare, refine_suggestion
+from console.sweep.analysis.compare import Comparison, bracket, compare
 from console.sweep.analysis.crossover import why_undecided
+from console.sweep.analysis.drift import Drift
 from console.sweep.analysis.intervals import Verdict
+from console.sweep.analysis.notes import Note
 from console.sweep.analysis.slo import Slo
-from console.sweep.runs.store import RunError
-from console.sweep.words import fmt_value, ratio_text
+from console.sweep.runs.store import Run, RunError
+from console.sweep.words.comparison import crossover_text, recommendation, refine_text, report
+from console.sweep.words.levels import fmt_value, ratio_text
+from console.sweep.words.repeats import repeat_text
 
 
 def comparison_table(cmp: Comparison) -> Table:
@@ -35,7 +39,7 @@ def comparison_table(cmp: Comparison) -> Table:
         header_style="bold",
         pad_edge=False,
         title_justify="left",
-        title=f"A = {cmp.name('a')}\nB = {cmp.name('b')}\nB/A ± its 95 % spread; A, B: who leads by more than "
+        title=f"A = {cmp.names['a']}\nB = {cmp.names['b']}\nB/A ± its 95 % spread; A, B: who leads by more than "
         f"±{cmp.margin * 100:g} %; ≈: alike (within it); ?: cannot tell",
     )
     goodput = ("goodput A", "goodput B") if cmp.goodput else ()  # requests/s that met the SLO
@@ -76,7 +80,7 @@ def comparison_table(cmp: Comparison) -> Table:
 
 
 def markdown(cmp: Comparison) -> str:
-    head = f"# {cmp.a.name} vs {cmp.b.name}\n\nA = {cmp.name('a')}, B = {cmp.name('b')}\n\n"
+    head = f"# {cmp.a.name} vs {cmp.b.name}\n\nA = {cmp.names['a']}, B = {cmp.names['b']}\n\n"
     rows = [
         "| C | A tok/s | B tok/s | B/A | A per-request | B per-request | B/A | ITL B/A | TTFT B/A | J/tok B/A |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
@@ -87,10 +91,12 @@ def markdown(cmp: Comparison) -> str:
             f"{fmt_value(lv.per_request.a.value)} | {fmt_value(lv.per_request.b.value)} | {ratio_text(lv.per_request)} | "
             f"{ratio_text(lv.itl)} | {ratio_text(lv.ttft)} | {ratio_text(lv.energy)} |"
         )
-    return head + "\n".join(rows) + "\n\n" + "\n".join(f"- {line}" for line in cmp.report()) + "\n"
+    return head + "\n".join(rows) + "\n\n" + "\n".join(f"- {line}" for line in report(cmp)) + "\n"
 
 
-JSON_SCHEMA_VERSION = 2  # 2: per-level verdicts with their reasons, frontier, energy, refine (1: the flat table only)
+# 3: the comparison's model dumped whole (typed crossovers, repeats, notes, verification, SLO, frontier, energy), its
+# sentences under "words"; 2: per-level verdicts with their reasons, frontier, energy, refine; 1: the flat table only
+JSON_SCHEMA_VERSION = 3
 VERDICT_METRICS = ("total", "per_request", "itl", "ttft", "energy")
 
 
@@ -111,35 +117,60 @@ def verdict_json(v: Verdict | None) -> dict[str, Any] | None:
     }
 
 
+def dump(value: Any) -> Any:
+    """The model as JSON's types: a run by its name, a verdict with its derived figures, a note with its kind."""
+    if isinstance(value, Run):
+        return value.name
+    if isinstance(value, Verdict):
+        return verdict_json(value)
+    if isinstance(value, Drift):
+        return {"c": value.c, "amount": value.amount, "tok_s": value.tok_s, "verdict": verdict_json(value.verdict)}
+    if isinstance(value, Slo):
+        return {"said": str(value), **dataclasses.asdict(value)}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = {f.name: dump(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {"kind": type(value).__name__, **fields} if isinstance(value, Note) else fields
+    if isinstance(value, dict):
+        return {str(k): dump(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [dump(v) for v in value]
+    return value
+
+
 def as_json(cmp: Comparison) -> dict[str, Any]:
-    """Every verdict the table and the report print, as data (schema_version says which shape)."""
+    """Every verdict the table and the report print, as data, and the sentences they print it in."""
+    names = cmp.names
     return {
         "schema_version": JSON_SCHEMA_VERSION,
         "a": cmp.a.name,
         "b": cmp.b.name,
+        "names": names,
         "levels": cmp.table.to_dicts(),
         "verdicts": [{"c": lv.c, **{m: verdict_json(getattr(lv, m)) for m in VERDICT_METRICS}} for lv in cmp.levels],
-        "excluded": cmp.excluded,
-        "crossover_total": cmp.total.at,
-        "crossover_per_request": cmp.per_request.at,
-        "crossover_total_text": cmp.total.text,
-        "crossover_per_request_text": cmp.per_request.text,
+        "excluded": dump(cmp.excluded),
+        "crossover_total": dump(cmp.total),
+        "crossover_per_request": dump(cmp.per_request),
         "saturation": cmp.saturation,
-        "recommendation": cmp.recommendation,
-        "advice": dataclasses.asdict(cmp.advice),
+        "advice": dump(cmp.advice),
         "drafting_up_to": cmp.helps_up_to,
-        "repeat": [
-            {"c": r.c, "more_requests": r.more_requests, "runs": [cmp.name(s) for s in r.sides], "text": r.text} for r in cmp.repeats
-        ],
-        "refine": refine_suggestion(cmp),
-        "notes": cmp.notes,
+        "repeat": dump(cmp.repeats),
+        "refine": dump(bracket(cmp)),
+        "notes": dump(cmp.notes),
         "margin": cmp.margin,
-        "not_comparable": [{"key": d.key, "a": d.a, "b": d.b} for d in cmp.differences],
-        "verification": cmp.verification,
-        "slo": cmp.slo,
-        "goodput": {side: {str(c): g for c, g in per_c.items()} for side, per_c in cmp.goodput.items()},
-        "frontier": cmp.frontier,
-        "energy": cmp.energy,
+        "not_comparable": dump(cmp.differences),
+        "verification": dump(cmp.verification),
+        "slo": dump(cmp.slo),
+        "goodput": dump(cmp.goodput),
+        "frontier": dump(cmp.frontier),
+        "energy": dump(cmp.energy),
+        "words": {
+            "recommendation": recommendation(cmp),
+            "crossover_total": crossover_text(cmp.total, cmp),
+            "crossover_per_request": crossover_text(cmp.per_request, cmp),
+            "repeat": [repeat_text(r, names) for r in cmp.repeats],
+            "refine": refine_text(cmp),
+            "report": report(cmp),
+        },
     }
 
 
@@ -195,7 +226,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         else:
             out = terminal()
             out.print(comparison_table(cmp))
-            for line in cmp.report():
+            for line in report(cmp):
                 out.print(Text(line), soft_wrap=True)
         if markdown_path:
             markdown_path.write_text(markdown(cmp), encoding="utf-8")

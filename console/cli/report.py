@@ -14,7 +14,7 @@ from console.files import write_atomically
 from console.report import charts
 from console.report.page import Pair, page
 from console.server.profiles import ProfileError, load_profiles
-from console.sweep.analysis.adaptive import NoAdaptiveProfile, plan
+from console.sweep.adaptive import NoAdaptiveProfile, plan
 from console.sweep.analysis.comparable import NotComparable
 from console.sweep.analysis.compare import compare
 from console.sweep.analysis.slo import Slo

@@ -22,9 +22,10 @@ from console.sweep.analysis.drift import drift
 from console.sweep.model import LevelDone, LevelProgress, LevelRetry, LevelStarted, Request, Said, SweepDone, SweepStarted
 from console.sweep.runs.files import pending_spool
 from console.sweep.runs.lock import holder
-from console.sweep.runs.store import Run, RunError, delete_run, list_runs, open_run, open_run_dir, started_at
+from console.sweep.runs.store import Run, RunError, delete_run, label, list_runs, open_run, open_run_dir, started_at
 from console.sweep.settings import SweepSettings, tidy_levels
-from console.sweep.words import LEVEL_COLUMNS, level_row
+from console.sweep.words.levels import LEVEL_COLUMNS, level_row
+from console.sweep.words.parts import drift_text
 from console.untrusted import visible
 
 if TYPE_CHECKING:  # the session (SSH, telemetry) only for the commands that sweep: `runs` and `compare` read files
@@ -301,7 +302,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
             out.print(f"served by {run.served_by}", markup=False, highlight=False)
         if (moved := drift(run, cfg.margin)) is not None:
             word = {"alike": "within the margin", "cannot tell": "cannot tell"}.get(moved.verdict.word, "beyond the margin")
-            out.print(f"{moved.text(run)} ({word})", markup=False, highlight=False)
+            out.print(f"{drift_text(moved, label(run))} ({word})", markup=False, highlight=False)
         return 0
     rows = [("RUN", "PROFILE", "STATE", "LEVELS", "STARTED (UTC)")]
     for run in list_runs(cfg.campaign_dir):

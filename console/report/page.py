@@ -15,7 +15,8 @@ from console.sweep.analysis.compare import Comparison
 from console.sweep.analysis.intervals import Verdict
 from console.sweep.runs.files import META
 from console.sweep.runs.store import Run, label
-from console.sweep.words import LEVEL_COLUMNS, level_row, ratio_text
+from console.sweep.words.comparison import report
+from console.sweep.words.levels import LEVEL_COLUMNS, level_row, ratio_text
 from console.untrusted import visible
 
 CSS = """
@@ -73,7 +74,7 @@ def _comparison(pair: Pair) -> str:
     if pair.comparison is None:
         return title + f'<p class="refused">{_e(pair.refused)}</p>'
     cmp = pair.comparison
-    lines = cmp.report()
+    lines = report(cmp)
     head = ["C", "A tok/s", "B tok/s", "B/A", "A per-req", "B per-req", "B/A per-req", "ITL B/A", "TTFT B/A", "J/tok B/A"]
     rows = [
         [

@@ -1,5 +1,5 @@
 """What a comparison advises about speculation, as data: which run drafts, where it leads, loses, is alike or cannot
-be told (and why), and the C above which drafting should be off. console/sweep/words.py says it in words; the pane,
+be told (and why), and the C above which drafting should be off. console/sweep/words/ says it in words; the pane,
 the CLI, `--json` and the adaptive profile read this. Only levels judged beyond the margin count as a gain or a loss,
 so a profile alike-or-better everywhere is never to be disabled."""
 
@@ -10,8 +10,8 @@ from typing import Literal
 
 from console.sweep.analysis.crossover import Why, unclear
 from console.sweep.analysis.intervals import Level
+from console.sweep.analysis.sides import Side, other
 
-Side = Literal["a", "b"]
 Action = Literal[
     "keep",  # drafting gains somewhere and costs nothing beyond the margin
     "disable",  # it loses, and helps nowhere below its losses
@@ -23,10 +23,6 @@ Action = Literal[
     "leads",  # two runs of the same kind: who leads where, no speculation verdict
     "drafted_nothing",  # the drafting run's server drafted no token: who leads where
 ]
-
-
-def other(side: Side) -> Side:
-    return "b" if side == "a" else "a"
 
 
 @dataclass(frozen=True)

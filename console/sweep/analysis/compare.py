@@ -17,20 +17,21 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from console.sweep.analysis.acceptance import acceptance_notes, drafted_nothing
-from console.sweep.analysis.advice import Advice, Side, advise
+from console.sweep.analysis.advice import Advice, advise
 from console.sweep.analysis.comparable import Difference, NotComparable, differences
-from console.sweep.analysis.crossover import Crossover, crossover, where
+from console.sweep.analysis.crossover import Crossover, crossover
 from console.sweep.analysis.drift import Drift
 from console.sweep.analysis.drift import drift as drift_of
-from console.sweep.analysis.energy import energy_line
-from console.sweep.analysis.frontier import dominance
-from console.sweep.analysis.intervals import MARGIN, POINT_SPREAD, Level, Verdict, estimate, judge
+from console.sweep.analysis.energy import Energy, energy
+from console.sweep.analysis.frontier import Frontier, dominance
+from console.sweep.analysis.intervals import MARGIN, Level, Verdict, estimate, judge
+from console.sweep.analysis.notes import Note, drafted_nothing, notes
 from console.sweep.analysis.repeats import Repeat, repeats
-from console.sweep.analysis.slo import Slo, answer, goodput
+from console.sweep.analysis.sides import SIDES, Side
+from console.sweep.analysis.slo import Slo, SloAnswer, answer, goodput
+from console.sweep.analysis.verification import Verification, verification
 from console.sweep.model import LevelDone
-from console.sweep.runs.store import Run, RunError, label, open_run
-from console.sweep.words import advice_text
+from console.sweep.runs.store import Run, label
 
 if TYPE_CHECKING:
     import polars as pl
@@ -41,23 +42,25 @@ SATURATION_GAIN = 0.10  # past this level, throughput grows by less than 10 % to
 
 @dataclass(frozen=True)
 class Comparison:
+    """Two runs compared, as data: console/sweep/words/ says it in sentences, `pivot compare --json` dumps it."""
+
     a: Run
     b: Run
     levels: list[Level]
-    excluded: dict[int, str]  # C -> why it is in no verdict
+    excluded: dict[int, dict[Side, str]]  # C -> why it is in no verdict: each failing run's reason
     total: Crossover
     per_request: Crossover
-    saturation: dict[str, int | None]
-    advice: Advice  # what it advises about speculation, as data (the recommendation is its words)
+    saturation: dict[Side, int | None]  # the level past which throughput grows by under 10 % to the next
+    advice: Advice  # what it advises about speculation
     repeats: list[Repeat] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+    notes: tuple[Note, ...] = ()
     margin: float = MARGIN
     differences: list[Difference] = field(default_factory=list)  # what the runs measured differently (--anyway)
-    verification: str | None = None  # of an adaptive profile's run: whether it kept what it was written to keep
-    slo: str | None = None  # under the SLO asked: how many users each run serves, and which to run
-    goodput: dict[str, dict[int, float]] = field(default_factory=dict)  # "a", "b": per C, requests/s meeting the SLO
-    frontier: str | None = None  # where one run's throughput per GPU at a user's speed lies above the other's
-    energy: str | None = None  # who spends less energy per output token where (or why it is not known)
+    verification: tuple[Verification, ...] = ()  # of an adaptive profile's run: whether it kept what it was written to keep
+    slo: SloAnswer | None = None  # under the SLO asked: how many users each run serves, and which to run
+    goodput: dict[Side, dict[int, float]] = field(default_factory=dict)  # per C, requests/s meeting the SLO
+    frontier: Frontier | None = None  # where one run's throughput per GPU at a user's speed lies above the other's
+    energy: Energy | None = None  # who spends less energy per output token where
 
     @property
     def drafting(self) -> Run:
@@ -66,10 +69,6 @@ class Comparison:
     @property
     def names(self) -> dict[Side, str]:
         return {"a": label(self.a), "b": label(self.b)}
-
-    @property
-    def recommendation(self) -> str:
-        return advice_text(self.advice, self.names)
 
     @property
     def helps_up_to(self) -> int | None:
@@ -102,27 +101,8 @@ class Comparison:
             rows.append(row)
         return pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame({"c": []})
 
-    def name(self, side: str | None) -> str:
-        return label(self.a if side == "a" else self.b)
-
-    def report(self) -> list[str]:
-        """The comparison in sentences, as the terminal and the pane print them under the table."""
-        sat = "; ".join(f"{name}: C={c}" if c else f"{name}: not within the levels" for name, c in self.saturation.items())
-        lines = [f"not comparable, compared anyway: {d}" for d in self.differences]
-        lines += [
-            f"recommendation: {self.recommendation}",
-            *([f"verification: {self.verification}"] if self.verification else []),
-            *([f"slo: {self.slo}"] if self.slo else []),
-            f"crossover, total tok/s: {self.total.text}",
-            f"crossover, per-request tok/s: {self.per_request.text}",
-            f"saturation (< 10 % more to the next level): {sat}",
-            *([self.frontier] if self.frontier else []),
-            *([self.energy] if self.energy else []),
-        ]
-        lines += [f"C={c}: left out: {why}" for c, why in sorted(self.excluded.items())]
-        lines += [f"repeat: {r.text}" for r in self.repeats]
-        refine = refine_suggestion(self)
-        return lines + ([refine] if refine else []) + self.notes
+    def run(self, side: Side) -> Run:
+        return self.a if side == "a" else self.b
 
 
 @dataclass(frozen=True)
@@ -154,17 +134,6 @@ def bracket(cmp: Comparison) -> Bracket | None:
     return None
 
 
-def refine_suggestion(cmp: Comparison) -> str | None:
-    """The line the comparison offers when a refinement would help."""
-    found = bracket(cmp)
-    if found is None or found.located:
-        return None
-    return (
-        f"refine: {found.what} lies between C = {found.lo} and C = {found.hi}; measuring C = {found.middle} on both "
-        f"runs narrows it (pivot sweep --refine {cmp.a.name} {cmp.b.name})"
-    )
-
-
 def drafting(a: Run, b: Run) -> Run:
     """Of two runs, the one whose server drafts (B when both or neither do)."""
     return a if a.speculative and not b.speculative else b
@@ -188,17 +157,18 @@ def _why_out(level: LevelDone) -> str | None:
     return None
 
 
-def _levels(a: Run, b: Run, margin: float, drifts: dict[Side, Drift]) -> tuple[list[Level], dict[int, str]]:
+def _levels(a: Run, b: Run, margin: float, drifts: dict[Side, Drift]) -> tuple[list[Level], dict[int, dict[Side, str]]]:
     """drifts: "a", "b": each run's drift, where it drifted: at each level, a lead must exceed both (drift.py)."""
     levels_a = {level.c: level for level in a.levels()}
     levels_b = {level.c: level for level in b.levels()}
     imported = {"a": bool(a.meta.imported_from), "b": bool(b.meta.imported_from)}
-    levels, excluded = [], {}
+    levels: list[Level] = []
+    excluded: dict[int, dict[Side, str]] = {}
     for c in sorted(set(levels_a) & set(levels_b)):
         ra, rb = levels_a[c], levels_b[c]
-        why = [f"{label(run)}: {w}" for run, level in ((a, ra), (b, rb)) if (w := _why_out(level))]
+        why: dict[Side, str] = {side: w for side, level in zip(SIDES, (ra, rb), strict=True) if (w := _why_out(level))}
         if why:
-            excluded[c] = "; ".join(why)
+            excluded[c] = why
             continue
         drift = sum(d.at(ra.total_tok_s if side == "a" else rb.total_tok_s) for side, d in drifts.items())
 
@@ -235,67 +205,6 @@ def saturation(levels: list[int], tps: list[float], gain: float = SATURATION_GAI
     return None
 
 
-def _client_note(a: Run, b: Run) -> list[str]:
-    """The client's CPU and the machines' load, when they differ between the runs (noise that is not the server's)."""
-
-    def worst(run: Run, key: str) -> float | None:
-        values = [v for level in run.levels() if (v := getattr(level, key)) is not None]
-        return max(values) if values else None
-
-    parts = []
-    for key, what, gap, fmt in (
-        ("client_cpu", "its load generator's CPU", 0.2, "{:.0%} of a core"),
-        ("load_avg", "the client machine's load", 1.0, "{:.1f}"),
-        ("host_load_avg", "the server host's load", 1.0, "{:.1f}"),
-    ):
-        va, vb = worst(a, key), worst(b, key)
-        if va is not None and vb is not None and abs(va - vb) >= gap:
-            parts.append(f"{what} peaked at {fmt.format(va)} in {label(a)} and {fmt.format(vb)} in {label(b)}")
-    if a.client_placement and b.client_placement and a.client_placement != b.client_placement:
-        parts.append(f"the load generator ran {a.client_placement} in {label(a)} and {b.client_placement} in {label(b)}")
-    return [f"note: {'; '.join(parts)}"] if parts else []
-
-
-def _quality_notes(run: Run) -> list[str]:
-    measured = run.measured()
-    notes = []
-    for what, count in (
-        ("usage missing: tokens counted from chunks or finish_reason", sum(lv.usage_missing for lv in measured)),
-        ("ended early (finish_reason stop): their tokens count", sum(lv.short for lv in measured)),
-    ):
-        if count:
-            notes.append(f"note: {label(run)}: {count} request(s) {what}")
-    if lagging := [lv for lv in measured if lv.lagging]:
-        notes.append(
-            f"note: {label(run)}: latencies not measured at {where([lv.c for lv in lagging], [lv.c for lv in measured])}"
-            f" ({lagging[0].lagging})"
-        )
-    source = run.meta.source or "another tool"
-    if run.meta.imported_from and any(lv.total_tok_s_lo is None for lv in measured):
-        notes.append(
-            f"note: {label(run)} is aggregates imported from {source}, without per-request data: each figure it gave "
-            f"without an interval is taken as ±{POINT_SPREAD * 100:g} %, so a lead must exceed that"
-        )
-    elif run.meta.imported_from:
-        notes.append(f"note: {label(run)} was imported from {source} with its per-request records: its intervals are pivot's own")
-    elif any(lv.total_tok_s_lo is None for lv in measured):
-        notes.append(f"note: {label(run)} has levels under two requests: their numbers carry no interval and decide nothing")
-    return notes
-
-
-def _drift_notes(drifts: list[tuple[Run, Drift]], cmp_levels: list[Level], margin: float) -> list[str]:
-    """The runs that drifted beyond the margin while measured: what that says, and what it does to the verdicts."""
-    notes = []
-    held = [lv.c for lv in cmp_levels if lv.total.within_drift]  # (the drifts of both runs together)
-    for run, d in drifts:
-        notes.append(
-            f"note: {d.text(run)}: the server or the machine changed while it ran. A lead must exceed the ±{margin * 100:g} % "
-            f"margin and that drift: ±{d.amount * 100:.1f} % at C={d.c}, its {d.tok_s:.1f} tok/s as a share of each "
-            "other level's throughput" + (f"; the drift alone leaves {where(held, [lv.c for lv in cmp_levels])} undecided" if held else "")
-        )
-    return notes
-
-
 def compare(
     a: Run,
     b: Run,
@@ -325,90 +234,33 @@ def compare(
     if not cmp_levels:
         raise ValueError(
             f"{label(a)} and {label(b)} have no level that both measured"
-            + (": " + "; ".join(f"C={c} {w}" for c, w in excluded.items()) if excluded else "")
+            + (
+                ": " + "; ".join(f"C={c} {label(a if s == 'a' else b)}: {w}" for c, why in excluded.items() for s, w in why.items())
+                if excluded
+                else ""
+            )
         )
-    names = {"a": label(a), "b": label(b)}
-    sat = {
-        names["a"]: saturation([lv.c for lv in la], [lv.total_tok_s for lv in la]),
-        names["b"]: saturation([lv.c for lv in lb], [lv.total_tok_s for lv in lb]),
+    sat: dict[Side, int | None] = {
+        side: saturation([lv.c for lv in m], [lv.total_tok_s for lv in m]) for side, m in zip(SIDES, (la, lb), strict=True)
     }
     spec_side: Side | None = None if a.speculative == b.speculative else ("a" if drafting(a, b) is a else "b")
     advice = advise(cmp_levels, spec_side, spec_side is not None and drafted_nothing(a if spec_side == "a" else b), tuple(drifts))
-    notes = (
-        acceptance_notes(a)
-        + acceptance_notes(b)
-        + _client_note(a, b)
-        + _quality_notes(a)
-        + _quality_notes(b)
-        + _drift_notes([(a if side == "a" else b, d) for side, d in drifts.items()], cmp_levels, margin)
-    )
-    verified = [v for run in (a, b) if (v := verification(run, margin))] if verify else []
     return Comparison(
         a,
         b,
         cmp_levels,
         excluded,
-        crossover(cmp_levels, "total", names, margin),
-        crossover(cmp_levels, "per_request", names, margin),
+        crossover(cmp_levels, "total"),
+        crossover(cmp_levels, "per_request"),
         sat,
         advice,
-        repeats=repeats(cmp_levels, names),
-        notes=notes,
+        repeats=repeats(cmp_levels),
+        notes=notes(a, b, drifts, cmp_levels),
         margin=margin,
         differences=found,
-        verification="; ".join(verified) or None,
+        verification=tuple(v for run in (a, b) if (v := verification(run, margin))) if verify else (),
         slo=answer(a, b, slo, margin) if slo else None,
         goodput={"a": goodput(a, slo), "b": goodput(b, slo)} if slo else {},
         frontier=dominance(a, b, margin),
-        energy=energy_line(a, b, cmp_levels, names),
+        energy=energy(a, b, cmp_levels),
     )
-
-
-def verification(run: Run, margin: float = MARGIN) -> str | None:
-    """Of a run of an adaptive profile pivot wrote (its meta names the baseline's and the drafting run it came from),
-    whether it kept what it was written to keep, level by level: where the drafting run led the baseline beyond the
-    margin (total throughput or per-request speed), that gain; elsewhere the baseline's total throughput. None for
-    any other run."""
-    if not run.meta.measured_from or len(run.meta.measured_from) != 2:
-        return None
-    try:
-        base, spec = (open_run(run.dir.parent.parent, name) for name in run.meta.measured_from)
-        parents, vs_spec, vs_base = (compare(x, y, margin, verify=False) for x, y in ((base, spec), (spec, run), (base, run)))
-    except (RunError, ValueError) as e:
-        return f"{label(run)} cannot be held against the runs it was written from: {e}"
-    by_c = [{lv.c: lv for lv in cmp.levels} for cmp in (parents, vs_spec, vs_base)]
-    levels = sorted(set(by_c[0]) & set(by_c[1]) & set(by_c[2]))
-    kept: dict[str, list[int]] = {"spec": [], "base": [], "unsure": []}
-    short: list[str] = []
-    for c in levels:
-        gains = [m for m in ("total", "per_request") if getattr(by_c[0][c], m).leader == "b"]
-        against, checked = (by_c[1][c], gains) if gains else (by_c[2][c], ["total"])
-        verdicts: list[Verdict] = [getattr(against, m) for m in checked]
-        if behind := [v for v in verdicts if v.leader == "a"]:
-            short.append(f"C={c}: {label(spec if gains else base)} leads it ({behind[0].text('tok/s')})")
-        else:
-            settled = all(v.leader == "b" or v.alike for v in verdicts)
-            kept[("spec" if gains else "base") if settled else "unsure"].append(c)
-    parts = []
-    if kept["spec"]:
-        parts.append(f"keeps the gain of {label(spec)} at {where(kept['spec'], levels)}")
-    if kept["base"]:
-        alike = all(by_c[2][c].total.alike for c in kept["base"])
-        parts.append(f"{'matches' if alike else 'matches or beats'} {label(base)} at {where(kept['base'], levels)}")
-    if kept["unsure"]:
-        parts.append(f"cannot tell at {where(kept['unsure'], levels)} (repeat those levels of {label(run)})")
-    said = f"{label(run)} " + (", ".join(parts) if parts else "has no level in common with the runs it was written from")
-    if short:
-        said += "; falls short at " + "; ".join(short) + _known_costs(run)
-    return said
-
-
-def _known_costs(run: Run) -> str:
-    """What the engine is known to cost an adaptive setting, where the run's engine is one that does."""
-    if run.meta.kind == "vllm":
-        return (
-            " (vLLM runs a dynamic speculative schedule with PIECEWISE CUDA graphs instead of FULL_AND_PIECEWISE, "
-            "reported at about 14 % single-stream, and reported to stall under concurrency at the schedule's "
-            "threshold: vllm-project/vllm issues 48494 and 49548)"
-        )
-    return ""

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from console.sweep.analysis.intervals import Verdict, estimate, judge
-from console.sweep.runs.store import Run, label
+from console.sweep.runs.store import Run
 
 
 @dataclass(frozen=True)
@@ -41,9 +41,6 @@ class Drift:
         if not total_tok_s:
             return self.amount
         return min(self.amount, self.tok_s / total_tok_s)
-
-    def text(self, run: Run) -> str:
-        return f"{label(run)} drifted at C={self.c}, measured again at the end: {self.verdict.text('tok/s')}"
 
 
 def drift(run: Run, margin: float) -> Drift | None:

@@ -5,9 +5,26 @@ GPU by more than the margin, it dominates there (from the levels' own figures, i
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 
+from console.sweep.analysis.sides import Side
 from console.sweep.model import LevelDone
-from console.sweep.runs.store import Run, label
+from console.sweep.runs.store import Run
+
+
+@dataclass(frozen=True)
+class Span:
+    leader: Side | None  # the run that gives more here (None: alike within the margin)
+    lo: float  # a user's tok/s, from
+    hi: float  # to
+    most: float  # the largest ratio of the leader's throughput to the other's in the span (1 where alike)
+
+
+@dataclass(frozen=True)
+class Frontier:
+    per_gpu: bool  # throughput per GPU (both runs say how many), else total
+    margin: float
+    spans: tuple[Span, ...]  # over the users' speeds both reach; empty: they reach none in common
 
 
 def points(levels: list[LevelDone], gpus: int | None) -> list[tuple[float, float]]:
@@ -24,32 +41,21 @@ def _at(frontier: list[tuple[float, float]], x: float) -> float:
     return frontier[-1][1] if x >= frontier[-1][0] else frontier[0][1]
 
 
-def dominance(a: Run, b: Run, margin: float) -> str | None:
-    """Where one run's frontier lies above the other's by more than the margin, in words; None without two."""
+def dominance(a: Run, b: Run, margin: float) -> Frontier | None:
+    """Where one run's frontier lies above the other's by more than the margin; None where either has under two points."""
     per_gpu = bool(a.meta.gpu_count and b.meta.gpu_count)  # per GPU only where both say how many
     pa = points(a.measured(), a.meta.gpu_count if per_gpu else None)
     pb = points(b.measured(), b.meta.gpu_count if per_gpu else None)
     if len(pa) < 2 or len(pb) < 2:
         return None
-    unit = "total tok/s per GPU" if per_gpu else "total tok/s"
     lo, hi = max(pa[0][0], pb[0][0]), min(pa[-1][0], pb[-1][0])
-    if lo >= hi:
-        return f"frontier ({unit} against a user's tok/s): the two reach no user's speed in common"
-    spans: list[tuple[str, float, float, float]] = []  # (who, from, to, the largest ratio in it)
-    for x in sorted({x for x, _ in pa + pb if lo <= x <= hi}):
+    spans: list[Span] = []
+    for x in sorted({x for x, _ in pa + pb if lo <= x <= hi}) if lo < hi else []:
         ratio = _at(pb, x) / _at(pa, x)
-        who = "b" if ratio > 1 + margin else "a" if ratio < 1 - margin else "="
-        lead = ratio if who == "b" else 1 / ratio
-        if spans and spans[-1][0] == who:
-            spans[-1] = (who, spans[-1][1], x, max(spans[-1][3], lead))
+        who: Side | None = "b" if ratio > 1 + margin else "a" if ratio < 1 - margin else None
+        lead = 1.0 if who is None else ratio if who == "b" else 1 / ratio
+        if spans and spans[-1].leader == who:
+            spans[-1] = Span(who, spans[-1].lo, x, max(spans[-1].most, lead))
         else:
-            spans.append((who, x, x, lead))
-    names = {"a": label(a), "b": label(b)}
-
-    def at(x0: float, x1: float) -> str:
-        return f"at {x0:.1f} tok/s a user" if x0 == x1 else f"at {x0:.1f}–{x1:.1f} tok/s a user"
-
-    said = [
-        f"{names[who]} gives more {at(x0, x1)} (up to ×{most:.2f})" if who != "=" else f"alike {at(x0, x1)}" for who, x0, x1, most in spans
-    ]
-    return f"frontier ({unit} against a user's tok/s, within ±{margin * 100:g} %): " + "; ".join(said)
+            spans.append(Span(who, x, x, lead))
+    return Frontier(per_gpu, margin, tuple(spans))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from console.sweep.analysis.sides import Side, other
 from console.sweep.metrics import t975
 from console.sweep.model import LevelDone
 
@@ -67,7 +68,7 @@ class Verdict:
 
     a: Estimate
     b: Estimate
-    leader: str | None
+    leader: Side | None
     alike: bool = False
     margin: float = MARGIN
     drift: float = 0.0  # how far the runs moved while measured, beyond the margin: a lead must exceed margin + drift
@@ -100,12 +101,6 @@ class Verdict:
     def word(self) -> str:
         """The judgement in one word: "A", "B", "alike" or "cannot tell"."""
         return self.leader.upper() if self.leader else "alike" if self.alike else "cannot tell"
-
-    def text(self, unit: str, digits: int = 1) -> str:
-        if self.ratio is None or self.a.value is None or self.b.value is None:
-            return "not measured by both"
-        change = f"{(self.ratio - 1) * 100:+.1f} % ± {(self.spread or 0) * 100:.1f} %"
-        return f"{self.a.value:.{digits}f} vs {self.b.value:.{digits}f} {unit}, {change}"
 
     def needed(self) -> float | None:
         """The relative spread B/A must narrow to for the level to settle (alike within the margin, or a lead beyond
@@ -145,13 +140,14 @@ def judge(a: Estimate, b: Estimate, higher_is_better: bool = True, margin: float
         return verdict
     spread = verdict.spread or 0.0
     lo, hi = verdict.ratio - spread, verdict.ratio + spread
+    higher: Side
     if lo > 1 + margin + drift:
-        better = "b"
+        higher = "b"
     elif hi < 1 - margin - drift:
-        better = "a"
+        higher = "a"
     else:
         return Verdict(a, b, None, alike=1 - margin <= lo and hi <= 1 + margin, margin=margin, drift=drift)
-    return Verdict(a, b, better if higher_is_better else ("a" if better == "b" else "b"), margin=margin, drift=drift)
+    return Verdict(a, b, higher if higher_is_better else other(higher), margin=margin, drift=drift)
 
 
 def more_requests(n: int, half: float, room: float) -> int | None:

@@ -7,63 +7,69 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Literal
 
-from console.sweep.analysis.intervals import POINT_SPREAD, Level, Verdict, more_requests
+from console.sweep.analysis.intervals import Level, Verdict, more_requests
+from console.sweep.analysis.sides import SIDES, Side
+
+# Why a level is to be repeated: the comparison "estimate"s how many more requests would settle it; or nothing pivot
+# measures again would: an imported "aggregate" (only a sweep with pivot gives it an interval), a level of an
+# "imported" run, the runs' "drift" (measuring the drifting run again would), or it sits on the margin's "edge".
+RepeatWhy = Literal["estimate", "aggregate", "imported", "drift", "edge"]
 
 
 @dataclass(frozen=True)
 class Repeat:
     c: int
-    more_requests: int | None  # per run repeated, to settle the level; None: it cannot be told how many
-    text: str
-    sides: tuple[str, ...] = ("a", "b")  # whose level to repeat: the wider interval alone when that suffices
-    alone: dict[str, int] = field(default_factory=dict)  # "a", "b": the requests of that run alone that would settle it
+    metric: str  # "total" or "per_request": the figure that cannot be told
+    verdict: Verdict
+    why: RepeatWhy
+    more_requests: int | None = None  # per run repeated, to settle the level; None: it cannot be told how many
+    sides: tuple[Side, ...] = ("a", "b")  # whose level to repeat: the wider interval alone when that suffices
+    alone: dict[Side, int] = field(default_factory=dict)  # the requests of that run alone that would settle it
 
 
-def repeats(cmp_levels: list[Level], names: dict[str, str]) -> list[Repeat]:
+def repeats(cmp_levels: list[Level]) -> list[Repeat]:
     """For each level where total throughput or per-request speed cannot be told (neither a lead beyond the margin
     nor alike within it): how many more requests would settle it, of one run where its interval alone is in the way.
     Intervals narrow as the square root of the requests; an estimate, made again after each repeat."""
-    repeats = []
+    found = []
     for lv in cmp_levels:
         best: tuple[int, Repeat] | None = None
-        for metric, unit in (("total", "tok/s"), ("per_request", "per-request tok/s")):
+        for metric in ("total", "per_request"):
             v: Verdict = getattr(lv, metric)
             if v.leader or v.alike or v.ratio is None or min(lv.a.requests, lv.b.requests) < 2:
                 continue
             options = [] if v.point else _options(lv, v)
             if not options:
-                candidate, cost = (
-                    Repeat(lv.c, None, _unsettled(lv.c, v, unit, names), () if v.a.imported or v.b.imported else ("a", "b")),
-                    10**9,
-                )
+                imported = v.a.imported or v.b.imported
+                candidate, cost = Repeat(lv.c, metric, v, _why_not(v), sides=() if imported else ("a", "b")), 10**9
             else:
                 more, sides = min(options, key=lambda o: o[0] * len(o[1]))
-                whose = "in each run" if len(sides) == 2 else f"of {names[sides[0]]}"
                 alone = {s[0]: m for m, s in options if len(s) == 1}
-                text = f"C={lv.c}: {v.text(unit)}: cannot tell; about {more} more request(s) {whose} would settle it (an estimate)"
-                candidate, cost = Repeat(lv.c, more, text, sides, alone), more * len(sides)
+                candidate, cost = Repeat(lv.c, metric, v, "estimate", more, sides, alone), more * len(sides)
             if best is None or cost < best[0]:
                 best = (cost, candidate)
         if best is not None:
-            repeats.append(best[1])
-    return repeats
+            found.append(best[1])
+    return found
 
 
-def _options(lv: Level, v: Verdict) -> list[tuple[int, tuple[str, ...]]]:
+def _options(lv: Level, v: Verdict) -> list[tuple[int, tuple[Side, ...]]]:
     """(more requests, whose) that would settle the level: of both runs, or of one where its interval alone is in the
     way; never of an imported run (pivot cannot measure it again)."""
     needed = v.needed()
     if needed is None:
         return []
     ha, hb = v.a.relative_half, v.b.relative_half
-    own = {s for s, e in (("a", v.a), ("b", v.b)) if not e.imported}
-    options: list[tuple[int, tuple[str, ...]]] = []
-    for sides, narrowed in (
+    own = {s for s, e in zip(SIDES, (v.a, v.b), strict=True) if not e.imported}
+    options: list[tuple[int, tuple[Side, ...]]] = []
+    choices: tuple[tuple[tuple[Side, ...], float | None], ...] = (
         (("a", "b"), _narrowed(ha, hb, needed, both=True)),
         (("b",), _narrowed(hb, ha, needed)),
         (("a",), _narrowed(ha, hb, needed)),
-    ):
+    )
+    for sides, narrowed in choices:
         if not own.issuperset(sides):
             continue
         half = ha if sides == ("a",) else hb if sides == ("b",) else max(ha, hb)
@@ -73,25 +79,13 @@ def _options(lv: Level, v: Verdict) -> list[tuple[int, tuple[str, ...]]]:
     return options
 
 
-def _unsettled(c: int, v: Verdict, unit: str, names: dict[str, str]) -> str:
-    """Why no count of more requests would settle a level, and what would."""
-    head = f"C={c}: {v.text(unit)}: cannot tell;"
-    if v.point:  # an imported aggregate: only a measurement of pivot's own gives it an interval
-        imported = [names[s] for s, e in (("a", v.a), ("b", v.b)) if e.point]
-        return (
-            f"{head} {' and '.join(imported)} {'are' if len(imported) > 1 else 'is'} imported aggregates (taken as "
-            f"±{POINT_SPREAD * 100:g} %): a sweep of C={c} with pivot, per request, would give it an interval to decide on"
-        )
+def _why_not(v: Verdict) -> RepeatWhy:
+    """Why no count of more requests of pivot's would settle a level."""
+    if v.point:
+        return "aggregate"
     if v.a.imported or v.b.imported:
-        whom = " and ".join(names[s] for s, e in (("a", v.a), ("b", v.b)) if e.imported)
-        return f"{head} {whom} was imported, and is not measured again: a sweep of C={c} with pivot, on the same server, would settle it"
-    bound = f"±{(v.margin + v.drift) * 100:.1f} %"
-    if v.within_drift:
-        return (
-            f"{head} the runs' drift ({bound} here) hides the difference: more requests would not settle it; measuring "
-            "the drifting run again would"
-        )
-    return f"{head} it sits on the margin's edge ({bound}): more requests would hardly settle it"
+        return "imported"
+    return "drift" if v.within_drift else "edge"
 
 
 def _narrowed(own: float, other: float, needed: float, *, both: bool = False) -> float | None:
@@ -106,23 +100,21 @@ def _narrowed(own: float, other: float, needed: float, *, both: bool = False) ->
     return factor if factor < 1 else None
 
 
-def repeat_time(levels: list[Level], side: str, cs: list[int], requests: int) -> str:
-    """About how long a repeat of these levels of one run (side "a" or "b") takes, in words, at the rates they measured."""
+def repeat_seconds(levels: list[Level], side: Side, cs: list[int], requests: int) -> float | None:
+    """About how long a repeat of these levels of one run takes at the rates they measured; None where a level has
+    no measured rate."""
     measured = {lv.c: (lv.a if side == "a" else lv.b).requests_per_s for lv in levels}
     rates = [rate for c in cs if (rate := measured.get(c))]
-    if len(rates) < len(cs):
-        return "how long it takes is not known: a level has no measured rate"
-    seconds = sum(requests / rate for rate in rates)
-    return ("under a minute" if seconds < 60 else f"about {round(seconds / 60)} min") + " at the rates they measured"
-
-
-def requests_each(requests: int, levels: int) -> str:
-    """A repeat's requests in words, with "each" where it measures several levels."""
-    return f"{requests} request{'s' if requests != 1 else ''}" + (" each" if levels > 1 else "")
+    return sum(requests / rate for rate in rates) if len(rates) == len(cs) else None
 
 
 REPEAT_ROUNDS = 3  # `u`, --repeat-uncertain: at most this many repeats, each estimated again from the numbers
 REPEAT_CAP = 2000  # requests a level is repeated with at most in one round
+
+# Why no level of the run is to be measured: every level is "settled"; the undecided levels are "imported" (pivot
+# does not measure another tool's run again); none is one more requests would settle ("unsettleable"); neither run's
+# server is running ("other_server": switch first); or this run's levels alone would not settle them ("not_alone").
+Refusal = Literal["settled", "imported", "unsettleable", "other_server", "not_alone"]
 
 
 @dataclass(frozen=True)
@@ -130,9 +122,11 @@ class RepeatPlan:
     """What one run's repeat would measure to settle a comparison, or why none would: decided once for the pane's `u`,
     `pivot sweep --repeat-uncertain` and a runbook's repeat."""
 
-    side: str | None  # "a" or "b": the run to repeat
+    side: Side | None  # the run to repeat
     wanted: dict[int, int]  # C -> requests of that run alone the comparison estimates would settle it
-    refusal: str | None = None  # why nothing of this run is to be measured (None: `wanted` is the plan)
+    refusal: Refusal | None = None  # why nothing of this run is to be measured (None: `wanted` is the plan)
+    levels: tuple[int, ...] = ()  # "imported": those levels; "not_alone": those only both runs' repeats would settle
+    need: tuple[Side, ...] = ()  # "other_server": the runs whose levels are to be repeated
 
     @property
     def estimate(self) -> int:
@@ -144,36 +138,17 @@ class RepeatPlan:
         return min(REPEAT_CAP, self.estimate)
 
 
-def repeat_plan(found: list[Repeat], names: dict[str, str], side: str | None, switch_to: dict[str, str] | None = None) -> RepeatPlan:
-    """side: the run whose server is running (None: neither's); switch_to: each run's profile, to name the one to
-    switch to. An imported run's level is never repeated (Repeat.sides is empty): its refusal says what would settle it."""
+def repeat_plan(found: list[Repeat], side: Side | None) -> RepeatPlan:
+    """side: the run whose server is running (None: neither's). An imported run's level is never repeated
+    (Repeat.sides is empty)."""
     if not found:
-        return RepeatPlan(side, {}, "every level is settled")
+        return RepeatPlan(side, {}, "settled")
     if not any(r.more_requests for r in found):
-        imported = [r.c for r in found if not r.sides]
-        if imported:
-            return RepeatPlan(
-                side,
-                {},
-                f"C = {', '.join(map(str, imported))}: imported results are not measured again; a sweep of those levels "
-                "with pivot would give them intervals to decide on",
-            )
-        return RepeatPlan(side, {}, "no level is uncertain enough for more requests to settle (see the repeat: lines)")
+        imported = tuple(r.c for r in found if not r.sides)
+        return RepeatPlan(side, {}, "imported", levels=imported) if imported else RepeatPlan(side, {}, "unsettleable")
     if side is None:
-        need = sorted({s for r in found if r.more_requests for s in r.sides})
-        switch = f": switch to {' or '.join(switch_to[s] for s in need)} first" if switch_to else ""
-        return RepeatPlan(side, {}, f"the levels to repeat are {' and '.join(names[s] for s in need)}'s{switch}")
+        return RepeatPlan(side, {}, "other_server", need=tuple(s for s in SIDES if any(r.more_requests and s in r.sides for r in found)))
     wanted = {r.c: r.alone[side] for r in found if side in r.alone}
     if not wanted:
-        both = [r.c for r in found if r.more_requests and len(r.sides) == 2]
-        return RepeatPlan(
-            side,
-            {},
-            f"{names[side]} alone would not settle them"
-            + (
-                f" (C = {', '.join(map(str, both))}: both runs' levels must be repeated; repeat the other run on its server too)"
-                if both
-                else ""
-            ),
-        )
+        return RepeatPlan(side, {}, "not_alone", levels=tuple(r.c for r in found if r.more_requests and len(r.sides) == 2))
     return RepeatPlan(side, wanted)

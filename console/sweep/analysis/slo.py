@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
+from console.sweep.analysis.sides import SIDES, Side
 from console.sweep.metrics import RequestRecord, percentile
 from console.sweep.model import LevelDone
 
@@ -116,28 +117,41 @@ def unknown(levels: list[LevelDone], slo: Slo) -> LevelDone | None:
     return None
 
 
-def answer(a: Run, b: Run, slo: Slo, margin: float) -> str:
+@dataclass(frozen=True)
+class Served:
+    c: int  # the largest level that serves the SLO (every level below it does too)
+    tok_s: float  # its total throughput
+    per_gpu: float | None  # per GPU, where both runs say how many
+
+
+@dataclass(frozen=True)
+class SloAnswer:
+    """Under this SLO, how many users each run serves and at what throughput, and which to run for it."""
+
+    slo: Slo
+    served: dict[Side, Served | None]  # None: at no measured level
+    blind: dict[Side, int | None]  # the first level that cannot say (a figure the SLO needs was not measured there)
+    choice: Side | Literal["either"] | None  # None: it cannot be told (a level cannot say, or neither serves it)
+    margin: float
+
+
+def answer(a: Run, b: Run, slo: Slo, margin: float) -> SloAnswer:
     """Under this SLO, how many users each run serves, at what total throughput (per GPU where known), and which to
     run for it (either, when their throughputs there are within the margin)."""
-    from console.sweep.runs.store import label
-
-    said, best, sure = [], {}, True
     per_gpu = bool(a.meta.gpu_count and b.meta.gpu_count)  # per GPU only where both say how many
-    for side, run in (("a", a), ("b", b)):
-        level, blind = served(run.measured(), slo), unknown(run.measured(), slo)
-        if blind is not None:
-            sure = False
-            said.append(f"{label(run)} cannot say from C = {blind.c} (a figure the SLO needs was not measured there)")
-        if level is None:
-            said.append(f"{label(run)} serves it at no measured level" if blind is None else "")
-            continue
-        gpu = f", {level.total_tok_s / (run.meta.gpu_count or 1):.1f} per GPU" if per_gpu else ""
-        said.append(f"{label(run)} up to C = {level.c} at {level.total_tok_s:.1f} tok/s{gpu}")
-        best[side] = level.total_tok_s / ((run.meta.gpu_count or 1) if per_gpu else 1)
-    text = f"under {slo}: " + "; ".join(s for s in said if s)
-    if not sure or not best:
-        return text
-    if len(best) == 2 and abs(best["b"] / best["a"] - 1) <= margin:
-        return text + f": for this SLO either serves alike (within ±{margin * 100:g} %)"
-    side = max(best, key=lambda s: best[s])
-    return text + f": for this SLO run {label(a if side == 'a' else b)}"
+    served_by: dict[Side, Served | None] = {}
+    blind: dict[Side, int | None] = {}
+    for side, run in zip(SIDES, (a, b), strict=True):
+        level, cannot = served(run.measured(), slo), unknown(run.measured(), slo)
+        blind[side] = cannot.c if cannot is not None else None
+        gpus = run.meta.gpu_count or 1
+        served_by[side] = None if level is None else Served(level.c, level.total_tok_s, level.total_tok_s / gpus if per_gpu else None)
+    best = {side: (s.per_gpu if s.per_gpu is not None else s.tok_s) for side, s in served_by.items() if s is not None}
+    choice: Side | Literal["either"] | None = None
+    if best and not any(c is not None for c in blind.values()):
+        if len(best) == 2 and abs(best["b"] / best["a"] - 1) <= margin:
+            choice = "either"
+        else:
+            leader: Side = max(SIDES, key=lambda side: best.get(side, -1.0))
+            choice = leader
+    return SloAnswer(slo, served_by, blind, choice, margin)

@@ -16,21 +16,18 @@ from textual.widgets import Static
 
 from console.sweep.analysis.compare import Comparison
 from console.sweep.analysis.intervals import Verdict
-from console.sweep.words import ratio_text
+from console.sweep.analysis.sides import Side
+from console.sweep.words.comparison import report
+from console.sweep.words.levels import ratio_text
 from console.ui.colours import theme_style
 
 WIDE_ENOUGH = 100  # columns: below this the ratios of seven columns are what fits
 
 
-def short_names(line: str, cmp: Comparison) -> str:
-    """A comparison's line with the runs' full names said as A and B (defined on the line above the verdict): in a
-    pane, a name said in full each time fills the lines the verdict needs."""
-    names = sorted(((cmp.name("a"), "A"), (cmp.name("b"), "B")), key=lambda n: -len(n[0]))  # the longer first
-    if names[0][0] == names[1][0]:
-        return line  # the same name: A and B cannot be told apart by it
-    for name, letter in names:
-        line = line.replace(name, letter)
-    return line
+def short_names(cmp: Comparison) -> dict[Side, str] | None:
+    """The runs called A and B (defined on the line above the verdict): in a pane, a name said in full each time fills
+    the lines the verdict needs. None (their full names) where both have the same name: A and B say which is which."""
+    return None if cmp.names["a"] == cmp.names["b"] else {"a": "A", "b": "B"}
 
 
 class ComparisonView(VerticalScroll):
@@ -47,9 +44,9 @@ class ComparisonView(VerticalScroll):
         too (they measure on the server this console manages)."""
         said = "w writes the adaptive profile" + (", u measures undecided levels again, f refines the crossover" if measures else "")
         self.comparison = cmp
-        lines = [short_names(line, cmp) for line in cmp.report()]
+        lines = report(cmp, short_names(cmp))
         self.text = Text.assemble(
-            (f"A = {cmp.name('a')}, B = {cmp.name('b')}\n", "bold"),
+            (f"A = {cmp.names['a']}, B = {cmp.names['b']}\n", "bold"),
             (f"{lines[0]}\n", theme_style(self.app, "accent", bold=True)),
             (f"{said}\n" if keys else "", "dim"),
             "\n".join(lines[1:]),

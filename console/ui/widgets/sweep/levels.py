@@ -8,7 +8,7 @@ from typing import Any
 from textual.widgets import DataTable
 
 from console.sweep.model import LevelDone
-from console.sweep.words import energy_text
+from console.sweep.words.levels import energy_text
 
 COLUMNS = ("C", "tok/s", "±", "per-req", "TTFT p50", "ITL p50", "J/tok", "errors", "note")
 

@@ -15,11 +15,13 @@ from textual.reactive import var
 from console.actions.adaptive import write_adaptive_profile
 from console.campaign import Campaign
 from console.remote.errors import RemoteError
-from console.sweep.analysis.adaptive import NoAdaptiveProfile, plan, spec_host
+from console.sweep.adaptive import NoAdaptiveProfile, plan, spec_host
 from console.sweep.analysis.compare import Comparison, bracket, compare, counterpart
-from console.sweep.analysis.repeats import REPEAT_CAP, REPEAT_ROUNDS, RepeatPlan, repeat_plan, repeat_time, requests_each
+from console.sweep.analysis.repeats import repeat_plan
+from console.sweep.analysis.sides import Side
 from console.sweep.analysis.slo import Slo
 from console.sweep.runs.store import Run, RunError, label, list_runs
+from console.sweep.words.repeats import plan_lines, refusal_text
 from console.ui.screens.confirm import confirmed
 from console.ui.widgets.pane import Pane
 from console.ui.widgets.sweep.comparison import ComparisonView
@@ -101,14 +103,13 @@ class ComparisonActions(Pane):
             self._no_server()
             return
         running = lifecycle.status.profile
-        side = "b" if cmp.b.profile == running else "a" if cmp.a.profile == running else None
-        plan = repeat_plan(cmp.repeats, {"a": cmp.name("a"), "b": cmp.name("b")}, side, {"a": cmp.a.profile, "b": cmp.b.profile})
+        side: Side | None = "b" if cmp.b.profile == running else "a" if cmp.a.profile == running else None
+        plan = repeat_plan(cmp.repeats, side)
         if plan.refusal is not None or plan.side is None:
-            self.notify(plan.refusal or "", severity="warning", timeout=8)
+            self.notify(refusal_text(plan, cmp.names, {"a": cmp.a.profile, "b": cmp.b.profile}), severity="warning", timeout=8)
             return
-        side = plan.side
-        run, other = (cmp.a, cmp.b) if side == "a" else (cmp.b, cmp.a)
-        self.repeat_uncertain(run, other, (cmp.a, cmp.b), plan_words(cmp, plan))
+        run, other = (cmp.a, cmp.b) if plan.side == "a" else (cmp.b, cmp.a)
+        self.repeat_uncertain(run, other, (cmp.a, cmp.b), plan_lines(plan, cmp.levels, label(run)))
 
     @work(exclusive=True, group="refine", exit_on_error=False)
     async def repeat_uncertain(self, run: Run, other: Run, shown: tuple[Run, Run], what: list[str]) -> None:
@@ -121,7 +122,7 @@ class ComparisonActions(Pane):
         except ActionFailed as e:
             self.notify(f"the repeat stopped: {e}", severity="error", timeout=12)
         else:
-            self.notify(said, title="Repeat uncertain", timeout=15)
+            self.notify(str(said), title="Repeat uncertain", timeout=15)
         self.show_comparison(*shown)
 
     def _no_server(self) -> None:
@@ -259,22 +260,3 @@ class ComparisonActions(Pane):
         if self.has_focus_within:
             view.focus()  # the level table it replaces had the focus
         self.comparing = True  # the comparison has the same levels: it takes the table's room
-
-
-def plan_words(cmp: Comparison, plan: RepeatPlan) -> list[str]:
-    """What `u` is about to measure, in words: the first round's levels and requests (the largest estimate of every
-    level, capped) and about how long that takes at the rates the levels measured."""
-    side = plan.side or "b"
-    run = cmp.a if side == "a" else cmp.b
-    levels = sorted(plan.wanted)
-    return [
-        f"C = {', '.join(map(str, levels))} of {label(run)}: {requests_each(plan.requests, len(levels))} "
-        + (
-            f"(the estimate, {plan.estimate}, capped at {REPEAT_CAP})"
-            if plan.requests < plan.estimate
-            else "(what the comparison estimates would settle them)"
-        ),
-        f"this round: {repeat_time(cmp.levels, side, levels, plan.requests)}",
-        f"compared again after it; up to {REPEAT_ROUNDS} rounds while a level stays undecided, each estimated again from "
-        "the new numbers and asked before it starts",
-    ]

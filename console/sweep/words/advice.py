@@ -1,108 +1,15 @@
-"""A level and a comparison's level in words, as `pivot runs show`, `pivot sweep`, `pivot compare` and
-`pivot report` print them."""
+"""A comparison's recommendation in one line, from its advice (console/sweep/analysis/advice.py): what to do about
+speculation, never worded as "no difference" where nobody can tell."""
 
 from __future__ import annotations
 
-import math
-from typing import Any
-
-from console.sweep.analysis.advice import Advice, Side, other
-from console.sweep.analysis.crossover import undecided_text, where
-from console.sweep.analysis.intervals import Verdict
-from console.sweep.model import LevelDone
-from console.untrusted import visible
-
-
-def fmt_value(value: Any, digits: int = 1) -> str:
-    if value is None:
-        return "—"
-    if isinstance(value, float):
-        return f"{value:.{digits}f}"
-    return str(value)
-
-
-def with_interval(value: float | None, lo: float | None, hi: float | None) -> str:
-    """A figure with its 95 % interval as ± percent of it."""
-    if value is None:
-        return "—"
-    if lo is None or hi is None or not value:
-        return f"{value:.1f}"
-    return f"{value:.1f} ±{(hi - lo) / 2 / value * 100:.0f}%"
-
-
-def level_notes(e: LevelDone) -> str:
-    """What the operator must know about a level's numbers, in a few words."""
-    notes = []
-    if e.failed:
-        notes.append(f"FAILED: {e.failed}")
-    if e.lacking:
-        notes.append(f"cut short: {e.requests} of {e.requests + e.lacking} requests (a resume measures the rest)")
-    if e.client_bound:
-        notes.append("client-bound")
-    if e.lagging:
-        notes.append("latencies not measured (client loop late)")
-    if e.short:
-        notes.append(f"{e.short} ended early")
-    if e.usage_missing:
-        notes.append(f"{e.usage_missing} without usage")
-    if why := e.energy_unknown:
-        notes.append(f"J/tok —: {why}")
-    if e.attempts > 1:
-        notes.append(f"{e.attempts} attempts merged")
-    if e.retried:
-        notes.append(f"{e.retried} sent again (the server closed a kept-alive connection)")
-    if e.accept_rate is not None:
-        length = e.accept_length
-        notes.append(f"drafts {e.accept_rate:.0%} accepted" + (f", {length:.1f}/step" if length is not None else ""))
-    return visible("; ".join(notes))
-
-
-def level_row(e: LevelDone) -> list[str]:
-    ms = lambda v: None if v is None else v * 1000
-    return [
-        str(e.c),
-        with_interval(e.total_tok_s, e.total_tok_s_lo, e.total_tok_s_hi),
-        with_interval(e.req_tok_s_mean, e.req_tok_s_lo, e.req_tok_s_hi),
-        fmt_value(ms(e.ttft_p50), 0),
-        fmt_value(ms(e.itl_p50)),
-        fmt_value(ms(e.e2e_p90), 0),
-        fmt_value(e.gpu_watts, 0),
-        energy_text(e),
-        f"{e.errors}/{e.requests}",
-        level_notes(e),
-    ]
-
-
-def energy_text(e: LevelDone) -> str:
-    """A level's J/tok with its 95 % interval ("—" where unknown: the notes say why, where a reason is known)."""
-    value, lo, hi = e.joules_per_token, e.joules_per_token_lo, e.joules_per_token_hi
-    if value is None or lo is None or hi is None:
-        return joules(value)
-    return f"{joules(value)} ±{(hi - lo) / 2 / value * 100:.0f}%"
-
-
-def joules(value: float | None) -> str:
-    """Energy per token to three figures: a simulated host's tens of joules and an H200's tenths alike."""
-    if value is None:
-        return "—"
-    decimals = max(0, 2 - math.floor(math.log10(abs(value)))) if value else 1
-    return f"{value:.{decimals}f}"  # 16.0 beside 15.4, where :.3g wrote 16
-
-
-LEVEL_COLUMNS = ["C", "tok/s", "per-req tok/s", "TTFT p50 ms", "ITL p50 ms", "E2E p90 ms", "GPU W", "J/tok", "errors", "notes"]
-
-
-def ratio_text(v: Verdict | None) -> str:
-    if v is None or v.ratio is None:
-        return "—"
-    mark = " ≈" if v.alike else {"a": " A", "b": " B", None: " ?"}[v.leader]
-    if None in (v.a.lo, v.a.hi, v.b.lo, v.b.hi):  # a figure without its interval: no spread to show, no verdict
-        return f"{v.ratio:.3f}±?{mark}"
-    return f"{v.ratio:.3f}±{(v.spread or 0):.3f}{mark}"
+from console.sweep.analysis.advice import Advice
+from console.sweep.analysis.sides import Side, other
+from console.sweep.words.verdicts import undecided_text, where
 
 
 def advice_text(adv: Advice, names: dict[Side, str]) -> str:
-    """The comparison's recommendation in one line, from its advice (console/sweep/analysis/advice.py)."""
+    """The recommendation, in the words of the runs named `names`."""
     levels = list(adv.levels)
     total_rest = undecided_text(adv.alike, adv.undecided, levels, "total throughput")
     if adv.action == "drafted_nothing":

@@ -30,6 +30,7 @@ from console.server.speculation import (
     vllm_dynamic_unsupported,
 )
 from console.sweep.analysis.compare import Comparison, label
+from console.sweep.words.comparison import recommendation
 from console.untrusted import visible
 
 SGLANG_DEFAULT_STEPS = 3  # `_auto_choose_speculative_params` (speculative_hook.py): 3 steps for most architectures
@@ -127,7 +128,7 @@ def plan(cfg: Config, cmp: Comparison) -> AdaptivePlan:
             f"no adaptive profile: {label(cmp.a)} and {label(cmp.b)} {both}, so there is no speculation to switch by batch size"
         )
     if cmp.helps_up_to is None:
-        raise NoAdaptiveProfile(f"no adaptive profile: {cmp.recommendation}")
+        raise NoAdaptiveProfile(f"no adaptive profile: {recommendation(cmp)}")
     run = cmp.drafting
     profiles = load_profiles(*cfg.profile_dirs)
     try:

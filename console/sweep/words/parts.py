@@ -1,0 +1,177 @@
+"""A comparison's parts beside its verdicts, in words: the verification of an adaptive profile's run, the answer
+under an SLO, the frontier, energy, the notes and the drift."""
+
+from __future__ import annotations
+
+from console.sweep.analysis.drift import Drift
+from console.sweep.analysis.energy import Energy
+from console.sweep.analysis.frontier import Frontier
+from console.sweep.analysis.intervals import POINT_SPREAD, Level
+from console.sweep.analysis.notes import Acceptance, Counted, Drifted, Evidence, Gap, Lagging, Note
+from console.sweep.analysis.sides import SIDES, Side
+from console.sweep.analysis.slo import SloAnswer
+from console.sweep.analysis.verification import Verification
+from console.sweep.words.verdicts import figures, undecided, where
+
+# what the engine is known to cost an adaptive setting, by engine kind
+KNOWN_COSTS = {
+    "vllm": (
+        " (vLLM runs a dynamic speculative schedule with PIECEWISE CUDA graphs instead of FULL_AND_PIECEWISE, "
+        "reported at about 14 % single-stream, and reported to stall under concurrency at the schedule's "
+        "threshold: vllm-project/vllm issues 48494 and 49548)"
+    ),
+}
+
+
+def verification_text(v: Verification) -> str:
+    if v.error is not None:
+        return f"{v.run} cannot be held against the runs it was written from: {v.error}"
+    parts = []
+    if v.kept_gain:
+        parts.append(f"keeps the gain of {v.spec} at {where(v.kept_gain, v.levels)}")
+    if v.matched:
+        parts.append(f"{'matches' if v.alike else 'matches or beats'} {v.base} at {where(v.matched, v.levels)}")
+    if v.unsure:
+        parts.append(f"cannot tell at {where(v.unsure, v.levels)} (repeat those levels of {v.run})")
+    said = f"{v.run} " + (", ".join(parts) if parts else "has no level in common with the runs it was written from")
+    if v.short:
+        said += "; falls short at " + "; ".join(
+            f"C={s.c}: {v.spec if s.parent == 'spec' else v.base} leads it ({figures(s.verdict, 'tok/s')})" for s in v.short
+        )
+        said += KNOWN_COSTS.get(v.engine or "", "")
+    return said
+
+
+def slo_text(ans: SloAnswer, names: dict[Side, str]) -> str:
+    said = []
+    for side in SIDES:
+        served, blind = ans.served[side], ans.blind[side]
+        if blind is not None:
+            said.append(f"{names[side]} cannot say from C = {blind} (a figure the SLO needs was not measured there)")
+        if served is None:
+            if blind is None:
+                said.append(f"{names[side]} serves it at no measured level")
+            continue
+        gpu = f", {served.per_gpu:.1f} per GPU" if served.per_gpu is not None else ""
+        said.append(f"{names[side]} up to C = {served.c} at {served.tok_s:.1f} tok/s{gpu}")
+    text = f"under {ans.slo}: " + "; ".join(said)
+    if ans.choice == "either":
+        return text + f": for this SLO either serves alike (within ±{ans.margin * 100:g} %)"
+    return text + (f": for this SLO run {names[ans.choice]}" if ans.choice else "")
+
+
+def frontier_text(f: Frontier, names: dict[Side, str]) -> str:
+    unit = "total tok/s per GPU" if f.per_gpu else "total tok/s"
+    if not f.spans:
+        return f"frontier ({unit} against a user's tok/s): the two reach no user's speed in common"
+
+    def at(x0: float, x1: float) -> str:
+        return f"at {x0:.1f} tok/s a user" if x0 == x1 else f"at {x0:.1f}–{x1:.1f} tok/s a user"
+
+    said = [
+        f"{names[s.leader]} gives more {at(s.lo, s.hi)} (up to ×{s.most:.2f})" if s.leader else f"alike {at(s.lo, s.hi)}" for s in f.spans
+    ]
+    return f"frontier ({unit} against a user's tok/s, within ±{f.margin * 100:g} %): " + "; ".join(said)
+
+
+def energy_line(e: Energy, levels: list[Level], names: dict[Side, str]) -> str:
+    """Who spends less energy per output token where, in one line; or why it is not known."""
+    if e.dark:
+        return (
+            f"energy per token: not known: {' and '.join(names[s] for s in e.dark)} read no GPU power (a host without "
+            "nvidia-smi or power readings, a server across nodes or behind a URL)"
+        )
+    if not e.levels:
+        return "energy per token: not known at any level both runs measured"
+    first = next(lv for lv in levels if lv.c == e.levels[0])
+    gpus = f" of {e.gpus} GPU(s)" if e.gpus else ""
+    said = [f"J per output token{gpus}, A {first.a.joules_per_token:.2f} vs B {first.b.joules_per_token:.2f} at C={first.c}"]
+    for side in ("b", "a"):
+        if cs := e.less.get(side):
+            said.append(f"{names[side]} spends less at {where(cs, e.levels)} (down to ×{e.most[side]:.2f})")
+    verdicts = [(lv.c, lv.energy) for lv in levels if lv.energy is not None]
+    return "energy: " + "; ".join(said) + undecided(verdicts, e.levels)
+
+
+def drift_text(d: Drift, name: str) -> str:
+    return f"{name} drifted at C={d.c}, measured again at the end: {figures(d.verdict, 'tok/s')}"
+
+
+GAP_WORDS = {
+    "client_cpu": ("its load generator's CPU", "{:.0%} of a core"),
+    "load_avg": ("the client machine's load", "{:.1f}"),
+    "host_load_avg": ("the server host's load", "{:.1f}"),
+}
+
+
+def gaps_text(gaps: list[Gap], names: dict[Side, str]) -> str:
+    """Noise that is not the server's, where it differs between the runs, in one note."""
+    parts = []
+    for g in gaps:
+        if g.what == "placement":
+            parts.append(f"the load generator ran {g.a} in {names['a']} and {g.b} in {names['b']}")
+        else:
+            what, fmt = GAP_WORDS[g.what]
+            parts.append(f"{what} peaked at {fmt.format(g.a)} in {names['a']} and {fmt.format(g.b)} in {names['b']}")
+    return f"note: {'; '.join(parts)}"
+
+
+def note_text(n: Note, names: dict[Side, str], margin: float, levels: list[int]) -> str:
+    """One note (a Gap alone; gaps_text says them together)."""
+    match n:
+        case Acceptance(side=side, method=method, drafted_nothing=True):
+            return (
+                f"note: {names[side]} is set to draft ({method}), but its server drafted no token at any level (its own "
+                "count of every request)"
+            )
+        case Acceptance(side=side, method=method, per_level=()):
+            return f"note: {names[side]} drafts ({method}) but its server reported no draft acceptance"
+        case Acceptance(side=side, per_level=per_level):
+            said = [
+                f"C={c}: {rate:.0%} accepted" + (f", {length:.1f} tokens a step" if length is not None else "")
+                for c, rate, length in per_level
+            ]
+            return f"acceptance: {names[side]}: " + "; ".join(said)
+        case Gap():
+            return gaps_text([n], names)
+        case Counted(side=side, what=what, count=count):
+            counted = (
+                "usage missing: tokens counted from chunks or finish_reason"
+                if what == "usage_missing"
+                else "ended early (finish_reason stop): their tokens count"
+            )
+            return f"note: {names[side]}: {count} request(s) {counted}"
+        case Lagging(side=side, levels=lagging, of=of, why=why):
+            return f"note: {names[side]}: latencies not measured at {where(lagging, of)} ({why})"
+        case Evidence(side=side, kind="aggregates", source=source):
+            return (
+                f"note: {names[side]} is aggregates imported from {source or 'another tool'}, without per-request data: each "
+                f"figure it gave without an interval is taken as ±{POINT_SPREAD * 100:g} %, so a lead must exceed that"
+            )
+        case Evidence(side=side, kind="records", source=source):
+            return (
+                f"note: {names[side]} was imported from {source or 'another tool'} with its per-request records: its "
+                "intervals are pivot's own"
+            )
+        case Evidence(side=side):
+            return f"note: {names[side]} has levels under two requests: their numbers carry no interval and decide nothing"
+        case Drifted(side=side, drift=d, held=held):
+            return (
+                f"note: {drift_text(d, names[side])}: the server or the machine changed while it ran. A lead must exceed "
+                f"the ±{margin * 100:g} % margin and that drift: ±{d.amount * 100:.1f} % at C={d.c}, its {d.tok_s:.1f} tok/s "
+                "as a share of each other level's throughput"
+                + (f"; the drift alone leaves {where(held, levels)} undecided" if held else "")
+            )
+    raise AssertionError(n)
+
+
+def notes_text(notes: tuple[Note, ...], names: dict[Side, str], margin: float, levels: list[int]) -> list[str]:
+    """The notes in order, the gaps between the runs said together where the first of them stands."""
+    lines, gaps = [], [n for n in notes if isinstance(n, Gap)]
+    for n in notes:
+        if isinstance(n, Gap):
+            if n is gaps[0]:
+                lines.append(gaps_text(gaps, names))
+            continue
+        lines.append(note_text(n, names, margin, levels))
+    return lines
