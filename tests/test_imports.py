@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from console.sweep.analysis.compare import compare
+from console.sweep.analysis.notes import Evidence
 from console.sweep.runs.imports import import_results
 from console.sweep.runs.store import RunError, open_run
 
@@ -72,7 +73,7 @@ def test_two_tools_runs_of_one_server_compare_level_by_level_with_intervals_and_
     assert [lv.c for lv in cmp.levels] == [1, 4]
     assert all(lv.total.spread and not lv.total.point for lv in cmp.levels)  # the tools' own requests, not ±5 %
     assert all(r.more_requests is None and r.sides == () for r in cmp.repeats)  # nothing imported is measured again
-    assert any("imported from aiperf with its per-request records" in note for note in cmp.notes)
+    assert Evidence("a", "records", "aiperf") in cmp.notes
 
 
 def test_vllm_bench_serve_files_import_with_their_requests_failed_ones_counted(tmp_path: Path) -> None:

@@ -266,7 +266,7 @@ class CampaignActions:
     async def do_verify(self, name: str = "last") -> Verified:
         """Whether the run of an adaptive profile pivot wrote kept each of its parents' gains, level by level."""
         run = self._runs(name, name)[0]
-        said = await asyncio.to_thread(verification, run, self.cfg.margin)
+        said = await asyncio.to_thread(verification, run, lambda x, y: compare(x, y, self.cfg.margin, verify=False).levels)
         if said is None:
             raise ActionFailed(f"{run.name} is not a run of an adaptive profile pivot wrote: nothing to verify")
         return Verified(said)

@@ -258,7 +258,9 @@ def compare(
         notes=notes(a, b, drifts, cmp_levels),
         margin=margin,
         differences=found,
-        verification=tuple(v for run in (a, b) if (v := verification(run, margin))) if verify else (),
+        verification=tuple(v for run in (a, b) if (v := verification(run, lambda x, y: compare(x, y, margin, verify=False).levels)))
+        if verify
+        else (),
         slo=answer(a, b, slo, margin) if slo else None,
         goodput={"a": goodput(a, slo), "b": goodput(b, slo)} if slo else {},
         frontier=dominance(a, b, margin),

@@ -4,14 +4,14 @@ margin (total throughput or per-request speed), that gain; elsewhere the baselin
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
-from console.sweep.analysis.intervals import MARGIN, Verdict
+from console.sweep.analysis.intervals import Level, Verdict
 from console.sweep.runs.store import Run, RunError, label, open_run
 
-if TYPE_CHECKING:
-    from console.sweep.analysis.compare import Comparison
+Compared = Callable[[Run, Run], list[Level]]  # two runs' compared levels (compare.py's, passed in: no import cycle)
 
 
 @dataclass(frozen=True)
@@ -36,23 +36,21 @@ class Verification:
     error: str | None = None  # why it cannot be held against its parents
 
 
-def verification(run: Run, margin: float = MARGIN) -> Verification | None:
+def verification(run: Run, levels_of: Compared) -> Verification | None:
     """The check; None for a run of any other profile."""
-    from console.sweep.analysis.compare import compare
-
     if not run.meta.measured_from or len(run.meta.measured_from) != 2:
         return None
     base_name, spec_name = run.meta.measured_from
     try:
         base, spec = (open_run(run.dir.parent.parent, name) for name in run.meta.measured_from)
-        parents, vs_spec, vs_base = (compare(x, y, margin, verify=False) for x, y in ((base, spec), (spec, run), (base, run)))
+        parents, vs_spec, vs_base = (levels_of(x, y) for x, y in ((base, spec), (spec, run), (base, run)))
     except (RunError, ValueError) as e:
         return Verification(label(run), base_name, spec_name, run.meta.kind, error=str(e))
     return _kept(run, base, spec, (parents, vs_spec, vs_base))
 
 
-def _kept(run: Run, base: Run, spec: Run, cmps: tuple[Comparison, Comparison, Comparison]) -> Verification:
-    by_c = [{lv.c: lv for lv in cmp.levels} for cmp in cmps]
+def _kept(run: Run, base: Run, spec: Run, compared: tuple[list[Level], list[Level], list[Level]]) -> Verification:
+    by_c = [{lv.c: lv for lv in levels} for levels in compared]
     levels = sorted(set(by_c[0]) & set(by_c[1]) & set(by_c[2]))
     kept: dict[str, list[int]] = {"spec": [], "base": [], "unsure": []}
     short: list[Shortfall] = []
