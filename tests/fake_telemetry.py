@@ -131,6 +131,7 @@ class FakeLifecycle:
             model="/models/kimi-k2.5-int4",
         )
         self.listeners: list[Callable[[ServerStatus], None]] = []
+        self.looked_at = time.monotonic()
 
     runs_jobs = False
     last_stop: StopReport | None = None

@@ -193,3 +193,35 @@ def test_the_console_tells_a_running_sweep_when_its_server_is_gone() -> None:
     sweeps.current.run = SimpleNamespace(meta=SimpleNamespace(url="http://127.0.0.1:1"))  # type: ignore[assignment]
     listener(ServerStatus(ServerState.STOPPED))
     assert told == ["gone"]
+
+
+async def test_a_headless_sweep_fails_its_level_at_once_when_its_server_dies(
+    sim_host_measured: HostProcess, lifecycle: ServerLifecycle, tmp_path: Path
+) -> None:
+    """`pivot sweep` has no Server pane polling its server: the sweep looks at it itself, and a crash seen there fails
+    the level now. With an hour to answer again, the command can only end before the test's bound that way."""
+    import sys
+
+    port = await serve(lifecycle, tmp_path, "baseline")
+    pid = lifecycle.status.pid
+    text = sim_host_measured.config_path.read_text()
+    assert "\n[sweep]\n" in text
+    sim_host_measured.config_path.write_text(text.replace("\n[sweep]\n", "\n[sweep]\nserver_wait_s = 3600\n"))
+    campaign = sim_host_measured.config.campaign_dir
+    swept = await asyncio.create_subprocess_exec(
+        *(sys.executable, "-m", "console", "--config", str(sim_host_measured.config_path), "sweep"),
+        *("--levels", "4,8", "--requests", "400", "--max-tokens", "256"),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+
+    def measuring() -> bool:
+        return any('"level_started"' in p.read_text() for p in campaign.glob("runs/*/events.jsonl"))
+
+    await wait_for(measuring, timeout=120, interval=0.2)
+    await lifecycle.conn.run(["kill", "-KILL", "--", f"-{pid}"])  # the server's process group, by the PID it recorded
+    out, _ = await asyncio.wait_for(swept.communicate(), 600)
+    said = " ".join(out.decode(errors="replace").split())  # (the terminal's width wraps it)
+    assert swept.returncode == 3, said
+    assert "the server's process ended (the console saw it gone); the run is partial" in said
+    assert port  # (the server it swept)

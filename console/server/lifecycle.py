@@ -65,6 +65,7 @@ class Lifecycle(Protocol):
     status: ServerStatus
     runs_jobs: bool  # the server runs as a batch job on other nodes (a Slurm login node): its GPUs are job_gpus()'s
     last_stop: StopReport | None  # the last stop's report (of a switch or a restart too): what the commands print
+    looked_at: float  # time.monotonic() of the last look at the host
 
     def add_listener(self, callback: Callable[[ServerStatus], None]) -> None: ...
     async def job_gpus(self) -> list[tuple[str, Sample | AgentError]]: ...
@@ -109,6 +110,7 @@ class ServerLifecycle(HealthProbe):
         self.record: ServerRecord | None = None  # what the last poll found in server.json
         self.record_text: str | None = None  # and its text, as read
         self.status = ServerStatus(ServerState.UNKNOWN, detail=f"{spec.name} not reached yet")
+        self.looked_at = 0.0  # time.monotonic() of the last look at the host (a poll, a start's, a stop's)
         self._listeners: list[Callable[[ServerStatus], None]] = []
         self._probe = RemoteLoop(conn, PROBE, cwd=spec.workdir)
         self._forward: PortForward | None = None
@@ -131,7 +133,7 @@ class ServerLifecycle(HealthProbe):
             self.status.last_line,
             self.status.detail,
         )
-        self.status = status
+        self.status, self.looked_at = status, time.monotonic()
         if changed:
             for callback in list(self._listeners):
                 callback(status)

@@ -8,9 +8,11 @@ runbook started) follows it by subscribing to the handle, which `Sweeps` announc
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from console.config import Config, HostSpec
 from console.events import EventLog, Sweep, Swept
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
     from console.server.lifecycle import Lifecycle
 
 GONE = (ServerState.CRASHED, ServerState.STOPPED)  # the managed server's process is not there
+SERVER_LOOK_S = 3.0  # while a sweep runs, its server is looked at at least this often (a crash fails the level at once)
 
 Subscriber = Callable[[Shown], None]
 
@@ -44,6 +47,7 @@ class SweepHandle:
     end: str | None = None  # done, stopped, aborted, failed; None while it runs
     reason: str | None = None
     on_host: str | None = None  # the machine whose load generator sends the requests, where it runs on the GPU host
+    watch: Callable[[], Coroutine[Any, Any, None]] | None = None  # looks at the managed server while the sweep runs
 
     def subscribe(self, callback: Subscriber, *, ended: Callable[[SweepHandle], None] | None = None) -> None:
         """Each event as it comes; `ended` once the run's files are finished."""
@@ -53,6 +57,7 @@ class SweepHandle:
 
     async def events(self) -> AsyncIterator[Shown]:
         """Run the load generator to its end, handing each event to the subscribers and the caller."""
+        watcher = asyncio.create_task(self.watch(), name="sweep-server-watch") if self.watch is not None else None
         try:
             async for event in self.process.events():
                 self._note(event)
@@ -60,6 +65,8 @@ class SweepHandle:
                     callback(event)
                 yield event
         finally:
+            if watcher is not None:
+                watcher.cancel()
             self.end = self.end or "aborted"  # the caller went away: the process was ended
             for on_end in list(self.ended):
                 on_end(self)
@@ -184,6 +191,8 @@ class Sweeps:
         )
         handle = SweepHandle(run, settings, process, how, via=via or session.via)
         handle.ended.append(self._ended)
+        if url is None and session.lifecycle is not None:
+            handle.watch = self._look_while_it_runs
         self.current = handle
         for callback in list(self.listeners):
             callback(handle)
@@ -206,6 +215,20 @@ class Sweeps:
                 f"the server is already serving {now.get('running', 0)} request(s) ({now.get('queued', 0)} "
                 "queued): another client's load would be in the numbers"
             )
+
+    async def _look_while_it_runs(self) -> None:
+        """Look at the managed server while a sweep of it runs, where nothing else has lately (a headless `pivot
+        sweep` or runbook; the console's Server pane polls it every second or three): its process seen gone reaches
+        the load generator (_server_seen), and the level fails at once instead of after server_wait_s."""
+        lifecycle = self.session.lifecycle
+        assert lifecycle is not None
+        while True:
+            await asyncio.sleep(SERVER_LOOK_S)
+            if time.monotonic() - lifecycle.looked_at >= SERVER_LOOK_S:
+                try:
+                    await lifecycle.poll()
+                except Exception:  # noqa: BLE001 - a look that fails is the sweep's own errors' to say; the next one tries again
+                    pass
 
     def _ended(self, handle: SweepHandle) -> None:
         if self.current is handle:
