@@ -19,7 +19,7 @@ from textual.filter import LineFilter
 from textual.notifications import Notification, SeverityLevel
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import DataTable, Footer
+from textual.widgets import DataTable, Footer, Input, TextArea
 from textual.worker import Worker, WorkerState
 
 from console.gpu.samples import AgentError, Sample
@@ -74,10 +74,12 @@ class PivotApp(App[None]):
             id="app.previous",
             tooltip="Move the focus to the previous pane",
         ),
-        Binding("1", "focus_pane('gpus')", "GPUs", show=False, id="app.gpus", tooltip="Focus the GPU pane"),
-        Binding("2", "focus_pane('server')", "Server", show=False, id="app.server", tooltip="Focus the Server pane"),
-        Binding("3", "focus_pane('tasks')", "Tasks", show=False, id="app.tasks", tooltip="Focus the Tasks pane"),
-        Binding("4", "focus_pane('sweep')", "Sweep", show=False, id="app.sweep", tooltip="Focus the Sweep pane"),
+        # priority: taken in the order typed, before the keys behind them are routed (`4n` then the form's levels);
+        # off while a field or a dialog has the keys (check_action)
+        Binding("1", "focus_pane('gpus')", "GPUs", show=False, priority=True, id="app.gpus", tooltip="Focus the GPU pane"),
+        Binding("2", "focus_pane('server')", "Server", show=False, priority=True, id="app.server", tooltip="Focus the Server pane"),
+        Binding("3", "focus_pane('tasks')", "Tasks", show=False, priority=True, id="app.tasks", tooltip="Focus the Tasks pane"),
+        Binding("4", "focus_pane('sweep')", "Sweep", show=False, priority=True, id="app.sweep", tooltip="Focus the Sweep pane"),
         Binding("z", "toggle_zoom", "Zoom", id="app.zoom", tooltip="Show the focused pane on the whole screen, or all panes again"),
         Binding("r", "reconnect", "Reconnect", show=False, id="app.reconnect", tooltip="Drop and re-establish the SSH connection"),
         Binding("question_mark,f1", "help", "Help", id="app.help", tooltip="Every key, pane by pane"),
@@ -399,6 +401,10 @@ class PivotApp(App[None]):
 
     def action_toggle_zoom(self) -> None:
         self._zoom(self._pane_of(self.focused) or self.query_one("#gpus") if self.zoomed is None else None)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # a digit typed into a field or a dialog is the field's
+        return not (action == "focus_pane" and (len(self.screen_stack) > 1 or isinstance(self.focused, Input | TextArea)))
 
     def on_key(self, event: events.Key) -> None:
         """A key of an action --readonly removed (its binding is off, so the key reaches the app): say why nothing

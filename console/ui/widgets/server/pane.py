@@ -71,7 +71,8 @@ class ServerPane(Pane):
             id="server.mark",
             tooltip="Mark the highlighted profile; the detail then shows its diff with the highlighted one",
         ),
-        Binding("slash", "filter", "Filter", id="server.filter", tooltip="Filter the log (Esc clears the filter)"),
+        # priority, and the focus set at once: the text typed right behind / is the filter's (app.py's digits are too)
+        Binding("slash", "filter", "Filter", id="server.filter", priority=True, tooltip="Filter the log (Esc clears the filter)"),
         Binding("G", "follow", "Follow", show=False, id="server.follow", tooltip="Jump to the end of the log and follow it again"),
     ]
 
@@ -357,10 +358,12 @@ class ServerPane(Pane):
         self.notify(f"marked {name}: highlight another profile to see the diff" if self.marked else "mark cleared", timeout=3)
         self._show_detail()
 
-    def action_filter(self) -> None:
+    async def action_filter(self) -> None:
+        if not self.region.intersection(self.query_one(LogView).region).height and getattr(self.app, "zoomed", False) is None:
+            await self.app.run_action("toggle_zoom")  # a pane too short to show its log (80x24) shows it on the whole screen
         box = self.query_one("#log-filter", Input)
         box.add_class("-shown")
-        box.focus()
+        self.screen.set_focus(box)
 
     @on(Input.Changed, "#log-filter")
     def _filter_changed(self, event: Input.Changed) -> None:

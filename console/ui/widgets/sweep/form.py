@@ -4,6 +4,7 @@ included) fits an 80x24 terminal."""
 from __future__ import annotations
 
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical
@@ -40,6 +41,7 @@ class SweepForm(ModalScreen[SweepSettings | None]):
         self.defaults = defaults
         self.levels_note: str | None = None  # what tidying the typed levels changed
         self.asked: tuple[int, ...] | None = None  # levels whose size was questioned once already
+        self.typed_early = ""  # what was typed while the form opened, before its first field had the focus
 
     def compose(self) -> ComposeResult:
         d = self.defaults
@@ -68,9 +70,20 @@ class SweepForm(ModalScreen[SweepSettings | None]):
     def on_mount(self) -> None:
         self.query_one("#levels", Input).focus()
 
+    def on_key(self, event: events.Key) -> None:
+        """Keys typed while the form opens (`n` then the levels, quickly) are the first field's: without this they
+        reached the console behind it, where 1 and 2 move the focus to another pane."""
+        if self.focused is None and event.is_printable and event.character:
+            self.typed_early += event.character
+            event.stop()
+            event.prevent_default()
+
     def on_descendant_focus(self, event: object) -> None:
         """The hint says what the focused field takes (the label beside it has no room to)."""
         focused = self.focused
+        if isinstance(focused, Input) and focused.id == "levels" and self.typed_early:
+            focused.value, self.typed_early = self.typed_early, ""  # typing replaces the default, as into a selected field
+            focused.cursor_position = len(focused.value)
         hint = next((h for f, _, h in FIELDS if focused is not None and focused.id == f), "")
         if focused is not None and focused.id == "api":
             hint = "completions (/v1/completions) or chat (/v1/chat/completions)"

@@ -54,7 +54,10 @@ class SweepPane(ComparisonActions):
     SweepPane.-comparing.-cramped #sweep-compare { max-height: 100%; }
     """
     BINDINGS = [
-        Binding("n", "new_sweep", "Sweep", id="sweep.new", tooltip="Start a sweep against the running server (a form first)"),
+        # priority: taken as it arrives, so the form is up before the keys typed behind it (the levels) are routed
+        Binding(
+            "n", "new_sweep", "Sweep", id="sweep.new", priority=True, tooltip="Start a sweep against the running server (a form first)"
+        ),
         Binding("s", "stop", "Stop", id="sweep.stop", tooltip="Stop after the current level; finished levels are kept"),
         Binding("A", "abort", "Abort", id="sweep.abort", tooltip="Abort now; every finished request is kept (asks first)"),
         Binding(
@@ -309,11 +312,14 @@ class SweepPane(ComparisonActions):
             return True
         return True
 
-    @work(group="ask", exit_on_error=False)
-    async def action_new_sweep(self) -> None:
-        chosen = await self.app.push_screen_wait(SweepForm(SweepSettings.from_dict(self.session.config.sweep)))
-        if chosen is not None:
-            self.start_sweep(chosen)
+    def action_new_sweep(self) -> None:
+        """The form is pushed now, while `n` is handled: the keys typed after it are the form's (form.py on_key)."""
+
+        def chosen(settings: SweepSettings | None) -> None:
+            if settings is not None:
+                self.start_sweep(settings)
+
+        self.app.push_screen(SweepForm(SweepSettings.from_dict(self.session.config.sweep)), chosen)
 
     def action_stop(self) -> None:
         if self.handle:
