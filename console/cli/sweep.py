@@ -175,7 +175,6 @@ def level_table(title: str) -> Table:
 
 
 async def print_sweep(handle: SweepHandle, out: Console, as_json: bool) -> int:
-    table = level_table(f"run {handle.run.name}")
     progress = Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -187,23 +186,27 @@ async def print_sweep(handle: SweepHandle, out: Console, as_json: bool) -> int:
     )
     try:
         with progress:
-            status = await _follow(handle, out, as_json, table, progress)
+            status = await _follow(handle, out, as_json, progress)
     except asyncio.CancelledError:  # Ctrl-C: the load generator ended too, keeping what finished; said before the exit
         _say_interrupted(handle.run, out, as_json)
         raise
     if not as_json:
-        out.print(table)
+        out.print(_saved_table(handle.run)[0])  # as kept: a resumed level with what it had before, its attempts merged
         out.print(f"saved: {handle.run.dir}")
     return status
 
 
+def _saved_table(run: Run) -> tuple[Table, list[LevelDone]]:
+    levels = open_run_dir(run.dir).levels()
+    table = level_table(f"run {run.name}")
+    for level in levels:
+        table.add_row(*level_row(level))
+    return table, levels
+
+
 def _say_interrupted(run: Run, out: Console, as_json: bool) -> None:
-    kept = open_run_dir(run.dir)
-    levels = kept.levels()
+    table, levels = _saved_table(run)
     if not as_json:
-        table = level_table(f"run {run.name}")
-        for level in levels:
-            table.add_row(*level_row(level))
         out.print(table)
     finished = sum(level.requests for level in levels if level.measured)
     short = [f"C={level.c}" for level in levels if level.lacking]
@@ -211,7 +214,7 @@ def _say_interrupted(run: Run, out: Console, as_json: bool) -> None:
     out.print(Text(f"interrupted: {what}; `pivot sweep --resume {run.name}` measures what is missing", style="yellow"))
 
 
-async def _follow(handle: SweepHandle, out: Console, as_json: bool, table: Table, progress: Progress) -> int:
+async def _follow(handle: SweepHandle, out: Console, as_json: bool, progress: Progress) -> int:
     """The sweep's events as they come, on the terminal; its exit status (3: stopped on a failed level)."""
     status = 0
     task = None
@@ -240,7 +243,6 @@ async def _follow(handle: SweepHandle, out: Console, as_json: bool, table: Table
                 )
             case LevelDone():
                 cells = level_row(event)
-                table.add_row(*cells)
                 if not as_json:
                     progress.console.print(Text("  ".join(f"{h}={v}" for h, v in zip(LEVEL_COLUMNS, cells, strict=True) if v)))
             case LevelRetry():

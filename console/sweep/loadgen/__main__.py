@@ -82,8 +82,15 @@ def main(argv: list[str] | None = None) -> int:
         task = asyncio.current_task()
         assert task is not None
         loop = asyncio.get_running_loop()
+
+        def end() -> None:
+            """Once: Ctrl-C reaches this process and its console's SIGTERM follows it; a second cancel would cut short
+            the abort that keeps what the level measured (the host's last events, its spool removed)."""
+            if not task.cancelling():
+                task.cancel()
+
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, task.cancel)
+            loop.add_signal_handler(sig, end)
         stop_after_level, server_gone = asyncio.Event(), asyncio.Event()
         loop.add_signal_handler(signal.SIGUSR1, stop_after_level.set)
         loop.add_signal_handler(signal.SIGUSR2, server_gone.set)  # the console saw the server's process end
