@@ -101,9 +101,6 @@ class Comparison:
             rows.append(row)
         return pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame({"c": []})
 
-    def run(self, side: Side) -> Run:
-        return self.a if side == "a" else self.b
-
 
 @dataclass(frozen=True)
 class Bracket:
