@@ -637,6 +637,7 @@ def test_compare_json_holds_every_verdict_the_table_prints(campaign: Path, tmp_p
     data = json.loads(pivot(config, "compare", "base", "spec", "--json").stdout)
     assert data["schema_version"] == 3 and data["frontier"]["spans"] and data["energy"]["dark"] == ["a", "b"]
     assert data["words"]["report"] == list(report(compare(open_run(campaign, "base"), open_run(campaign, "spec"))))
+    assert [n["note"] for n in data["notes"]] == ["Acceptance"] and data["notes"][0]["side"] == "b"  # each note named
     assert data["advice"]["action"] == "adaptive" and data["advice"]["cut"] == data["drafting_up_to"] == 1
     marks = {"A": "a", "B": "b"}
     rows = [line.split() for line in table.stdout.splitlines() if line.split() and line.split()[0].isdigit()]

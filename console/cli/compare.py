@@ -94,7 +94,7 @@ def markdown(cmp: Comparison) -> str:
     return head + "\n".join(rows) + "\n\n" + "\n".join(f"- {line}" for line in report(cmp)) + "\n"
 
 
-# 3: the comparison's model dumped whole (typed crossovers, repeats, notes, verification, SLO, frontier, energy), its
+# 3: the comparison's model dumped whole (typed crossovers, repeats, notes named by "note", verification, SLO, frontier, energy), its
 # sentences under "words"; 2: per-level verdicts with their reasons, frontier, energy, refine; 1: the flat table only
 JSON_SCHEMA_VERSION = 3
 VERDICT_METRICS = ("total", "per_request", "itl", "ttft", "energy")
@@ -129,7 +129,7 @@ def dump(value: Any) -> Any:
         return {"said": str(value), **dataclasses.asdict(value)}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         fields = {f.name: dump(getattr(value, f.name)) for f in dataclasses.fields(value)}
-        return {"kind": type(value).__name__, **fields} if isinstance(value, Note) else fields
+        return {"note": type(value).__name__, **fields} if isinstance(value, Note) else fields  # (Evidence has a kind of its own)
     if isinstance(value, dict):
         return {str(k): dump(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

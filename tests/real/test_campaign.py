@@ -62,7 +62,7 @@ def test_the_campaign_on_llama_server(real_host: RealHost) -> None:
     for c, row in levels.items():  # the verdict agrees with the numbers: a draft this costly never helps
         assert row["leader_total"] != "b" or row["b_total"] > row["a_total"], (c, row)
     assert verdict["advice"]["action"] != "keep", verdict["words"]["recommendation"]  # it never helps without losing
-    assert any(n["kind"] == "Acceptance" and n["per_level"] for n in verdict["notes"])
+    assert any(n["note"] == "Acceptance" and n["per_level"] for n in verdict["notes"])
 
     pivot(host, "server", "switch", "ls-ngram")
     ngram = sweep(host)
@@ -71,7 +71,7 @@ def test_the_campaign_on_llama_server(real_host: RealHost) -> None:
     drafted = [e for e in ngram["levels"] if (e.get("server") or {}).get("spec_draft_tokens")]
     if drafted:  # recognised as speculation, with its acceptance; where it leads, its numbers are higher
         assert verdict["advice"]["drafting"] == "b" and verdict["advice"]["action"] != "drafted_nothing"
-        assert any(n["kind"] == "Acceptance" and n["per_level"] for n in verdict["notes"])
+        assert any(n["note"] == "Acceptance" and n["per_level"] for n in verdict["notes"])
         assert all(row["b_total"] > row["a_total"] for row in verdict["levels"] if row["leader_total"] == "b")
     else:  # n-gram lookup found nothing to draft in these answers: said, and no speculation verdict on noise
         assert verdict["advice"]["action"] == "drafted_nothing", verdict["words"]["recommendation"]
