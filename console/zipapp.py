@@ -12,6 +12,7 @@ import zipfile
 from collections.abc import Iterable, Sequence
 from functools import cache
 from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 
 EPOCH = (1980, 1, 1, 0, 0, 0)  # the earliest a zip can say: no build time in the bytes
@@ -25,13 +26,13 @@ import runpy
 runpy.run_module("pivot_agent", run_name="__main__", alter_sys=True)
 """
 
-# The load generator's modules (console.sweep.loadgen.generator and what it imports), checked by a test against its imports.
+# The load generator's modules (console.sweep.loadgen.generator and what it imports), checked by a test against its
+# imports; a name ending in / is every module of that package.
 LOADGEN_MODULES = (
     "console/__init__.py",
     "console/untrusted.py",
     "console/schema.py",
-    "console/server/__init__.py",
-    "console/server/engines.py",
+    "console/engines/",  # every module: each engine is one
     "console/sweep/__init__.py",
     "console/sweep/level_stats.py",
     "console/sweep/metrics.py",
@@ -104,10 +105,21 @@ def _bundled(name: str) -> Iterable[tuple[str, bytes]]:
     return [(f"{name}/{f.name}", f.read_bytes()) for f in sorted(origin.parent.glob("*.py"))]
 
 
+def _loadgen_files(root: Traversable) -> list[str]:
+    files = []
+    for name in LOADGEN_MODULES:
+        if name.endswith("/"):
+            package = root.joinpath(name.removeprefix("console/"))
+            files += sorted(f"{name}{f.name}" for f in package.iterdir() if f.name.endswith(".py"))
+        else:
+            files.append(name)
+    return files
+
+
 @cache
 def loadgen_zip() -> tuple[str, bytes]:
     root = resources.files("console")
-    ours = ((name, root.joinpath(name.removeprefix("console/")).read_bytes()) for name in LOADGEN_MODULES)
+    ours = ((name, root.joinpath(name.removeprefix("console/")).read_bytes()) for name in _loadgen_files(root))
     return build("pivot_loadgen", LOADGEN_MAIN, [*ours, *(f for name in LOADGEN_BUNDLED for f in _bundled(name))])
 
 

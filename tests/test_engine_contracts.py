@@ -11,18 +11,17 @@ from typing import Any
 
 import pytest
 
+from console.engines import ENGINES, MULTINODE, NoAdaptiveProfile
+from console.engines.flags import parse_flags
+from console.engines.sglang import adaptive_unsupported as sglang_adaptive_unsupported
+from console.engines.sglang import capture_sizes as sglang_capture_sizes
+from console.engines.sglang import decode_batch_sizes as sglang_decode_batch_sizes
+from console.engines.sglang import schedule_tiers as sglang_schedule
+from console.engines.vllm import batch_schedule as vllm_schedule
+from console.engines.vllm import speculative_config as vllm_speculative_config
 from console.server.profiles import load_profiles
-from console.server.speculation import (
-    drafting,
-    parse_flags,
-    sglang_adaptive_unsupported,
-    sglang_capture_sizes,
-    sglang_decode_batch_sizes,
-    vllm_speculative_config,
-)
 from console.sim import adaptive as sim_adaptive
 from console.sim import launch_server, vllm_serve
-from console.sweep.adaptive import NoAdaptiveProfile, sglang_schedule, vllm_schedule
 from tests import engine_sources as engines
 
 SHIPPED = load_profiles(Path(__file__).parent.parent / "profiles")
@@ -236,32 +235,28 @@ def test_every_shipped_profile_uses_its_engines_own_flag_names() -> None:
 
 
 def test_a_vllm_profile_drafts_by_its_speculative_config() -> None:
-    spec = drafting("vllm", SHIPPED.get("vllm-eagle3").argv())
+    spec = ENGINES["vllm"].drafting(SHIPPED.get("vllm-eagle3").argv())
     assert spec is not None and spec.method == "eagle3" and spec.steps == 3
-    assert drafting("vllm", SHIPPED.get("vllm-baseline").argv()) is None
-    assert drafting("sglang", SHIPPED.get("eagle3").argv()) is not None
+    assert ENGINES["vllm"].drafting(SHIPPED.get("vllm-baseline").argv()) is None
+    assert ENGINES["sglang"].drafting(SHIPPED.get("eagle3").argv()) is not None
 
 
 def test_a_profile_asking_for_what_its_engine_switches_off_is_warned_about() -> None:
-    from console.server.speculation import adaptive_warning
-
     topk4 = [*SHIPPED.get("eagle3").argv(), "--speculative-eagle-topk", "4", "--speculative-adaptive"]
-    assert adaptive_warning("sglang", topk4) == (
+    assert ENGINES["sglang"].adaptive_warning(topk4) == (
         "SGLang will switch adaptive speculation off: speculative_eagle_topk=4 (only topk=1 is supported)"
     )
-    assert adaptive_warning("sglang", [*SHIPPED.get("eagle3").argv(), "--speculative-adaptive"]) is None
+    assert ENGINES["sglang"].adaptive_warning([*SHIPPED.get("eagle3").argv(), "--speculative-adaptive"]) is None
     schedule = '{"method": "eagle3", "num_speculative_tokens": 3, "num_speculative_tokens_per_batch_size": [[1, 2, 3]]}'
-    assert adaptive_warning("vllm", ["vllm", "serve", "m", "-dp", "2", "--speculative-config", schedule]) == (
+    assert ENGINES["vllm"].adaptive_warning(["vllm", "serve", "m", "-dp", "2", "--speculative-config", schedule]) == (
         "vLLM will drop num_speculative_tokens_per_batch_size: data_parallel_size=2 (dynamic drafting is off with data parallelism)"
     )
 
 
 def test_the_engine_facts_pivot_acts_on_are_in_the_engines_own_code() -> None:
-    """console/server/engines.py, held to the wheels: the health routes pivot asks, the ready lines, the model
+    """console/engines/, held to the wheels: the health routes pivot asks, the ready lines, the model
     argument, the request fields (llama.cpp, TRT-LLM and TGI are not wheels these tests read: their facts carry
     their source in `Engine.source`)."""
-    from console.server.engines import ENGINES
-
     sglang_http = engines.source("sglang", "sglang/srt/entrypoints/http_server.py")
     assert all(f'@app.get("{path}")' in sglang_http for path in ENGINES["sglang"].health)
     assert f'logger.info("{ENGINES["sglang"].ready_line}")' in sglang_http
@@ -275,14 +270,12 @@ def test_the_engine_facts_pivot_acts_on_are_in_the_engines_own_code() -> None:
 
 
 def test_the_multi_node_flags_pivot_sets_are_the_engines_own_and_ranks_behave_as_pivot_expects() -> None:
-    """console/server/multinode.py, held to the wheels: each rank flag exists, an SGLang rank above 0 ignores
+    """Each engine's node_flags, held to the wheels: each rank flag exists, an SGLang rank above 0 ignores
     SIGTERM and answers /health from a dummy server, a vLLM rank above 0 runs headless."""
-    from console.server.engines import ENGINES
-    from console.server.multinode import rank_flags
-
     known = {"sglang": engines.sglang_flags(), "vllm": engines.vllm_flags()}
-    for kind in ("sglang", "vllm"):
-        written = {f"--{flag}" for r in (0, 1) for flag in rank_flags(kind, 2, r, "10.0.0.1", 5000)}
+    assert set(MULTINODE) == set(known)  # every engine pivot spans nodes with is one whose wheel is read here
+    for kind in MULTINODE:
+        written = {f"--{flag}" for r in (0, 1) for flag in ENGINES[kind].node_flags(2, r, "10.0.0.1", 5000)}
         assert written <= known[kind], written - known[kind]
         assert {f"--{flag}" for flag in ENGINES[kind].rank_flags} <= known[kind]
     engine = engines.source("sglang", "sglang/srt/entrypoints/engine.py")

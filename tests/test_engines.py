@@ -75,7 +75,7 @@ def test_a_check_skipped_is_said_and_a_launcher_ending_in_the_model_flag_is_advi
 @pytest.mark.parametrize(
     ("text", "problem"),
     [
-        ('kind = "llama"\n', "kind: must be one of sglang, vllm, llamacpp, llama-cpp-python, trtllm, tgi, openai, got 'llama'"),
+        ('kind = "llama"\n', "kind: must be one of sglang, llama-cpp-python, llamacpp, openai, tgi, trtllm, vllm, got 'llama'"),
         ('health_path = "health"\n', "health_path: expected a path starting with / (printable ASCII, no space), got 'health'"),
         ('model_arg = "model"\n', "model_arg: expected a flag such as --model, or 'positional', got 'model'"),
     ],

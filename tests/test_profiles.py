@@ -114,7 +114,7 @@ def test_unset_removes_an_inherited_flag(tmp_path: Path) -> None:
         (
             {"p": 'launcher = "s"\nmodel_path = "/m"\nkind = "mlc"\n'},
             "p",
-            "p.toml: kind: must be one of sglang, vllm, llamacpp, llama-cpp-python, trtllm, tgi, openai, got 'mlc'",
+            "p.toml: kind: must be one of sglang, llama-cpp-python, llamacpp, openai, tgi, trtllm, vllm, got 'mlc'",
         ),
         (
             {"p": 'launcher = "s"\nmodel_path = "/m"\n[flags]\n"--tp" = 8\n'},

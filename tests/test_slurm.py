@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from console import pivot_toml
-from console.server.multinode import rank_flags
+from console.engines import ENGINES, MULTINODE
 from console.server.profiles import Profile, load_profiles
-from console.server.slurm import RANK_SHELL, batch_script
+from console.server.slurm import batch_script
 from console.server.state import ServerState
 from console.session import Session
 from console.sim.fleet import write_two_node_profile
@@ -83,20 +83,21 @@ def test_the_batch_script_quotes_every_word_and_takes_each_ranks_flags_from_slur
     script = batch_script(profile, profile.argv())
     assert "'/m; rm -rf ~'" in script and "'NCCL_DEBUG=$(reboot)'" in script  # words, never shell
     assert "export PIVOT_NNODES=2 PIVOT_DIST_PORT=5000" in script
-    assert f"bash -c {shlex.quote(RANK_SHELL['sglang'])} pivot-rank env 'NCCL_DEBUG=$(reboot)' python3 -m sglang" in script
+    assert f"bash -c {shlex.quote(ENGINES['sglang'].rank_shell or '')} pivot-rank env 'NCCL_DEBUG=$(reboot)' python3 -m sglang" in script
 
 
 @pytest.mark.parametrize(
     ("kind", "rank", "address"),
-    [("sglang", 0, "10.0.0.7"), ("sglang", 1, "10.0.0.7"), ("sglang", 1, "fd00::7"), ("vllm", 0, "10.0.0.7"), ("vllm", 1, "fd00::7")],
+    [(kind, rank, address) for kind in MULTINODE for rank in (0, 1) for address in ("10.0.0.7", "fd00::7")],
 )
 def test_each_task_of_the_job_adds_the_same_flags_a_rank_gets_on_named_hosts(kind: str, rank: int, address: str) -> None:
-    """The job's rank snippet, run by bash as srun runs it, against console/server/multinode.py's flags."""
+    """The job's rank snippet, run by bash as srun runs it, against the engine's node_flags."""
     env = {"PIVOT_NNODES": "2", "PIVOT_DIST_PORT": "5000", "SLURM_NODEID": str(rank), "SLURM_LAUNCH_NODE_IPADDR": address}
+    shell = ENGINES[kind].rank_shell or ""
     ran = subprocess.run(
-        ["bash", "-c", RANK_SHELL[kind].replace("exec ", "", 1), "pivot-rank", "echo"], capture_output=True, text=True, env=env, timeout=10
+        ["bash", "-c", shell.replace("exec ", "", 1), "pivot-rank", "echo"], capture_output=True, text=True, env=env, timeout=10
     )
-    flags = Profile("p", Path("p.toml"), kind, ("x",), "/m", flags=rank_flags(kind, 2, rank, address, 5000)).flag_args()
+    flags = Profile("p", Path("p.toml"), kind, ("x",), "/m", flags=ENGINES[kind].node_flags(2, rank, address, 5000)).flag_args()
     assert ran.stdout.split() == flags
 
 

@@ -1,5 +1,6 @@
 """Writing the adaptive profile a comparison recommends (`w` in the Sweep pane, `pivot compare --write-profile`):
-the profile beside pivot.toml, SGLang's config file uploaded to the host, one `profile` event. What to write is
+the profile beside pivot.toml, the engine's config file (where it reads one) uploaded to the host, one `profile`
+event. What to write is
 decided in console/sweep/adaptive.py."""
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from console.sweep.adaptive import AdaptivePlan
 @dataclass(frozen=True)
 class WrittenProfile:
     plan: AdaptivePlan
-    remote_config: str | None  # SGLang: where the profile's --speculative-adaptive-config points
+    remote_config: str | None  # where the profile's config file is on the host (for an engine that reads one)
     uploaded_to: str | None  # the host it was uploaded to; None when no host is configured
 
     def describe(self, *, paths: bool = True) -> str:
@@ -33,14 +34,14 @@ class WrittenProfile:
 
 
 async def write_adaptive_profile(session: Session, adaptive: AdaptivePlan) -> WrittenProfile:
-    """The profile (and for SGLang a local copy of its config file, uploaded to the session's host when it has one);
-    one `profile` event."""
-    conn = session.conn if adaptive.engine == "sglang" and session.spec is not None else None
+    """The profile (and for an engine that reads a config file, a local copy of it, uploaded to the session's host
+    when it has one); one `profile` event."""
+    conn = session.conn if adaptive.engine.adaptive_file and session.spec is not None else None
     directory = adaptive.profile_path.parent
     directory.mkdir(parents=True, exist_ok=True)
     remote: str | None = None
     uploaded_to = None
-    if adaptive.engine == "sglang":
+    if adaptive.engine.adaptive_file:
         text = json.dumps(adaptive.config, indent=1)
         (directory / f"{adaptive.name}.json").write_text(text + "\n", encoding="utf-8")
         remote = f"~/.pivot/adaptive/{adaptive.name}.json"

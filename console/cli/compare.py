@@ -195,7 +195,7 @@ async def write_profile_for(cfg: config.Config, cmp: Comparison, *, replace: boo
             print("no profile written (--yes replaces it without asking)", file=sys.stderr)
             return 1
     written_here.add(path)
-    host = spec_host(cfg, cmp) if adaptive.engine == "sglang" else None
+    host = spec_host(cfg, cmp) if adaptive.engine.adaptive_file else None
     async with Session(cfg, host.name if host else None, local=host is None) as session:
         if host is not None:
             await session.connect()

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from typing import TYPE_CHECKING
 
+from console.engines import engine
 from console.remote import Connection, PortForward
 from console.remote.errors import RemoteError
 from console.server.state import NoHealthRoute, ServerRecord
@@ -85,20 +85,17 @@ class HealthProbe:
         return self._http
 
     async def _model_name(self, record: ServerRecord) -> str | None:
-        if record.kind == "llama-cpp-python":  # its /v1/models waits for the model and may cut the stream in flight
-            flag = next((a for a in ("--model", "-m") if a in record.argv[:-1]), None)
-            return visible(record.argv[record.argv.index(flag) + 1]) if flag else None
+        """The model as the engine tells it (console/engines/: some from the command line, not over HTTP)."""
         import httpx
 
         async with self._http_lock:
-            if self._http is None:
+            if (http := self._http) is None:
                 return None
             with contextlib.suppress(
                 httpx.HTTPError, ValueError, KeyError, IndexError, TypeError, AttributeError, TimeoutError, BodyTooLarge
             ):
-                if record.kind == "sglang":
-                    return visible(str(json.loads(await bounded_get(self._http, "/model_info"))["model_path"]))
-                return visible(str(json.loads(await bounded_get(self._http, "/v1/models"))["data"][0]["id"]))
+                name = await engine(record.kind).served_model(record.argv, lambda path: bounded_get(http, path))
+                return visible(name) if name is not None else None
         return None
 
     async def _forget_forward(self) -> None:

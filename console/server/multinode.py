@@ -1,15 +1,7 @@
 """A server across nodes: a profile's `nodes` (hosts of pivot.toml, or one group's name) run rank R on the R-th,
-each with its engine's own multi-node flags, the first node's address as the ranks' rendezvous.
-
-What the engines do with them, read in their wheels:
-- SGLang 0.5.23: `--nnodes`, `--node-rank`, `--dist-init-addr HOST:PORT` (srt/arg_groups/fields/parallel.py). A rank
-  above 0 runs schedulers only (srt/entrypoints/engine.py, `node_rank >= 1`): no tokenizer, no API, but a dummy
-  server answering /health on --host/--port (srt/utils/common.py launch_dummy_health_check_server, in a daemon thread:
-  a port in use only ends that thread), and it ignores SIGTERM, waiting for rank 0's shutdown to reach it.
-- vLLM 0.33.0: `--nnodes`, `--node-rank`, `--master-addr`, `--master-port` with its mp backend
-  (engine/arg_utils.py, config/parallel.py); a rank above 0 runs `--headless` (entrypoints/cli/serve.py
-  run_headless: the workers, no API server).
-The server is ready when rank 0's health answers; any rank's end without a stop is the server's crash.
+each with its engine's own multi-node flags (`Engine.node_flags`, read in each engine's source: console/engines/),
+the first node's address as the ranks' rendezvous. The server is ready when rank 0's health answers; any rank's end
+without a stop is the server's crash.
 """
 
 from __future__ import annotations
@@ -18,7 +10,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from console.config import Config, HostSpec
-from console.server.profiles import FlagValue, Profile, ProfileError
+from console.server.profiles import Profile, ProfileError
 
 
 @dataclass(frozen=True)
@@ -29,9 +21,8 @@ class Rank:
 
     @property
     def serves_http(self) -> bool:
-        """Whether this rank binds the profile's host and port: SGLang's every rank (the dummy health server above 0),
-        vLLM's rank 0 only (the others are headless)."""
-        return self.rank == 0 or self.profile.kind == "sglang"
+        """Whether this rank binds the profile's host and port: rank 0 always, the others where the engine says so."""
+        return self.rank == 0 or self.profile.engine.every_rank_serves_http
 
 
 def node_names(profile: Profile, config: Config) -> tuple[str, ...]:
@@ -65,17 +56,7 @@ def ranks(profile: Profile, config: Config) -> list[Rank]:
         Rank(
             r,
             config.hosts[name],
-            dataclasses.replace(profile, flags={**profile.flags, **rank_flags(profile.kind, len(names), r, first, profile.dist_port)}),
+            dataclasses.replace(profile, flags={**profile.flags, **profile.engine.node_flags(len(names), r, first, profile.dist_port)}),
         )
         for r, name in enumerate(names)
     ]
-
-
-def rank_flags(kind: str, nnodes: int, rank: int, address: str, port: int) -> dict[str, FlagValue]:
-    """The engine's own flags for rank `rank` of `nnodes` whose rank 0 is at address:port (see the module's doc)."""
-    if kind == "sglang":
-        host = f"[{address}]" if ":" in address else address  # NetworkAddress.parse takes an IPv6 host in brackets
-        return {"nnodes": nnodes, "node-rank": rank, "dist-init-addr": f"{host}:{port}"}
-    if kind == "vllm":
-        return {"nnodes": nnodes, "node-rank": rank, "master-addr": address, "master-port": port, "headless": rank > 0}
-    raise ValueError(f"no multi-node flags known for {kind}")

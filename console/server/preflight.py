@@ -5,15 +5,14 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
+from console.engines import POSITIONAL
 from console.gpu.format import idle_line
 from console.gpu.samples import AgentError, Sample
 from console.gpu.telemetry import RemoteTelemetry
 from console.remote import Connection
 from console.remote.errors import RemoteError
 from console.server.checks import CHECKS, Check
-from console.server.engines import POSITIONAL
 from console.server.profiles import Profile
-from console.server.speculation import adaptive_warning
 from console.untrusted import visible
 
 
@@ -78,10 +77,10 @@ async def preflight(
             )
     if "flags-known" not in skip:
         flags, help_text = await check_flags(agent, profile, argv)
-        checks += [flags, *filter(None, [interrupts(profile, help_text)])]
+        checks += [flags, *filter(None, [launch_warning(profile, help_text)])]
     skipped = skip - ({"gpus-idle"} if not gpus else set())  # a host without GPUs said so already
     checks += [Check(name, True, f"not checked (--skip {s})", warning=True) for s, name in CHECKS.items() if s in skipped]
-    if warning := adaptive_warning(profile.kind, argv):
+    if warning := profile.engine.adaptive_warning(argv):
         checks.append(Check("adaptive speculation", True, warning, warning=True))
     return checks
 
@@ -116,21 +115,11 @@ async def check_flags(agent: RemoteTelemetry, profile: Profile, argv: list[str])
     return Check("flags known", True, f"all {len(wanted)} flags known to the launcher"), text
 
 
-def interrupts(profile: Profile, help_text: str) -> Check | None:
-    """llama-cpp-python ends a stream as soon as another request waits (interrupt_requests, True by default:
-    llama_cpp/server/settings.py, app.py get_event_publisher): at C >= 2 most requests would end early."""
-    if profile.kind != "llama-cpp-python" or "--interrupt_requests" not in help_text:
-        return None
-    value = profile.flags.get("interrupt_requests")
-    if isinstance(value, str) and value.strip().lower() in ("0", "off", "f", "false", "n", "no"):
-        return None
-    return Check(
-        "interrupts",
-        True,
-        "this server ends each stream when the next request arrives unless told not to: "
-        'set interrupt_requests = "False" in the profile\'s [flags] to measure concurrency',
-        warning=True,
-    )
+def launch_warning(profile: Profile, help_text: str) -> Check | None:
+    """What the engine warns of in the profile's flags, given its launcher's --help (console/engines/)."""
+    if warning := profile.engine.launch_warning(profile.flags, help_text):
+        return Check("engine quirks", True, warning, warning=True)
+    return None
 
 
 def takes_positional(help_text: str) -> bool:

@@ -1,6 +1,6 @@
 """Launch profiles: TOML data (never code) that says how to start an inference server.
 
-    kind = "sglang"                 # sglang, vllm, llamacpp (llama-server), llama-cpp-python, trtllm, tgi, openai (server/engines.py)
+    kind = "sglang"                 # sglang, vllm, llamacpp (llama-server), llama-cpp-python, trtllm, tgi, openai (console/engines/)
     health_path = "/health"         # optional: the kind's own unless given (so are model_arg and ready_line)
     launcher = "~/ml-env/bin/python3 -m sglang.launch_server"   # a string (split like a shell) or a list
     model_path = "/shared/kimi-k2.5-int4"
@@ -35,13 +35,10 @@ from pydantic import AfterValidator, Field
 from pydantic_core import PydanticCustomError
 
 from console.config import ConfigError, read_small
+from console.engines import DEFAULT, ENGINES, HEALTH_PATH, KINDS, MULTINODE, POSITIONAL, Drafting, Engine, FlagValue
 from console.remote.command import shell_line
 from console.schema import Bool, Int, Invalid, Number, Port, Str, Table, choice, expect, must, validate
-from console.server.engines import ENGINES, HEALTH_PATH, KINDS, MULTINODE, POSITIONAL, Engine
-from console.server.speculation import Drafting, drafting
 from console.untrusted import visible
-
-FlagValue = bool | int | float | str | list[str | int | float]
 
 
 def _argv(launcher: str | list[str]) -> tuple[str, ...]:
@@ -64,7 +61,7 @@ class ProfileFile(Table):
     """A launch profile's keys. A file that `extends` another may leave out what its parent gives (checked after
     the merge)."""
 
-    kind: Annotated[Str, choice(*KINDS)] = "sglang"
+    kind: Annotated[Str, choice(*KINDS)] = DEFAULT
     health_path: (
         Annotated[
             Str,
@@ -155,8 +152,8 @@ class Profile:
 
     @property
     def drafting(self) -> Drafting | None:
-        """How its server drafts, by its engine's own rules (console/server/speculation.py); None: it does not."""
-        return drafting(self.kind, self.argv(), self.env)
+        """How its server drafts, by its engine's own rules (console/engines/); None: it does not."""
+        return self.engine.drafting(self.argv(), self.env)
 
     def drafting_text(self) -> str:
         found = self.drafting

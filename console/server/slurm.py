@@ -35,7 +35,6 @@ from console.remote import Connection
 from console.server.checks import Check
 from console.server.cluster import ClusterLeader, Peers
 from console.server.lifecycle import ServerLifecycle
-from console.server.multinode import rank_flags
 from console.server.preflight import check_flags
 from console.server.profiles import Profile
 from console.server.scripts import LOG, MARK
@@ -68,20 +67,14 @@ PENDING = {
 }
 JOB_POLL_S = 5.0  # squeue at most this often (each is slurmctld's work): the health check still runs at each poll
 STOP_WAIT_S = 120.0  # scancel's SIGTERM, then Slurm's own SIGKILL after KillWait (30 s by default)
-# The rank's command line, run by srun in each task: "$@" is the profile's argv (env included), the rest constant.
-RANK_SHELL = {
-    "sglang": 'a=$SLURM_LAUNCH_NODE_IPADDR; case $a in *:*) a="[$a]";; esac; '  # SGLang takes an IPv6 host in brackets
-    'exec "$@" --nnodes "$PIVOT_NNODES" --node-rank "$SLURM_NODEID" --dist-init-addr "$a:$PIVOT_DIST_PORT"',
-    "vllm": 'h=; [ "$SLURM_NODEID" = 0 ] || h=--headless; exec "$@" --nnodes "$PIVOT_NNODES" --node-rank "$SLURM_NODEID" '
-    '--master-addr "$SLURM_LAUNCH_NODE_IPADDR" --master-port "$PIVOT_DIST_PORT" $h',
-}
 
 
 def batch_script(profile: Profile, argv: list[str]) -> str:
     """The job's script: one srun step, a task per node, each rank's output led by its task number (`--label`)."""
     nnodes = profile.nodes_needed
     words = shlex.join(["env", *(f"{k}={v}" for k, v in profile.env.items()), *argv] if profile.env else argv)
-    rank = RANK_SHELL[profile.kind] if nnodes > 1 else 'exec "$@"'
+    # the rank's command line, run by srun in each task: "$@" is the profile's argv (env included), the rest constant
+    rank = (profile.engine.rank_shell or 'exec "$@"') if nnodes > 1 else 'exec "$@"'
     return "\n".join(
         [
             "#!/bin/bash",
@@ -298,7 +291,7 @@ class SlurmLifecycle(ServerLifecycle):
         )
         if which.ok and "flags-known" not in skip:  # with the ranks' own flags, as the job will add them
             ranked = (
-                replace(profile, flags={**profile.flags, **rank_flags(profile.kind, 2, 1, "node0", profile.dist_port)})
+                replace(profile, flags={**profile.flags, **profile.engine.node_flags(2, 1, "node0", profile.dist_port)})
                 if profile.nodes_needed > 1
                 else profile
             )

@@ -10,10 +10,10 @@ from dataclasses import dataclass, field, replace
 
 from pydantic import TypeAdapter
 
+from console.engines import HEALTH_PATH, engine
 from console.gpu.kill import KillOutcome
 from console.gpu.samples import GpuProcess
 from console.server.checks import Check
-from console.server.engines import ENGINES, HEALTH_PATH
 from console.untrusted import visible
 
 ADDRESS = re.compile(r"[A-Za-z0-9._:-]{1,253}")  # a host name or an IP address, as Slurm may name a node's
@@ -59,8 +59,7 @@ class ServerRecord:
 
     @property
     def health_paths(self) -> tuple[str, ...]:
-        engine = ENGINES.get(self.kind)
-        return self.health or (engine.health if engine else ("/v1/models",))
+        return self.health or engine(self.kind).health
 
     @classmethod
     def parse(cls, text: str) -> ServerRecord | None:

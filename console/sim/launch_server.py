@@ -22,7 +22,7 @@ from typing import Any
 
 import uvicorn
 
-from console.server.speculation import sglang_adaptive_unsupported, sglang_capture_sizes, sglang_default_max_bs
+from console.engines.sglang import adaptive_unsupported, capture_sizes, default_max_bs
 from console.sim import state
 from console.sim.adaptive import AdaptiveParams, candidate_steps_of
 from console.sim.calibration import DEFAULT
@@ -105,10 +105,10 @@ def decode_graph_sizes(args: argparse.Namespace, gpus: state.GpuSpec) -> list[in
         return sorted(args.cuda_graph_bs_decode)
     max_bs = args.cuda_graph_max_bs_decode
     if max_bs is None:
-        max_bs = sglang_default_max_bs(gpus.memory_mib, args.tp_size)
+        max_bs = default_max_bs(gpus.memory_mib, args.tp_size)
         if args.max_running_requests is not None:
             max_bs = min(max_bs, args.max_running_requests)
-    return sglang_capture_sizes(max_bs, speculative=bool(args.speculative_algorithm), padding=not args.disable_cuda_graph_padding)
+    return capture_sizes(max_bs, speculative=bool(args.speculative_algorithm), padding=not args.disable_cuda_graph_padding)
 
 
 def draft_policy(args: argparse.Namespace, argv: list[str], graph_sizes: list[int] | None) -> DraftPolicy | None:
@@ -124,7 +124,7 @@ def draft_policy(args: argparse.Namespace, argv: list[str], graph_sizes: list[in
     if args.speculative_draft_model_path and not Path(args.speculative_draft_model_path).expanduser().is_dir():
         raise LaunchError(f"draft model path does not exist: {args.speculative_draft_model_path}")
     adaptive = args.speculative_adaptive
-    if adaptive and (reason := sglang_adaptive_unsupported(argv)):
+    if adaptive and (reason := adaptive_unsupported(argv)):
         _log(f"WARNING speculative_adaptive disabled: {reason}. Falling back to static speculative params.")
         adaptive = False
     steps = args.speculative_num_steps

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from console.server.speculation import VLLM_V1_DYNAMIC_METHODS
+from console.engines.vllm import DYNAMIC_METHODS
 from console.sim import state
 from console.sim.engine import DraftPolicy, StaticDrafting
 from console.sim.launch_server import LaunchError, _log, bind, refused_at_start, run_simulated
@@ -155,7 +155,7 @@ def draft_policy(args: argparse.Namespace, config: dict[str, Any] | None, max_nu
         raise ValueError("num_speculative_tokens must be provided with speculative model or method")
     schedule = config.get("num_speculative_tokens_per_batch_size")
     method = str(config.get("method") or "draft_model")
-    if schedule is not None and (args.data_parallel_size > 1 or method not in VLLM_V1_DYNAMIC_METHODS):
+    if schedule is not None and (args.data_parallel_size > 1 or method not in DYNAMIC_METHODS):
         _log(f"WARNING Disabling num_speculative_tokens_per_batch_size and falling back to static num_speculative_tokens={k}.")
         schedule = None
     if schedule is None:

@@ -280,7 +280,7 @@ class RunMeta(BaseModel):
 
     name: str | None = None
     profile: str = "?"
-    kind: str | None = None  # the engine (console/server/engines.py)
+    kind: str | None = None  # the engine (console/engines/)
     argv: list[str] | None = None  # the server's command line
     command_line: str | None = None  # the same in words (the only record of runs from before argv was kept)
     host: str | None = None  # the pivot.toml host, or "direct"

@@ -19,7 +19,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from console.server.engines import ENGINES, Engine
+from console.engines import ENGINES, Engine
 
 if TYPE_CHECKING:
     import aiohttp

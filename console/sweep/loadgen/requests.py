@@ -113,7 +113,7 @@ async def _count_tokens(session: aiohttp.ClientSession, text: str) -> int | None
 
 
 def request_body(settings: SweepSettings, model: str, prompt: Any, *, ignore_eos: bool = True) -> tuple[str, dict[str, Any]]:
-    """ignore_eos: the server honours the field (console/server/engines.py); one that does not may refuse it."""
+    """ignore_eos: the server honours the field (console/engines/); one that does not may refuse it."""
     common = {
         "model": model,
         "max_tokens": settings.max_tokens,

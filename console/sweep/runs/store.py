@@ -27,8 +27,9 @@ import tomli_w
 from pydantic import ValidationError
 
 from console import version
+from console.engines import DEFAULT, Drafting, engine
+from console.engines.sglang import reported_drafting
 from console.files import replacing, write_atomically
-from console.server.speculation import Drafting, drafting
 from console.sweep.level_stats import level_metrics
 from console.sweep.model import ClientPlacement, EventError, LevelDone, Pool, RunMeta, ServerFacts, SweepDone, SweepStarted
 from console.sweep.runs.files import EVENTS, LEVELS, META, REQUESTS, EventLogFile, EventsCorrupt, RunError, check_run_name, name_part
@@ -180,9 +181,9 @@ class Run:
     @property
     def drafting(self) -> Drafting | None:
         """How the measured server drafted, by its engine's rules, from its recorded command line."""
-        found = drafting(self.meta.kind or "sglang", self.meta.argv_or_words())
+        found = engine(self.meta.kind or DEFAULT).drafting(self.meta.argv_or_words())
         if found is None and self.meta.server and (algorithm := self.meta.server.speculative_algorithm):
-            return Drafting("sglang", algorithm, None)
+            return reported_drafting(algorithm)
         return found
 
     @property

@@ -3,6 +3,7 @@ under an SLO, the frontier, energy, the notes and the drift."""
 
 from __future__ import annotations
 
+from console.engines import engine
 from console.sweep.analysis.drift import Drift
 from console.sweep.analysis.energy import Energy
 from console.sweep.analysis.frontier import Frontier
@@ -12,15 +13,6 @@ from console.sweep.analysis.sides import SIDES, Side
 from console.sweep.analysis.slo import SloAnswer
 from console.sweep.analysis.verification import Verification
 from console.sweep.words.verdicts import figures, undecided, where
-
-# what the engine is known to cost an adaptive setting, by engine kind
-KNOWN_COSTS = {
-    "vllm": (
-        " (vLLM runs a dynamic speculative schedule with PIECEWISE CUDA graphs instead of FULL_AND_PIECEWISE, "
-        "reported at about 14 % single-stream, and reported to stall under concurrency at the schedule's "
-        "threshold: vllm-project/vllm issues 48494 and 49548)"
-    ),
-}
 
 
 def verification_text(v: Verification) -> str:
@@ -38,7 +30,7 @@ def verification_text(v: Verification) -> str:
         said += "; falls short at " + "; ".join(
             f"C={s.c}: {v.spec if s.parent == 'spec' else v.base} leads it ({figures(s.verdict, 'tok/s')})" for s in v.short
         )
-        said += KNOWN_COSTS.get(v.engine or "", "")
+        said += engine(v.engine).adaptive_cost if v.engine else ""
     return said
 
 

@@ -66,7 +66,7 @@ class ComparisonActions(Pane):
         except NoAdaptiveProfile as e:
             self.notify(str(e), title="Adaptive profile", severity="warning", timeout=12)
             return
-        host = spec_host(self.session.config, cmp) if adaptive.engine == "sglang" else None
+        host = spec_host(self.session.config, cmp) if adaptive.engine.adaptive_file else None
         path = adaptive.profile_path
         lines = [
             adaptive.summary(),
@@ -75,8 +75,8 @@ class ComparisonActions(Pane):
             (
                 f"its config will be uploaded to {host.name}"
                 if host is not None
-                else "the schedule goes inside --speculative-config"
-                if adaptive.engine == "vllm"
+                else f"the schedule goes inside {adaptive.engine.adaptive_flag}"
+                if not adaptive.engine.adaptive_file
                 else "no host configured: nothing is uploaded"
             ),
             *[f"warning: {w}" for w in adaptive.warnings],
