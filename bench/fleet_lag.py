@@ -35,11 +35,11 @@ lags.sort(); print(json.dumps({"bare_lag_p50_ms": lags[len(lags) // 2], "bare_la
 """
 
 
-async def measure(config: str, seconds: float) -> dict[str, float | None]:
-    from console import pivot_toml
+async def measure(config_path: str, seconds: float) -> dict[str, float | None]:
+    from console import config
     from console.ui.fleet_app import FleetApp
 
-    app = FleetApp(pivot_toml.load(config))
+    app = FleetApp(config.load(config_path))
     async with app.run_test(size=(160, 48)):
         received = SampleCount(app.fleet._latest)  # the samples that reach the app, in the window below
         app.fleet._latest = received

@@ -23,10 +23,10 @@ import time
 import urllib.request
 from pathlib import Path
 
+from console.settings import SweepSettings
 from console.sweep.metrics import RequestRecord
 from console.sweep.model import RunMeta
 from console.sweep.runs.store import create_run
-from console.sweep.settings import SweepSettings
 from tests.conftest import free_port
 
 

@@ -29,11 +29,11 @@ from typing import Any
 from textual.pilot import Pilot
 
 from bench.common import status_mib
-from console import pivot_toml
+from console import config
 from console.server.lifecycle import ServerState
 from console.session import Session
+from console.settings import SweepSettings
 from console.sweep.model import LevelDone, Request, Shown
-from console.sweep.settings import SweepSettings
 from console.sweep.sweeps import SweepHandle
 from console.ui.app import PivotApp
 from console.ui.widgets.host_status import HostStatus
@@ -142,8 +142,8 @@ def lag_figures(lags: list[float]) -> dict[str, float]:
 
 
 async def soak(config_path: Path, args: argparse.Namespace, host_pid: int) -> dict[str, Any]:
-    config = dataclasses.replace(pivot_toml.load(config_path), telemetry_interval_s=0.25)
-    session = Session(config, "demo", via="console")
+    cfg = dataclasses.replace(config.load(config_path), telemetry_interval_s=0.25)
+    session = Session(cfg, "demo", via="console")
     app = PivotApp(session)
     figures: dict[str, Any] = {
         "minutes": args.minutes,
@@ -180,7 +180,7 @@ async def soak(config_path: Path, args: argparse.Namespace, host_pid: int) -> di
         # demo's background traffic keeps the server busy, so the pane would ask "Sweep a busy server?": the
         # operator's "Sweep anyway" is allow_busy.
         duration = args.minutes * 60 + WARMUP_S
-        settings = SweepSettings.from_dict({**config.sweep, "levels": [250], "duration_s": duration})
+        settings = SweepSettings.from_dict({**cfg.sweep.to_dict(), "levels": [250], "duration_s": duration})
         app.query_one(SweepPane).start_sweep(settings, allow_busy=True)
         try:
             await until(lambda: bool(handles) and handles[0].process.proc is not None, 120, "the load generator's start")

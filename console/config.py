@@ -4,10 +4,8 @@ Search order: --config PATH, then $PIVOT_CONFIG, then ./pivot.toml, then
 $XDG_CONFIG_HOME/pivot/pivot.toml (~/.config/pivot/pivot.toml). Every error
 names the file and the key.
 
-This is the ground floor: it imports nothing of pivot's own but the schema toolkit. The `[sweep]`
-table belongs to the sweep (console/sweep/settings.py checks it, and
-console/pivot_toml.py reads the whole file for the commands), so here it is
-only a table.
+This is the ground floor: it imports nothing of pivot's own but the schema toolkit and the settings' declarations
+(console/settings.py: `[sweep]`, and `[compare] slo`'s grammar), so that the whole file is checked once, here.
 """
 
 from __future__ import annotations
@@ -20,9 +18,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import ConfigDict, with_config
+from pydantic import AfterValidator, ConfigDict, with_config
+from pydantic_core import PydanticCustomError
 
 from console.schema import Bool, Invalid, Number, Port, Seconds, Str, Table, choice, expect, must, validate
+from console.settings import SweepSettings, slo_terms
 
 MAX_FILE, MAX_JUMPS = 1 << 20, 8  # a configuration file is far smaller; a chain of jump hosts far shorter
 
@@ -103,14 +103,22 @@ class HostSpec(HostTable):
         return self.address or self.target
 
 
+def _slo(text: str) -> str:
+    try:
+        slo_terms(text)
+    except ValueError as e:
+        raise PydanticCustomError("pivot", "{why}", {"why": str(e)}) from None
+    return text
+
+
 class CompareTable(Table):
     """[compare]: how two runs are judged."""
 
     # percent: B/A's whole 95 % interval within ±margin is "alike", wholly beyond it a lead, across an edge "cannot tell"
     margin: Annotated[Number, must(lambda m: 0 < m <= 20, "must be a percentage above 0 and at most 20, got {value}")] = 2.0
     # a service-level objective every comparison answers for: "itl_p90_ms<=30,ttft_p90_ms<=500,user_tok_s>=20"
-    # (console/sweep/analysis/slo.py reads it; console/pivot_toml.py checks it)
-    slo: Str | None = None
+    # (console/sweep/analysis/slo.py decides with it)
+    slo: Annotated[Str, AfterValidator(_slo)] | None = None
 
 
 class NotifyTable(Table):
@@ -134,7 +142,7 @@ class ConfigFile(Table):
     telemetry_interval_s: Annotated[Number, must(lambda s: s >= 0.25, "must be at least 0.25, got {value}")] | None = None
     profiles_dir: Str | None = None  # relative to the file
     simulated: bool = False  # its hosts are pivot's simulated GPU hosts (pivot demo writes it): the demo's profiles are offered
-    sweep: dict[str, Any] = {}  # defaults for sweeps: console/sweep/settings.py's schema
+    sweep: SweepSettings = SweepSettings()  # defaults for sweeps
     compare: CompareTable = CompareTable()
     notify: NotifyTable = NotifyTable()
 
@@ -152,8 +160,7 @@ class Config:
     telemetry_interval_s: float = 1.0
     profiles_dir: Path | None = None
     simulated: bool = False  # pivot's simulated GPU hosts: shipped profiles/demo is among profile_dirs
-    # checked where sweep settings are made, and for the commands at start by console.pivot_toml.load
-    sweep: dict[str, Any] = field(default_factory=dict)
+    sweep: SweepSettings = field(default_factory=SweepSettings)
     compare: CompareTable = field(default_factory=CompareTable)
     notify: NotifyTable = field(default_factory=NotifyTable)
 
@@ -233,13 +240,14 @@ def _build(path: Path, data: dict[str, Any]) -> Config:
             raise Invalid(f"groups.{group}", "a group cannot have a host's name")
         if unknown := [m for m in members if m not in hosts]:
             raise Invalid(f"groups.{group}", f"names no host in [hosts]: {', '.join(map(repr, unknown))}")
-    given = top.model_dump(exclude_unset=True, exclude={"hosts", "groups", "campaign_dir", "profiles_dir", "compare", "notify"})
+    given = top.model_dump(exclude_unset=True, exclude={"hosts", "groups", "campaign_dir", "profiles_dir", "sweep", "compare", "notify"})
     return Config(
         path=path,
         hosts=hosts,
         groups={k: tuple(v) for k, v in top.groups.items()},
         campaign_dir=_beside(path, top.campaign_dir or "campaign"),
         profiles_dir=_beside(path, top.profiles_dir) if top.profiles_dir else None,
+        sweep=top.sweep,
         compare=top.compare,
         notify=top.notify,
         **given,
@@ -295,7 +303,7 @@ def read_small(path: Path, limit: int = MAX_FILE) -> str:
 
 
 def load(explicit: str | os.PathLike[str] | None = None) -> Config:
-    """The file's own keys, checked; the [sweep] table is checked by console.pivot_toml.load, which commands use."""
+    """pivot.toml, every key checked (ConfigError naming the file and the key); an empty Config where there is none."""
     path = find(explicit)
     if path is None:
         return Config(path=None, hosts={})

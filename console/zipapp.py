@@ -38,7 +38,7 @@ LOADGEN_MODULES = (
     "console/sweep/metrics.py",
     "console/sweep/model.py",
     "console/sweep/reported.py",
-    "console/sweep/settings.py",
+    "console/settings.py",
     "console/sweep/loadgen/__init__.py",
     "console/sweep/loadgen/feed.py",
     "console/sweep/loadgen/generator.py",

@@ -928,7 +928,7 @@ async def test_the_sweep_form_tidies_levels_and_names_what_it_refuses(tmp_path: 
     max_tokens and the prompt length are whole numbers" (which?) (issue 36)."""
     from textual.widgets import Button, Input, Label
 
-    from console.sweep.settings import SweepSettings
+    from console.settings import SweepSettings
     from console.ui.widgets.sweep.form import SweepForm
 
     chosen: list[SweepSettings | None] = []

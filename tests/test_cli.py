@@ -79,7 +79,8 @@ def test_config_show_prints_toml_that_reads_back_the_same(tmp_path: Path) -> Non
     assert shown.returncode == 0, shown.stderr
     data = tomllib.loads(shown.stdout)  # no None, no Python reprs
     assert data["theme"] == "pivot-light" and "default_host" not in data and data["kill_grace_s"] == 5.0
-    assert data["hosts"]["a"]["cleanup"] == ["x", "y"] and data["sweep"] == {"levels": [1, 2]}
+    assert data["hosts"]["a"]["cleanup"] == ["x", "y"] and data["sweep"]["levels"] == [1, 2]
+    assert data["sweep"]["max_tokens"] == 512  # every setting as it applies, the defaults too
     (tmp_path / "again.toml").write_text(shown.stdout)
     assert pivot("--config", str(tmp_path / "again.toml"), "config", "show").stdout.split("\n", 1)[1] == shown.stdout.split("\n", 1)[1]
 

@@ -44,11 +44,11 @@ def test_gpus_all_looks_at_every_host_and_says_which_does_not_answer(fleet: Path
 async def test_the_fleet_screen_follows_every_host_and_enter_opens_one(fleet: Path) -> None:
     from textual.widgets import DataTable
 
-    from console import pivot_toml
+    from console import config
     from console.ui.fleet_app import FleetApp
     from tests.conftest import wait_for
 
-    app = FleetApp(pivot_toml.load(fleet))
+    app = FleetApp(config.load(fleet))
     async with app.run_test(size=(120, 30)) as pilot:
         table = app.query_one(DataTable)
 
@@ -63,7 +63,7 @@ async def test_the_fleet_screen_follows_every_host_and_enter_opens_one(fleet: Pa
     assert app.return_value == "gpu02"
 
     # back from gpu02 (issue 36): every line as it was, the cursor on gpu02, no line read `closed — — —` meanwhile
-    back = FleetApp(pivot_toml.load(fleet), remembered=app.remembered, cursor_host="gpu02")
+    back = FleetApp(config.load(fleet), remembered=app.remembered, cursor_host="gpu02")
     async with back.run_test(size=(120, 30)) as pilot:
         table = back.query_one(DataTable)
         assert table.cursor_row == 1
@@ -81,7 +81,7 @@ async def test_k_on_the_fleet_kills_a_hosts_strays_after_the_same_confirmation(t
 
     from textual.widgets import DataTable
 
-    from console import pivot_toml
+    from console import config
     from console.ui.fleet_app import FleetApp
     from console.ui.screens.confirm_kill import ConfirmKill
     from tests.conftest import wait_for
@@ -91,7 +91,7 @@ async def test_k_on_the_fleet_kills_a_hosts_strays_after_the_same_confirmation(t
     try:
         pidfile = host.root / "gpu01" / "home" / ".pivot" / "server.pid"
         await wait_for(pidfile.exists, timeout=30)
-        app = FleetApp(pivot_toml.load(host.config_path))
+        app = FleetApp(config.load(host.config_path))
         async with app.run_test(size=(120, 30)) as pilot:
             table = app.query_one(DataTable)
             await wait_for(lambda: str(table.get_cell("gpu01", "GPUS BUSY")) not in ("—", "0/8"), timeout=60)

@@ -14,9 +14,9 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from console.settings import SweepSettings
 from console.sweep.model import RunMeta
 from console.sweep.runs.store import create_run
-from console.sweep.settings import SweepSettings
 from tests.conftest import free_port
 
 

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
+from console.settings import SweepSettings
 from console.sweep.model import RunMeta
 from console.sweep.runs.store import create_run, open_run
-from console.sweep.settings import SweepSettings
 from tests.conftest import HostProcess, host_process
 from tests.test_loadgen_on_host import events, loadgen, server_port, wait_for_line
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from console import pivot_toml
+from console import config
 from console.config import ConfigError, parse
 from console.gpu.samples import Sample
 from console.server.multinode import ranks
@@ -95,7 +95,7 @@ def fleet(tmp_path: Path) -> Iterator[HostProcess]:
 
 @pytest.fixture
 async def gpu01(fleet: HostProcess) -> AsyncIterator[Session]:
-    async with Session(pivot_toml.load(fleet.config_path), "gpu01") as session:
+    async with Session(config.load(fleet.config_path), "gpu01") as session:
         await session.connect()
         yield session
 

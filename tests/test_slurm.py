@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from console import pivot_toml
+from console import config
 from console.engines import ENGINES, MULTINODE
 from console.server.profiles import Profile, load_profiles
 from console.server.slurm import batch_script
@@ -53,7 +53,7 @@ def login(cluster: Path, tmp_path: Path) -> Iterator[HostProcess]:
 
 @pytest.fixture
 async def session(login: HostProcess) -> AsyncIterator[Session]:
-    async with Session(pivot_toml.load(login.config_path), "demo") as session:
+    async with Session(config.load(login.config_path), "demo") as session:
         await session.connect()
         yield session
 

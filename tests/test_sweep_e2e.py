@@ -14,10 +14,10 @@ from console.remote import Connection
 from console.server.lifecycle import ServerLifecycle
 from console.server.profiles import load_profiles
 from console.server.state import ServerState
+from console.settings import SweepSettings
 from console.sweep.analysis.compare import compare
 from console.sweep.loadgen.runner import SweepProcess, describe_server
 from console.sweep.runs.store import completed_levels, create_run
-from console.sweep.settings import SweepSettings
 from tests.conftest import HostProcess, free_port, wait_for
 
 SHIPPED = Path(__file__).parent.parent / "profiles"

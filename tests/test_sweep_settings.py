@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from console.sweep.settings import DEFAULT_LEVELS, SweepSettings
+from console.settings import DEFAULT_LEVELS, SweepSettings
 
 
 def test_defaults_and_requests_per_level() -> None:

@@ -16,6 +16,7 @@ from console.gpu.samples import AgentError, Sample
 from console.remote.errors import RemoteError
 from console.server.state import ServerState
 from console.session import Session
+from console.settings import SweepSettings
 from console.sweep.analysis.compare import Comparison, compare, counterpart
 from console.sweep.analysis.refine import refine
 from console.sweep.analysis.repeats import REPEAT_CAP, REPEAT_ROUNDS, repeat_plan
@@ -23,7 +24,6 @@ from console.sweep.analysis.slo import Slo
 from console.sweep.analysis.verification import verification
 from console.sweep.model import LevelDone
 from console.sweep.runs.store import Run, RunError
-from console.sweep.settings import SweepSettings
 from console.sweep.sweeps import SweepHandle
 from console.sweep.words.comparison import recommendation
 from console.sweep.words.repeats import refusal_text, repeat_time, requests_each
@@ -152,7 +152,7 @@ class CampaignActions:
         return ServerNow(None, False, report.describe())
 
     async def do_sweep(self, *overrides: str) -> Swept:
-        data = dict(self.cfg.sweep)
+        data = self.cfg.sweep.to_dict()
         for item in overrides:
             key, _, value = item.partition("=")
             if key in OPERATOR_ONLY:  # a runbook is a file of the campaign's, not the operator's word

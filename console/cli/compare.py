@@ -15,7 +15,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from console import config, pivot_toml
+from console import config
 from console.actions.adaptive import write_adaptive_profile
 from console.cli.prompt import ask
 from console.cli.sweep import resolve_runs, terminal
@@ -205,7 +205,7 @@ async def write_profile_for(cfg: config.Config, cmp: Comparison, *, replace: boo
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    cfg, names, fmt, markdown_path, write_profile = (pivot_toml.load(args.config), args.names, args.fmt, args.markdown, args.write_profile)
+    cfg, names, fmt, markdown_path, write_profile = (config.load(args.config), args.names, args.fmt, args.markdown, args.write_profile)
     if len(names) < 2:
         raise RunError("compare needs two runs (pivot runs lists them)")
     if unknown := [k for k in args.may_differ if k not in KEYS]:

@@ -7,17 +7,15 @@ import asyncio
 import importlib
 from types import ModuleType
 
-from console import config, pivot_toml
+from console import config
 from console.gpu.telemetry import EarlyStream
 from console.session import Session
 
 
 def cmd_console(args: argparse.Namespace) -> int:
     if args.fleet:
-        return open_fleet(pivot_toml.load(args.config), args.theme, readonly=args.readonly)
-    return open_console(
-        pivot_toml.load(args.config), None if args.local else args.host, args.theme, local=args.local, readonly=args.readonly
-    )
+        return open_fleet(config.load(args.config), args.theme, readonly=args.readonly)
+    return open_console(config.load(args.config), None if args.local else args.host, args.theme, local=args.local, readonly=args.readonly)
 
 
 def _import_screen() -> ModuleType:

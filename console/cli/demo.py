@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from console import pivot_toml
+from console import config
 from console.cli.console import open_console, open_fleet
 
 
@@ -117,7 +117,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             return 1
         config_path = config_line.removeprefix("config: ").strip()  # (where the campaign is kept: said once, at the end)
         if args.hosts > 1:  # the fleet first; Enter opens a host's console, q there comes back
-            return open_fleet(pivot_toml.load(config_path), args.theme, readonly=args.readonly)
+            return open_fleet(config.load(config_path), args.theme, readonly=args.readonly)
         notes = [
             f"This demo's simulated host: {lines[0].strip()}",
             f"Its server, ended as a crash would (from another terminal): kill $(cat {root / 'home/.pivot/server.pid'})",
@@ -125,7 +125,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             campaign_line(campaign, kept),
             "q here ends the demo's host with its server too (on a real host, q leaves the server running)",
         ]
-        return open_console(pivot_toml.load(config_path), "demo", args.theme, readonly=args.readonly, notes=notes)
+        return open_console(config.load(config_path), "demo", args.theme, readonly=args.readonly, notes=notes)
     finally:
         host_proc.send_signal(signal.SIGTERM)
         with contextlib.suppress(subprocess.TimeoutExpired):

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from console import pivot_toml
+from console import config
 from console.actions import kill
 from console.cli.output import trimmed
 from console.cli.prompt import ask
@@ -121,7 +121,7 @@ async def _job_gpus(lifecycle: ServerLifecycle, threshold_mib: float, as_json: b
 
 
 async def _gpus(args: argparse.Namespace) -> int:
-    cfg = pivot_toml.load(args.config)
+    cfg = config.load(args.config)
     out = trimmed()
     if args.all:
         return await _fleet(cfg, out, args.json)
@@ -161,7 +161,7 @@ async def cmd_kill(args: argparse.Namespace) -> int:
     if bool(args.pids) == args.stray:
         print("pivot: kill takes PIDs or --stray (never a name pattern)", file=sys.stderr)
         return 2
-    cfg = pivot_toml.load(args.config)
+    cfg = config.load(args.config)
     async with Session(cfg, args.host, local=args.local) as session:
         return await kill_processes(session, args.pids, stray=args.stray, yes=args.yes, grace_s=args.grace, single=args.single)
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from console import config, pivot_toml
+from console import config
 from console.cli.prompt import ask
 from console.session import Session
 
 
 def cmd_config(args: argparse.Namespace) -> int:
-    cfg = pivot_toml.load(args.config)
+    cfg = config.load(args.config)
     if cfg.path is None:
         print("pivot: no pivot.toml found (looked in ./pivot.toml and ~/.config/pivot/pivot.toml); see pivot.example.toml")
         return 1 if args.action == "validate" else 0
@@ -38,8 +38,7 @@ def effective_toml(cfg: config.Config) -> str:
         spec.name: {k: list(v) if isinstance(v, tuple) else v for k, v in vars(spec).items() if k != "name" and kept(v)}
         for spec in cfg.hosts.values()
     }
-    if cfg.sweep:
-        data["sweep"] = cfg.sweep
+    data["sweep"] = cfg.sweep.to_dict()
     data["compare"] = cfg.compare.model_dump(exclude_none=True)
     data["notify"] = cfg.notify.model_dump()
     return tomli_w.dumps(data)
@@ -49,7 +48,7 @@ async def cmd_trust(args: argparse.Namespace) -> int:
     from console.remote import trust
     from console.remote.pool import HostPool
 
-    cfg = pivot_toml.load(args.config)
+    cfg = config.load(args.config)
     spec = cfg.host(args.name)
     pool = HostPool(cfg)  # a jump that names a configured host is reached as that host, as every command does
     try:
@@ -73,7 +72,7 @@ async def cmd_trust(args: argparse.Namespace) -> int:
 
 
 async def cmd_ping(args: argparse.Namespace) -> int:
-    async with Session(pivot_toml.load(args.config), args.name or args.host) as session:
+    async with Session(config.load(args.config), args.name or args.host) as session:
         await session.connect()
         event = session.conn.last_event
         result = await session.conn.run(["uname", "-srm"], timeout=10)

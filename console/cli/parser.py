@@ -14,7 +14,7 @@ EVENT_KINDS = ("kill", "cleanup", "start", "adopt", "stop", "switch", "restart",
 
 
 def _levels(text: str) -> list[int]:
-    from console.sweep.settings import parse_levels
+    from console.settings import parse_levels
 
     try:
         return parse_levels(text)

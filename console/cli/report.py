@@ -8,7 +8,7 @@ import json
 
 import tomli_w
 
-from console import config, pivot_toml
+from console import config
 from console.cli.sweep import resolve_runs
 from console.files import write_atomically
 from console.report import charts
@@ -58,7 +58,7 @@ def _profiles(cfg: config.Config, runs: list[Run]) -> dict[str, str]:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    cfg = pivot_toml.load(args.config)
+    cfg = config.load(args.config)
     runs = resolve_runs(cfg, args.names)
     if missing := [run for run in runs if not run.has_measured_levels]:
         raise RunError(f"run {missing[0].name} has no measured level to report")

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from console import pivot_toml
+from console import config
 from console.cli.output import trimmed
 from console.server.adopt import adopt, unmanaged
 from console.server.lifecycle import Check, Lifecycle, ServerLifecycle
@@ -29,7 +29,7 @@ STATUS_TAIL = 8  # a crashed server's last lines in `server status`: the state f
 def cmd_profiles(args: argparse.Namespace) -> int:
     action, names = args.action, args.names
     out = trimmed(highlight=False)
-    cfg = pivot_toml.load(args.config)
+    cfg = config.load(args.config)
     profiles = load_profiles(*cfg.profile_dirs)
     if action is None:
         table = Table(box=None, header_style="bold", pad_edge=False)
@@ -98,7 +98,7 @@ async def cmd_server(args: argparse.Namespace) -> int:
         print(f"pivot: server {args.action} needs a profile (see pivot profiles)", file=sys.stderr)
         return 2
     out = trimmed(highlight=False, soft_wrap=True)  # a check or a status is one line, however narrow the pipe
-    async with Session(pivot_toml.load(args.config), args.host) as session:
+    async with Session(config.load(args.config), args.host) as session:
         lifecycle = session.lifecycle
         assert lifecycle is not None and session.spec is not None
         try:

@@ -14,16 +14,16 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
-from console import config, pivot_toml
+from console import config
 from console.campaign import Campaign
 from console.cli.output import terminal
 from console.cli.prompt import ask
+from console.settings import SweepSettings, tidy_levels
 from console.sweep.analysis.drift import drift
 from console.sweep.model import LevelDone, LevelProgress, LevelRetry, LevelStarted, Request, Said, SweepDone, SweepStarted
 from console.sweep.runs.files import pending_spool
 from console.sweep.runs.lock import holder
 from console.sweep.runs.store import Run, RunError, delete_run, label, list_runs, open_run, open_run_dir, started_at
-from console.sweep.settings import SweepSettings, tidy_levels
 from console.sweep.words.levels import LEVEL_COLUMNS, level_row
 from console.sweep.words.parts import drift_text
 from console.untrusted import visible
@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # the session (SSH, telemetry) only for the commands that swe
 
 
 def settings_from(cfg: config.Config, levels: list[int] | None, requests: str | None, max_tokens: int | None) -> SweepSettings:
-    data = dict(cfg.sweep)
+    data = cfg.sweep.to_dict()
     if levels is not None:
         tidy, note = tidy_levels(levels)
         if note:
@@ -47,7 +47,7 @@ def settings_from(cfg: config.Config, levels: list[int] | None, requests: str | 
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    cfg = pivot_toml.load(args.config)
+    cfg = config.load(args.config)
     if args.refine:
         return asyncio.run(
             campaign_verb(
@@ -278,7 +278,7 @@ async def _follow(handle: SweepHandle, out: Console, as_json: bool, progress: Pr
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    cfg, action, names, name, profile, yes = pivot_toml.load(args.config), args.action, args.names, args.name, args.profile, args.yes
+    cfg, action, names, name, profile, yes = config.load(args.config), args.action, args.names, args.name, args.profile, args.yes
     out = terminal()
     if action == "import":
         return _import(cfg, names, name, profile, out)

@@ -13,7 +13,7 @@ from typing import Any
 
 from rich.text import Text
 
-from console import pivot_toml
+from console import config
 from console.cli.output import trimmed
 from console.cli.prompt import ask
 from console.events import EventLog, TaskChange, summary
@@ -55,7 +55,7 @@ def _numbers(action: str, args: list[str], *, one: bool = False) -> list[int]:
 
 
 def cmd_tasks(cli: argparse.Namespace) -> int:
-    cfg, action, args, priority, insist = pivot_toml.load(cli.config), cli.action, cli.args, cli.priority, cli.insist
+    cfg, action, args, priority, insist = config.load(cli.config), cli.action, cli.args, cli.priority, cli.insist
     if action in STATUS_OF or action == "delete":
         numbers = _numbers(action, args, one=action == "delete")
     elif action == "import" and len(args) != 1:
@@ -91,7 +91,7 @@ async def cmd_run(cli: argparse.Namespace) -> int:
     from console.actions.campaign import CampaignActions
     from console.actions.runbook import find_runbook, install, read_runbook, run_tasks
 
-    cfg = pivot_toml.load(cli.config)
+    cfg = config.load(cli.config)
     runbook = read_runbook(find_runbook(cfg, cli.runbook))
     tasks = TaskList(cfg.campaign_dir).load()
     numbers = install(tasks, runbook)[cli.start - 1 :]
@@ -113,7 +113,7 @@ async def cmd_run(cli: argparse.Namespace) -> int:
 
 
 def cmd_events(cli: argparse.Namespace) -> int:
-    cfg, kind, export = pivot_toml.load(cli.config), cli.kind, cli.export
+    cfg, kind, export = config.load(cli.config), cli.kind, cli.export
     log = EventLog(cfg.campaign_dir)
     if cli.tail is not None and kind is None:
         found: Iterable[dict[str, Any]] = log.tail(cli.tail)

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt, TypeAdapter, ValidationError
 
+from console.settings import SweepSettings
 from console.sweep.reported import ClientPlacement, PromptSource, ServerFacts
 
 __all__ = [
@@ -292,7 +293,7 @@ class RunMeta(BaseModel):
     nodes: list[str] | None = None  # a server across nodes: its hosts, rank 0 first
     slurm_job: int | None = None
     address: str | None = None  # a Slurm job's first node
-    settings: dict[str, Any] = Field(default_factory=dict)  # console/sweep/settings.py SweepSettings
+    settings: dict[str, Any] = Field(default_factory=dict)  # console/settings.py SweepSettings
     server: ServerFacts | None = None  # at the last start (busy left out: it is the start's, not the run's)
     client: ClientPlacement | None = None  # at the last start
     imported_from: str | None = None
@@ -322,7 +323,7 @@ class HostOrder(_Strict):
     """What the console's side sends the load generator on the host (console/sweep/loadgen/on_host.py), one JSON line
     on its stdin: the sweep to run, against which server, and where to spool its events."""
 
-    settings: dict[str, Any]  # console/sweep/settings.py SweepSettings, as run.toml holds it
+    settings: SweepSettings
     prompts: list[Any]
     headers: dict[str, str]
     done: list[int] = Field(default_factory=list)  # levels measured already (a resume)

@@ -19,11 +19,11 @@ from console.events import EventLog, Sweep, Swept
 from console.remote import Connection
 from console.remote.errors import RemoteError
 from console.server.state import ServerState, ServerStatus
+from console.settings import SweepSettings
 from console.sweep.loadgen.runner import SweepProcess, describe_server, identity_mismatch
 from console.sweep.model import RunMeta, Said, Shown, SweepDone, SweepStarted
 from console.sweep.runs.files import pending_spool
 from console.sweep.runs.store import Run, RunError, create_run
-from console.sweep.settings import SweepSettings
 from console.untrusted import visible
 
 if TYPE_CHECKING:

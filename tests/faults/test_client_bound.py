@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from console.settings import SweepSettings
 from console.sweep.loadgen.generator import client_bound, lagging
 from console.sweep.model import RunMeta
 from console.sweep.runs.store import create_run
-from console.sweep.settings import SweepSettings
 from tests.test_sim_server import sim_env, start_server  # noqa: F401  (fixtures)
 
 

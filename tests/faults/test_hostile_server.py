@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from console.settings import SweepSettings
 from console.sweep.model import RunMeta
 from console.sweep.runs.store import create_run, open_run
-from console.sweep.settings import SweepSettings
 from tests.conftest import free_port
 
 FAST = SweepSettings(levels=(1,), requests=4, max_tokens=16, input_tokens=8, idle_timeout_s=2, timeout_s=20, server_wait_s=1)

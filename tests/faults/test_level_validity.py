@@ -9,9 +9,9 @@ import re
 import signal
 from pathlib import Path
 
+from console.settings import SweepSettings
 from console.sweep.model import RunMeta
 from console.sweep.runs.store import create_run, open_run
-from console.sweep.settings import SweepSettings
 from tests.faults.test_runs import _events, _wait, loadgen_of
 from tests.test_sim_server import SPEC_FLAGS, sim_env, start_server  # noqa: F401  (fixtures)
 

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from console.settings import SweepSettings
 from console.sweep.model import RunMeta
 from console.sweep.runs.files import EVENTS, EventLogFile, RunError
 from console.sweep.runs.store import create_run, list_runs, open_run
-from console.sweep.settings import SweepSettings
 from tests.fixtures_runs import BASELINE, EAGLE3, write_run
 from tests.test_sim_server import sim_env, start_server  # noqa: F401  (fixtures)
 

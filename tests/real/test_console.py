@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from textual.widgets import DataTable, Input, OptionList
 
-from console import pivot_toml
+from console import config
 from console.server.state import ServerState
 from console.session import Session
 from console.ui.app import PivotApp
@@ -19,7 +19,7 @@ from tests.real.conftest import RealHost, user_processes
 
 
 async def test_the_console_starts_sweeps_and_stops_the_real_server(real_host: RealHost) -> None:
-    app = PivotApp(Session(pivot_toml.load(real_host.config), "cpu1", via="console"))
+    app = PivotApp(Session(config.load(real_host.config), "cpu1", via="console"))
     async with app.run_test(size=(120, 40)) as pilot:
         server = app.query_one(ServerPane)
         await pilot.press("2")

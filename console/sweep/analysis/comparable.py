@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
+from console.settings import SweepSettings
 from console.sweep.runs.store import Run
-from console.sweep.settings import SweepSettings
 from console.untrusted import visible
 
 _DEFAULTS = {f.name: f.default for f in fields(SweepSettings)}

@@ -9,19 +9,16 @@ requests that met it one by one (their own TTFT, ITL p90 and speed), per second,
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from console.settings import slo_terms
 from console.sweep.analysis.sides import SIDES, Side
 from console.sweep.metrics import RequestRecord, percentile
 from console.sweep.model import LevelDone
 
-if TYPE_CHECKING:  # pivot.toml's check reads only the SLO: every command does it, none waits for the run store
+if TYPE_CHECKING:  # the run store is imported where it is needed
     from console.sweep.runs.store import Run
-
-_TERM = re.compile(r"\s*(ttft_p90_ms|itl_p90_ms|user_tok_s)\s*(<=|>=)\s*([0-9]+(?:\.[0-9]+)?)\s*")
-_BOUNDS = {"ttft_p90_ms": "<=", "itl_p90_ms": "<=", "user_tok_s": ">="}
 
 
 @dataclass(frozen=True)
@@ -33,16 +30,10 @@ class Slo:
     @classmethod
     def parse(cls, text: str) -> Slo:
         """From `itl_p90_ms<=30,ttft_p90_ms<=500,user_tok_s>=20`; ValueError naming the term that is wrong."""
-        found: dict[str, float] = {}
-        for term in text.split(","):
-            match = _TERM.fullmatch(term)
-            if match is None:
-                raise ValueError(f"slo: {term.strip()!r} is not one of ttft_p90_ms<=MS, itl_p90_ms<=MS, user_tok_s>=TOK_S")
-            key, op, value = match.groups()
-            if op != _BOUNDS[key]:
-                raise ValueError(f"slo: {key} takes {_BOUNDS[key]}, not {op}")
-            found[key] = float(value)
-        return cls(**found)
+        try:
+            return cls(**slo_terms(text))
+        except ValueError as e:
+            raise ValueError(f"slo: {e}") from None
 
     @classmethod
     def read(cls, text: str | None) -> Slo | None:

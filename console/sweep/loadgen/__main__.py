@@ -30,6 +30,7 @@ import orjson
 
 from console import config
 from console.remote import Connection, RemoteError
+from console.settings import SweepSettings
 from console.sweep.loadgen.generator import POWER_QUERY, HostLoad, PowerMeter, client_placement, gpu_watts, gpus_here, sweep
 from console.sweep.loadgen.host_generator import HostGenerator, NotOnHost, kept_of
 from console.sweep.loadgen.requests import prompts
@@ -37,7 +38,6 @@ from console.sweep.model import Event, HostOrder, LevelProgress, Said, SweepDone
 from console.sweep.runs.files import EventLogFile, pending_spool
 from console.sweep.runs.lock import RunLocked, run_lock
 from console.sweep.runs.store import RunError, completed_levels, lacking_levels, open_run_dir, read_meta
-from console.sweep.settings import SweepSettings
 from console.untrusted import visible
 
 
@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
             warnings: list[str] = []
             if settings.client != "console":
                 order = HostOrder(
-                    settings=settings.to_dict(),
+                    settings=settings,
                     prompts=common["pool"],
                     headers=headers,
                     done=sorted(done),

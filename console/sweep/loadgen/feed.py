@@ -10,10 +10,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from console.settings import SweepSettings
 from console.sweep.level_stats import Quantiles
 from console.sweep.loadgen.requests import Client, TokensPerChunk, UniquePrompts, one_request, request_body
 from console.sweep.metrics import RequestRecord
-from console.sweep.settings import SweepSettings
 
 LAG_TICK_S = 0.01
 

@@ -23,6 +23,7 @@ from console.engines import ENGINES, Engine
 
 if TYPE_CHECKING:
     import aiohttp
+from console.settings import SweepSettings
 from console.sweep.level_stats import LevelStats, Moments, Quantiles
 from console.sweep.loadgen.feed import Feed, Share, prompts_from, sender, watch_lag
 from console.sweep.loadgen.requests import Client, TokensPerChunk, UniquePrompts
@@ -53,7 +54,6 @@ from console.sweep.model import (
     SweepDone,
     SweepStarted,
 )
-from console.sweep.settings import SweepSettings
 
 PROGRESS_S = 1.0  # how often a level in progress says how far it is
 

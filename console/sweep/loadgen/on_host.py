@@ -30,7 +30,6 @@ import orjson
 
 from console.sweep.loadgen.generator import POWER_QUERY, client_placement, gpu_watts, gpus_here, sweep
 from console.sweep.model import Event, HostOrder, LevelDone, LevelProgress, LevelStarted, Said, SweepDone
-from console.sweep.settings import SweepSettings
 
 ORDER_LIMIT = 1 << 26  # the first line carries the prompts
 SPOOLS = "sweeps"  # in the workdir, this process's cwd
@@ -180,7 +179,7 @@ async def run(port: int) -> int:
         status = await sweep(
             f"http://{host}:{port}",
             sink,
-            SweepSettings.from_dict(order.settings),
+            order.settings,
             pool=order.prompts,
             headers=order.headers,
             done=set(order.done),

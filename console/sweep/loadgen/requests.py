@@ -18,10 +18,10 @@ from typing import Any
 import aiohttp
 import orjson
 
+from console.settings import SweepSettings
 from console.sweep.loadgen.sse import SSEError, sse_data
 from console.sweep.metrics import RequestRecord
 from console.sweep.model import PromptSource
-from console.sweep.settings import SweepSettings
 from console.untrusted import visible
 
 WORDS = "the quick brown fox jumps over a lazy dog while engines batch many tokens in each step".split()

@@ -21,11 +21,11 @@ from typing import Any
 import orjson
 
 import console
+from console.settings import SweepSettings
 from console.sweep.level_stats import Quantiles
 from console.sweep.loadgen.feed import Feed, Share, prompts_from, sender, watch_lag
 from console.sweep.loadgen.requests import Client, TokensPerChunk, UniquePrompts
 from console.sweep.metrics import RequestRecord
-from console.sweep.settings import SweepSettings
 
 LINE_LIMIT = 1 << 26  # the sweep's line carries a prompt file's prompts; a record, every chunk of a long answer
 PROGRESS_S = 0.5

@@ -30,12 +30,12 @@ from console import version
 from console.engines import DEFAULT, Drafting, engine
 from console.engines.sglang import reported_drafting
 from console.files import replacing, write_atomically
+from console.settings import SweepSettings
 from console.sweep.level_stats import level_metrics
 from console.sweep.model import ClientPlacement, EventError, LevelDone, Pool, RunMeta, ServerFacts, SweepDone, SweepStarted
 from console.sweep.runs.files import EVENTS, LEVELS, META, REQUESTS, EventLogFile, EventsCorrupt, RunError, check_run_name, name_part
 from console.sweep.runs.lock import RunLocked, run_lock
 from console.sweep.runs.reader import Attempt, RequestColumns, RunEvents, read_run_events
-from console.sweep.settings import SweepSettings
 from console.untrusted import visible
 
 if TYPE_CHECKING:  # polars is imported where a table is read or written: not by the console's first screen

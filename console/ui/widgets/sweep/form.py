@@ -11,14 +11,15 @@ from textual.containers import Grid, Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static
 
-from console.sweep.settings import SweepSettings, parse_levels, tidy_levels
+from console.settings import SweepSettings, meaning, parse_levels, tidy_levels
 
 ABSURD_C = 4096  # a level above it is asked about: a typo (100000 for 1000) would take hours
-FIELDS = (  # (id, label, hint)
-    ("levels", "Levels", "concurrency C per level, comma-separated"),
-    ("requests", "Requests/level", "auto = 4·C, c = C (one wave), each at least min_requests; or a number"),
-    ("max_tokens", "max_tokens", "per request; every request runs to length (ignore_eos)"),
-    ("input_tokens", "Prompt tokens", "length of each prompt"),
+FIELDS = (
+    ("levels", "Levels"),
+    ("requests", "Requests/level"),
+    ("max_tokens", "max_tokens"),
+    ("input_tokens", "Prompt tokens"),
+    ("api", "API"),
 )
 
 
@@ -29,7 +30,7 @@ class SweepForm(ModalScreen[SweepSettings | None]):
                            padding: 0 1; }
     SweepForm Grid { grid-size: 2; grid-columns: 14 1fr; grid-rows: 1; grid-gutter: 0 1; height: auto; }
     SweepForm Label { width: 100%; }
-    SweepForm #hint { color: $text-muted; height: 1; }
+    SweepForm #hint { color: $text-muted; height: auto; max-height: 2; }
     SweepForm #error { color: $error; height: auto; }
     SweepForm #buttons { height: 1; align-horizontal: right; margin-top: 1; }
     SweepForm Button { margin-left: 2; }
@@ -54,14 +55,14 @@ class SweepForm(ModalScreen[SweepSettings | None]):
         with Vertical():
             yield Static("Sweep the running server", classes="title")
             with Grid():
-                for field, label, _ in FIELDS:
+                for field, label in FIELDS[:-1]:
                     yield Label(label)
                     yield Input(
                         values[field], id=field, compact=True, type="integer" if field in ("max_tokens", "input_tokens") else "text"
                     )
                 yield Label("API")
                 yield Select([("completions", "completions"), ("chat", "chat")], value=d.api, allow_blank=False, id="api", compact=True)
-            yield Static(FIELDS[0][2], id="hint")
+            yield Static(meaning("levels") + ", comma-separated", id="hint")
             yield Label("", id="error")
             with Horizontal(id="buttons"):
                 yield Button("Start", variant="success", id="start", compact=True)
@@ -84,10 +85,8 @@ class SweepForm(ModalScreen[SweepSettings | None]):
         if isinstance(focused, Input) and focused.id == "levels" and self.typed_early:
             focused.value, self.typed_early = self.typed_early, ""  # typing replaces the default, as into a selected field
             focused.cursor_position = len(focused.value)
-        hint = next((h for f, _, h in FIELDS if focused is not None and focused.id == f), "")
-        if focused is not None and focused.id == "api":
-            hint = "completions (/v1/completions) or chat (/v1/chat/completions)"
-        self.query_one("#hint", Static).update(hint)
+        if focused is not None and focused.id in {f for f, _ in FIELDS}:
+            self.query_one("#hint", Static).update(meaning(focused.id) + (", comma-separated" if focused.id == "levels" else ""))
 
     def _settings(self) -> SweepSettings:
         value = lambda name: self.query_one(f"#{name}", Input).value.strip()

@@ -15,9 +15,9 @@ from textual.timer import Timer
 
 from console.remote.errors import RemoteError
 from console.session import Session
+from console.settings import SweepSettings
 from console.sweep.model import LevelDone, LevelProgress, LevelRetry, LevelStarted, Request, Said, Shown, SweepDone, SweepStarted
 from console.sweep.runs.store import Run, RunError, list_runs
-from console.sweep.settings import SweepSettings
 from console.sweep.sweeps import ServerBusy, SweepHandle
 from console.ui.attention import call_attention
 from console.ui.colours import theme_style
@@ -319,7 +319,7 @@ class SweepPane(ComparisonActions):
             if settings is not None:
                 self.start_sweep(settings)
 
-        self.app.push_screen(SweepForm(SweepSettings.from_dict(self.session.config.sweep)), chosen)
+        self.app.push_screen(SweepForm(self.session.config.sweep), chosen)
 
     def action_stop(self) -> None:
         if self.handle:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from console.settings import SweepSettings
 from console.sweep.model import LevelDone
-from console.sweep.settings import SweepSettings
 from console.sweep.sweeps import SweepHandle
 
 

@@ -1,0 +1,201 @@
+"""What a sweep does: the levels, how many requests each, what each request asks for.
+
+The fields are the schema of pivot.toml's `[sweep]` table, of the settings a run keeps in its run.toml, of the order
+the load generator on a host receives, of the start form and of `pivot sweep`'s flags: one declaration, each field
+with its meaning, checked by `from_dict` and `validate`, whose errors name the key in one line. `[compare]`'s SLO
+grammar is here too: pivot.toml is checked whole, at the ground floor, before any command does anything.
+
+A ground floor like console/config.py: it imports nothing of pivot's own but the schema toolkit (the load generator
+on the host ships it).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Annotated, Any, Literal
+
+from pydantic import ConfigDict, Field, Strict, TypeAdapter, with_config
+
+from console.schema import Int, PositiveInt, Seconds, Str, expect, validate
+
+DEFAULT_LEVELS = (1, 2, 5, 10, 30, 70, 100, 250)
+WORKER_C = 128  # requests in flight one load generator process carries, with `workers = "auto"`
+
+Levels = Annotated[tuple[PositiveInt, ...], Field(min_length=1), expect("a list of positive integers")]
+Requests = Annotated[Literal["auto", "c"] | Annotated[int, Strict(), Field(gt=0)], expect("'auto', 'c' or a positive integer")]
+
+
+def parse_levels(text: str) -> list[int]:
+    """Levels as typed (`1,2,5`): positive whole numbers, comma-separated; ValueError naming the first that is not."""
+    found = []
+    for item in text.replace(" ", "").split(","):
+        if item:
+            if not item.isdigit() or int(item) < 1:
+                raise ValueError(f"{item!r} is not a positive whole number")
+            found.append(int(item))
+    if not found:
+        raise ValueError("no level given")
+    return found
+
+
+def tidy_levels(levels: list[int] | tuple[int, ...]) -> tuple[tuple[int, ...], str | None]:
+    """The levels in order, each once; and what was changed, in words (None: nothing)."""
+    tidy = tuple(sorted(set(levels)))
+    said = []
+    if len(tidy) < len(levels):
+        twice = sorted({c for c in levels if list(levels).count(c) > 1})
+        said.append(f"{', '.join(map(str, twice))} given more than once: measured once")
+    if list(dict.fromkeys(levels)) != list(tidy):
+        said.append("levels are measured in rising order")
+    return tidy, "; ".join(said) or None
+
+
+def about(text: str) -> Any:
+    """A field's meaning, as --help, the sweep form and docs/configuration.md say it."""
+    return Field(description=text)
+
+
+@with_config(ConfigDict(extra="forbid"))
+@dataclass(frozen=True)
+class SweepSettings:
+    levels: Annotated[Levels, about("the concurrency levels, each a number of requests in flight")] = DEFAULT_LEVELS
+    requests: Annotated[
+        Requests, about('requests per level: "auto" is 4 × C, "c" is C (one wave), both at least min_requests; or a number')
+    ] = "auto"
+    # a level's interval narrows with the square root of its requests, and a C=1 level of four requests decides little
+    min_requests: Annotated[
+        Annotated[int, Strict(), Field(ge=2), expect("an integer of at least 2")] | None,
+        about('the fewest requests "auto" and "c" take (unset: 16 and 4)'),
+    ] = None
+    duration_s: Annotated[Seconds | None, about("instead of a request count: run each level this long")] = None
+    warmup: Annotated[
+        Annotated[int, Strict(), Field(ge=0), expect("a non-negative integer")], about("requests per level sent first and not counted")
+    ] = 0
+    max_tokens: Annotated[PositiveInt, about("tokens each request asks for, and runs to (ignore_eos, where the server takes it)")] = 512
+    input_tokens: Annotated[PositiveInt, about("the prompt's length in the server's tokens, without a prompt file")] = 128
+    prompt_file: Annotated[Str | None, about('a JSONL file with a "prompt" (or "messages") per line')] = None
+    unique_prompts: Annotated[
+        bool,
+        about(
+            "without a prompt file: a prompt of its own for each request (no prefix cache serves them); "
+            "false: 64 seeded prompts over and over"
+        ),
+    ] = True
+    api: Annotated[
+        Literal["completions", "chat"],
+        expect("completions or chat"),
+        about("the OpenAI endpoint: completions (/v1/completions) or chat (/v1/chat/completions)"),
+    ] = "completions"
+    model: Annotated[Str | None, about("the model name requests carry (unset: ask the server)")] = None
+    api_key_env: Annotated[Str | None, about("the NAME of an environment variable holding the API key; the key is never written down")] = (
+        None
+    )
+    timeout_s: Annotated[Seconds, about("one request, start to end")] = 600.0
+    idle_timeout_s: Annotated[Seconds, about("no byte, or no whole event, from the server for this long ends a request with an error")] = (
+        60.0
+    )
+    extra_body: Annotated[
+        dict[str, Any], expect("a table of request fields"), about("fields added to every request (min_tokens, logit_bias, …)")
+    ] = field(default_factory=dict)
+    server_wait_s: Annotated[Seconds, about("after a failed level: how long to wait for the server to answer again")] = 60.0
+    seed: Annotated[Int, about("the seed of the 64 prompts used with unique_prompts = false")] = 0
+    drift_check: Annotated[
+        bool, about("measure the first level again at the end: how far the server (or the machine) drifted while it ran")
+    ] = True
+    # on the host: no SSH forward or jump host between it and the server (console/sweep/loadgen/__main__.py)
+    client: Annotated[
+        Literal["auto", "host", "console"],
+        expect("auto, host or console"),
+        about("where the load generator runs: on the GPU host next to the server, on this machine, or auto (the host when its python can)"),
+    ] = "auto"
+    # console/sweep/loadgen/workers.py; a CPU is left to the server or the console
+    workers: Annotated[
+        Literal["auto"] | Annotated[int, Strict(), Field(gt=0, le=64)],
+        expect("'auto' or an integer from 1 to 64"),
+        about(f"processes that send a level's requests: auto is one per {WORKER_C} in flight, at most one per CPU but one, at most 16"),
+    ] = "auto"
+
+    def requests_for(self, c: int) -> int:
+        if isinstance(self.requests, int):
+            return self.requests
+        if self.requests == "c":
+            return max(c, self.min_requests or 4)
+        return max(4 * c, self.min_requests or 16)
+
+    def workers_for(self, c: int, cpus: int | None) -> int:
+        """The processes that send a level of C requests in flight, on a machine of `cpus` CPUs."""
+        if isinstance(self.workers, int):
+            return min(self.workers, c)
+        return max(1, min(-(-c // WORKER_C), (cpus or 1) - 1, 16))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items() if v is not None and v != {}}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SweepSettings:
+        """Raises ValueError (console.schema.Invalid: `key: problem`, one line) when a value is wrong."""
+        settings: SweepSettings = validate(cls, data)
+        return settings
+
+    def validate(self) -> None:
+        """Raises ValueError naming the key when a field is wrong (fields set directly are not checked)."""
+        validate(SweepSettings, asdict(self))
+
+
+@dataclass(frozen=True)
+class Documented:
+    """A setting as --help, the form and docs/configuration.md show it."""
+
+    key: str
+    kind: str  # what it takes, in words
+    default: str
+    meaning: str
+
+
+def _either(words: list[str]) -> str:
+    return f"{', '.join(words[:-1])} or {words[-1]}" if len(words) > 1 else words[0]
+
+
+def _kind(schema: dict[str, Any]) -> str:
+    if "anyOf" in schema:
+        return _either([_kind(s) for s in schema["anyOf"] if s.get("type") != "null"])
+    if "enum" in schema or "const" in schema:
+        return _either([f'"{v}"' for v in schema.get("enum", [schema.get("const")])])
+    if schema.get("type") == "array":
+        return f"list of {_kind(schema['items'])}s"
+    return {"integer": "integer", "number": "number", "string": "string", "boolean": "true or false", "object": "table"}[schema["type"]]
+
+
+def documented() -> list[Documented]:
+    """Every [sweep] setting, in declaration order, from the fields themselves."""
+    properties = TypeAdapter(SweepSettings).json_schema()["properties"]
+    defaults = SweepSettings().to_dict()
+    return [
+        Documented(key, _kind(p), json.dumps(defaults[key]) if key in defaults else "(unset)", p["description"])
+        for key, p in properties.items()
+    ]
+
+
+def meaning(key: str) -> str:
+    return next(d.meaning for d in documented() if d.key == key)
+
+
+SLO_TERM = re.compile(r"\s*(ttft_p90_ms|itl_p90_ms|user_tok_s)\s*(<=|>=)\s*([0-9]+(?:\.[0-9]+)?)\s*")
+SLO_BOUNDS = {"ttft_p90_ms": "<=", "itl_p90_ms": "<=", "user_tok_s": ">="}
+
+
+def slo_terms(text: str) -> dict[str, float]:
+    """An SLO's bounds from `itl_p90_ms<=30,ttft_p90_ms<=500,user_tok_s>=20`; ValueError naming the term that is wrong
+    (console/sweep/analysis/slo.py decides with them)."""
+    found: dict[str, float] = {}
+    for term in text.split(","):
+        match = SLO_TERM.fullmatch(term)
+        if match is None:
+            raise ValueError(f"{term.strip()!r} is not one of ttft_p90_ms<=MS, itl_p90_ms<=MS, user_tok_s>=TOK_S")
+        key, op, value = match.groups()
+        if op != SLO_BOUNDS[key]:
+            raise ValueError(f"{key} takes {SLO_BOUNDS[key]}, not {op}")
+        found[key] = float(value)
+    return found
