@@ -158,14 +158,14 @@ def _either(words: list[str]) -> str:
     return f"{', '.join(words[:-1])} or {words[-1]}" if len(words) > 1 else words[0]
 
 
-def _kind(schema: dict[str, Any]) -> str:
+def _kinds(schema: dict[str, Any]) -> list[str]:
     if "anyOf" in schema:
-        return _either([_kind(s) for s in schema["anyOf"] if s.get("type") != "null"])
+        return [word for s in schema["anyOf"] if s.get("type") != "null" for word in _kinds(s)]
     if "enum" in schema or "const" in schema:
-        return _either([f'"{v}"' for v in schema.get("enum", [schema.get("const")])])
+        return [f'"{v}"' for v in schema.get("enum", [schema.get("const")])]
     if schema.get("type") == "array":
-        return f"list of {_kind(schema['items'])}s"
-    return {"integer": "integer", "number": "number", "string": "string", "boolean": "true or false", "object": "table"}[schema["type"]]
+        return [f"list of {_either(_kinds(schema['items']))}s"]
+    return [{"integer": "integer", "number": "number", "string": "string", "boolean": "true or false", "object": "table"}[schema["type"]]]
 
 
 def documented() -> list[Documented]:
@@ -173,7 +173,7 @@ def documented() -> list[Documented]:
     properties = TypeAdapter(SweepSettings).json_schema()["properties"]
     defaults = SweepSettings().to_dict()
     return [
-        Documented(key, _kind(p), json.dumps(defaults[key]) if key in defaults else "(unset)", p["description"])
+        Documented(key, _either(_kinds(p)), json.dumps(defaults[key]) if key in defaults else "(unset)", p["description"])
         for key, p in properties.items()
     ]
 
