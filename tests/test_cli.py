@@ -98,12 +98,12 @@ def test_gpus_json_says_a_failure_in_json_too(tmp_path: Path) -> None:
 
 def test_an_event_kind_is_one_pivot_writes() -> None:
     """`pivot events --kind` takes the kinds console/events.py writes, and refuses a typo in one line."""
-    from console.cli.parser import EVENT_KINDS
+    from console.cli.types import EVENT_KINDS
     from console.events import Event
 
     assert set(EVENT_KINDS) == {cls.kind for cls in Event.__subclasses__()}
     typo = subprocess.run([sys.executable, "-m", "console", "events", "--kind", "kil"], capture_output=True, text=True, timeout=60)
-    assert typo.returncode == 2 and "argument --kind: invalid choice: 'kil'" in typo.stderr
+    assert typo.returncode == 2 and "Invalid value for '--kind': 'kil' is not one of 'kill'" in typo.stderr
 
 
 def test_server_switch_says_what_it_stopped(sim_host_process: HostProcess) -> None:
@@ -121,16 +121,44 @@ def test_server_switch_says_what_it_stopped(sim_host_process: HostProcess) -> No
 
 
 def test_every_option_and_argument_says_what_it_is() -> None:
-    import argparse
+    """An option's help is its own; an argument's is in its command's text (click gives arguments none)."""
+    import click
 
-    from console.cli.parser import build_parser
+    from console.cli.commands import pivot
 
-    parser = build_parser()
-    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    commands = {"pivot": pivot, **pivot.commands}
     silent = [
-        f"{name} {a.dest}"
-        for name, sub in {"pivot": parser, **commands}.items()
-        for a in sub._actions
-        if not a.help and not isinstance(a, argparse._SubParsersAction)
+        f"{name} {param.name}"
+        for name, command in commands.items()
+        for param in command.params
+        if (isinstance(param, click.Option) and not param.help and not param.hidden)
+        or (isinstance(param, click.Argument) and f"{param.human_readable_name.strip('[]…')}:" not in (command.help or ""))
     ]
     assert silent == []
+
+
+def test_every_sweep_setting_is_a_flag_and_a_bad_value_names_the_flag(tmp_path: Path) -> None:
+    """`pivot sweep --help` lists every [sweep] key as a flag, from the settings' own declarations; a wrong value is
+    refused before anything is measured, in one line naming the flag and the value."""
+    from console.settings import documented
+
+    shown = pivot("sweep", "--help")
+    assert shown.returncode == 0
+    assert [d.key for d in documented() if f"--{d.key.replace('_', '-')}" not in shown.stdout] == []
+    levels = pivot("sweep", "--levels", "0,abc")
+    assert levels.returncode == 2 and "Invalid value for '--levels': '0,abc': '0' is not a positive whole number" in levels.stderr
+    (tmp_path / "pivot.toml").write_text("[sweep]\nmax_tokens = 64\n")
+    zero = pivot("--config", str(tmp_path / "pivot.toml"), "sweep", "--url", "http://127.0.0.1:9", "--max-tokens", "0")
+    assert zero.returncode == 2 and zero.stderr == "pivot: --max-tokens: expected a positive integer, got 0\n"
+
+
+def test_the_shell_completes_commands_and_choices() -> None:
+    import os
+
+    def complete(words: str) -> list[str]:
+        env = {**os.environ, "COMP_WORDS": words, "COMP_CWORD": str(len(words.split()) - 1), "_PIVOT_COMPLETE": "bash_complete"}
+        ran = subprocess.run([sys.executable, "-m", "console"], capture_output=True, text=True, env=env, timeout=60)
+        return [line.split(",", 1)[1] for line in ran.stdout.splitlines()]
+
+    assert complete("pivot sw") == ["sweep"]
+    assert sorted(complete("pivot server sta")) == ["start", "status"]

@@ -1,18 +1,19 @@
-"""The `pivot` command: the console (TUI) and its headless subcommands. Each subcommand names the function that
-runs it (`console/cli/parser.py`); it is imported only then, and its errors become one line on the terminal."""
+"""The `pivot` command: the console (TUI) and its headless subcommands (console/cli/commands.py). What a command
+runs is imported only then, and its errors become one line on the terminal."""
 
 from __future__ import annotations
 
 import asyncio
 import codecs
-import importlib
 import inspect
 import io
-import logging
 import sys
 
+import click
+
 from console import config
-from console.cli.parser import build_parser
+from console.cli.commands import pivot
+from console.cli.target import Globals
 from console.remote.errors import RemoteError
 from console.server.profiles import ProfileError
 from console.sweep.runs.files import RunError
@@ -41,12 +42,24 @@ def _printable_output() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     _printable_output()
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
-    module, _, function = args.run.partition(":")
+    given = Globals()
     try:
-        result = getattr(importlib.import_module(module), function)(args)
-        return asyncio.run(result) if inspect.iscoroutine(result) else result
+        try:
+            result = pivot.main(argv, prog_name="pivot", standalone_mode=False, obj=given)
+        except click.exceptions.Exit as e:  # --help, --version
+            return e.exit_code
+        except click.UsageError as e:  # one line naming the command, the option and the value; --help says the rest
+            path = e.ctx.command_path if e.ctx else "pivot"
+            where = path.removeprefix("pivot").strip()
+            message = visible(e.format_message().rstrip("."))
+            print(f"pivot: {f'{where}: ' if where else ''}{message} (see {path} --help)", file=sys.stderr)
+            return e.exit_code
+        except click.ClickException as e:
+            print(f"pivot: {visible(e.format_message())}", file=sys.stderr)
+            return e.exit_code
+        except click.Abort:  # Ctrl-C (click's word for it)
+            return 130
+        return asyncio.run(result) if inspect.iscoroutine(result) else int(result or 0)
     except (config.ConfigError, RemoteError, ProfileError, RunError, TaskError, ValueError) as e:
         print(f"pivot: {visible(str(e))}", file=sys.stderr)
         return 2
@@ -57,9 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as e:  # a bug: one line on the operator's screen; -v shows the traceback
-        if args.verbose:
+        if given.verbose:
             raise
-        print(f"pivot: unexpected {type(e).__name__}: {visible(str(e))} (pivot -v {args.command or ''} shows where)", file=sys.stderr)
+        print(f"pivot: unexpected {type(e).__name__}: {visible(str(e))} (pivot -v {given.command or ''} shows where)", file=sys.stderr)
         return 1
 
 

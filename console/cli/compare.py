@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import csv
 import dataclasses
 import io
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -204,17 +204,30 @@ async def write_profile_for(cfg: config.Config, cmp: Comparison, *, replace: boo
     return 0
 
 
-def cmd_compare(args: argparse.Namespace) -> int:
-    cfg, names, fmt, markdown_path, write_profile = (config.load(args.config), args.names, args.fmt, args.markdown, args.write_profile)
+@dataclass(frozen=True)
+class CompareOrder:
+    """`pivot compare`'s options."""
+
+    fmt: str  # table, json or csv
+    markdown: Path | None  # also write a Markdown report here
+    write_profile: bool
+    yes: bool  # replace a profile of the same name without asking
+    slo: str | None
+    anyway: bool  # compare runs that measured different things
+    may_differ: frozenset[str]
+
+
+def compare_command(config_path: str | None, names: list[str], order: CompareOrder) -> int:
+    cfg, fmt = config.load(config_path), order.fmt
     if len(names) < 2:
         raise RunError("compare needs two runs (pivot runs lists them)")
-    if unknown := [k for k in args.may_differ if k not in KEYS]:
+    if unknown := [k for k in order.may_differ if k not in KEYS]:
         raise RunError(f"--may-differ {unknown[0]}: no such key (keys: {', '.join(KEYS)})")
-    slo = Slo.read(args.slo or cfg.compare.slo)
+    slo = Slo.read(order.slo or cfg.compare.slo)
     runs = resolve_runs(cfg, names)
     status, written_here = 0, set[Path]()
     for other in runs[1:]:
-        cmp = compare(runs[0], other, cfg.margin, anyway=args.anyway, may_differ=frozenset(args.may_differ), slo=slo)
+        cmp = compare(runs[0], other, cfg.margin, anyway=order.anyway, may_differ=order.may_differ, slo=slo)
         if fmt == "json":
             print(json.dumps(as_json(cmp)))
         elif fmt == "csv":
@@ -228,8 +241,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
             out.print(comparison_table(cmp))
             for line in report(cmp):
                 out.print(Text(line), soft_wrap=True)
-        if markdown_path:
-            markdown_path.write_text(markdown(cmp), encoding="utf-8")
-        if write_profile:
-            status = max(status, asyncio.run(write_profile_for(cfg, cmp, replace=args.yes, written_here=written_here)))
+        if order.markdown:
+            order.markdown.write_text(markdown(cmp), encoding="utf-8")
+        if order.write_profile:
+            status = max(status, asyncio.run(write_profile_for(cfg, cmp, replace=order.yes, written_here=written_here)))
     return status

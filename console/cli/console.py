@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import importlib
 from types import ModuleType
 
 from console import config
+from console.cli.target import Globals
 from console.gpu.telemetry import EarlyStream
 from console.session import Session
 
 
-def cmd_console(args: argparse.Namespace) -> int:
-    if args.fleet:
-        return open_fleet(config.load(args.config), args.theme, readonly=args.readonly)
-    return open_console(config.load(args.config), None if args.local else args.host, args.theme, local=args.local, readonly=args.readonly)
+def console(g: Globals) -> int:
+    if g.fleet:
+        return open_fleet(config.load(g.config), g.theme, readonly=g.readonly)
+    return open_console(config.load(g.config), None if g.local else g.host, g.theme, local=g.local, readonly=g.readonly)
 
 
 def _import_screen() -> ModuleType:
@@ -24,7 +24,7 @@ def _import_screen() -> ModuleType:
     return importlib.import_module("console.ui.app")
 
 
-def open_fleet(cfg: config.Config, theme: str | None, *, readonly: bool) -> int:
+def open_fleet(cfg: config.Config, theme: str | None, *, readonly: bool, hosts_outlive: bool = True) -> int:
     """The fleet; Enter opens the console on a host, and quitting it comes back to the fleet."""
     from console.fleet import gpu_hosts
     from console.ui.fleet_app import FleetApp
@@ -33,29 +33,38 @@ def open_fleet(cfg: config.Config, theme: str | None, *, readonly: bool) -> int:
         raise config.ConfigError(cfg.path, "hosts", "no GPU host configured: the fleet has nothing to show")
     fleet = FleetApp(cfg, theme=theme or cfg.theme, readonly=readonly)
     while (host := fleet.run()) is not None:
-        open_console(cfg, host, theme, readonly=readonly)
+        open_console(cfg, host, theme, readonly=readonly, host_outlives=hosts_outlive)
         # back to the fleet: every line as it was, the cursor on the host just left
         fleet = FleetApp(cfg, theme=theme or cfg.theme, readonly=readonly, remembered=fleet.remembered, cursor_host=host)
     return 0
 
 
 def open_console(
-    cfg: config.Config, host: str | None, theme: str | None, *, local: bool = False, readonly: bool = False, notes: list[str] | None = None
+    cfg: config.Config,
+    host: str | None,
+    theme: str | None,
+    *,
+    local: bool = False,
+    readonly: bool = False,
+    notes: list[str] | None = None,
+    host_outlives: bool = True,
 ) -> int:
-    """notes: lines the help screen shows first (the demo's own host, its config)."""
+    """notes: lines the help screen shows first (the demo's own host, its config); host_outlives: not the demo's."""
     session = Session(cfg, host, local=local, via="console")  # a bad host name fails here, before the screen opens
-    asyncio.run(_console(session, theme or cfg.theme, readonly, notes))
+    asyncio.run(_console(session, theme or cfg.theme, readonly, notes, host_outlives))
     return 0
 
 
-async def _console(session: Session, theme: str | None, readonly: bool, notes: list[str] | None) -> None:
+async def _console(session: Session, theme: str | None, readonly: bool, notes: list[str] | None, host_outlives: bool) -> None:
     """The SSH link and the telemetry stream start while Textual is imported, in a thread (Textual only for the TUI,
     and a second or so of imports): the first sample is on its way before the screen exists."""
     sampled = session.spec is None or session.spec.gpus  # a host without GPUs (gpus = false) is not sampled
     telemetry = EarlyStream(session.telemetry) if sampled else None
     try:
         app = await asyncio.to_thread(_import_screen)
-        await app.PivotApp(session, theme=theme, readonly=readonly, notes=notes, telemetry=telemetry).run_async()
+        await app.PivotApp(
+            session, theme=theme, readonly=readonly, notes=notes, telemetry=telemetry, host_outlives=host_outlives
+        ).run_async()
     finally:
         if telemetry is not None:
             await telemetry.close()

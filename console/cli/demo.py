@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import json
@@ -13,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from console import config
@@ -26,10 +26,25 @@ def demo_home() -> Path:
     return user_data_path("pivot", appauthor=False) / "demo"  # ~/.local/share/pivot/demo on Linux ($XDG_DATA_HOME)
 
 
-def campaign_of(args: argparse.Namespace, root: Path) -> Path:
-    if args.campaign_dir:
-        return args.campaign_dir
-    if args.ephemeral or args.dir:
+@dataclass(frozen=True)
+class Demo:
+    """`pivot demo`'s options."""
+
+    serve: bool  # only the simulated host, until Ctrl-C
+    root: Path | None  # --dir: keep the host's files here
+    campaign_dir: Path | None
+    ephemeral: bool  # keep nothing
+    gpus: int  # of each host
+    hosts: int
+    time_scale: float
+    server: str  # eagle3, baseline or none: running when the demo starts
+    traffic: bool  # background requests to it
+
+
+def campaign_of(demo: Demo, root: Path) -> Path:
+    if demo.campaign_dir:
+        return demo.campaign_dir
+    if demo.ephemeral or demo.root:
         return root / "campaign"
     # its own: another demo's runs (another user's sweeps, another host) are never this one's comparison partners
     return demo_home() / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}" / "campaign"
@@ -48,38 +63,38 @@ def offline_config(campaign: Path) -> Path | None:
     return path
 
 
-def cmd_demo(args: argparse.Namespace) -> int:
+def run_demo(demo: Demo, theme: str | None, readonly: bool) -> int:
     from console.sim.host import SimHost, serve_forever
     from console.sim.state import GpuSpec
 
-    root = args.dir or Path(tempfile.mkdtemp(prefix="pivot-demo-"))
+    root = demo.root or Path(tempfile.mkdtemp(prefix="pivot-demo-"))
     root.mkdir(parents=True, exist_ok=True, mode=0o700)  # --dir may name one that does not exist yet
-    campaign = campaign_of(args, root)
+    campaign = campaign_of(demo, root)
     kept = offline_config(campaign)  # (--serve's too: its temporary directory ends with it, the campaign stays)
-    if args.serve and args.hosts > 1:
+    if demo.serve and demo.hosts > 1:
         from console.sim.fleet import serve_fleet
 
         try:
             asyncio.run(
                 serve_fleet(
                     root,
-                    args.hosts,
-                    gpus=GpuSpec(count=args.gpus),
-                    time_scale=args.time_scale,
+                    demo.hosts,
+                    gpus=GpuSpec(count=demo.gpus),
+                    time_scale=demo.time_scale,
                     campaign_dir=campaign,
-                    initial_server=args.server,
+                    initial_server=demo.server,
                 )
             )
         finally:
-            if args.dir is None:
+            if demo.root is None:
                 shutil.rmtree(root, ignore_errors=True)
         return 0
-    if args.serve:
-        host = SimHost(root, gpus=GpuSpec(count=args.gpus), time_scale=args.time_scale, subreaper=True, campaign_dir=campaign)
+    if demo.serve:
+        host = SimHost(root, gpus=GpuSpec(count=demo.gpus), time_scale=demo.time_scale, subreaper=True, campaign_dir=campaign)
         try:
-            asyncio.run(serve_forever(host, initial_server=args.server, traffic=args.traffic))
+            asyncio.run(serve_forever(host, initial_server=demo.server, traffic=demo.traffic))
         finally:
-            if args.dir is None:  # its keys among them: nothing of the host stays behind
+            if demo.root is None:  # its keys among them: nothing of the host stays behind
                 shutil.rmtree(root, ignore_errors=True)
         return 0
     # The host runs in its own process, as a remote host would: it adopts and reaps
@@ -95,14 +110,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
         "--campaign-dir",
         str(campaign),
         "--gpus",
-        str(args.gpus),
+        str(demo.gpus),
         "--time-scale",
-        str(args.time_scale),
+        str(demo.time_scale),
         "--server",
-        args.server,
+        demo.server,
         "--hosts",
-        str(args.hosts),
-        *([] if args.traffic else ["--no-traffic"]),
+        str(demo.hosts),
+        *([] if demo.traffic else ["--no-traffic"]),
     ]
     # a closed terminal or tmux window must still end the host and remove its files
     signal.signal(signal.SIGHUP, lambda *_: sys.exit(129))
@@ -116,8 +131,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
             print(f"pivot: the simulated host did not start; see {root / 'host.log'}", file=sys.stderr)
             return 1
         config_path = config_line.removeprefix("config: ").strip()  # (where the campaign is kept: said once, at the end)
-        if args.hosts > 1:  # the fleet first; Enter opens a host's console, q there comes back
-            return open_fleet(config.load(config_path), args.theme, readonly=args.readonly)
+        if demo.hosts > 1:  # the fleet first; Enter opens a host's console, q there comes back
+            return open_fleet(config.load(config_path), theme, readonly=readonly, hosts_outlive=False)
         notes = [
             f"This demo's simulated host: {lines[0].strip()}",
             f"Its server, ended as a crash would (from another terminal): kill $(cat {root / 'home/.pivot/server.pid'})",
@@ -125,7 +140,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             campaign_line(campaign, kept),
             "q here ends the demo's host with its server too (on a real host, q leaves the server running)",
         ]
-        return open_console(config.load(config_path), "demo", args.theme, readonly=args.readonly, notes=notes)
+        return open_console(config.load(config_path), "demo", theme, readonly=readonly, notes=notes, host_outlives=False)
     finally:
         host_proc.send_signal(signal.SIGTERM)
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -133,9 +148,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
         if host_proc.poll() is None:
             host_proc.kill()
         log.close()
-        if args.dir is None:
+        if demo.root is None:
             shutil.rmtree(root, ignore_errors=True)
-        print(campaign_line(campaign, kept) if kept or args.campaign_dir else "the demo's campaign went with it (--ephemeral)")
+        print(campaign_line(campaign, kept) if kept or demo.campaign_dir else "the demo's campaign went with it (--ephemeral)")
 
 
 def campaign_line(campaign: Path, kept: Path | None) -> str:

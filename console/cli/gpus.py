@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import sys
@@ -17,6 +16,7 @@ from console import config
 from console.actions import kill
 from console.cli.output import trimmed
 from console.cli.prompt import ask
+from console.cli.target import Target
 from console.config import Config, ConfigError
 from console.gpu.format import age, flags, gib, idle_line
 from console.gpu.samples import AgentError, Sample
@@ -92,11 +92,11 @@ async def _first_sample(session: Session) -> Sample:
     return result
 
 
-async def cmd_gpus(args: argparse.Namespace) -> int:
-    if not args.json:
-        return await _gpus(args)
+async def show_gpus(target: Target, *, watch: bool, as_json: bool, every_host: bool) -> int:
+    if not as_json:
+        return await _gpus(target, watch, as_json, every_host)
     try:  # a script reading JSON gets JSON, a failure too: {"type": "error", ...} on stdout, the line on stderr
-        return await _gpus(args)
+        return await _gpus(target, watch, as_json, every_host)
     except (ConfigError, RemoteError) as e:
         print(
             json.dumps({"type": "error", "kind": type(e).__name__, "host": getattr(e, "host", None) or None, "message": str(e)}), flush=True
@@ -120,20 +120,20 @@ async def _job_gpus(lifecycle: ServerLifecycle, threshold_mib: float, as_json: b
     return 0 if all(isinstance(s, Sample) for _, s in nodes) else 1
 
 
-async def _gpus(args: argparse.Namespace) -> int:
-    cfg = config.load(args.config)
+async def _gpus(target: Target, watch: bool, as_json: bool, every_host: bool) -> int:
+    cfg = config.load(target.config)
     out = trimmed()
-    if args.all:
-        return await _fleet(cfg, out, args.json)
-    async with Session(cfg, args.host, local=args.local) as session:
+    if every_host:
+        return await _fleet(cfg, out, as_json)
+    async with Session(cfg, target.host, local=target.local) as session:
         if session.lifecycle is not None and session.lifecycle.runs_jobs:
             assert isinstance(session.lifecycle, ServerLifecycle)  # a login node's, over SSH
-            return await _job_gpus(session.lifecycle, cfg.idle_threshold_mib, args.json)
+            return await _job_gpus(session.lifecycle, cfg.idle_threshold_mib, as_json)
         if session.spec is not None and not session.spec.gpus:
             raise ConfigError(cfg.path, f"hosts.{session.spec.name}", "this host has no GPUs (gpus = false)")
-        if not args.watch:
+        if not watch:
             sample = await _first_sample(session)
-            if args.json:
+            if as_json:
                 print(json.dumps({"type": "sample", **asdict(sample)}))
             else:
                 for part in _table(sample, cfg.idle_threshold_mib):
@@ -142,7 +142,7 @@ async def _gpus(args: argparse.Namespace) -> int:
         await session.connect()
         async for event in session.telemetry.events():
             if isinstance(event, Sample):
-                if args.json:
+                if as_json:
                     print(json.dumps({"type": "sample", **asdict(event)}), flush=True)
                 else:
                     out.clear()
@@ -151,19 +151,19 @@ async def _gpus(args: argparse.Namespace) -> int:
                         out.print(part)
             elif isinstance(event, (AgentError, LinkDown)):
                 message = getattr(event, "message", None) or getattr(event, "reason", "")
-                if args.json:
+                if as_json:
                     print(json.dumps({"type": "error", "kind": type(event).__name__, "message": message}), flush=True)
                 print(f"pivot: {message}", file=sys.stderr)
     return 0
 
 
-async def cmd_kill(args: argparse.Namespace) -> int:
-    if bool(args.pids) == args.stray:
+async def kill_command(target: Target, pids: list[int], *, stray: bool, yes: bool, grace_s: float | None, single: bool) -> int:
+    if bool(pids) == stray:
         print("pivot: kill takes PIDs or --stray (never a name pattern)", file=sys.stderr)
         return 2
-    cfg = config.load(args.config)
-    async with Session(cfg, args.host, local=args.local) as session:
-        return await kill_processes(session, args.pids, stray=args.stray, yes=args.yes, grace_s=args.grace, single=args.single)
+    cfg = config.load(target.config)
+    async with Session(cfg, target.host, local=target.local) as session:
+        return await kill_processes(session, pids, stray=stray, yes=yes, grace_s=grace_s, single=single)
 
 
 async def kill_processes(

@@ -2,21 +2,28 @@
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 from console import config
 from console.cli.prompt import ask
 from console.session import Session
 
+NO_CONFIG = "pivot: no pivot.toml found (looked in ./pivot.toml and ~/.config/pivot/pivot.toml); see pivot.example.toml"
 
-def cmd_config(args: argparse.Namespace) -> int:
-    cfg = config.load(args.config)
+
+def validate_config(config_path: str | None) -> int:
+    cfg = config.load(config_path)  # a bad file: ConfigError, one line naming the file and the key
     if cfg.path is None:
-        print("pivot: no pivot.toml found (looked in ./pivot.toml and ~/.config/pivot/pivot.toml); see pivot.example.toml")
-        return 1 if args.action == "validate" else 0
-    if args.action == "validate":
-        print(f"{cfg.path}: ok, {len(cfg.hosts)} host(s)")
+        print(NO_CONFIG)
+        return 1
+    print(f"{cfg.path}: ok, {len(cfg.hosts)} host(s)")
+    return 0
+
+
+def show_config(config_path: str | None) -> int:
+    cfg = config.load(config_path)
+    if cfg.path is None:
+        print(NO_CONFIG)
         return 0
     print(f"# {cfg.path}, as pivot reads it (its defaults filled in)")
     print(effective_toml(cfg), end="")
@@ -44,12 +51,12 @@ def effective_toml(cfg: config.Config) -> str:
     return tomli_w.dumps(data)
 
 
-async def cmd_trust(args: argparse.Namespace) -> int:
+async def trust_host(config_path: str | None, name: str, *, yes: bool) -> int:
     from console.remote import trust
     from console.remote.pool import HostPool
 
-    cfg = config.load(args.config)
-    spec = cfg.host(args.name)
+    cfg = config.load(config_path)
+    spec = cfg.host(name)
     pool = HostPool(cfg)  # a jump that names a configured host is reached as that host, as every command does
     try:
         offered = await trust.fetch_key(spec, pool.get(spec.jump) if spec.jump in cfg.hosts else None)
@@ -61,7 +68,7 @@ async def cmd_trust(args: argparse.Namespace) -> int:
         return 0
     if offered.authority:
         print(f"{offered.known_hosts} also trusts a certificate authority for it (@cert-authority); that line stays")
-    if not args.yes:
+    if not yes:
         answer = ask(f"Add it to {offered.known_hosts}? Check the fingerprint first. [yes/no] ")
         if answer not in ("y", "yes"):
             print("not added")
@@ -71,8 +78,8 @@ async def cmd_trust(args: argparse.Namespace) -> int:
     return 0
 
 
-async def cmd_ping(args: argparse.Namespace) -> int:
-    async with Session(config.load(args.config), args.name or args.host) as session:
+async def ping_host(config_path: str | None, host: str | None) -> int:
+    async with Session(config.load(config_path), host) as session:
         await session.connect()
         event = session.conn.last_event
         result = await session.conn.run(["uname", "-srm"], timeout=10)

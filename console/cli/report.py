@@ -3,8 +3,8 @@ with --format png|svg the throughput chart alone."""
 
 from __future__ import annotations
 
-import argparse
 import json
+from pathlib import Path
 
 import tomli_w
 
@@ -22,9 +22,9 @@ from console.sweep.runs.store import Run, RunError
 from console.untrusted import visible
 
 
-def _pair(cfg: config.Config, a: Run, b: Run, args: argparse.Namespace, slo: Slo | None) -> Pair:
+def _pair(cfg: config.Config, a: Run, b: Run, slo: Slo | None, *, anyway: bool, may_differ: frozenset[str]) -> Pair:
     try:
-        cmp = compare(a, b, cfg.margin, anyway=args.anyway, may_differ=frozenset(args.may_differ), slo=slo)
+        cmp = compare(a, b, cfg.margin, anyway=anyway, may_differ=may_differ, slo=slo)
     except (NotComparable, ValueError) as e:
         return Pair(a, b, refused=str(e))
     if a.meta.measured_from or b.meta.measured_from:  # an adaptive profile's run: its verification is the point
@@ -57,21 +57,23 @@ def _profiles(cfg: config.Config, runs: list[Run]) -> dict[str, str]:
     return texts
 
 
-def cmd_report(args: argparse.Namespace) -> int:
-    cfg = config.load(args.config)
-    runs = resolve_runs(cfg, args.names)
+def report_command(
+    config_path: str | None, names: list[str], output: Path, fmt: str | None, *, slo: str | None, anyway: bool, may_differ: frozenset[str]
+) -> int:
+    cfg = config.load(config_path)
+    runs = resolve_runs(cfg, names)
     if missing := [run for run in runs if not run.has_measured_levels]:
         raise RunError(f"run {missing[0].name} has no measured level to report")
-    fmt = args.format or (args.output.suffix.lstrip(".").lower() if args.output.suffix.lower() in (".png", ".svg") else "html")
+    fmt = fmt or (output.suffix.lstrip(".").lower() if output.suffix.lower() in (".png", ".svg") else "html")
     if fmt in ("png", "svg"):
         data = charts.render(charts.curves(runs), fmt)
     else:
-        slo = Slo.read(args.slo or cfg.compare.slo)
-        pairs = [_pair(cfg, runs[0], other, args, slo) for other in runs[1:]]
+        bounds = Slo.read(slo or cfg.compare.slo)
+        pairs = [_pair(cfg, runs[0], other, bounds, anyway=anyway, may_differ=may_differ) for other in runs[1:]]
         data = page(runs, pairs, _profiles(cfg, runs)).encode()
-    write_atomically(args.output, data, durable=False)
+    write_atomically(output, data, durable=False)
     print(
-        f"wrote {visible(str(args.output))}: "
+        f"wrote {visible(str(output))}: "
         + (
             "the throughput chart"
             if fmt != "html"

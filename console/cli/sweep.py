@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -18,84 +19,99 @@ from console import config
 from console.campaign import Campaign
 from console.cli.output import terminal
 from console.cli.prompt import ask
+from console.cli.target import Target
+from console.cli.types import flag
+from console.schema import Invalid
 from console.settings import SweepSettings, tidy_levels
 from console.sweep.analysis.drift import drift
 from console.sweep.model import LevelDone, LevelProgress, LevelRetry, LevelStarted, Request, Said, SweepDone, SweepStarted
 from console.sweep.runs.files import pending_spool
 from console.sweep.runs.lock import holder
 from console.sweep.runs.store import Run, RunError, delete_run, label, list_runs, open_run, open_run_dir, started_at
-from console.sweep.words.levels import LEVEL_COLUMNS, level_row
+from console.sweep.words.levels import LEVEL_COLUMNS, kept_text, level_row
 from console.sweep.words.parts import drift_text
 from console.untrusted import visible
 
 if TYPE_CHECKING:  # the session (SSH, telemetry) only for the commands that sweep: `runs` and `compare` read files
+    from console.actions.campaign import CampaignActions
     from console.sweep.sweeps import SweepHandle
 
 
-def settings_from(cfg: config.Config, levels: list[int] | None, requests: str | None, max_tokens: int | None) -> SweepSettings:
+@dataclass(frozen=True)
+class SweepOrder:
+    """`pivot sweep`'s options beside the settings: what to sweep, and how."""
+
+    url: str | None
+    resume: str | None
+    repeat_uncertain: str | None
+    refine: tuple[str, str] | None
+    yes: bool
+    against: str | None
+    other_server: bool
+    allow_busy: bool
+    as_json: bool
+
+
+def settings_from(cfg: config.Config, given: dict[str, Any]) -> SweepSettings:
+    """pivot.toml's [sweep] with the flags given over it; an error names the flag and the value."""
     data = cfg.sweep.to_dict()
-    if levels is not None:
-        tidy, note = tidy_levels(levels)
+    if "levels" in given:
+        tidy, note = tidy_levels(given["levels"])
         if note:
             print(f"pivot: --levels: {note}", file=sys.stderr)
-        data["levels"] = list(tidy)
-    if requests is not None:
-        data["requests"] = int(requests) if requests.isdigit() else requests
-    if max_tokens is not None:
-        data["max_tokens"] = max_tokens
-    return SweepSettings.from_dict(data)
+        given = {**given, "levels": list(tidy)}
+    try:
+        return SweepSettings.from_dict({**data, **given})
+    except Invalid as e:  # a flag's value, else pivot.toml's (checked when it was read: a flag made it wrong)
+        key = (e.key or "").split(".")[0]
+        raise RunError(f"{flag(key) if key in given else f'[sweep] {e.key}'}: {e.problem}") from None
 
 
-def cmd_sweep(args: argparse.Namespace) -> int:
-    cfg = config.load(args.config)
-    if args.refine:
-        return asyncio.run(
-            campaign_verb(
-                cfg,
-                args.host,
-                "do_refine",
-                *(r.name for r in resolve_runs(cfg, args.refine)),
-                ask_first=_refine_question(cfg, args) if not args.yes else None,
-            )
+def sweep_command(target: Target, order: SweepOrder, given: dict[str, Any]) -> int:
+    """given: the [sweep] settings given as flags."""
+    cfg = config.load(target.config)
+    if order.refine:
+        a, b = resolve_runs(cfg, list(order.refine))
+        question = (
+            f"refining switches the server on {cfg.host(target.host).name} between {a.profile} and {b.profile}, as often "
+            "as it takes (each switch stops the running server)"
         )
-    if args.repeat_uncertain:
-        uncertain = resolve_runs(cfg, [args.repeat_uncertain])[0]
+        return asyncio.run(
+            campaign_verb(cfg, target.host, lambda actions: actions.do_refine(a.name, b.name), ask_first=None if order.yes else question)
+        )
+    if order.repeat_uncertain:
+        uncertain = resolve_runs(cfg, [order.repeat_uncertain])[0]
         if (pid := holder(uncertain.dir)) is not None:
             raise RunError(f"run {uncertain.name} is being written by a load generator now (pid {pid}): stop that sweep first")
-        against = [resolve_runs(cfg, [args.against])[0].name] if args.against else []
-        return asyncio.run(campaign_verb(cfg, args.host, "do_repeat_uncertain", uncertain.name, *against))
+        against = resolve_runs(cfg, [order.against])[0].name if order.against else None
+        return asyncio.run(campaign_verb(cfg, target.host, lambda actions: actions.do_repeat_uncertain(uncertain.name, against)))
     run: Run | None = None
     how = "new"
-    if args.resume:
-        given = [
-            flag
-            for flag, value in (("--levels", args.levels), ("--requests", args.requests), ("--max-tokens", args.max_tokens))
-            if value is not None
-        ]
+    if order.resume:
         if given:  # a resume measures what the run lacks, with the run's own settings
             raise RunError(
-                f"--resume measures what run {args.resume} still lacks with its own settings: {', '.join(given)} "
+                f"--resume measures what run {order.resume} still lacks with its own settings: {', '.join(map(flag, given))} "
                 "would measure something else (a new sweep takes them)"
             )
-        run = resolve_runs(cfg, [args.resume])[0]
+        run = resolve_runs(cfg, [order.resume])[0]
         if (pid := holder(run.dir)) is not None:
             raise RunError(f"run {run.name} is being written by a load generator now (pid {pid}): stop that sweep first")
         settings = run.settings
         how = "resume"
     else:
-        settings = settings_from(cfg, args.levels, args.requests, args.max_tokens)
+        settings = settings_from(cfg, given)
     status = asyncio.run(
         sweep(
             cfg,
-            args.host,
+            target.host,
             settings,
             run=run,
             how=how,
             levels=None,
-            url=args.url,
-            as_json=args.json,
-            other_server=args.other_server,
-            allow_busy=args.allow_busy,
+            url=order.url,
+            as_json=order.as_json,
+            other_server=order.other_server,
+            allow_busy=order.allow_busy,
         )
     )
     if cfg.notify.bell and sys.stdout.isatty():  # an operator in another window: tmux marks this one
@@ -103,15 +119,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return status
 
 
-def _refine_question(cfg: config.Config, args: argparse.Namespace) -> str:
-    a, b = resolve_runs(cfg, args.refine)
-    return (
-        f"refining switches the server on {cfg.host(args.host).name} between {a.profile} and {b.profile}, as often "
-        "as it takes (each switch stops the running server)"
-    )
-
-
-async def campaign_verb(cfg: config.Config, host: str | None, verb: str, *words: str, ask_first: str | None = None) -> int:
+async def campaign_verb(
+    cfg: config.Config, host: str | None, verb: Callable[[CampaignActions], Awaitable[object]], *, ask_first: str | None = None
+) -> int:
     """One of the campaign's verbs (console/actions/campaign.py) on the host, its steps printed as they come: a
     refinement (`ask_first` asks before the first switch of servers), or a repeat of a run's uncertain levels."""
     from console.actions.campaign import ActionFailed, CampaignActions
@@ -126,7 +136,7 @@ async def campaign_verb(cfg: config.Config, host: str | None, verb: str, *words:
     async with Session(cfg, host) as session:
         await session.connect()
         try:
-            print(await getattr(CampaignActions(session, confirm_kill=_never, via="cli"), verb)(*words))
+            print(await verb(CampaignActions(session, confirm_kill=_never, via="cli")))
         except ActionFailed as e:
             print(f"pivot: {e}", file=sys.stderr)
             return 1
@@ -163,7 +173,9 @@ async def sweep(
             )
         except ServerBusy as e:  # the console asks instead; a command is told how to go on
             raise RunError(f"{e}; sweep anyway with --allow-busy") from None
-        return await print_sweep(handle, out, as_json)
+        target = ["--url", url] if url else []
+        resume = config.pivot_command(cfg, None if url else session.host_name, "sweep", *target, "--resume", handle.run.name)
+        return await print_sweep(handle, out, as_json, resume)
 
 
 def level_table(title: str) -> Table:
@@ -174,7 +186,8 @@ def level_table(title: str) -> Table:
     return table
 
 
-async def print_sweep(handle: SweepHandle, out: Console, as_json: bool) -> int:
+async def print_sweep(handle: SweepHandle, out: Console, as_json: bool, resume: str) -> int:
+    """resume: the command line that measures what the run lacks, said where the sweep leaves it partial."""
     progress = Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -186,9 +199,9 @@ async def print_sweep(handle: SweepHandle, out: Console, as_json: bool) -> int:
     )
     try:
         with progress:
-            status = await _follow(handle, out, as_json, progress)
+            status = await _follow(handle, out, as_json, progress, resume)
     except asyncio.CancelledError:  # Ctrl-C: the load generator ended too, keeping what finished; said before the exit
-        _say_interrupted(handle.run, out, as_json)
+        _say_interrupted(handle.run, out, as_json, resume)
         raise
     if not as_json:
         out.print(_saved_table(handle.run)[0])  # as kept: a resumed level with what it had before, its attempts merged
@@ -204,17 +217,14 @@ def _saved_table(run: Run) -> tuple[Table, list[LevelDone]]:
     return table, levels
 
 
-def _say_interrupted(run: Run, out: Console, as_json: bool) -> None:
+def _say_interrupted(run: Run, out: Console, as_json: bool, resume: str) -> None:
     table, levels = _saved_table(run)
     if not as_json:
         out.print(table)
-    finished = sum(level.requests for level in levels if level.measured)
-    short = [f"C={level.c}" for level in levels if level.lacking]
-    what = f"{finished} finished request(s) kept" + (f" ({', '.join(short)} cut short)" if short else "")
-    out.print(Text(f"interrupted: {what}; `pivot sweep --resume {run.name}` measures what is missing", style="yellow"))
+    out.print(Text(f"interrupted: {kept_text(levels)}; `{resume}` measures what is missing", style="yellow"))
 
 
-async def _follow(handle: SweepHandle, out: Console, as_json: bool, progress: Progress) -> int:
+async def _follow(handle: SweepHandle, out: Console, as_json: bool, progress: Progress, resume: str) -> int:
     """The sweep's events as they come, on the terminal; its exit status (3: stopped on a failed level)."""
     status = 0
     task = None
@@ -256,7 +266,7 @@ async def _follow(handle: SweepHandle, out: Console, as_json: bool, progress: Pr
                 out.print(
                     Text(
                         f"pivot: the load generator failed: {visible(event.message)}; what it measured is "
-                        f"kept, and `pivot sweep --resume {handle.run.name}` measures the rest",
+                        f"kept, and `{resume}` measures the rest",
                         style="red",
                     )
                 )
@@ -266,8 +276,7 @@ async def _follow(handle: SweepHandle, out: Console, as_json: bool, progress: Pr
             case SweepDone() if event.failed:
                 out.print(
                     Text(
-                        f"pivot: the sweep stopped: {visible(event.failed)}; the run is partial and "
-                        f"`pivot sweep --resume {handle.run.name}` measures the rest",
+                        f"pivot: the sweep stopped: {visible(event.failed)}; the run is partial and `{resume}` measures the rest",
                         style="red",
                     )
                 )
@@ -277,35 +286,40 @@ async def _follow(handle: SweepHandle, out: Console, as_json: bool, progress: Pr
     return status
 
 
-def cmd_runs(args: argparse.Namespace) -> int:
-    cfg, action, names, name, profile, yes = config.load(args.config), args.action, args.names, args.name, args.profile, args.yes
+def import_runs(config_path: str | None, files: list[str], name: str | None, profile: str) -> int:
+    return _import(config.load(config_path), files, name, profile, terminal())
+
+
+def delete_runs(config_path: str | None, names: list[str], yes: bool) -> int:
+    return _delete(config.load(config_path), names, yes)
+
+
+def show_run(config_path: str | None, name: str) -> int:
+    cfg = config.load(config_path)
     out = terminal()
-    if action == "import":
-        return _import(cfg, names, name, profile, out)
-    if action == "delete":
-        return _delete(cfg, names, yes)
-    if action == "show":
-        if len(names) != 1:
-            raise RunError("runs show takes one run (pivot runs lists them)")
-        run = Campaign(cfg.campaign_dir).resolve(names[0])
-        state = run.state
-        title = f"{run.name} ({visible(run.profile)}, {state})"
-        if run.corrupt:
-            title += f": {run.corrupt}"
-        if run.stopped_because:
-            title += f": stopped because {visible(run.stopped_because)}"
-        table = level_table(title)
-        for level in run.levels():
-            table.add_row(*level_row(level))
-        out.print(table)
-        if run.client_placement:
-            out.print(f"the load generator ran {run.client_placement}", markup=False, highlight=False)
-        if run.served_by:
-            out.print(f"served by {run.served_by}", markup=False, highlight=False)
-        if (moved := drift(run, cfg.margin)) is not None:
-            word = {"alike": "within the margin", "cannot tell": "cannot tell"}.get(moved.verdict.word, "beyond the margin")
-            out.print(f"{drift_text(moved, label(run))} ({word})", markup=False, highlight=False)
-        return 0
+    run = Campaign(cfg.campaign_dir).resolve(name)
+    state = run.state
+    title = f"{run.name} ({visible(run.profile)}, {state})"
+    if run.corrupt:
+        title += f": {run.corrupt}"
+    if run.stopped_because:
+        title += f": stopped because {visible(run.stopped_because)}"
+    table = level_table(title)
+    for level in run.levels():
+        table.add_row(*level_row(level))
+    out.print(table)
+    if run.client_placement:
+        out.print(f"the load generator ran {run.client_placement}", markup=False, highlight=False)
+    if run.served_by:
+        out.print(f"served by {run.served_by}", markup=False, highlight=False)
+    if (moved := drift(run, cfg.margin)) is not None:
+        word = {"alike": "within the margin", "cannot tell": "cannot tell"}.get(moved.verdict.word, "beyond the margin")
+        out.print(f"{drift_text(moved, label(run))} ({word})", markup=False, highlight=False)
+    return 0
+
+
+def list_runs_command(config_path: str | None) -> int:
+    cfg = config.load(config_path)
     rows = [("RUN", "PROFILE", "STATE", "LEVELS", "STARTED (UTC)")]
     for run in list_runs(cfg.campaign_dir):
         levels = run.level_cs() if not run.meta.corrupt else None

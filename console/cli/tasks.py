@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import collections
 import json
@@ -16,6 +15,7 @@ from rich.text import Text
 from console import config
 from console.cli.output import trimmed
 from console.cli.prompt import ask
+from console.cli.target import Target
 from console.events import EventLog, TaskChange, summary
 from console.session import Session
 from console.tasks.tasklist import TaskError, TaskList, clipped
@@ -43,68 +43,72 @@ def render(tasks: TaskList) -> list[Text]:
 STATUS_OF = {"done": "completed", "start": "in_progress", "cancel": "cancelled", "reset": "pending"}
 
 
-def _numbers(action: str, args: list[str], *, one: bool = False) -> list[int]:
-    """The task numbers an action names, as `tasks list` shows them; TaskError naming the bad argument."""
-    if not args or (one and len(args) > 1):
-        raise TaskError(f"tasks {action} takes {'one task number' if one else 'task numbers'}, as tasks list shows them")
-    try:
-        return [int(a) for a in args]
-    except ValueError:
-        bad = next(a for a in args if not a.strip().isdecimal())
-        raise TaskError(f"tasks {action}: {bad!r} is not a task number (tasks list shows them)") from None
+class TaskCommand:
+    """The task list of the campaign, as one `pivot tasks` verb changes it: each change saved and logged, then the
+    list printed."""
 
+    def __init__(self, config_path: str | None):
+        cfg = config.load(config_path)
+        self.tasks = TaskList(cfg.campaign_dir).load()
+        self.log = EventLog(cfg.campaign_dir)
+        self.out = trimmed(highlight=False)
+        if self.tasks.warning:
+            self.out.print(Text(visible(f"warning: {self.tasks.warning}"), style="yellow"), soft_wrap=True)
 
-def cmd_tasks(cli: argparse.Namespace) -> int:
-    cfg, action, args, priority, insist = config.load(cli.config), cli.action, cli.args, cli.priority, cli.insist
-    if action in STATUS_OF or action == "delete":
-        numbers = _numbers(action, args, one=action == "delete")
-    elif action == "import" and len(args) != 1:
-        raise TaskError('tasks import takes one file (our tasks.json or a todo list: {"todos": [...]})')
-    tasks = TaskList(cfg.campaign_dir).load()
-    log = EventLog(cfg.campaign_dir)
-    out = trimmed(highlight=False)
-    if tasks.warning:
-        out.print(Text(visible(f"warning: {tasks.warning}"), style="yellow"), soft_wrap=True)
-    if action == "add":
-        task = tasks.add(" ".join(args), priority)
-        log.append(TaskChange(via="cli", change="add", content=task.content, priority=task.priority))
-    elif action in STATUS_OF:
-        for number in numbers:
-            task = tasks.set_status(number, STATUS_OF[action], insist=insist)
-            log.append(TaskChange(via="cli", change=STATUS_OF[action], content=task.content))
-    elif action == "delete":
-        task = tasks.delete(numbers[0])
-        log.append(TaskChange(via="cli", change="delete", content=task.content))
-    elif action == "import":
-        count = tasks.import_todos(Path(args[0]))
-        log.append(TaskChange(via="cli", change="import", file=args[0], count=count))
-        out.print(Text(visible(f"imported {count} tasks from {args[0]}")))
-    elif action == "export":
-        print(tasks.export_todos())
+    def listed(self) -> int:
+        for line in render(self.tasks):
+            self.out.print(line)
         return 0
-    for line in render(tasks):
-        out.print(line)
-    return 0
+
+    def add(self, text: str, priority: str) -> int:
+        task = self.tasks.add(text, priority)
+        self.log.append(TaskChange(via="cli", change="add", content=task.content, priority=task.priority))
+        return self.listed()
+
+    def set_status(self, verb: str, numbers: list[int], *, insist: bool) -> int:
+        if not numbers:
+            raise TaskError(f"tasks {verb} takes task numbers, as tasks list shows them")
+        for number in numbers:
+            task = self.tasks.set_status(number, STATUS_OF[verb], insist=insist)
+            self.log.append(TaskChange(via="cli", change=STATUS_OF[verb], content=task.content))
+        return self.listed()
+
+    def delete(self, numbers: list[int]) -> int:
+        if len(numbers) != 1:
+            raise TaskError("tasks delete takes one task number, as tasks list shows them")
+        task = self.tasks.delete(numbers[0])
+        self.log.append(TaskChange(via="cli", change="delete", content=task.content))
+        return self.listed()
+
+    def import_file(self, path: Path) -> int:
+        count = self.tasks.import_todos(path)
+        self.log.append(TaskChange(via="cli", change="import", file=str(path), count=count))
+        self.out.print(Text(visible(f"imported {count} tasks from {path}")))
+        return self.listed()
+
+    def export(self) -> int:
+        print(self.tasks.export_todos())
+        return 0
 
 
-async def cmd_run(cli: argparse.Namespace) -> int:
+async def run_command(target: Target, runbook_name: str, *, start: int, yes: bool) -> int:
     from console.actions.campaign import CampaignActions
     from console.actions.runbook import find_runbook, install, read_runbook, run_tasks
 
-    cfg = config.load(cli.config)
-    runbook = read_runbook(find_runbook(cfg, cli.runbook))
+    cfg = config.load(target.config)
+    runbook = read_runbook(find_runbook(cfg, runbook_name))
     tasks = TaskList(cfg.campaign_dir).load()
-    numbers = install(tasks, runbook)[cli.start - 1 :]
+    numbers = install(tasks, runbook)[start - 1 :]
 
     async def confirm(question: str) -> bool:
-        if cli.yes:
+        if yes:
             return True
         return await asyncio.to_thread(ask, f"{question} [y/N] ") in ("y", "yes")
 
     def say(line: str) -> None:  # the steps name tasks, and their failures quote the host
         print(visible(line, newlines=True), flush=True)
 
-    async with Session(cfg, cli.host) as session:
+    async with Session(cfg, target.host) as session:
         await session.connect()
         ok = await run_tasks(tasks, CampaignActions(session, confirm_kill=confirm, say=say), numbers, say)
     for line in render(tasks):
@@ -112,15 +116,15 @@ async def cmd_run(cli: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
-def cmd_events(cli: argparse.Namespace) -> int:
-    cfg, kind, export = config.load(cli.config), cli.kind, cli.export
+def events_command(config_path: str | None, kind: str | None, export: Path | None, tail: int | None) -> int:
+    cfg = config.load(config_path)
     log = EventLog(cfg.campaign_dir)
-    if cli.tail is not None and kind is None:
-        found: Iterable[dict[str, Any]] = log.tail(cli.tail)
+    if tail is not None and kind is None:
+        found: Iterable[dict[str, Any]] = log.tail(tail)
     else:  # a kind's last N: read through, keeping N
         found = (e for e in log.each() if kind is None or e.get("kind") == kind)
-        if cli.tail is not None:
-            found = collections.deque(found, maxlen=cli.tail)
+        if tail is not None:
+            found = collections.deque(found, maxlen=tail)
     if export is not None:
         count = 0
         with open(export, "w", encoding="utf-8") as out:

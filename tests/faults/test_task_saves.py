@@ -17,15 +17,13 @@ WORKER = """
 import sys, time
 from pathlib import Path
 from console import config
-from argparse import Namespace
-from console.cli.tasks import cmd_tasks
+from console.cli.tasks import TaskCommand
 cfg = config.load(sys.argv[1])
 print("ready", flush=True)
 while not Path(sys.argv[2]).exists():  # all start adding together
     time.sleep(0.002)
 for i in range(25):
-    cmd_tasks(Namespace(config=sys.argv[1], action="add", args=["worker %s task %d" % (sys.argv[3], i)],
-                        priority="medium", insist=False))
+    TaskCommand(sys.argv[1]).add("worker %s task %d" % (sys.argv[3], i), "medium")
 """
 
 
