@@ -1,7 +1,7 @@
 # Conveniences over the README's two commands.
 VENV ?= .venv
 
-.PHONY: demo test lint format bench clean
+.PHONY: demo test test-fast lint format bench clean
 
 $(VENV)/bin/pivot: pyproject.toml
 	python3 -m venv $(VENV)
@@ -13,6 +13,10 @@ demo: $(VENV)/bin/pivot
 
 test: $(VENV)/bin/pivot
 	$(VENV)/bin/pytest
+
+# all but the tests marked slow (demo hosts, Slurm, tmux, real engines): for the edit-and-check loop; CI runs them all
+test-fast: $(VENV)/bin/pivot
+	$(VENV)/bin/pytest -m "not slow"
 
 lint: $(VENV)/bin/pivot
 	$(VENV)/bin/ruff check console tests bench

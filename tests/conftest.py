@@ -1,19 +1,25 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import signal
 import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator
 from pathlib import Path
+from typing import Any, TypeVar, overload
 
 import pytest
+from textual.app import App
 
 from console import config
 from console.sim.host import SimHost
 from console.sim.state import GpuSpec
+
+T = TypeVar("T")
 
 
 @pytest.fixture
@@ -53,7 +59,7 @@ def sim_host_measured(tmp_path: Path) -> Iterator[HostProcess]:
     yield from host_process(tmp_path, 1)
 
 
-def host_process(tmp_path: Path, time_scale: float, *, server: str = "none", hosts: int = 1) -> Iterator[HostProcess]:
+def host_process(tmp_path: Path, time_scale: float, *, server: str = "none", hosts: int = 1) -> Generator[HostProcess, None, None]:
     """`pivot demo --serve` (of `hosts` hosts, each with `server` started) until the test ends."""
     root = tmp_path / "demo"
     proc = subprocess.Popen(
@@ -103,19 +109,36 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-async def wait_for(predicate, timeout: float = 10.0, interval: float = 0.05):  # type: ignore[no-untyped-def]
+@overload
+async def wait_for(predicate: Callable[[], Awaitable[T | None]], timeout: float = 10.0, interval: float = 0.05) -> T: ...
+@overload
+async def wait_for(predicate: Callable[[], T | None], timeout: float = 10.0, interval: float = 0.05) -> T: ...
+async def wait_for(predicate: Callable[[], object], timeout: float = 10.0, interval: float = 0.05) -> object:
     """Poll until predicate() (sync or async) is truthy; return its value."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while True:
         value = predicate()
-        if asyncio.iscoroutine(value):
+        if inspect.isawaitable(value):
             value = await value
         if value:
             return value
         if loop.time() > deadline:
             raise AssertionError(f"condition not met within {timeout} s")
         await asyncio.sleep(interval)
+
+
+def wait_until(predicate: Callable[[], T | None], timeout: float = 10.0, interval: float = 0.05, *, what: str = "") -> T:
+    """wait_for's synchronous twin, for tests without an event loop: poll until predicate() is truthy; return its
+    value. `what`: what it waits for, said when it does not come in time."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"waited {timeout} s for {what or 'the condition'}")
+        time.sleep(interval)
 
 
 def pid_alive(pid: int) -> bool:
@@ -157,3 +180,9 @@ async def settled(pilot) -> None:  # type: ignore[no-untyped-def]
     for _ in range(2):  # twice, a pause apart: a layout still on its way would have undone the first
         await pilot.pause()
         await wait_for(done)
+
+
+def toasts(app: App[Any]) -> list[str]:
+    """Every line the notifications on screen show (each toast's title, then its message), as the operator reads them.
+    Textual shows notifications only in an app run with `run_test(notifications=True)`."""
+    return [line for toast in app.screen.query("Toast") for line in str(toast.render()).splitlines()]

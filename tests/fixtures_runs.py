@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 from console.sweep.model import RunMeta
@@ -68,8 +69,8 @@ def write_run(
     spread: float = 0.01,
     kind: str = "sglang",
     argv: list[str] | None = None,
-    settings: dict[str, object] | None = None,
-    every_level: dict[str, object] | None = None,
+    settings: Mapping[str, object] | None = None,
+    every_level: Mapping[str, object] | None = None,
     **meta: object,
 ) -> None:
     """settings: the sweep's, beside its levels; every_level: more of each level_done (gpu_watts, …); meta: more of

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from rich.color import Color as RichColor
 from rich.color import ColorType
@@ -44,7 +45,7 @@ class Cells:
         return f"{self.widget} at ({self.x},{self.y}) {self.text.strip()[:24]!r}"
 
 
-def cells(app: App[object]) -> Iterator[Cells]:
+def cells(app: App[Any]) -> Iterator[Cells]:
     """Every run of cells on the screen that shows something (not only spaces)."""
     screen = app.screen
     for y, strip in enumerate(screen._compositor.render_strips()):
@@ -73,7 +74,7 @@ def cells(app: App[object]) -> Iterator[Cells]:
             x += width
 
 
-def terminal_theme(app: App[object]) -> TerminalTheme:
+def terminal_theme(app: App[Any]) -> TerminalTheme:
     """The palette Textual shows ANSI colours with: MONOKAI for a dark theme, ALABASTER for a light one."""
     return app.ansi_theme
 

@@ -6,17 +6,19 @@ these tests started it) by its PID."""
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import signal
 import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import wait_until
 
 NODES = ("n1", "n2")
 MUNGE_KEY = Path("/etc/munge/munge.key")
@@ -52,16 +54,8 @@ def _start_munged() -> int | None:
         MUNGE_KEY.chmod(0o400)
     Path("/run/munge").mkdir(parents=True, exist_ok=True)
     subprocess.run(["munged", "--force"], check=True, capture_output=True, timeout=30)
-    _wait(_munge_answers, "munged does not answer")
+    wait_until(_munge_answers, timeout=60, interval=0.2, what="munged to answer")
     return int(MUNGE_PID.read_text()) if MUNGE_PID.exists() else None
-
-
-def _wait(ok, what: str, timeout: float = 60.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not ok():
-        if time.monotonic() > deadline:
-            raise AssertionError(what)
-        time.sleep(0.2)
 
 
 def write_conf(root: Path) -> Path:
@@ -116,26 +110,31 @@ def slurm_cluster(root: Path) -> Iterator[Path]:
             out = subprocess.run(["sinfo", "-h", "-o", "%t %D"], env=env, capture_output=True, text=True, timeout=20).stdout
             return out.split() == ["idle", str(len(NODES))]
 
-        _wait(idle, f"the nodes are not idle: see {root}/log")
+        wait_until(idle, timeout=60, interval=0.2, what=f"the nodes to be idle (see {root}/log)")
         yield conf
     finally:  # every job ended first: a node shut down under a running job would leave its steps behind
         jobs = subprocess.run(["squeue", "-h", "-o", "%i"], env=env, capture_output=True, text=True, timeout=20).stdout.split()
         if jobs:
             subprocess.run(["scancel", *jobs], env=env, capture_output=True, timeout=30)
-        _wait(
+        wait_until(
             lambda: not subprocess.run(["squeue", "-h", "-o", "%i"], env=env, capture_output=True, text=True, timeout=20).stdout.split(),
-            "jobs still in the queue",
             timeout=120,
+            interval=0.2,
+            what="the queue to empty",
         )
         subprocess.run(["scontrol", "shutdown"], env=env, capture_output=True, timeout=60)
         for pidfile in [root / "slurmctld.pid", *(root / f"slurmd-{n}.pid" for n in NODES)]:
-            _wait(lambda p=pidfile: not _alive(p), f"{pidfile.name}: still running", timeout=30)
+            wait_until(functools.partial(_ended, pidfile), timeout=30, interval=0.2, what=f"{pidfile.name}'s process to end")
         if munged is not None:
             os.kill(munged, signal.SIGTERM)
         if before is None:
             os.environ.pop("SLURM_CONF", None)
         else:
             os.environ["SLURM_CONF"] = before
+
+
+def _ended(pidfile: Path) -> bool:
+    return not _alive(pidfile)
 
 
 def _alive(pidfile: Path) -> bool:

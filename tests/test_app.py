@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import AsyncGenerator
 from pathlib import Path
 
 import pytest
@@ -11,10 +12,12 @@ from textual.command import CommandPalette
 from textual.widgets import OptionList
 
 from console import config
+from console.gpu.telemetry import TelemetryEvent
 from console.remote import ConnState
 from console.session import Session
 from console.sim.host import SimHost
 from console.sweep.runs.store import open_run
+from console.tasks.tasklist import TaskList
 from console.ui.app import PivotApp
 from console.ui.screens.confirm import Confirm
 from console.ui.screens.confirm_kill import ConfirmKill
@@ -23,11 +26,19 @@ from console.ui.widgets.gpu.pane import GpuPane
 from console.ui.widgets.gpu.processes import ProcessTable
 from console.ui.widgets.host_status import HostStatus
 from console.ui.widgets.link_banner import LinkBanner
+from console.ui.widgets.server.pane import ServerPane
 from console.ui.widgets.sweep.chart import SweepChart
+from console.ui.widgets.sweep.levels import LevelTable
 from console.ui.widgets.sweep.pane import SweepPane
-from console.ui.widgets.tasks.pane import TextPrompt
-from tests.conftest import RECORD_BESIDE, HostProcess, compared, free_port, settled, wait_for
+from console.ui.widgets.tasks.pane import TasksPane, TextPrompt
+from tests.conftest import RECORD_BESIDE, HostProcess, compared, free_port, settled, toasts, wait_for
 from tests.fake_telemetry import FakeTelemetry
+
+
+def loaded(pane: TasksPane) -> TaskList:
+    """The Tasks pane's list, read when the pane was mounted."""
+    assert pane.tasks is not None
+    return pane.tasks
 
 
 def canned_app(tmp_path: Path, **kw: object) -> PivotApp:
@@ -77,9 +88,13 @@ async def test_a_lost_link_is_said_over_the_panes_until_it_is_back(tmp_path: Pat
 
 
 async def test_focus_moves_between_panes(tmp_path: Path) -> None:
-    async with canned_app(tmp_path).run_test(size=(80, 24)) as pilot:
-        app = pilot.app
-        pane = lambda: app._pane_of(app.focused).id
+    app = canned_app(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+
+        def pane() -> str | None:
+            focused = app._pane_of(app.focused)
+            return focused.id if focused else None
+
         assert isinstance(app.focused, ProcessTable)
         await pilot.press("tab")
         assert pane() == "server"
@@ -125,10 +140,10 @@ async def test_themes_from_files_flag_and_palette(tmp_path: Path, monkeypatch: p
     (user_themes / "broken.toml").write_text('name = "broken"\nprimary = "not a colour"\n')
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
     app = canned_app(tmp_path, theme="pivot-16")
-    async with app.run_test(size=(100, 30)) as pilot:
+    async with app.run_test(size=(100, 30), notifications=True) as pilot:
         assert app.theme == "pivot-16"
         assert {"pivot-dark", "pivot-light", "pivot-16", "mine"} <= set(app.available_themes)
-        assert any("broken.toml" in n.message for n in app._notifications)
+        assert any("broken.toml" in m for m in toasts(app))
         await pilot.press("ctrl+p")
         await pilot.press(*"theme: pivot-light")
 
@@ -169,7 +184,7 @@ async def test_k_on_a_sample_without_strays_looks_again_at_the_next(tmp_path: Pa
     import dataclasses
 
     app = canned_app(tmp_path)
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
         await pilot.pause()
         pane = app.query_one(GpuPane)
         crashed = pane.sample
@@ -185,7 +200,7 @@ async def test_k_on_a_sample_without_strays_looks_again_at_the_next(tmp_path: Pa
         pane.show(dataclasses.replace(crashed, procs=()))
         await pilot.press("K")
         pane.show(dataclasses.replace(crashed, procs=()))
-        await wait_for(lambda: any(n.message.startswith("no stray processes (sampled at ") for n in app._notifications))
+        await wait_for(lambda: any(m.startswith("no stray processes (sampled at ") for m in toasts(app)))
         assert not isinstance(app.screen, ConfirmKill)
 
 
@@ -264,7 +279,7 @@ async def test_a_zombie_offers_its_parent_and_a_failed_kill_offers_the_hyperviso
         **{**demo.__dict__, "name": "hv", "role": "hypervisor", "cleanup": ("sh", "-c", f"echo cleaned > {marker}")}
     )
     cfg = config.Config(path=None, hosts={"hv": hypervisor}, campaign_dir=tmp_path / "campaign")
-    app = PivotApp(Session(cfg, None, local=True, via="console", telemetry=StubbornTelemetry()))  # type: ignore[arg-type]
+    app = PivotApp(Session(cfg, None, local=True, via="console", telemetry=StubbornTelemetry()))
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.pause()
         pane = app.query_one(GpuPane)
@@ -284,6 +299,7 @@ async def test_a_zombie_offers_its_parent_and_a_failed_kill_offers_the_hyperviso
         await wait_for(lambda: "cleanup on hv: exit 0" in str(app.query_one("#gpu-status").render()))
 
 
+@pytest.mark.slow  # ten seconds and more on 2 cores
 async def test_server_pane_start_switch_and_crash_over_ssh(sim_host_process: HostProcess, tmp_path: Path) -> None:
     """Start the demo baseline, watch its log until ready, switch to EAGLE-3, see a crash with its last lines."""
     from textual.widgets import OptionList
@@ -304,11 +320,12 @@ async def test_server_pane_start_switch_and_crash_over_ssh(sim_host_process: Hos
         options = app.query_one("#profiles", OptionList)
 
         def highlight(name: str) -> None:
-            options.highlighted = [o.id for o in options._options].index(name)
+            options.highlighted = [o.id for o in options.options].index(name)
 
         await pilot.press("2")
         await pilot.pause()
-        assert pane.status.state == ServerState.STOPPED
+        stopped = pane.status
+        assert stopped.state == ServerState.STOPPED
         highlight("t-baseline")
         await pilot.press("S")
         await wait_for(lambda: pane.status.state == ServerState.READY, timeout=30)
@@ -373,6 +390,7 @@ async def test_the_log_follows_until_the_operator_scrolls_up(tmp_path: Path) -> 
         assert log.following and log.scroll_offset.y == log.max_scroll_y
 
 
+@pytest.mark.slow  # ten seconds and more on 2 cores
 async def test_a_sweep_from_the_pane_over_ssh(sim_host_measured: HostProcess, tmp_path: Path) -> None:
     """Start a server, sweep it from the pane: the table fills level by level, the run is saved, the
     comparison with an earlier run of another profile appears by itself."""
@@ -399,7 +417,7 @@ async def test_a_sweep_from_the_pane_over_ssh(sim_host_measured: HostProcess, tm
     async with app.run_test(size=(120, 40)) as pilot:
         assert app.session.lifecycle is not None
         await app.session.lifecycle.start(load_profiles(*cfg.profile_dirs).get("t-baseline"))
-        await wait_for(lambda: app.query_one("#server").status.state == ServerState.READY, timeout=30)
+        await wait_for(lambda: app.query_one("#server", ServerPane).status.state == ServerState.READY, timeout=30)
         await wait_for(lambda: len(rang) == 1, timeout=10)  # the server became ready
         await pilot.press("4", "n")
         assert isinstance(app.screen, SweepForm)
@@ -425,12 +443,12 @@ async def test_profiles_written_meanwhile_appear_when_the_server_pane_is_entered
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
     async with canned_app(tmp_path).run_test(size=(100, 30)) as pilot:
         options = pilot.app.query_one("#profiles", OptionList)
-        assert "mine" not in [o.id for o in options._options]
+        assert "mine" not in [o.id for o in options.options]
         (tmp_path / "xdg" / "pivot" / "profiles").mkdir(parents=True)
         (tmp_path / "xdg" / "pivot" / "profiles" / "mine.toml").write_text('extends = "baseline"\nport = 31111\n')
         await pilot.press("2")
         await pilot.pause()
-        assert "mine" in [o.id for o in options._options]
+        assert "mine" in [o.id for o in options.options]
 
 
 async def test_tasks_pane_edits_live_and_saves_every_change(tmp_path: Path) -> None:
@@ -440,7 +458,7 @@ async def test_tasks_pane_edits_live_and_saves_every_change(tmp_path: Path) -> N
     from console.ui.widgets.tasks.pane import TasksPane
 
     app = canned_app(tmp_path)
-    async with app.run_test(size=(100, 30)) as pilot:
+    async with app.run_test(size=(100, 30), notifications=True) as pilot:
         pane = app.query_one(TasksPane)
         await pilot.press("3", "a", *"Kill the old server", "enter")
         await pilot.press("a", *"Sweep the baseline", "enter")
@@ -453,8 +471,8 @@ async def test_tasks_pane_edits_live_and_saves_every_change(tmp_path: Path) -> N
         table.move_cursor(row=1)
         await pilot.press("s")  # a second task in progress is refused…
         await pilot.pause()
-        assert [t.status for t in pane.tasks.tasks] == ["in_progress", "pending"]  # type: ignore[union-attr]
-        assert any("already in progress" in n.message for n in app._notifications)
+        assert [t.status for t in loaded(pane).tasks] == ["in_progress", "pending"]
+        assert any("already in progress" in m for m in toasts(app))
         table.move_cursor(row=0)
         await pilot.press("d", "p")
         await pilot.pause()
@@ -467,7 +485,7 @@ async def test_tasks_pane_edits_live_and_saves_every_change(tmp_path: Path) -> N
         assert table.row_count == 1
         other = TaskList(tmp_path / "campaign").load()  # a second console adds a task
         other.add("Added elsewhere")
-        await wait_for(lambda: any(t.content == "Added elsewhere" for t in pane.tasks.tasks), timeout=5)  # type: ignore[union-attr]
+        await wait_for(lambda: any(t.content == "Added elsewhere" for t in loaded(pane).tasks), timeout=5)
 
 
 async def test_a_runbook_run_from_the_tasks_pane_drives_the_other_panes(sim_host_process: HostProcess, tmp_path: Path) -> None:
@@ -498,9 +516,9 @@ async def test_a_runbook_run_from_the_tasks_pane_drives_the_other_panes(sim_host
         app.screen.query_one(Input).value = "mini"
         await pilot.press("enter")
         await pilot.pause()
-        assert [t.action for t in pane.tasks.tasks] == [
+        assert [t.action for t in loaded(pane).tasks] == [
             "verify-idle",
-            "switch t-baseline",  # type: ignore[union-attr]
+            "switch t-baseline",
             "sweep levels=1,2 max_tokens=16",
             "compare previous last",
         ]
@@ -508,7 +526,7 @@ async def test_a_runbook_run_from_the_tasks_pane_drives_the_other_panes(sim_host
         detail = lambda: str(app.query_one("#tasks-detail").render())
         # the cursor follows the step being run, and its live line is shown under it
         await wait_for(lambda: pane.current_number == 2 and "2. Start the baseline  [switch t-baseline]" in detail(), timeout=60)
-        await wait_for(lambda: [t.status for t in pane.tasks.tasks] == ["completed"] * 4, timeout=120)  # type: ignore[union-attr]
+        await wait_for(lambda: [t.status for t in loaded(pane).tasks] == ["completed"] * 4, timeout=120)
         await wait_for(lambda: app.query_one(ServerPane).status.state == ServerState.READY, timeout=15)
         sweep = app.query_one(SweepPane)
         assert [e.c for e in sweep.levels] == [1, 2]
@@ -626,7 +644,7 @@ async def test_without_a_managed_server_the_comparison_offers_only_w_and_u_says_
 
     write_run(tmp_path / "campaign", "base", "baseline", BASELINE, speculative=False, spread=0.05)
     write_run(tmp_path / "campaign", "spec", "eagle3", EAGLE3, speculative=True, spread=0.05)
-    async with canned_app(tmp_path).run_test(size=(120, 40)) as pilot:  # local mode: no server lifecycle
+    async with canned_app(tmp_path).run_test(size=(120, 40), notifications=True) as pilot:  # local mode: no server lifecycle
         app = pilot.app
         await pilot.press("4", "c")
         await compared(pilot)
@@ -634,7 +652,7 @@ async def test_without_a_managed_server_the_comparison_offers_only_w_and_u_says_
         assert said is not None and "w writes the adaptive profile\n" in said.plain and "u measures" not in said.plain
         for key in ("u", "f"):
             await pilot.press(key)
-        await wait_for(lambda: sum("this console manages no server" in str(n.message) for n in app._notifications) == 2)
+        await wait_for(lambda: sum("this console manages no server" in m for m in toasts(app)) == 2)
         assert not any(w.group == "refine" for w in app.query_one(SweepPane).workers) and not isinstance(app.screen, Confirm)
 
 
@@ -648,9 +666,10 @@ async def test_zoomed_from_a_short_pane_the_arrows_reach_every_level(tmp_path: P
         app = pilot.app
         await pilot.press("4")
         await settled(pilot)
-        assert app.focused is app.query_one(SweepPane)
+        focused = app.focused
+        assert focused is app.query_one(SweepPane)
         await pilot.press("z")
-        table = app.query_one("#sweep-levels")
+        table = app.query_one("#sweep-levels", LevelTable)
         await wait_for(lambda: app.focused is table)
         await pilot.press(*["down"] * 7)
         await wait_for(lambda: table.cursor_row == 7 and table.scroll_y == table.max_scroll_y > 0)
@@ -663,12 +682,12 @@ async def test_w_says_why_no_adaptive_profile_is_written(tmp_path: Path) -> None
     write_run(tmp_path / "campaign", "base2", "baseline", BASELINE, speculative=False)
     cfg = config.Config(path=tmp_path / "pivot.toml", hosts={}, campaign_dir=tmp_path / "campaign")
     app = PivotApp(Session(cfg, None, local=True, via="console", telemetry=FakeTelemetry()))
-    async with app.run_test(size=(120, 40)) as pilot:
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
         await pilot.press("4", "c")
         await compared(pilot)
         await pilot.press("w")
         assert not isinstance(app.screen, Confirm)
-        said = [str(n.message) for n in app._notifications]
+        said = toasts(app)
         assert any(m.startswith("no adaptive profile: base (baseline) and base2 (baseline) neither drafts") for m in said)
         assert not (tmp_path / "profiles").exists()
 
@@ -677,12 +696,12 @@ async def test_readonly_is_said_in_the_header_and_when_a_removed_key_is_tried(tm
     from console.ui.widgets.host_status import HostStatus
 
     app = canned_app(tmp_path, readonly=True)
-    async with app.run_test(size=(120, 40)) as pilot:
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
         await wait_for(lambda: "read-only" in str(app.query_one(HostStatus).render()))
         await pilot.press("K")  # kill stray, removed
         await pilot.pause()
         assert app.session.telemetry.killed == []  # type: ignore[attr-defined]
-        said = [str(n.message) for n in app._notifications]
+        said = toasts(app)
         assert any(m.startswith("read-only: kill stray is off") for m in said), said
         await pilot.press("3", "a")  # a task: removed too, and the empty list does not advertise it
         await pilot.pause()
@@ -714,7 +733,7 @@ async def test_no_driver_is_said_once_in_place_of_the_bars_and_wraps_at_the_pane
     from console.ui.widgets.gpu.bars import GpuBars
 
     class NoDriver(FakeTelemetry):
-        async def sample_once(self) -> AgentError:  # type: ignore[override]
+        async def sample_once(self) -> AgentError:
             return AgentError("no-driver", "nvidia-smi not found on PATH: no NVIDIA driver on this host (a CPU box?)")
 
     cfg = config.Config(path=None, hosts={}, campaign_dir=tmp_path / "campaign")
@@ -743,7 +762,7 @@ async def test_each_ticking_age_and_changed_cell_is_drawn_in_the_process_table(t
     samples: asyncio.Queue[str] = asyncio.Queue()
 
     class Ticking(FakeTelemetry):
-        async def events(self):  # type: ignore[no-untyped-def, override]
+        async def events(self) -> AsyncGenerator[TelemetryEvent, None]:
             while True:
                 sample = parse_line(await samples.get(), "nvidia-smi")
                 assert isinstance(sample, Sample)
@@ -786,7 +805,7 @@ async def test_a_long_command_keeps_its_name_and_the_table_never_scrolls_sideway
     long = "/home/ml/venvs/sglang-0.5.23/bin/python3 -m sglang.launch_server --model-path /shared/kimi --tp 8 rank7"
 
     class LongCommand(FakeTelemetry):
-        async def sample_once(self) -> Sample:  # type: ignore[override]
+        async def sample_once(self) -> Sample:
             sample = parse_line(canned_sample_line().replace("sglang::scheduler_TP7", long), "nvidia-smi")
             assert isinstance(sample, Sample)
             return sample
@@ -830,16 +849,16 @@ async def test_v_and_y_say_what_they_changed_when_the_pane_is_too_short_to_draw_
     from tests.fixtures_runs import BASELINE, write_run
 
     write_run(tmp_path / "campaign", "base", "baseline", BASELINE, speculative=False, gpu_count=8)
-    async with canned_app(tmp_path).run_test(size=(80, 24)) as pilot:
+    async with canned_app(tmp_path).run_test(size=(80, 24), notifications=True) as pilot:
         app = pilot.app
         chart = app.query_one(SweepChart)
         await pilot.press("4")
         await wait_for(lambda: chart.display and chart.size.height > 0)
         assert chart.is_compact
         await pilot.press("v")
-        await wait_for(lambda: any("a user's tok/s (z shows it)" in n.message for n in app._notifications))
+        await wait_for(lambda: any("a user's tok/s (z shows it)" in m for m in toasts(app)))
         await pilot.press("y")
-        await wait_for(lambda: any("second series: TTFT p50 ms (z shows it)" in n.message for n in app._notifications))
+        await wait_for(lambda: any("second series: TTFT p50 ms (z shows it)" in m for m in toasts(app)))
 
 
 @pytest.mark.parametrize("answer", ["a", "l"])
@@ -869,7 +888,7 @@ async def test_q_during_a_sweep_asks_and_loses_no_finished_request(sim_host_proc
     async with app.run_test(size=(120, 40)) as pilot:
         assert app.session.lifecycle is not None
         await app.session.lifecycle.start(load_profiles(*cfg.profile_dirs).get("t-baseline"))
-        await wait_for(lambda: app.query_one("#server").status.state == ServerState.READY, timeout=60)
+        await wait_for(lambda: app.query_one("#server", ServerPane).status.state == ServerState.READY, timeout=60)
         await pilot.press("4", "n")
         app.screen.query_one("#levels", Input).value = "2,4"
         app.screen.query_one("#requests", Input).value = "150"
@@ -913,13 +932,11 @@ async def test_q_during_a_sweep_asks_and_loses_no_finished_request(sim_host_proc
 
 async def test_w_u_and_f_say_why_when_no_comparison_is_shown(tmp_path: Path) -> None:
     """With no comparison on screen, `w`, `u` and `f` did nothing and said nothing (issue 36); `c` said why."""
-    async with canned_app(tmp_path).run_test(size=(80, 24)) as pilot:
+    async with canned_app(tmp_path).run_test(size=(80, 24), notifications=True) as pilot:
         app = pilot.app
         await pilot.press("4", "w", "u", "f")
-        await wait_for(
-            lambda: sum("acts on the comparison on screen: c shows one first" in str(n.message) for n in app._notifications) == 3
-        )
-        said = [str(n.message) for n in app._notifications]
+        await wait_for(lambda: sum("acts on the comparison on screen: c shows one first" in m for m in toasts(app)) == 3)
+        said = toasts(app)
         assert any(m.startswith("w (an adaptive profile)") for m in said) and any(m.startswith("f (refine") for m in said)
 
 
@@ -932,11 +949,12 @@ async def test_the_sweep_form_tidies_levels_and_names_what_it_refuses(tmp_path: 
     from console.ui.widgets.sweep.form import SweepForm
 
     chosen: list[SweepSettings | None] = []
-    async with canned_app(tmp_path).run_test(size=(100, 30)) as pilot:
+    async with canned_app(tmp_path).run_test(size=(100, 30), notifications=True) as pilot:
         app = pilot.app
         app.push_screen(SweepForm(SweepSettings()), chosen.append)
         await pilot.pause()
         form = app.screen
+        assert isinstance(form, SweepForm)
         error = lambda: str(form.query_one("#error", Label).render())
         form.query_one("#levels", Input).value = "0,-3,abc"
         form.on_button_pressed(Button.Pressed(form.query_one("#start", Button)))
@@ -952,9 +970,7 @@ async def test_the_sweep_form_tidies_levels_and_names_what_it_refuses(tmp_path: 
         form.on_button_pressed(Button.Pressed(form.query_one("#start", Button)))  # asked once: Start again goes ahead
         await pilot.pause()
         assert chosen and chosen[0] is not None and chosen[0].levels == (1, 5, 100000)
-        assert any(
-            "1 given more than once: measured once; levels are measured in rising order" in str(n.message) for n in app._notifications
-        )
+        assert any("1 given more than once: measured once; levels are measured in rising order" in m for m in toasts(app))
 
 
 def test_a_command_keeps_the_script_it_runs() -> None:

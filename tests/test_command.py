@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from console.remote.command import quote_path, shell_command
 
-values = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=60)
+values = st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"), max_size=60)
 
 
 def _sh(line: str) -> str:

@@ -4,6 +4,7 @@ these hold what the operator reads for each kind of it."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -11,9 +12,10 @@ import pytest
 from console.sweep.analysis.compare import Comparison, compare
 from console.sweep.analysis.drift import Drift
 from console.sweep.analysis.frontier import Frontier, Span
-from console.sweep.analysis.intervals import Estimate, judge
+from console.sweep.analysis.intervals import Estimate, Verdict, judge
 from console.sweep.analysis.notes import Acceptance, Counted, Drifted, Evidence, Gap, Lagging
-from console.sweep.analysis.repeats import Repeat, RepeatPlan
+from console.sweep.analysis.repeats import Refusal, Repeat, RepeatPlan, RepeatWhy
+from console.sweep.analysis.sides import Side
 from console.sweep.analysis.slo import Served, Slo, SloAnswer
 from console.sweep.analysis.verification import Shortfall, Verification
 from console.sweep.runs.store import EVENTS, open_run
@@ -22,12 +24,20 @@ from console.sweep.words.parts import energy_line, frontier_text, notes_text, sl
 from console.sweep.words.repeats import refusal_text, repeat_text
 from tests.fixtures_runs import BASELINE, EAGLE3, level, write_run
 
-NAMES = {"a": "base (baseline)", "b": "spec (eagle3)"}
+NAMES: dict[Side, str] = {"a": "base (baseline)", "b": "spec (eagle3)"}
 
 
-def compared(tmp_path: Path, base: dict[int, tuple[float, float]], spec: dict[int, tuple[float, float]], **kw: object) -> Comparison:
-    write_run(tmp_path, "base", "baseline", base, speculative=False, **kw)  # type: ignore[arg-type]
-    write_run(tmp_path, "spec", "eagle3", spec, speculative=True, **kw)  # type: ignore[arg-type]
+def compared(
+    tmp_path: Path,
+    base: dict[int, tuple[float, float]],
+    spec: dict[int, tuple[float, float]],
+    *,
+    spread: float = 0.01,
+    every_level: Mapping[str, object] | None = None,
+    gpu_count: int | None = None,
+) -> Comparison:
+    for name, profile, numbers, speculative in (("base", "baseline", base, False), ("spec", "eagle3", spec, True)):
+        write_run(tmp_path, name, profile, numbers, speculative=speculative, spread=spread, every_level=every_level, gpu_count=gpu_count)
     return compare(open_run(tmp_path, "base"), open_run(tmp_path, "spec"))
 
 
@@ -59,14 +69,12 @@ def test_repeat_lines_and_refusals_in_words(tmp_path: Path) -> None:
         "C=1: 84.5 vs 84.5 tok/s, +0.0 % ± 5.7 %: cannot tell; about 11 more request(s) in each run would settle it (an estimate)"
     )
     drifted = judge(Estimate(100.0, 99.0, 101.0), Estimate(104.0, 103.0, 105.0), drift=0.03)
-    edge, drift, aggregate = (
-        repeat_text(Repeat(1, "total", v, why), NAMES)  # type: ignore[arg-type]
-        for v, why in (
-            (judge(Estimate(100.0, 99.0, 101.0), Estimate(102.0, 101.0, 103.0)), "edge"),
-            (drifted, "drift"),
-            (judge(Estimate(100.0, 95.0, 105.0, point=True), Estimate(103.0, 97.85, 108.15, point=True)), "aggregate"),
-        )
+    cases: tuple[tuple[Verdict, RepeatWhy], ...] = (
+        (judge(Estimate(100.0, 99.0, 101.0), Estimate(102.0, 101.0, 103.0)), "edge"),
+        (drifted, "drift"),
+        (judge(Estimate(100.0, 95.0, 105.0, point=True), Estimate(103.0, 97.85, 108.15, point=True)), "aggregate"),
     )
+    edge, drift, aggregate = (repeat_text(Repeat(1, "total", v, why), NAMES) for v, why in cases)
     assert edge.endswith("cannot tell; it sits on the margin's edge (±2.0 %): more requests would hardly settle it")
     assert drift.endswith(
         "the runs' drift (±5.0 % here) hides the difference: more requests would not settle it; measuring the drifting run again would"
@@ -75,7 +83,7 @@ def test_repeat_lines_and_refusals_in_words(tmp_path: Path) -> None:
         "base (baseline) and spec (eagle3) are imported aggregates (taken as ±5 %): a sweep of C=1 with pivot, per request, "
         "would give it an interval to decide on"
     )
-    refusals = {
+    refusals: dict[Refusal, str] = {
         "settled": "every level is settled",
         "imported": "C = 1: imported results are not measured again; a sweep of those levels with pivot would give them intervals "
         "to decide on",
@@ -84,7 +92,7 @@ def test_repeat_lines_and_refusals_in_words(tmp_path: Path) -> None:
         "its server too)",
     }
     for why, said in refusals.items():
-        assert refusal_text(RepeatPlan("b", {}, why, levels=(1,)), NAMES) == said  # type: ignore[arg-type]
+        assert refusal_text(RepeatPlan("b", {}, why, levels=(1,)), NAMES) == said
 
 
 def test_a_verification_in_words() -> None:
@@ -213,5 +221,5 @@ def test_nothing_is_said_twice_differently(tmp_path: Path, how: str) -> None:
     from console.sweep.words.comparison import recommendation
 
     cmp = compared(tmp_path, BASELINE, EAGLE3)
-    names = {"a": "A", "b": "B"} if how == "pane" else None
+    names: dict[Side, str] | None = {"a": "A", "b": "B"} if how == "pane" else None
     assert report(cmp, names)[0] == f"recommendation: {recommendation(cmp, names)}"

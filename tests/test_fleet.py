@@ -12,6 +12,8 @@ import pytest
 from tests.conftest import host_process
 from tests.faults.conftest import run_pivot
 
+pytestmark = pytest.mark.slow  # a fleet of demo hosts
+
 
 @pytest.fixture
 def fleet(tmp_path: Path) -> Iterator[Path]:
@@ -99,7 +101,8 @@ async def test_k_on_the_fleet_kills_a_hosts_strays_after_the_same_confirmation(t
             await wait_for(lambda: str(table.get_cell("gpu01", "STRAY")) not in ("—", "0"), timeout=60)
             await pilot.press("K")
             await wait_for(lambda: isinstance(app.screen, ConfirmKill), timeout=10)
-            assert app.screen.title_text.endswith("stray processes on gpu01?")
+            screen = app.screen
+            assert isinstance(screen, ConfirmKill) and screen.title_text.endswith("stray processes on gpu01?")
             await pilot.press("y")
             await wait_for(lambda: str(table.get_cell("gpu01", "STRAY")) == "0", timeout=60)
             await wait_for(lambda: str(table.get_cell("gpu01", "GPUS BUSY")) == "0/8", timeout=60)

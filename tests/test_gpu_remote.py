@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -70,16 +71,16 @@ async def _no_agents(conn: Connection, host_pid: int) -> bool:
     return not await agents(conn, host_pid)
 
 
-async def test_the_agent_is_uploaded_only_where_the_host_lacks_it(telemetry: RemoteTelemetry) -> None:
+async def test_the_agent_is_uploaded_only_where_the_host_lacks_it(telemetry: RemoteTelemetry, monkeypatch: pytest.MonkeyPatch) -> None:
     """Run as it is, uploaded when the host's python cannot open it: no check first (a round trip on every call)."""
     uploads: list[str] = []
     upload = telemetry.conn.upload
 
-    async def counted(data: bytes, path: str, **kw: int) -> None:
-        uploads.append(path)
-        await upload(data, path, **kw)
+    async def counted(source: bytes | str | os.PathLike[str], remote_path: str, *, mode: int = 0o644) -> None:
+        uploads.append(remote_path)
+        await upload(source, remote_path, mode=mode)
 
-    telemetry.conn.upload = counted  # type: ignore[method-assign]
+    monkeypatch.setattr(telemetry.conn, "upload", counted)
     assert isinstance(await telemetry.sample_once(), Sample) and len(uploads) == 1  # a host new to this version
     assert isinstance(await telemetry.sample_once(), Sample) and len(uploads) == 1
     name = uploads[0].rsplit("/", 1)[1]

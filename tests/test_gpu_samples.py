@@ -193,7 +193,7 @@ def test_nvitop_path_against_a_fake_nvml() -> None:
         {"index": 1, "uuid": "GPU-y", "used_mib": 0, "procs": {}},
     ]
     FakeDevice.missing_driver = False
-    source.Device = FakeDevice  # type: ignore[assignment]
+    source.Device = FakeDevice
     sample = parse_line(json.dumps(agent.collect(source, agent.boot_time(), None)), "nvitop")
     assert isinstance(sample, Sample)
     g0 = sample.gpus[0]

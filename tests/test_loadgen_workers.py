@@ -20,8 +20,10 @@ import pytest
 from console.settings import SweepSettings
 from console.sweep.model import RunMeta
 from console.sweep.runs.store import create_run, open_run
-from tests.conftest import HostProcess, host_process
+from tests.conftest import HostProcess, host_process, wait_until
 from tests.test_loadgen_on_host import events, loadgen, server_port, wait_for_line
+
+pytestmark = pytest.mark.slow  # sweeps on a demo host
 
 WORKER_CODE = b"console.sweep.loadgen.workers import serve"
 
@@ -114,10 +116,12 @@ def test_a_worker_that_dies_fails_its_level_which_is_measured_again(host: HostPr
     run_dir = new_run(tmp_path / "campaign", "console", levels=[4], requests=40, max_tokens=2048, workers=2, drift_check=False)
     proc = direct(host, run_dir)
     wait_for_line(proc, "level_started")
-    deadline = time.monotonic() + 60
-    while len(workers := workers_of(proc.pid)) < 2:  # started before the level's clock, kept to the sweep's end
-        assert time.monotonic() < deadline, "no workers"
-        time.sleep(0.02)
+
+    def both() -> list[int] | None:  # started before the level's clock, kept to the sweep's end
+        workers = workers_of(proc.pid)
+        return workers if len(workers) >= 2 else None
+
+    workers = wait_until(both, timeout=60, interval=0.02, what="two workers")
     victim = workers[0]
     os.kill(victim, signal.SIGKILL)  # a process this test's load generator started, by its pid
     out, err = proc.communicate(timeout=180)
@@ -142,10 +146,12 @@ def test_an_abort_ends_the_workers_and_keeps_their_finished_requests(host: HostP
     kept = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
     assert kept[-1]["type"] == "sweep_done" and kept[-1]["aborted"] is True
     assert sum(e["type"] == "request" for e in kept) >= sum(e["type"] == "request" for e in seen) >= 1
-    deadline = time.monotonic() + 30
-    while any(Path(f"/proc/{pid}").exists() for pid in workers):
-        assert time.monotonic() < deadline, "a worker outlived the load generator that started it"
-        time.sleep(0.1)
+    wait_until(
+        lambda: not any(Path(f"/proc/{pid}").exists() for pid in workers),
+        timeout=30,
+        interval=0.1,
+        what="the workers to end with the load generator that started them",
+    )
 
 
 def test_a_timed_level_on_two_workers_ends_at_its_deadline(host: HostProcess, tmp_path: Path) -> None:

@@ -18,9 +18,10 @@ import pytest
 from console import config
 from console.config import ConfigError, parse
 from console.gpu.samples import Sample
+from console.server.lifecycle import Lifecycle
 from console.server.multinode import ranks
 from console.server.profiles import ProfileError, load_profiles
-from console.server.state import PreflightFailed, ServerState
+from console.server.state import PreflightFailed, ServerState, ServerStatus
 from console.session import Session
 from tests.conftest import HostProcess, free_port, host_process, pid_alive, wait_for
 from tests.faults.conftest import run_pivot
@@ -114,6 +115,7 @@ async def stray_on(session: Session, host: str) -> list[int]:
     return sorted(p.pid for p in sample.stray)
 
 
+@pytest.mark.slow  # a fleet of demo hosts
 async def test_two_ranks_start_on_two_hosts_serve_when_both_are_up_and_stop_together(fleet: HostProcess, gpu01: Session) -> None:
     lifecycle = gpu01.lifecycle
     assert lifecycle is not None
@@ -156,11 +158,12 @@ async def test_two_ranks_start_on_two_hosts_serve_when_both_are_up_and_stop_toge
     assert events.count(" stop ") == 1 and "gpu02: stopped" in events
 
 
-async def _ready(lifecycle):  # type: ignore[no-untyped-def]
+async def _ready(lifecycle: Lifecycle) -> ServerStatus | None:
     status = await lifecycle.poll()
     return status if status.state == ServerState.READY else None
 
 
+@pytest.mark.slow  # a fleet of demo hosts
 async def test_killing_one_rank_crashes_the_server_and_leaves_the_others_leftovers_stray(fleet: HostProcess, gpu01: Session) -> None:
     lifecycle = gpu01.lifecycle
     assert lifecycle is not None
@@ -169,7 +172,7 @@ async def test_killing_one_rank_crashes_the_server_and_leaves_the_others_leftove
     rank0 = server_pid(fleet, "gpu01")
     os.kill(server_pid(fleet, "gpu02"), signal.SIGKILL)  # behind the console's back
 
-    async def crashed():  # type: ignore[no-untyped-def]
+    async def crashed() -> ServerStatus | None:
         status = await lifecycle.poll()
         return status if status.state == ServerState.CRASHED else None
 
@@ -188,6 +191,7 @@ async def test_killing_one_rank_crashes_the_server_and_leaves_the_others_leftove
     assert await stray_on(gpu01, "gpu02") == []
 
 
+@pytest.mark.slow  # a fleet of demo hosts
 async def test_a_node_that_fails_its_checks_starts_no_rank_anywhere(fleet: HostProcess, gpu01: Session) -> None:
     shutil.rmtree(fleet.root / "gpu02" / "home" / "models" / "kimi-k2.5-int4")
     lifecycle = gpu01.lifecycle
@@ -202,6 +206,7 @@ async def test_a_node_that_fails_its_checks_starts_no_rank_anywhere(fleet: HostP
     assert from_gpu02.returncode != 0 and "runs rank 0 on gpu01: start it from there" in from_gpu02.stderr
 
 
+@pytest.mark.slow  # a fleet of demo hosts
 async def test_a_vllm_server_across_two_hosts_runs_its_second_rank_headless(fleet: HostProcess, gpu01: Session) -> None:
     (fleet.root / "gpu01" / "profiles" / "vllm-2node.toml").write_text(
         f'extends = "demo-vllm-baseline"\nnodes = ["gpu01", "gpu02"]\nport = {free_port()}\ndist_port = {free_port()}\n'
@@ -217,6 +222,7 @@ async def test_a_vllm_server_across_two_hosts_runs_its_second_rank_headless(flee
     assert (await lifecycle.stop()).describe().endswith("gpu02: stopped; no process of its group holds GPU memory")
 
 
+@pytest.mark.slow  # a fleet of demo hosts
 async def test_a_restart_needs_no_force_and_a_stop_leaves_another_servers_rank_alone(fleet: HostProcess, gpu01: Session) -> None:
     lifecycle = gpu01.lifecycle
     assert lifecycle is not None
@@ -236,6 +242,7 @@ async def test_a_restart_needs_no_force_and_a_stop_leaves_another_servers_rank_a
     assert stopped.returncode == 0, stopped.stderr
 
 
+@pytest.mark.slow  # a fleet of demo hosts
 async def test_a_second_host_whose_clock_is_behind_is_still_the_servers_rank(fleet: HostProcess, gpu01: Session) -> None:
     """gpu02's clock an hour behind gpu01's (issue 34, H6): its rank's record was taken for an older server's
     (`rank 1 on gpu02 is gone`), and start, stop and gpu02's own stop sent the operator to each other in a loop. The

@@ -6,7 +6,6 @@ import asyncio
 import os
 import shutil
 import subprocess
-import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -16,7 +15,7 @@ import pytest
 from console.config import HostSpec
 from console.remote import Connection
 from console.remote.errors import HostKeyUnknown
-from tests.conftest import free_port, wait_for
+from tests.conftest import free_port, wait_for, wait_until
 
 SSHD = shutil.which("sshd") or next((p for p in ("/usr/sbin/sshd", "/usr/local/sbin/sshd") if os.path.exists(p)), None)
 if SSHD is None and os.environ.get("CI"):
@@ -55,16 +54,18 @@ def start_sshd(root: Path, name: str = "openssh", log_level: str = "ERROR", rsa_
     )
     if os.geteuid() == 0:
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege separation directory
+    assert SSHD is not None  # the module is skipped without it
     proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(root / "sshd_config")], stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 10
-    while True:
+
+    def listening() -> bool:
         try:
             with __import__("socket").create_connection(("127.0.0.1", port), timeout=0.5):
-                break
+                return True
         except OSError:
             assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else "sshd exited"
-            assert time.monotonic() < deadline, "sshd did not listen"
-            time.sleep(0.05)
+            return False
+
+    wait_until(listening, timeout=10, what="sshd to listen")
     import pwd
 
     spec = HostSpec(

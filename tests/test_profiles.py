@@ -153,7 +153,7 @@ def toml_string(value: str) -> str:
     return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
 
 
-values = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=40)
+values = st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"), max_size=40)
 
 
 @settings(max_examples=150, deadline=None)

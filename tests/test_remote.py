@@ -188,7 +188,7 @@ def test_unknown_host_name_lists_the_configured_ones(sim_config: config.Config) 
         sim_config.host("gpu9")
 
 
-hostile = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=40) | st.sampled_from(
+hostile = st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"), max_size=40) | st.sampled_from(
     ["$(touch /tmp/pwned)", "`id`", "a; rm -rf ~", "'\"'\"'", "line1\nline2", "*", "~", "-n", "$HOME", "a b  c", "\\"]
 )
 

@@ -101,7 +101,8 @@ def test_chromium_shows_the_reports_charts(config: Path, tmp_path: Path) -> None
     )
     from PIL import Image  # matplotlib's own dependency
 
-    colours = Image.open(shot).convert("RGB").getcolors(maxcolors=1 << 24) or []
+    counts = Image.open(shot).convert("RGB").getcolors(maxcolors=1 << 24) or []
+    colours = [(n, rgb) for n, rgb in counts if isinstance(rgb, tuple)]  # an RGB image's colours are (r, g, b)
     blue = sum(n for n, (r, g, b) in colours if abs(r - 0x1F) < 24 and abs(g - 0x77) < 24 and abs(b - 0xB4) < 24)
     assert blue > 500  # the first run's lines and points, in matplotlib's C0 blue
 

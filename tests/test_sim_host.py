@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from console.remote import Connection
-from tests.conftest import HostProcess, wait_for
+from tests.conftest import HostProcess, wait_for, wait_until
 
 LAUNCH = "python3 -m console.sim.launch_server --model-path ~/models/kimi-k2.5-int4 --tp 8 --port {port}"
 
@@ -121,13 +121,13 @@ def test_openssh_client_gets_a_terminal(sim_host_process: HostProcess) -> None:
     assert result.stdout.splitlines()[0].startswith("/dev/pts/")
 
 
+@pytest.mark.slow  # a demo host with traffic, and a sweep
 def test_the_demos_own_traffic_makes_way_for_a_sweep(tmp_path: Path) -> None:
     """`pivot demo --serve`'s background requests keep its server busy; `pivot sweep` of it runs without
     --allow-busy: the simulated server ends and refuses its demo traffic while another client measures it, and its
     log says so."""
     import json
     import sys
-    import time
 
     import httpx
 
@@ -147,10 +147,8 @@ def test_the_demos_own_traffic_makes_way_for_a_sweep(tmp_path: Path) -> None:
                 return 0
             return float(next((line.split()[-1] for line in text.splitlines() if line.startswith("sglang:num_running_reqs")), 0))
 
-        deadline = time.monotonic() + 120  # the server loads, and the traffic's pattern begins with a few idle seconds
-        while running() == 0:
-            assert time.monotonic() < deadline, "the demo's traffic never started"
-            time.sleep(0.2)
+        # the server loads, and the traffic's pattern begins with a few idle seconds
+        wait_until(lambda: running() != 0, timeout=120, interval=0.2, what="the demo's traffic")
         swept = subprocess.run(
             [
                 sys.executable,

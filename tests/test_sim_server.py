@@ -16,7 +16,7 @@ import pytest
 
 from console.sim import state
 from console.sim.launch_server import READY_LINE
-from tests.conftest import free_port
+from tests.conftest import free_port, wait_until
 
 SPEC_FLAGS = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "{models}/draft", "--speculative-num-steps", "3"]
 
@@ -59,11 +59,12 @@ def start_server(sim_env: dict[str, str], tmp_path: Path) -> Iterator[Callable[.
         started.append(proc)
         server = Server(proc, f"http://127.0.0.1:{port}", log)
         if wait_ready:
-            deadline = time.monotonic() + 20
-            while READY_LINE not in log.read_text():
+
+            def ready() -> bool:
                 assert proc.poll() is None, log.read_text()
-                assert time.monotonic() < deadline, "not ready in time"
-                time.sleep(0.05)
+                return READY_LINE in log.read_text()
+
+            wait_until(ready, timeout=20, what="the server's ready line")
         return server
 
     yield start

@@ -17,14 +17,17 @@ import pytest
 
 from console import config
 from console.engines import ENGINES, MULTINODE
+from console.server.lifecycle import Lifecycle
 from console.server.profiles import Profile, load_profiles
 from console.server.slurm import batch_script
-from console.server.state import ServerState
+from console.server.state import ServerState, ServerStatus
 from console.session import Session
 from console.sim.fleet import write_two_node_profile
 from tests.conftest import HostProcess, free_port, host_process, wait_for
 from tests.faults.conftest import run_pivot
 from tests.slurm_cluster import slurm_cluster
+
+pytestmark = pytest.mark.slow  # a Slurm cluster of demo hosts
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +72,7 @@ def squeue(conf: Path) -> str:
     return slurm(conf, "squeue", "-h", "-o", "%i %T %R")
 
 
-async def _state(lifecycle, wanted: ServerState):  # type: ignore[no-untyped-def]
+async def _state(lifecycle: Lifecycle, wanted: ServerState) -> ServerStatus | None:
     status = await lifecycle.poll()
     return status if status.state == wanted else None
 
@@ -139,7 +142,7 @@ async def test_a_job_cancelled_behind_pivots_back_is_a_crash_and_a_waiting_job_s
     try:
         await lifecycle.start(session.profiles().get("slurm-2node"))
 
-        async def waiting():  # type: ignore[no-untyped-def]
+        async def waiting() -> str | None:
             status = await lifecycle.poll()
             return status.detail if status.state == ServerState.STARTING and ": " in status.detail else None
 
@@ -149,7 +152,7 @@ async def test_a_job_cancelled_behind_pivots_back_is_a_crash_and_a_waiting_job_s
     status = await wait_for(lambda: _state(lifecycle, ServerState.READY), timeout=120)
     slurm(cluster, "scancel", str(status.job))  # behind pivot's back
 
-    async def ended():  # type: ignore[no-untyped-def]
+    async def ended() -> ServerStatus | None:
         status = await lifecycle.poll()
         return status if status.state == ServerState.CRASHED and status.detail.startswith("the job ended") else None
 

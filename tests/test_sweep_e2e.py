@@ -16,9 +16,12 @@ from console.server.profiles import load_profiles
 from console.server.state import ServerState
 from console.settings import SweepSettings
 from console.sweep.analysis.compare import compare
+from console.sweep.analysis.sides import SIDES
 from console.sweep.loadgen.runner import SweepProcess, describe_server
 from console.sweep.runs.store import completed_levels, create_run
 from tests.conftest import HostProcess, free_port, wait_for
+
+pytestmark = pytest.mark.slow  # whole sweeps on a demo host
 
 SHIPPED = Path(__file__).parent.parent / "profiles"
 
@@ -101,10 +104,11 @@ async def test_exactly_c_in_flight_and_the_campaigns_shape(
 
     slo = Slo.parse("itl_p90_ms<=10000,ttft_p90_ms<=60000")  # met by every request of a sweep that did not fail, loaded or not
     under = compare(open_run(campaign, "base"), open_run(campaign, "spec"), slo=slo)
-    for side, run in (("a", under.a), ("b", under.b)):
+    for side, run in zip(SIDES, (under.a, under.b), strict=True):
         for level in run.measured():
             assert under.goodput[side][level.c] == pytest.approx(level.requests_per_s)
-    assert served(under.a.measured(), slo).c == 8  # type: ignore[union-attr]
+    served_a = served(under.a.measured(), slo)
+    assert served_a is not None and served_a.c == 8
     assert under.slo is not None and under.slo.served["a"] is not None and under.slo.served["a"].c == 8
     assert under.table["a_goodput"].to_list()[0] > 0
 
@@ -180,7 +184,7 @@ def test_the_console_tells_a_running_sweep_when_its_server_is_gone() -> None:
 
     heard: list = []
     lifecycle = SimpleNamespace(add_listener=heard.append)
-    sweeps = Sweeps(SimpleNamespace(lifecycle=lifecycle))  # type: ignore[arg-type]
+    sweeps = Sweeps(SimpleNamespace(lifecycle=lifecycle))
     told: list[str] = []
     process = SimpleNamespace(server_gone=lambda: told.append("gone"))
     run = SimpleNamespace(meta=SimpleNamespace(url=None))

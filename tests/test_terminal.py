@@ -19,7 +19,10 @@ from console.sweep.runs.store import list_runs
 from tests.conftest import HostProcess, host_process, wait_for
 
 TMUX = shutil.which("tmux")
-pytestmark = pytest.mark.skipif(TMUX is None and not os.environ.get("CI"), reason="tmux is not installed (CI installs it)")
+pytestmark = [
+    pytest.mark.slow,  # the console in tmux, on demo hosts
+    pytest.mark.skipif(TMUX is None and not os.environ.get("CI"), reason="tmux is not installed (CI installs it)"),
+]
 
 
 def in_tmux(*command: str, status: Path | None = None) -> Iterator[str]:

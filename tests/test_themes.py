@@ -11,7 +11,7 @@ from console.session import Session
 from console.ui import themes
 from console.ui.app import PivotApp
 from console.ui.themes import DEFAULT_THEME, load_themes
-from tests.conftest import settled
+from tests.conftest import settled, toasts
 from tests.fake_telemetry import FakeTelemetry
 
 
@@ -57,10 +57,10 @@ async def test_the_console_starts_on_the_default_theme_whatever_the_files_say(tm
     (user / "mine.toml").write_text('name = "mine"\nprimary = "#ff00ff"\nbackground = 7\n')
     monkeypatch.setattr(themes, "theme_dirs", lambda: [user])  # and no shipped themes at all
     app = canned_app(tmp_path, theme="mine")
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
         await pilot.pause()
         assert app.theme == DEFAULT_THEME
-        said = [str(n.message) for n in app._notifications]
+        said = toasts(app)
         assert any(m.startswith(f"{user / 'pivot-dark.toml'}: primary: expected a colour") for m in said)
         assert any(m.startswith(f"{user / 'mine.toml'}: background: expected a string, got 7") for m in said)
         assert any("textual-dark stands in" in m for m in said)

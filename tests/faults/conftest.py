@@ -17,6 +17,7 @@ from textual.geometry import Region
 from textual.widget import Widget
 
 from console import config
+from console.config import HostSpec
 from console.sim.host import SimHost
 from console.sim.state import GpuSpec, proc_start_ticks
 from tests.test_openssh import SSHD, Sshd, sshd  # noqa: F401  (the OpenSSH fixture, shared)
@@ -39,7 +40,7 @@ class Host:
         return config.load(self.config_path)
 
     @property
-    def spec(self) -> config.HostSpec:
+    def spec(self) -> HostSpec:  # (`config` here is the property above)
         return self.config.host()
 
 

@@ -4,6 +4,7 @@ does), on OpenSSH and on the simulated host, and the simulated host logs no trac
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import subprocess
 import sys
@@ -37,6 +38,6 @@ async def test_an_agent_ends_when_its_console_is_killed(host: Host, caplog: pyte
         await client.wait()
         agents.append(agent)
     for agent in agents:
-        await wait_for(lambda agent=agent: gone(agent), timeout=30, interval=0.2)
+        await wait_for(functools.partial(gone, agent), timeout=30, interval=0.2)
     errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
     assert not errors, errors  # the simulated host read nothing for nobody (no 'feed_data after feed_eof')

@@ -15,6 +15,7 @@ from console.actions.campaign import ActionFailed, CampaignActions
 from console.config import HostSpec
 from console.gpu.telemetry import RemoteTelemetry
 from console.remote.errors import Disconnected
+from console.settings import SweepSettings
 
 
 def pivot(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -68,7 +69,7 @@ def test_pivot_config_must_be_a_small_regular_utf8_file(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("setting", ["api_key_env=HOME", "prompt_file=/etc/passwd"])
 async def test_a_runbook_may_not_send_a_secret_or_a_local_file(setting: str) -> None:
-    actions = SimpleNamespace(cfg=SimpleNamespace(sweep={}))
+    actions = SimpleNamespace(cfg=SimpleNamespace(sweep=SweepSettings()))
     with pytest.raises(ActionFailed, match=f"a runbook may not set {setting.split('=')[0]}"):
         await CampaignActions.do_sweep(actions, setting)  # type: ignore[arg-type]
 

@@ -6,10 +6,14 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import AsyncGenerator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from textual.widget import Widget
 
+from console.gpu.telemetry import TelemetryEvent
 from console.server.state import ServerState, ServerStatus
 from tests.conftest import wait_for
 from tests.fake_telemetry import FakeTelemetry
@@ -98,7 +102,8 @@ async def test_the_server_watch_survives_an_error_nobody_foresaw(tmp_path: Path)
         pane.watch_server()
         flaky.fail_after = flaky.polls  # the next poll, whenever the watch makes it (at once when a sample says so)
         await wait_for(lambda: "watching the server failed (TypeError" in pane.status.detail, timeout=10)
-        assert pane.status.state == ServerState.UNKNOWN
+        status = pane.status
+        assert status.state == ServerState.UNKNOWN
         await wait_for(lambda: pane.status.state == ServerState.READY, timeout=15)  # and it goes on
 
 
@@ -107,7 +112,7 @@ class _FirstStreamFails(FakeTelemetry):
 
     streams = 0
 
-    async def events(self):  # type: ignore[no-untyped-def,override]
+    async def events(self) -> AsyncGenerator[TelemetryEvent, None]:
         self.streams += 1
         if self.streams == 1:
             raise TypeError("'NoneType' object is not subscriptable")
@@ -115,7 +120,7 @@ class _FirstStreamFails(FakeTelemetry):
             yield event
 
 
-def _problem(pane) -> str:  # type: ignore[no-untyped-def]
+def _problem(pane: Widget) -> str:
     from console.ui.widgets.problem import PaneProblem
 
     line = pane.query_one(PaneProblem)
@@ -130,7 +135,7 @@ async def test_the_gpu_watch_survives_an_error_nobody_foresaw_and_says_it_in_its
 
     cfg = config.Config(path=None, hosts={}, campaign_dir=tmp_path / "campaign")
     telemetry = _FirstStreamFails()
-    app = PivotApp(Session(cfg, None, local=True, via="console", telemetry=telemetry))  # type: ignore[arg-type]
+    app = PivotApp(Session(cfg, None, local=True, via="console", telemetry=telemetry))
     async with app.run_test(size=(100, 30)):
         pane = app.query_one(GpuPane)
         await wait_for(
@@ -150,7 +155,7 @@ async def test_a_nonsense_level_from_the_host_fails_a_drawing_not_the_console(tm
     from console.ui.widgets.sweep.pane import SweepPane
     from tests.test_app import canned_app
 
-    nonsense = {"type": "level_done", "c": 4, "requests": 8, "errors": 0, "total_tok_s": "lots"}
+    nonsense: dict[str, Any] = {"type": "level_done", "c": 4, "requests": 8, "errors": 0, "total_tok_s": "lots"}
     with pytest.raises(EventError, match="total_tok_s"):
         decode_shown(nonsense)
     app = canned_app(tmp_path)

@@ -7,13 +7,13 @@ import asyncio
 import dataclasses
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from pathlib import Path
 
 import pytest
 
 from console import config
-from console.gpu.samples import parse_line
+from console.gpu.samples import Sample, parse_line
 from console.gpu.telemetry import TelemetryEvent
 from console.session import Session
 from console.ui.app import PivotApp
@@ -26,14 +26,17 @@ ZOMBIE = 2009
 class InitZombieTelemetry(FakeTelemetry):
     """The canned host, but the zombie's parent died and it was handed to PID 1, which does not reap it."""
 
-    async def events(self) -> AsyncIterator[TelemetryEvent]:
+    async def events(self) -> AsyncGenerator[TelemetryEvent, None]:
         data = json.loads(canned_sample_line())
         for proc in data["procs"]:
             if proc["pid"] == ZOMBIE:
                 proc.update(ppid=1, parent_gone=True)
                 del proc["parent_start_ticks"]
+        assert self.hello is not None  # FakeTelemetry's
         yield self.hello
-        yield dataclasses.replace(parse_line(json.dumps(data), "nvidia-smi"), received=time.time() + 3600)  # type: ignore[type-var]
+        sample = parse_line(json.dumps(data), "nvidia-smi")
+        assert isinstance(sample, Sample)
+        yield dataclasses.replace(sample, received=time.time() + 3600)
         await asyncio.Event().wait()
 
     async def kill(self, targets: list[str], grace_s: float) -> list[dict]:
@@ -71,7 +74,7 @@ async def test_the_gpu_pane_offers_the_hypervisor_not_pid_1(tmp_path: Path) -> N
 
     hypervisor = config.HostSpec(name="hv", hostname="hv.example", role="hypervisor", cleanup=("true",))
     cfg = config.Config(path=None, hosts={"hv": hypervisor}, campaign_dir=tmp_path / "campaign")
-    app = PivotApp(Session(cfg, None, local=True, via="console", telemetry=InitZombieTelemetry()))  # type: ignore[arg-type]
+    app = PivotApp(Session(cfg, None, local=True, via="console", telemetry=InitZombieTelemetry()))
     async with app.run_test(size=(120, 30)) as pilot:
         pane = app.query_one(GpuPane)
         await wait_for(lambda: pane.sample is not None)

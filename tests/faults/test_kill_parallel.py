@@ -9,6 +9,7 @@ from pathlib import Path
 
 from console.gpu.agent import kill_all
 from console.gpu.agent.procs import proc_stat
+from tests.conftest import wait_until
 
 # On SIGTERM: how many of its siblings still run (not ended, not zombies); it goes on ignoring the signal.
 STUBBORN = """
@@ -63,7 +64,6 @@ def test_an_interrupted_kill_is_logged_and_the_host_finishes_it(tmp_path: Path) 
     import asyncio
     import os
     import signal
-    import time
     from types import SimpleNamespace
 
     from console.actions import kill
@@ -112,10 +112,12 @@ def test_an_interrupted_kill_is_logged_and_the_host_finishes_it(tmp_path: Path) 
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
     )
-    deadline = time.monotonic() + 60
-    while not termed.exists():  # the kill is under way: SIGTERM sent, SIGKILL to follow after the grace
-        assert time.monotonic() < deadline and agent.poll() is None
-        time.sleep(0.05)
+
+    def terming() -> bool:  # the kill is under way: SIGTERM sent, SIGKILL to follow after the grace
+        assert agent.poll() is None
+        return termed.exists()
+
+    wait_until(terming, timeout=60, what="the SIGTERM")
     assert agent.stdout is not None
     agent.stdout.close()  # the console went away
     os.kill(agent.pid, signal.SIGHUP)  # as its SSH channel's end may send

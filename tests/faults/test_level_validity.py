@@ -9,10 +9,13 @@ import re
 import signal
 from pathlib import Path
 
+import pytest
+
 from console.settings import SweepSettings
 from console.sweep.model import RunMeta
 from console.sweep.runs.store import create_run, open_run
-from tests.faults.test_runs import _events, _wait, loadgen_of
+from tests.conftest import wait_until
+from tests.faults.test_runs import _events, loadgen_of
 from tests.test_sim_server import SPEC_FLAGS, sim_env, start_server  # noqa: F401  (fixtures)
 
 
@@ -25,7 +28,7 @@ def _replace_mid_level(start_server, tmp_path: Path, first: list[str], then: lis
     loadgen = loadgen_of(server.url, run.dir)
     # once the server's counters have counted some of the level (a server killed before it counted anything can be
     # told from its successor only by what it says of itself)
-    _wait(lambda: sum(e["type"] == "metrics" and e.get("running") for e in _events(run.dir)) >= 2)
+    wait_until(lambda: sum(e.get("running") or 0 for e in _events(run.dir) if e["type"] == "metrics") >= 2, timeout=60)
     os.killpg(server.proc.pid, signal.SIGKILL)  # another console stops it in the middle of C=2 ...
     start_server("--enable-metrics", *then, port=port)  # ... and starts a server of its own on the same port
     assert loadgen.wait(timeout=180) == 3, loadgen.stderr.read() if loadgen.stderr else ""
@@ -47,6 +50,7 @@ def test_a_server_restarted_mid_sweep_stops_it(start_server, tmp_path: Path) -> 
     assert "the server was restarted (its counters began again)" in why, why
 
 
+@pytest.mark.slow  # ten seconds and more on 2 cores
 def test_a_level_that_shared_the_server_with_another_sweep_is_not_a_measurement(start_server, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
     server = start_server("--enable-metrics")
     # its long answers keep its 3 requests on the server nearly all the time (short ones leave gaps a scrape can see)
@@ -56,7 +60,7 @@ def test_a_level_that_shared_the_server_with_another_sweep_is_not_a_measurement(
     mine = create_run(tmp_path / "campaign", RunMeta(profile="mine", settings=settings.to_dict()))
     other_loadgen = loadgen_of(server.url, other.dir)
     try:
-        _wait(lambda: sum(e["type"] == "request" for e in _events(other.dir)) >= 3)
+        wait_until(lambda: sum(e["type"] == "request" for e in _events(other.dir)) >= 3, timeout=60)
         loadgen = loadgen_of(server.url, mine.dir)
         assert loadgen.wait(timeout=180) == 3, loadgen.stderr.read() if loadgen.stderr else ""
     finally:

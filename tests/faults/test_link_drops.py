@@ -41,7 +41,9 @@ class Linked:
 @pytest.fixture(params=["sim", "openssh"])
 def linked(request: pytest.FixtureRequest, host: HostProcess, tmp_path: Path) -> Iterator[Linked]:
     if request.param == "sim":
-        port, known, workdir = int(host.config.host("demo").port), host.root / "known_hosts", host.root / "home" / ".pivot"
+        demo = host.config.host("demo")
+        assert demo.port is not None  # the demo's config names the port it listens on
+        port, known, workdir = demo.port, host.root / "known_hosts", host.root / "home" / ".pivot"
         text = host.config_path.read_text()
     else:
         from tests.test_openssh import SSHD, start_sshd
@@ -49,7 +51,12 @@ def linked(request: pytest.FixtureRequest, host: HostProcess, tmp_path: Path) ->
         if SSHD is None:
             pytest.skip("OpenSSH sshd is not installed (CI installs openssh-server)")
         sshd = start_sshd(tmp_path / "sshd")
-        request.addfinalizer(lambda: (sshd.proc.terminate(), sshd.proc.wait()))
+
+        def stop() -> None:
+            sshd.proc.terminate()
+            sshd.proc.wait()
+
+        request.addfinalizer(stop)
         port, known, workdir, spec = sshd.port, Path(str(sshd.spec.known_hosts)), tmp_path / "work", sshd.spec
         text = (
             f'default_host = "demo"\ncampaign_dir = "{tmp_path / "campaign"}"\n[hosts.demo]\nhostname = "127.0.0.1"\n'

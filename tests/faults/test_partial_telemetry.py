@@ -11,6 +11,7 @@ from pathlib import Path
 
 from console.gpu.format import idle_line
 from console.gpu.samples import AgentError, Sample, parse_line
+from tests.conftest import toasts
 
 ROW = "{i}, GPU-{i:04d}, NVIDIA H200, {used}, 143771, 0, 30, 70.0, 700.0"
 
@@ -85,6 +86,7 @@ def test_a_reused_pid_in_the_pid_file_is_not_the_server(tmp_path: Path) -> None:
         workdir.mkdir()
         (workdir / "server.pid").write_text(f"{job.pid}\n")
         ticks = proc_start_ticks(job.pid)
+        assert ticks is not None  # the job runs
         record = {"profile": "baseline", "argv": ["serve"], "pid": job.pid, "start_ticks": ticks + 1, "port": 30000}
         gpu, app = ROW.format(i=0, used=80000) + "\n", f"{job.pid}, 80000, GPU-0000\n"
         for written, server in ((record, False), ({**record, "start_ticks": ticks}, True), (None, False)):
@@ -121,9 +123,9 @@ async def test_a_warning_while_the_console_is_up_is_a_notification_not_text_over
     from tests.test_app import canned_app
 
     app = canned_app(tmp_path)
-    async with app.run_test(size=(100, 30)) as pilot:
+    async with app.run_test(size=(100, 30), notifications=True) as pilot:
         capfd.readouterr()
         logging.getLogger("console.gpu.telemetry").warning("gpu1: agent line skipped: not JSON")
         await pilot.pause()
-        assert any("agent line skipped" in n.message for n in app._notifications)
+        assert any("agent line skipped" in m for m in toasts(app))
         assert "agent line skipped" not in capfd.readouterr().err

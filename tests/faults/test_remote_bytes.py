@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from console.gpu.telemetry import RemoteTelemetry
 from console.remote import Connection, ConnState
+from console.remote.streams import RemoteStream
 from console.server.lifecycle import ServerLifecycle
 from console.server.state import ServerState
 from tests.conftest import wait_for
@@ -24,6 +25,7 @@ async def test_an_invalid_byte_in_the_log_keeps_the_link_and_the_state(host: Hos
         assert status.state == ServerState.READY and status.last_line == SHOWN
         assert (await lifecycle.log_tail(5))[-1] == SHOWN
         async with await lifecycle.follow_log(5) as stream:
+            assert isinstance(stream, RemoteStream)  # a host's log: its remote `tail -F`
             assert [await stream.readline() for _ in range(2)] == ["The server is fired up and ready to roll!", SHOWN]
         # still the first connection: nothing dropped it
         assert conn.state == ConnState.UP and (await conn.run(["echo", "still here"])).stdout == "still here\n"

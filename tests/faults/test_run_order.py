@@ -84,7 +84,7 @@ def test_last_and_the_listing_read_run_metadata_only(tmp_path: Path, monkeypatch
     opened: list[str] = []
     real = store.Run._stored_levels
 
-    def counted(run: store.Run) -> list:  # type: ignore[type-arg]
+    def counted(run: store.Run) -> list[store.LevelDone]:
         opened.append(run.name)
         return real(run)
 

@@ -18,6 +18,7 @@ from console.settings import SweepSettings
 from console.sweep.model import RunMeta
 from console.sweep.runs.files import EVENTS, EventLogFile, RunError
 from console.sweep.runs.store import create_run, list_runs, open_run
+from tests.conftest import wait_until
 from tests.fixtures_runs import BASELINE, EAGLE3, write_run
 from tests.test_sim_server import sim_env, start_server  # noqa: F401  (fixtures)
 
@@ -175,7 +176,7 @@ def test_a_run_being_written_is_not_deleted(start_server, tmp_path: Path) -> Non
     settings = SweepSettings(levels=(2,), requests=300, max_tokens=64, input_tokens=16, drift_check=False)
     run = create_run(tmp_path / "campaign", RunMeta(profile="p", settings=settings.to_dict()))
     loadgen = loadgen_of(server.url, run.dir)
-    _wait(lambda: sum(e["type"] == "request" for e in _events(run.dir)) >= 3)
+    wait_until(lambda: sum(e["type"] == "request" for e in _events(run.dir)) >= 3, timeout=60)
     deleted = pivot(tmp_path / "pivot.toml", "runs", "delete", run.name, "--yes")
     assert deleted.returncode == 2 and deleted.stdout == "", deleted.stdout
     assert (
@@ -216,13 +217,6 @@ def loadgen_of(url: str, run_dir: Path) -> subprocess.Popen[str]:
     )
 
 
-def _wait(predicate, timeout: float = 60.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
-
-
 def _events(run_dir: Path) -> list[dict]:
     """The run's events so far: none before the load generator has made its file (the run's directory comes first)."""
     if not (run_dir / EVENTS).exists():
@@ -236,7 +230,7 @@ def test_a_server_killed_mid_level_fails_the_level_and_the_sweep_says_why(start_
     settings = SweepSettings(levels=(2, 4), requests=40, max_tokens=64, input_tokens=16, server_wait_s=2, idle_timeout_s=5)
     run = create_run(tmp_path / "campaign", RunMeta(profile="p", settings=settings.to_dict()))
     loadgen = loadgen_of(server.url, run.dir)
-    _wait(lambda: sum(e["type"] == "request" for e in _events(run.dir)) >= 3)
+    wait_until(lambda: sum(e["type"] == "request" for e in _events(run.dir)) >= 3, timeout=60)
     os.killpg(server.proc.pid, signal.SIGKILL)  # the server dies in the middle of C=2
     assert loadgen.wait(timeout=120) == 3
     run = open_run(tmp_path / "campaign", run.name)
@@ -295,13 +289,13 @@ def test_a_stalled_link_is_waited_for_and_the_level_measured_again(sim_host_proc
         text=True,
     )
     runs = host.config.campaign_dir / "runs"
-    _wait(lambda: runs.exists() and any(runs.iterdir()))
+    wait_until(lambda: runs.exists() and any(runs.iterdir()), timeout=60)
     run_dir = next(runs.iterdir())
-    _wait(lambda: sum(e["type"] == "request" for e in _events(run_dir)) >= 5)
+    wait_until(lambda: sum(e["type"] == "request" for e in _events(run_dir)) >= 5, timeout=60)
     host.proc.send_signal(signal.SIGSTOP)  # the SSH server stops answering: the link stalls
     try:
         if client == "console":
-            _wait(lambda: any(e["type"] == "level_done" and e.get("failed") for e in _events(run_dir)), timeout=240)
+            wait_until(lambda: any(e["type"] == "level_done" and e.get("failed") for e in _events(run_dir)), timeout=240)
         else:
             time.sleep(5)  # longer than idle_timeout_s: a request through the link would have failed by now
     finally:
@@ -318,15 +312,15 @@ def test_a_stalled_link_is_waited_for_and_the_level_measured_again(sim_host_proc
 
 def test_small_command_line_faults_are_one_line(campaign: Path, tmp_path: Path) -> None:
     shown = pivot(tmp_path / "pivot.toml", "runs", "show")
-    assert shown.returncode == 2 and shown.stderr.strip() == "pivot: runs show takes one run (pivot runs lists them)"
+    assert shown.returncode == 2 and shown.stderr.strip() == "pivot: runs show: Missing argument 'RUN' (see pivot runs show --help)"
     zero = pivot(tmp_path / "pivot.toml", "sweep", "--url", "http://127.0.0.1:9", "--max-tokens", "0")
-    assert zero.returncode == 2 and "max_tokens: expected a positive integer, got 0" in zero.stderr
+    assert zero.returncode == 2 and "--max-tokens: expected a positive integer, got 0" in zero.stderr
     eight = tmp_path / "eight.toml"
     eight.write_text('[sweep]\nmax_tokens = "eight"\n')
     bad = pivot(eight, "sweep", "--url", "http://127.0.0.1:9")
     assert bad.returncode == 2 and "sweep.max_tokens: expected a positive integer, got 'eight'" in bad.stderr
     levels = pivot(tmp_path / "pivot.toml", "sweep", "--url", "http://127.0.0.1:9", "--levels", "0,abc")
-    assert levels.returncode == 2 and "argument --levels: '0' is not a positive whole number" in levels.stderr  # issue 36
+    assert levels.returncode == 2 and "Invalid value for '--levels': '0,abc': '0' is not a positive whole number" in levels.stderr
     resumed = pivot(tmp_path / "pivot.toml", "sweep", "--resume", "base", "--levels", "1", "--max-tokens", "64")
     assert resumed.returncode == 2 and resumed.stderr.strip() == (  # issue 34, L2: the flags were ignored without a word
         "pivot: --resume measures what run base still lacks with its own settings: --levels, --max-tokens would "
@@ -364,6 +358,7 @@ def test_resume_on_another_server_is_refused(sim_host_process, tmp_path: Path) -
     assert refused.returncode == 2 and "was measured on another server (profile t-baseline, now t-eagle3)" in refused.stderr
 
 
+@pytest.mark.slow  # ten seconds and more on 2 cores
 def test_a_long_first_wave_says_how_far_it_is_while_no_request_has_finished(start_server, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
     """Progress once a second on the load generator's output (requests in flight, tokens streamed), never kept with
     the run: the Sweep pane's line moves before the first request ends."""
@@ -418,6 +413,7 @@ def test_a_repeat_aborted_after_a_complete_sweep_leaves_the_run_complete(tmp_pat
     assert open_run(tmp_path, "cut").state == "partial"
 
 
+@pytest.mark.slow  # ten seconds and more on 2 cores
 def test_ctrl_c_on_a_sweep_keeps_the_finished_requests_and_a_resume_measures_only_the_rest(start_server, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
     """Ctrl-C on a headless `pivot sweep` (issue 36) exited 130 with nothing said; 13 finished requests stayed only in
     events.jsonl, the run read `empty`, and `--resume` measured the level again from nothing."""
@@ -432,7 +428,7 @@ def test_ctrl_c_on_a_sweep_keeps_the_finished_requests_and_a_resume_measures_onl
         start_new_session=True,  # its own group: the test's Ctrl-C reaches it and its load generator, as a terminal's does
     )
     runs = tmp_path / "campaign" / "runs"
-    _wait(lambda: runs.is_dir() and any(sum(e["type"] == "request" for e in _events(d)) >= 5 for d in runs.iterdir()))
+    wait_until(lambda: runs.is_dir() and any(sum(e["type"] == "request" for e in _events(d)) >= 5 for d in runs.iterdir()), timeout=60)
     os.killpg(sweep.pid, signal.SIGINT)
     out, err = sweep.communicate(timeout=120)
     assert sweep.returncode not in (0, None), out + err
@@ -441,7 +437,7 @@ def test_ctrl_c_on_a_sweep_keeps_the_finished_requests_and_a_resume_measures_onl
     [level] = run.levels()
     assert level.c == 2 and level.measured and level.lacking == 120 - level.requests > 0
     kept = f"interrupted: {level.requests} finished request(s) kept (C=2 cut short)"
-    said = f"{kept}; `pivot sweep --resume {run.name}` measures what is missing"
+    said = f"{kept}; `pivot --config {config} sweep --url {server.url} --resume {run.name}` measures what is missing"
     assert said in " ".join(out.split()), out + err
     assert f"cut short: {level.requests} of 120 requests" in out
     listed = pivot(config, "runs").stdout

@@ -13,7 +13,7 @@ import pytest
 from console import config
 from console.events import EventLog
 from console.server.state import ServerState
-from tests.conftest import HostProcess, free_port, wait_for
+from tests.conftest import HostProcess, free_port, toasts, wait_for
 
 
 @pytest.fixture
@@ -71,7 +71,7 @@ async def test_a_refused_switch_from_the_pane_and_the_runbook_leaves_the_server_
 
     cfg = config.load(switch_config)
     app = PivotApp(Session(cfg, "demo", via="console"))
-    async with app.run_test(size=(120, 40)) as pilot:
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
         pane = app.query_one(ServerPane)
         assert app.session.lifecycle is not None
         await app.session.lifecycle.start(cfg_profile(cfg, "t-baseline"))
@@ -79,9 +79,9 @@ async def test_a_refused_switch_from_the_pane_and_the_runbook_leaves_the_server_
         pid = pane.status.pid
         await pilot.press("2")
         options = app.query_one("#profiles", OptionList)
-        options.highlighted = [o.id for o in options._options].index("t-nomodel")
+        options.highlighted = [o.id for o in options.options].index("t-nomodel")
         await pilot.press("W", "y")
-        await wait_for(lambda: any("nothing was stopped" in n.message for n in app._notifications), timeout=60)
+        await wait_for(lambda: any("nothing was stopped" in m for m in toasts(app)), timeout=60)
         assert "model path" in str(app.query_one("#preflight").render())
 
         actions = CampaignActions(app.session, confirm_kill=lambda q: _no())

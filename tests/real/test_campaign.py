@@ -8,8 +8,12 @@ import json
 import stat
 from pathlib import Path
 
+import pytest
+
 from tests.faults.conftest import run_pivot
 from tests.real.conftest import RealHost, user_processes
+
+pytestmark = pytest.mark.slow  # a real engine
 
 
 def pivot(host: RealHost, *args: str) -> str:

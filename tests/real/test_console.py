@@ -3,6 +3,7 @@ server's own log, a sweep started from the Sweep pane puts its levels on the cha
 
 from __future__ import annotations
 
+import pytest
 from textual.widgets import DataTable, Input, OptionList
 
 from console import config
@@ -17,6 +18,8 @@ from console.ui.widgets.sweep.pane import SweepPane
 from tests.conftest import wait_for
 from tests.real.conftest import RealHost, user_processes
 
+pytestmark = pytest.mark.slow  # a real engine
+
 
 async def test_the_console_starts_sweeps_and_stops_the_real_server(real_host: RealHost) -> None:
     app = PivotApp(Session(config.load(real_host.config), "cpu1", via="console"))
@@ -24,8 +27,8 @@ async def test_the_console_starts_sweeps_and_stops_the_real_server(real_host: Re
         server = app.query_one(ServerPane)
         await pilot.press("2")
         options = app.query_one("#profiles", OptionList)
-        await wait_for(lambda: "ls-base" in [o.id for o in options._options], timeout=30)
-        options.highlighted = [o.id for o in options._options].index("ls-base")
+        await wait_for(lambda: "ls-base" in [o.id for o in options.options], timeout=30)
+        options.highlighted = [o.id for o in options.options].index("ls-base")
         await wait_for(lambda: server.status.state == ServerState.STOPPED, timeout=60)
         await pilot.press("S")
         await wait_for(lambda: server.status.state == ServerState.READY, timeout=120)
