@@ -11,6 +11,7 @@ This is the ground floor: it imports nothing of pivot's own but the schema toolk
 from __future__ import annotations
 
 import os
+import shlex
 import stat
 import tomllib
 from dataclasses import dataclass, field
@@ -308,3 +309,14 @@ def load(explicit: str | os.PathLike[str] | None = None) -> Config:
     if path is None:
         return Config(path=None, hosts={})
     return parse(path, read_small(path))
+
+
+def pivot_command(cfg: Config, host: str | None, *words: str) -> str:
+    """The command line that does `words` on this configuration and host from a shell here: --config and --host only
+    where pivot would not find them by itself."""
+    given = []
+    if cfg.path is not None and find() != cfg.path:
+        given += ["--config", str(cfg.path)]
+    if host is not None and host != (cfg.default_host or next(iter(cfg.hosts), None)):
+        given += ["--host", host]
+    return shlex.join(["pivot", *given, *words])

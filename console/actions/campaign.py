@@ -6,6 +6,7 @@ server, sweep it, compare runs, repeat their uncertain levels and refine them. A
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Awaitable, Callable, Sized
 
 from console.actions import kill
@@ -229,7 +230,7 @@ class CampaignActions:
                 + ")"
             )
             try:
-                settings = SweepSettings.from_dict({**run.meta.settings, "requests": requests})
+                settings = dataclasses.replace(run.settings, requests=requests)  # run.toml's, read once by the run
                 handle = await self.session.sweeps.start(settings, run=run, how="repeat", levels=sorted(wanted), via=self.via)
             except (RunError, RemoteError, ValueError) as e:
                 raise ActionFailed(str(e)) from None

@@ -64,8 +64,9 @@ async def kill(session: Session, chosen: KillPlan, *, grace_s: float | None = No
         raise
     logged(outcomes)
     parents = tuple(zombie_parents(outcomes))
-    advice = tuple(a for o in outcomes if (a := zombie_advice(o)) and o.ppid not in parents)
-    stuck = any(o.outcome in ("permission-denied", "survived") or (o.outcome == "zombie" and o.ppid not in parents) for o in outcomes)
+    handled = {*parents, *(o.pid for o in outcomes if o.ended)}  # a zombie's parent offered, or ended by this kill
+    advice = tuple(a for o in outcomes if (a := zombie_advice(o)) and o.ppid not in handled)
+    stuck = any(o.outcome in ("permission-denied", "survived") or (o.outcome == "zombie" and o.ppid not in handled) for o in outcomes)
     return KillReport(chosen, outcomes, parents, advice, stuck, began)
 
 

@@ -150,5 +150,8 @@ def zombie_advice(outcome: KillOutcome) -> str | None:
 
 
 def zombie_parents(outcomes: Iterable[KillOutcome]) -> list[int]:
-    """The parents to offer when a target is a zombie: a zombie goes only when its parent reaps it or dies."""
-    return list(dict.fromkeys(o.ppid for o in outcomes if o.outcome == "zombie" and o.ppid and o.ppid > 1))
+    """The parents to offer when a target is a zombie: a zombie goes only when its parent reaps it or dies. A parent
+    this kill ended already is not offered (its zombie goes to init, which reaps it)."""
+    outcomes = list(outcomes)
+    ended = {o.pid for o in outcomes if o.ended}
+    return list(dict.fromkeys(o.ppid for o in outcomes if o.outcome == "zombie" and o.ppid and o.ppid > 1 and o.ppid not in ended))

@@ -90,6 +90,9 @@ class LevelMetrics(_Strict):
         return self.errors / self.requests if self.requests else 0.0
 
 
+MIN_POWER_READINGS = 4  # a level's power figure needs at least this many readings (console/sweep/loadgen/generator.py)
+
+
 class Pool(enum.Enum):
     """How a repeated level's attempts give one value of a field the client saw (console/sweep/runs/store.py _pooled;
     the level's numbers are computed again from all its requests, the server's view is their mean)."""
@@ -170,6 +173,8 @@ class LevelDone(LevelMetrics):
     def energy_unknown(self) -> str | None:
         """Why a level whose host read power has no energy figure: too few readings for its length."""
         if self.gpu_watts is None and self.power_readings is not None:
+            if self.power_readings >= MIN_POWER_READINGS:  # attempts pooled: one of them read too few for a figure
+                return f"{self.power_readings} power readings over its attempts, one of which read too few to pool them"
             return f"{self.power_readings} power reading(s), too few for a figure"
         return None
 

@@ -22,12 +22,17 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Footer, Input, TextArea
 from textual.worker import Worker, WorkerState
 
+from console.config import pivot_command
 from console.gpu.samples import AgentError, Sample
 from console.gpu.telemetry import EarlyStream
 from console.remote.connection import ConnectionEvent
 from console.remote.errors import RemoteError
 from console.server.slurm import node_line
 from console.session import Session
+from console.sweep.model import LevelDone
+from console.sweep.runs.store import open_run_dir
+from console.sweep.sweeps import SweepHandle
+from console.sweep.words.levels import kept_text
 from console.ui.colours import Recolour
 from console.ui.log_bridge import ScreenLog
 from console.ui.messages import ConnectionChanged, ShowComparison, StatusChanged, TelemetryUpdate
@@ -104,12 +109,15 @@ class PivotApp(App[None]):
         readonly: bool = False,
         notes: list[str] | None = None,
         telemetry: EarlyStream | None = None,
+        host_outlives: bool = True,
     ):
         """The session holds what every pane works with: config, connection, telemetry, lifecycle, sweeps, events.
         notes: lines the help screen shows first. telemetry: the session's telemetry stream, already started (else the
-        app starts reading it when mounted)."""
+        app starts reading it when mounted). host_outlives: whether the host goes on after this console (not the
+        demo's, which ends with it: a sweep cannot be left to it)."""
         super().__init__()
         self.session, self.notes = session, notes or []
+        self.host_outlives = host_outlives
         self.telemetry_stream = telemetry
         self.config = session.config
         self.readonly = readonly
@@ -325,7 +333,7 @@ class PivotApp(App[None]):
         yield SystemCommand("zoom the focused pane", "show one pane on the whole screen, or all four again", self.action_toggle_zoom)
         yield SystemCommand("reconnect", "drop and re-establish the SSH connection", self.action_reconnect)
         yield SystemCommand("help: keys", "every key of every pane", self.action_help)
-        yield SystemCommand("event log", "every kill, start, stop, sweep, comparison and task change", self.action_event_log)
+        yield SystemCommand("event log", "every kill, start, stop, sweep, adaptive profile and task change", self.action_event_log)
         pane = self.gpu_pane
         if pane is not None and pane.sample is not None and (stray := len({p.pid for p in pane.sample.stray})):
             yield SystemCommand(
@@ -435,7 +443,8 @@ class PivotApp(App[None]):
 
     def action_help_quit(self) -> None:
         """Ctrl-C: how to quit, in words (Textual's own says it in markup, shown raw here)."""
-        self.notify("Press q to quit (ctrl+q quits at once)", title="Do you want to quit?")
+        quit_now = "ctrl+q quits at once, aborting a sweep: its finished requests are kept"
+        self.notify(f"Press q to quit ({quit_now})", title="Do you want to quit?")
 
     @work(group="quit", exclusive=True, exit_on_error=False)
     async def action_quit_asking(self) -> None:
@@ -448,11 +457,13 @@ class PivotApp(App[None]):
             return
         answers = [("s", "Stop after this level, then quit", "stop"), ("a", "Abort now, keeping every finished request, and quit", "abort")]
         host = self.session.host_name or handle.on_host
-        if handle.on_host:
+        resume = pivot_command(self.session.config, self.session.host_name, "sweep", "--resume", handle.run.name)
+        leave = handle.on_host and self.host_outlives  # the demo's host ends with it: nothing would measure the level
+        if leave:
             answers.append(("l", f"Quit now: {host} measures the level in progress to its end", "leave"))
         body: list[RenderableType] = [Text(f"Run {handle.run.name} is being measured.")]
-        if handle.on_host:
-            body.append(Text(f"Left to the host, the level is fetched by `pivot sweep --resume {handle.run.name}`."))
+        if leave:
+            body.append(Text(f"Left to the host, the level is fetched by `{resume}`."))
         choice = await self.push_screen_wait(Choose("A sweep is in progress", body, answers))
         if choice is None:
             return
@@ -460,7 +471,7 @@ class PivotApp(App[None]):
         handle.subscribe(lambda _event: None, ended=lambda _handle: ended.set())
         if choice == "leave":
             handle.process.leave()
-            self.exit(message=f"{host} measures the level in progress; `pivot sweep --resume {handle.run.name}` fetches it")
+            self.exit(message=f"{host} measures the level in progress; `{resume}` fetches it")
             return
         if choice == "stop":
             handle.stop()
@@ -469,7 +480,32 @@ class PivotApp(App[None]):
             handle.abort()
         if handle.end is None:
             await ended.wait()
-        self.exit()
+        self.exit(message=await self._kept(handle, resume))
+
+    async def _kept(self, handle: SweepHandle, resume: str) -> str:
+        """What a sweep ended by quitting kept, and how to measure the rest."""
+
+        def read() -> tuple[str, list[LevelDone]]:
+            run = open_run_dir(handle.run.dir)  # as its files are now
+            return run.state, run.levels()
+
+        state, levels = await asyncio.to_thread(read)
+        rest = "" if state == "complete" else f"; `{resume}` measures what is missing"
+        return f"run {handle.run.name} ({state}): {kept_text(levels)}{rest}"
+
+    async def action_quit(self) -> None:
+        """Ctrl-Q quits at once; a sweep in progress is aborted, keeping every finished request, and said so."""
+        handle = self.session.sweeps.current
+        if handle is None or handle.end is not None:
+            self.exit()
+            return
+        resume = pivot_command(self.session.config, self.session.host_name, "sweep", "--resume", handle.run.name)
+        ended = asyncio.Event()
+        handle.subscribe(lambda _event: None, ended=lambda _handle: ended.set())
+        handle.abort()
+        if handle.end is None:
+            await ended.wait()
+        self.exit(message=await self._kept(handle, resume))
 
     @work(group="event-log", exclusive=True, exit_on_error=False)
     async def action_event_log(self) -> None:

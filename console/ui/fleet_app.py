@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
@@ -22,13 +23,26 @@ from console.ui.screens.confirm_kill import kill_confirmed
 from console.ui.themes import DEFAULT_THEME, load_themes
 
 REFRESH_S = 1.0
+# at 80 columns every column shows: short headers, long cells cut (the line under the table says the host's whole)
+CELL_MAX = {"SERVER": 24, "NOTE": 10}
+HEADERS = {"GPUS BUSY": "BUSY", "MEM GiB": "GiB"}
+
+
+def fitted(col: str, cell: Any) -> Any:
+    """A cell cut to its column's room, with an ellipsis (the highlighted host's line is said whole below the table)."""
+    room = CELL_MAX.get(col)
+    if room is None or len(str(cell)) <= room:
+        return cell
+    text = cell.copy() if isinstance(cell, Text) else Text(str(cell))
+    text.truncate(room, overflow="ellipsis")
+    return text
 
 
 class FleetApp(App[str | None]):
     """Returns the host chosen with Enter, or None when quit."""
 
     TITLE = "pivot fleet"
-    CSS = "#fleet-head { padding: 0 1; color: $text-muted; } DataTable { height: 1fr; }"
+    CSS = "#fleet-head, #fleet-line { padding: 0 1; color: $text-muted; } DataTable { height: 1fr; }"
     BINDINGS = [
         Binding("enter", "open_host", "Open host", show=True),
         Binding("K", "kill_stray", "Kill stray", tooltip="Kill the highlighted host's stray processes (asks first)"),
@@ -50,6 +64,7 @@ class FleetApp(App[str | None]):
         super().__init__()
         self.readonly = readonly
         self.remembered = dict(remembered or {})
+        self.whole: dict[str, tuple[Any, ...]] = {}  # each host's cells before they were cut to fit
         self.cursor_host = cursor_host
         self.fleet = fleet or FleetWatch(config)
         themes, _ = load_themes()
@@ -62,6 +77,7 @@ class FleetApp(App[str | None]):
             f"{len(self.fleet.sessions)} GPU hosts, followed at once: Enter opens one, K kills its strays, q quits", id="fleet-head"
         )
         yield DataTable(id="fleet", cursor_type="row", zebra_stripes=True)
+        yield Static("", id="fleet-line")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -69,9 +85,10 @@ class FleetApp(App[str | None]):
         self._screen_log.install()
         table = self.query_one(DataTable)
         for col in COLUMNS:
-            table.add_column(col, key=col)
+            table.add_column(HEADERS.get(col, col), key=col)
         for view in self.fleet.views():
-            table.add_row(*self.remembered.get(view.host, view.cells()), key=view.host)
+            cells = self.remembered.get(view.host, view.cells())
+            table.add_row(*(fitted(col, cell) for col, cell in zip(COLUMNS, cells, strict=True)), key=view.host)
         if self.cursor_host in self.fleet.sessions:  # back from a host: on the line it was opened from
             table.move_cursor(row=table.get_row_index(self.cursor_host))
         self.fleet.start()
@@ -83,16 +100,34 @@ class FleetApp(App[str | None]):
             if view.state == "connecting" and view.host in self.remembered:
                 continue  # its last line stays until this watch hears from it
             self.remembered.pop(view.host, None)
+            self.whole[view.host] = view.cells()
             for col, cell in zip(COLUMNS, view.cells(), strict=True):
-                if str(table.get_cell(view.host, col)) != str(cell):
-                    table.update_cell(view.host, col, cell, update_width=True)
+                if str(table.get_cell(view.host, col)) != str(fitted(col, cell)):
+                    table.update_cell(view.host, col, fitted(col, cell), update_width=True)
+        self._say_line()
+
+    def on_data_table_row_highlighted(self) -> None:
+        self._say_line()
+
+    def _say_line(self) -> None:
+        """The highlighted host's server and note, whole: the table cuts them to fit 80 columns."""
+        table = self.query_one(DataTable)
+        if not table.row_count:
+            return
+        host = str(table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value)
+        cells = dict(zip(COLUMNS, self.whole.get(host) or self.remembered.get(host) or (), strict=False))
+        said = [str(cells[c]) for c in ("SERVER", "NOTE") if str(cells.get(c, "")) not in ("", "—")]
+        self.query_one("#fleet-line", Static).update(Text(f"{host}: {'; '.join(said)}" if said else host))
 
     def action_open_host(self) -> None:  # the table's own Enter selects the row; this is the footer's key
         self.query_one(DataTable).action_select_cursor()
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         table = self.query_one(DataTable)
-        self.remembered = {str(key.value): tuple(table.get_row(key)) for key in table.rows}
+        self.remembered = {
+            str(key.value): self.whole.get(str(key.value)) or self.remembered.get(str(key.value)) or tuple(table.get_row(key))
+            for key in table.rows
+        }
         self.cursor_host = str(event.row_key.value)
         self.exit(self.cursor_host)
 

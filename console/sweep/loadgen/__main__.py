@@ -54,6 +54,27 @@ class EventSink(EventLogFile):
         sys.stdout.buffer.write(orjson.dumps(event.model_dump()) + b"\n")
         sys.stdout.buffer.flush()
 
+    def keep(self, event: Event) -> None:
+        """Kept with the run, not printed: the end of an earlier sweep of it, fetched from the host by a resume."""
+        self.append({"t": round(time.time(), 4), **event.model_dump()})
+
+
+class EarlierSweep:
+    """The sink of a resume's fetch: the host's events of the sweep that lost its link are kept and shown, but that
+    sweep's end is not this one's (its follower would say the sweep failed, then measure the rest)."""
+
+    def __init__(self, sink: EventSink):
+        self.sink = sink
+
+    def emit(self, event: Event) -> None:
+        (self.sink.keep if isinstance(event, SweepDone) else self.sink.emit)(event)
+
+    def show(self, event: LevelProgress | Said) -> None:
+        self.sink.show(event)
+
+    def sync(self) -> None:
+        self.sink.sync()
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="pivot-loadgen")
@@ -194,7 +215,7 @@ async def _fetch_pending(conn: Connection, spec: config.HostSpec, sink: EventSin
             f"what the load generator on {visible(str(pending.get('host')))} measured for "
             "this run waits there: resume it on that host (pivot --host NAME sweep --resume)",
         )
-    generator = HostGenerator(conn, spec, sink, run_dir)
+    generator = HostGenerator(conn, spec, EarlierSweep(sink), run_dir)
     generator.seq, generator.base = kept_of(run_dir, pending), int(pending.get("base") or 0)
     sink.show(Said(type="link_back", message=f"fetching what the load generator on {spec.name} measured while no console followed it"))
     await generator.fetch_until_ended(pending["token"], 60.0)

@@ -42,6 +42,7 @@ from console.sweep.loadgen.server_view import (
 from console.sweep.loadgen.workers import WorkerFailed, WorkerLevel, Workers
 from console.sweep.metrics import FAILED_ERROR_RATE, RequestRecord
 from console.sweep.model import (
+    MIN_POWER_READINGS,
     ClientPlacement,
     Event,
     LevelDone,
@@ -94,7 +95,6 @@ POWER_EVERY_S = 0.25  # a reading each quarter second while the level's requests
 # NVIDIA's power.draw is an average over about the last second on Ampere and later (NVML nvmlDeviceGetPowerUsage): a
 # reading is the level's only from a second after its load began; a figure needs at least this many such readings
 POWER_WINDOW_S = 1.0
-MIN_POWER_READINGS = 4
 
 
 def gpus_here(address: str | None, nodes: list[str] | None) -> bool:

@@ -25,7 +25,7 @@ def advice_text(adv: Advice, names: dict[Side, str]) -> str:
     if adv.action == "alike":
         return f"{who} matches it at every level (within ±{adv.margin * 100:g} %): it neither gains nor costs total throughput here"
     if adv.action in ("cannot_tell", "unstable"):
-        return _nobody(adv, names, f"{who}: cannot tell whether it gains or costs total throughput")
+        return _nobody(adv, names, "cannot tell whether it gains or costs total throughput", who)
     wins, losses, speed_wins = adv.leads[spec], adv.losses, adv.speed_leads[spec]
     gains = [f"per-request speed at {where(list(speed_wins), levels)}"] if speed_wins else []
     gains += [f"total throughput at {where(list(wins), levels)}"] if wins else []
@@ -49,8 +49,9 @@ def advice_text(adv: Advice, names: dict[Side, str]) -> str:
     return f"{who} {lost} and helps nowhere beyond the margin{total_rest}: disable it"
 
 
-def _nobody(adv: Advice, names: dict[Side, str], head: str) -> str:
-    """Nobody leads anywhere and not every level is alike: why, never worded as "no difference"."""
+def _nobody(adv: Advice, names: dict[Side, str], question: str, subject: str | None = None) -> str:
+    """Nobody leads anywhere and not every level is alike: where they are alike, and why the rest cannot be told,
+    never worded as "no difference"."""
     levels = list(adv.levels)
     if adv.action == "unstable":
         drifted = [names[s] for s in adv.drifted]
@@ -59,7 +60,9 @@ def _nobody(adv: Advice, names: dict[Side, str], head: str) -> str:
             f"ran) by more than the difference between the runs at {where(list(adv.undecided[0][1]), levels)}: unstable; "
             f"measure {'them' if len(drifted) > 1 else 'it'} again"
         )
-    return head + undecided_text(adv.alike, adv.undecided, levels).removeprefix(";").replace(" cannot tell at", " at", 1)
+    told = undecided_text((), adv.undecided, levels).removeprefix("; cannot tell at ")
+    alike = f"alike in total throughput at {where(list(adv.alike), levels)}; " if adv.alike else ""
+    return f"{f'{subject}: ' if subject else ''}{alike}{question} at {told}"
 
 
 def _who_leads(adv: Advice, names: dict[Side, str]) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from console.sweep.analysis.compare import Comparison, bracket
 from console.sweep.analysis.crossover import Crossover
-from console.sweep.analysis.sides import Side
+from console.sweep.analysis.sides import SIDES, Side
 from console.sweep.words.advice import advice_text
 from console.sweep.words.parts import energy_line, frontier_text, notes_text, slo_text, verification_text
 from console.sweep.words.repeats import repeat_text
@@ -55,11 +55,12 @@ def refine_text(cmp: Comparison) -> str | None:
 def report(cmp: Comparison, names: dict[Side, str] | None = None) -> list[str]:
     """The comparison in sentences, one a line; names: what to call the runs (their labels unless said)."""
     names, levels = names or cmp.names, [lv.c for lv in cmp.levels]
+    aliases = {cmp.names[s]: names[s] for s in SIDES}  # a run the verification names by its label
     sat = "; ".join(f"{names[s]}: C={c}" if c else f"{names[s]}: not within the levels" for s, c in cmp.saturation.items())
     lines = [f"not comparable, compared anyway: {d}" for d in cmp.differences]
     lines += [
         f"recommendation: {recommendation(cmp, names)}",
-        *([f"verification: {'; '.join(map(verification_text, cmp.verification))}"] if cmp.verification else []),
+        *([f"verification: {'; '.join(verification_text(v, aliases) for v in cmp.verification)}"] if cmp.verification else []),
         *([f"slo: {slo_text(cmp.slo, names)}"] if cmp.slo else []),
         f"crossover, total tok/s: {crossover_text(cmp.total, cmp, names)}",
         f"crossover, per-request tok/s: {crossover_text(cmp.per_request, cmp, names)}",

@@ -97,3 +97,10 @@ def ratio_text(v: Verdict | None) -> str:
     if None in (v.a.lo, v.a.hi, v.b.lo, v.b.hi):  # a figure without its interval: no spread to show, no verdict
         return f"{v.ratio:.3f}±?{mark}"
     return f"{v.ratio:.3f}±{(v.spread or 0):.3f}{mark}"
+
+
+def kept_text(levels: list[LevelDone]) -> str:
+    """What an interrupted sweep kept: "24 finished request(s) kept (C=2 cut short)"."""
+    finished = sum(level.requests for level in levels if level.measured)
+    short = [f"C={level.c}" for level in levels if level.lacking]
+    return f"{finished} finished request(s) kept" + (f" ({', '.join(short)} cut short)" if short else "")

@@ -15,20 +15,22 @@ from console.sweep.analysis.verification import Verification
 from console.sweep.words.verdicts import figures, undecided, where
 
 
-def verification_text(v: Verification) -> str:
+def verification_text(v: Verification, aliases: dict[str, str] | None = None) -> str:
+    """aliases: a short name for a run the words name (the pane's A and B), by its label."""
+    run, base, spec = ((aliases or {}).get(x, x) for x in (v.run, v.base, v.spec))
     if v.error is not None:
-        return f"{v.run} cannot be held against the runs it was written from: {v.error}"
+        return f"{run} cannot be held against the runs it was written from: {v.error}"
     parts = []
     if v.kept_gain:
-        parts.append(f"keeps the gain of {v.spec} at {where(v.kept_gain, v.levels)}")
+        parts.append(f"keeps the gain of {spec} at {where(v.kept_gain, v.levels)}")
     if v.matched:
-        parts.append(f"{'matches' if v.alike else 'matches or beats'} {v.base} at {where(v.matched, v.levels)}")
+        parts.append(f"{'matches' if v.alike else 'matches or beats'} {base} at {where(v.matched, v.levels)}")
     if v.unsure:
-        parts.append(f"cannot tell at {where(v.unsure, v.levels)} (repeat those levels of {v.run})")
-    said = f"{v.run} " + (", ".join(parts) if parts else "has no level in common with the runs it was written from")
+        parts.append(f"cannot tell at {where(v.unsure, v.levels)} (repeat those levels of {run})")
+    said = f"{run} " + (", ".join(parts) if parts else "has no level in common with the runs it was written from")
     if v.short:
         said += "; falls short at " + "; ".join(
-            f"C={s.c}: {v.spec if s.parent == 'spec' else v.base} leads it ({figures(s.verdict, 'tok/s')})" for s in v.short
+            f"C={s.c}: {spec if s.parent == 'spec' else base} leads it ({figures(s.verdict, 'tok/s')})" for s in v.short
         )
         said += engine(v.engine).adaptive_cost if v.engine else ""
     return said

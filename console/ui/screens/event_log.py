@@ -1,4 +1,4 @@
-"""The campaign's event log: every kill, start, stop, sweep, comparison and task change, newest last."""
+"""The campaign's event log: every kill, start, stop, sweep, adaptive profile and task change, newest last."""
 
 from __future__ import annotations
 

@@ -176,10 +176,15 @@ class ServerPane(Pane):
     # -- state ----------------------------------------------------------------
     def on_status_changed(self, message: StatusChanged) -> None:
         if message.status.nodes != self.status.nodes and (message.status.nodes or self.status.nodes):
-            if message.status.nodes:
+            if message.status.nodes and message.status.rank == 0:  # rank 0's host follows every rank's log
                 self.query_one(LogView).add(
                     f"— the log of every rank, each line led by its host: "
                     f"{', '.join(f'{h} r{r}' for r, h in enumerate(message.status.nodes))} —"
+                )
+            elif message.status.nodes:
+                first = message.status.nodes[0]
+                self.query_one(LogView).add(
+                    f"— the log of rank {message.status.rank} on this host; every rank's is on {first}'s Server pane —"
                 )
             self.follow_log()  # another set of logs to follow: the worker starts again (it is exclusive)
         if message.status.state == ServerState.CRASHED and self.status.state != ServerState.CRASHED:

@@ -23,6 +23,17 @@ FIELDS = (
 )
 
 
+class LevelsField(Input):
+    """The levels, taking first what was typed while the form opened: in its own Focus event, which comes before the
+    keys typed after it (the screen's DescendantFocus may come after them, and a key was lost between the two)."""
+
+    def on_focus(self) -> None:
+        form = self.screen
+        if isinstance(form, SweepForm) and form.typed_early:
+            self.value, form.typed_early = form.typed_early, ""  # typing replaces the default, as into a selected field
+            self.cursor_position = len(self.value)
+
+
 class SweepForm(ModalScreen[SweepSettings | None]):
     DEFAULT_CSS = """
     SweepForm { align: center middle; }
@@ -57,7 +68,7 @@ class SweepForm(ModalScreen[SweepSettings | None]):
             with Grid():
                 for field, label in FIELDS[:-1]:
                     yield Label(label)
-                    yield Input(
+                    yield (LevelsField if field == "levels" else Input)(
                         values[field], id=field, compact=True, type="integer" if field in ("max_tokens", "input_tokens") else "text"
                     )
                 yield Label("API")
@@ -82,9 +93,6 @@ class SweepForm(ModalScreen[SweepSettings | None]):
     def on_descendant_focus(self, event: object) -> None:
         """The hint says what the focused field takes (the label beside it has no room to)."""
         focused = self.focused
-        if isinstance(focused, Input) and focused.id == "levels" and self.typed_early:
-            focused.value, self.typed_early = self.typed_early, ""  # typing replaces the default, as into a selected field
-            focused.cursor_position = len(focused.value)
         if focused is not None and focused.id in {f for f, _ in FIELDS}:
             self.query_one("#hint", Static).update(meaning(focused.id) + (", comma-separated" if focused.id == "levels" else ""))
 
@@ -130,6 +138,10 @@ class SweepForm(ModalScreen[SweepSettings | None]):
         if self.levels_note:
             self.app.notify(self.levels_note, title="Levels", timeout=6)
         self.dismiss(chosen)
+
+    def on_input_changed(self) -> None:
+        """An error or a question about values since edited is no longer the form's word."""
+        self.query_one("#error", Label).update("")
 
     def on_input_submitted(self) -> None:
         self.on_button_pressed(Button.Pressed(self.query_one("#start", Button)))

@@ -223,7 +223,7 @@ class TasksPane(Pane):
                 "no tasks" if self.readonly else "no tasks: a adds one, L adds a runbook's tasks (demo-campaign on the demo host)"
             )
             return
-        history = " → ".join(f"{s} {_ago(time.time() - t)}" for t, s in task.history[-4:])
+        history = " → ".join(f"{s.replace('_', ' ')} {_ago(time.time() - t)}" for t, s in task.history[-4:])
         live = [self.said] if self.running and self.said and task.status == "in_progress" else []
         # the live line first, then the whole text when the table cuts it: 3 lines at most
         whole = [task.content] if len(visible(task.content)) > self._task_room(self.query_one(DataTable)) else []
