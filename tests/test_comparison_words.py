@@ -116,6 +116,8 @@ def test_a_verification_in_words() -> None:
         "at C=30: base (baseline) leads it (631.0 vs 567.9 tok/s, -10.0 % ± 1.3 %)"
     )
     assert "vllm-project/vllm issues 48494 and 49548" in verification_text(short)
+    aliases = {"adaptive (eagle3-adaptive)": "B", "base (baseline)": "A"}  # the pane's names for the runs it compares
+    assert verification_text(kept, aliases) == "B keeps the gain of spec (eagle3) at C ≤ 1, matches A at C ≥ 2"
     lost = Verification("adaptive (eagle3-adaptive)", "base", "spec", "sglang", error="no run named 'base'")
     assert verification_text(lost) == "adaptive (eagle3-adaptive) cannot be held against the runs it was written from: no run named 'base'"
 
@@ -223,3 +225,21 @@ def test_nothing_is_said_twice_differently(tmp_path: Path, how: str) -> None:
     cmp = compared(tmp_path, BASELINE, EAGLE3)
     names: dict[Side, str] | None = {"a": "A", "b": "B"} if how == "pane" else None
     assert report(cmp, names)[0] == f"recommendation: {recommendation(cmp, names)}"
+
+
+def test_a_recommendation_where_some_levels_are_alike_and_the_rest_undecided() -> None:
+    """An adaptive profile's run against the baseline (issue 36): alike at the high levels, undecided below. It read
+    "cannot tell whether it gains or costs total throughput alike at C ≥ 30; at C ≤ 10"."""
+    from console.sweep.analysis.advice import Advice
+    from console.sweep.words.advice import advice_text
+
+    levels = (1, 2, 5, 10, 30, 70)
+    nobody: dict[Side, tuple[int, ...]] = {"a": (), "b": ()}
+    adv = Advice("cannot_tell", levels, "b", dict(nobody), dict(nobody), (30, 70), (("repeat", (1, 2, 5, 10)),))
+    said = advice_text(adv, {"a": "A", "b": "B"})
+    assert said.startswith(
+        "speculation (B, against A): alike in total throughput at C ≥ 30; cannot tell whether it gains or costs total "
+        "throughput at C ≤ 10 ("
+    )
+    neither = Advice("cannot_tell", (1, 2, 5), None, dict(nobody), dict(nobody), (5,), (("repeat", (1, 2)),))
+    assert advice_text(neither, {"a": "A", "b": "B"}).startswith("alike in total throughput at C ≥ 5; cannot tell whether A or B leads")
