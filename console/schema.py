@@ -105,14 +105,14 @@ def _adapter(schema: Any) -> TypeAdapter[Any]:
 def _invalid(schema: Any, error: Any) -> Invalid:
     loc = tuple(p for p in error["loc"] if p != "[key]")  # a bad dict key is reported at that key
     key = ".".join(map(str, loc)) or None
-    kind = error["type"]
-    if kind in _UNKNOWN:
+    error_type = error["type"]
+    if error_type in _UNKNOWN:
         return Invalid(key, f"unknown key (known: {', '.join(_fields(_type_at(schema, loc[:-1])))})")
-    if kind == "missing":
+    if error_type == "missing":
         described = _description(_type_at(schema, loc[:-1]), str(loc[-1]))
         return Invalid(key, f"missing: {described}" if described else "missing")
-    if kind in _KINDS:
-        return Invalid(key, f"expected {_KINDS[kind]}, got {error['input']!r}")
+    if error_type in _KINDS:
+        return Invalid(key, f"expected {_KINDS[error_type]}, got {error['input']!r}")
     return Invalid(key, error["msg"])  # ours (expect, must) already read well; any other is pydantic's own sentence
 
 

@@ -210,10 +210,10 @@ def parse_line(line: str, source: str = "?") -> Hello | Sample | AgentError:
         raise SampleParseError(f"not JSON ({e}): {line[:80]!r}") from None
     if not isinstance(data, dict):
         raise SampleParseError(f"not a JSON object: {line[:80]!r}")
-    kind = data.get("type")
+    line_type = data.get("type")
     version = data.get("v", 0)
     try:
-        if kind == "hello":
+        if line_type == "hello":
             return Hello(
                 _text(data.get("source"), "?"),
                 int(data.get("pid", 0)),
@@ -221,9 +221,9 @@ def parse_line(line: str, source: str = "?") -> Hello | Sample | AgentError:
                 float(data.get("interval", 1.0)),
                 int(version),
             )
-        if kind == "error":
+        if line_type == "error":
             return AgentError(_text(data.get("kind"), "?"), _text(data.get("message")))
-        if kind == "sample":
+        if line_type == "sample":
             gpus, procs = data.get("gpus"), data.get("procs")
             if not isinstance(gpus, list) or not isinstance(procs, list):
                 raise SampleParseError("sample without gpus or procs lists")
@@ -241,5 +241,5 @@ def parse_line(line: str, source: str = "?") -> Hello | Sample | AgentError:
     except (TypeError, KeyError, ValueError) as e:
         if isinstance(e, SampleParseError):
             raise
-        raise SampleParseError(f"malformed {kind} line: {e}") from None
-    raise SampleParseError(f"unknown line type {kind!r}")
+        raise SampleParseError(f"malformed {line_type} line: {e}") from None
+    raise SampleParseError(f"unknown line type {line_type!r}")

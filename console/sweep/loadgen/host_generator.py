@@ -107,11 +107,11 @@ class HostGenerator:
         """An event of the host's, kept if it is of a known type and was not kept before (its `seq`)."""
         if event is None:
             return None
-        kind = event.get("type")
-        if kind == "unsupported" and unsupported_ends:
+        event_type = event.get("type")
+        if event_type == "unsupported" and unsupported_ends:
             raise NotOnHost(visible(str(event.get("why"))))
         seq = event.pop("seq", None)
-        if kind != "progress" and (kind not in EVENT_TYPES or not isinstance(seq, int) or seq <= self.seq):
+        if event_type != "progress" and (event_type not in EVENT_TYPES or not isinstance(seq, int) or seq <= self.seq):
             return None
         try:
             typed = decode_event(event)
@@ -119,7 +119,7 @@ class HostGenerator:
             self.sink.show(
                 Said(
                     type="notice",
-                    message=f"the load generator on {self.conn.host} sent a {visible(str(kind))} "
+                    message=f"the load generator on {self.conn.host} sent a {visible(str(event_type))} "
                     f"event pivot cannot read ({visible(str(e))}): not kept",
                 )
             )

@@ -175,8 +175,8 @@ def _read(path: Path, lines: Iterable[bytes], keep: bool) -> RunEvents:
         if raw.isspace():
             continue
         event = _parse(path, number, raw)
-        kind = event["type"]
-        if kind == "request":
+        event_type = event["type"]
+        if event_type == "request":
             pairs = _flat_chunks(event.get(CHUNKS, [])) if keep else array("d")
             if pairs is None or not request_fields(event):
                 raise EventsCorrupt(path, number, "a request event without the fields it needs")
@@ -188,7 +188,7 @@ def _read(path: Path, lines: Iterable[bytes], keep: bool) -> RunEvents:
         try:
             typed = decode_event(event)
         except EventError as e:
-            raise EventsCorrupt(path, number, f"a {kind} event pivot cannot read ({e})") from None
+            raise EventsCorrupt(path, number, f"a {event_type} event pivot cannot read ({e})") from None
         events.append(typed)
         if isinstance(typed, LevelStarted):
             current[typed.c] = []

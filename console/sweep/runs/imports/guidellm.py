@@ -22,13 +22,13 @@ def is_report(obj: Any) -> bool:
 
 def concurrency(benchmark: dict[str, Any]) -> int:
     strategy = (benchmark.get("config") or {}).get("strategy") or {}
-    kind = strategy.get("type_")
-    if kind == "synchronous":
+    strategy_type = strategy.get("type_")
+    if strategy_type == "synchronous":
         return 1
     streams = strategy.get("streams") or strategy.get("max_concurrency")
-    if kind != "concurrent" or not isinstance(streams, int) or streams < 1:
+    if strategy_type != "concurrent" or not isinstance(streams, int) or streams < 1:
         raise ValueError(
-            f"a {kind!r} benchmark has no fixed concurrency (run guidellm with a concurrent profile): pivot compares runs by it"
+            f"a {strategy_type!r} benchmark has no fixed concurrency (run guidellm with a concurrent profile): pivot compares runs by it"
         )
     return streams
 
