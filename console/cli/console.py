@@ -33,7 +33,7 @@ def open_fleet(cfg: config.Config, theme: str | None, *, readonly: bool, hosts_o
         raise config.ConfigError(cfg.path, "hosts", "no GPU host configured: the fleet has nothing to show")
     fleet = FleetApp(cfg, theme=theme or cfg.theme, readonly=readonly)
     while (host := fleet.run()) is not None:
-        open_console(cfg, host, theme, readonly=readonly, host_outlives=hosts_outlive)
+        open_console(cfg, host, theme, readonly=readonly, host_outlives=hosts_outlive, in_fleet=True)
         # back to the fleet: every line as it was, the cursor on the host just left
         fleet = FleetApp(cfg, theme=theme or cfg.theme, readonly=readonly, remembered=fleet.remembered, cursor_host=host)
     return 0
@@ -48,14 +48,17 @@ def open_console(
     readonly: bool = False,
     notes: list[str] | None = None,
     host_outlives: bool = True,
+    in_fleet: bool = False,
 ) -> int:
     """notes: lines the help screen shows first (the demo's own host, its config); host_outlives: not the demo's."""
     session = Session(cfg, host, local=local, via="console")  # a bad host name fails here, before the screen opens
-    asyncio.run(_console(session, theme or cfg.theme, readonly, notes, host_outlives))
+    asyncio.run(_console(session, theme or cfg.theme, readonly, notes, host_outlives, in_fleet))
     return 0
 
 
-async def _console(session: Session, theme: str | None, readonly: bool, notes: list[str] | None, host_outlives: bool) -> None:
+async def _console(
+    session: Session, theme: str | None, readonly: bool, notes: list[str] | None, host_outlives: bool, in_fleet: bool
+) -> None:
     """The SSH link and the telemetry stream start while Textual is imported, in a thread (Textual only for the TUI,
     and a second or so of imports): the first sample is on its way before the screen exists."""
     sampled = session.spec is None or session.spec.gpus  # a host without GPUs (gpus = false) is not sampled
@@ -63,7 +66,7 @@ async def _console(session: Session, theme: str | None, readonly: bool, notes: l
     try:
         app = await asyncio.to_thread(_import_screen)
         await app.PivotApp(
-            session, theme=theme, readonly=readonly, notes=notes, telemetry=telemetry, host_outlives=host_outlives
+            session, theme=theme, readonly=readonly, notes=notes, telemetry=telemetry, host_outlives=host_outlives, in_fleet=in_fleet
         ).run_async()
     finally:
         if telemetry is not None:

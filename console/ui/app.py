@@ -110,14 +110,15 @@ class PivotApp(App[None]):
         notes: list[str] | None = None,
         telemetry: EarlyStream | None = None,
         host_outlives: bool = True,
+        in_fleet: bool = False,
     ):
         """The session holds what every pane works with: config, connection, telemetry, lifecycle, sweeps, events.
         notes: lines the help screen shows first. telemetry: the session's telemetry stream, already started (else the
         app starts reading it when mounted). host_outlives: whether the host goes on after this console (not the
-        demo's, which ends with it: a sweep cannot be left to it)."""
+        demo's, which ends with it: a sweep cannot be left to it). in_fleet: opened from the fleet, where q goes back."""
         super().__init__()
         self.session, self.notes = session, notes or []
-        self.host_outlives = host_outlives
+        self.host_outlives, self.in_fleet = host_outlives, in_fleet
         self.telemetry_stream = telemetry
         self.config = session.config
         self.readonly = readonly
@@ -455,12 +456,16 @@ class PivotApp(App[None]):
         if handle is None or handle.end is not None:
             self.exit()
             return
-        answers = [("s", "Stop after this level, then quit", "stop"), ("a", "Abort now, keeping every finished request, and quit", "abort")]
+        leaving = "go back to the fleet" if self.in_fleet else "quit"
+        answers = [
+            ("s", f"Stop after this level, then {leaving}", "stop"),
+            ("a", f"Abort now, keeping every finished request, and {leaving}", "abort"),
+        ]
         host = self.session.host_name or handle.on_host
         resume = pivot_command(self.session.config, self.session.host_name, "sweep", "--resume", handle.run.name)
         leave = handle.on_host and self.host_outlives  # the demo's host ends with it: nothing would measure the level
         if leave:
-            answers.append(("l", f"Quit now: {host} measures the level in progress to its end", "leave"))
+            answers.append(("l", f"{leaving.capitalize()} now: {host} measures the level in progress to its end", "leave"))
         body: list[RenderableType] = [Text(f"Run {handle.run.name} is being measured.")]
         if leave:
             body.append(Text(f"Left to the host, the level is fetched by `{resume}`."))
@@ -475,7 +480,7 @@ class PivotApp(App[None]):
             return
         if choice == "stop":
             handle.stop()
-            self.notify("the sweep stops after this level; pivot quits then", timeout=30)
+            self.notify(f"the sweep stops after this level; then pivot will {leaving}", timeout=30)
         else:
             handle.abort()
         if handle.end is None:
