@@ -22,7 +22,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, ConfigDict, with_config
 from pydantic_core import PydanticCustomError
 
-from console.schema import Bool, Invalid, Number, Port, Seconds, Str, Table, choice, expect, must, validate
+from console.schema import Bool, Invalid, Number, Port, Seconds, Str, Table, about, choice, expect, must, validate
 from console.settings import SweepSettings, slo_terms
 
 MAX_FILE, MAX_JUMPS = 1 << 20, 8  # a configuration file is far smaller; a chain of jump hosts far shorter
@@ -64,27 +64,32 @@ class UnknownHost(ConfigError):
 class HostTable:
     """[hosts.NAME]: how to reach one host. `ssh` is an ~/.ssh/config alias; hostname/user/port override it."""
 
-    ssh: Str | None = None
-    hostname: Str | None = None
-    user: Str | None = None
-    port: Port | None = None
-    jump: Str | None = None  # another pivot host name, or an OpenSSH ProxyJump string
-    role: Annotated[Str, choice(*ROLES)] = "gpu"
-    # where the other nodes of a multi-node server reach this one (its rank 0's rendezvous): default, hostname
-    address: Str | None = None
-    gpus: Bool = True  # false: a host without GPUs (a CPU engine): no GPU checks, and the GPU pane says so once
-    python: Str = "python3"
-    workdir: Str = "~/.pivot"
-    known_hosts: Str | None = None  # None: OpenSSH's own (~/.ssh/known_hosts and ssh config)
-    identity: Str | None = None
-    keepalive_s: Seconds = 15.0
-    connect_timeout_s: Seconds = 10.0
-    # hypervisor: argv that clears a container's leftovers
-    cleanup: Annotated[tuple[Str, ...], expect("a list of strings (an argv)")] = ()
-    # slurm: sbatch's partition, and more of its options as an argv (["--account=lab", "--time=04:00:00"])
-    partition: Str | None = None
-    sbatch_args: Annotated[tuple[Str, ...], expect("a list of strings (sbatch options)")] = ()
-    env: dict[str, Str] = field(default_factory=dict)
+    ssh: Annotated[Str | None, about("an ~/.ssh/config alias (its HostName, User, ProxyJump… apply)")] = None
+    hostname: Annotated[Str | None, about("the host's name or address, over the alias's")] = None
+    user: Annotated[Str | None, about("the SSH user, over the alias's")] = None
+    port: Annotated[Port | None, about("the SSH port, over the alias's")] = None
+    jump: Annotated[Str | None, about("another pivot host to jump through, or an OpenSSH ProxyJump string")] = None
+    role: Annotated[
+        Str, choice(*ROLES), about('"gpu"; "hypervisor" (offers its cleanup); "slurm": a login node, whose servers run as jobs')
+    ] = "gpu"
+    address: Annotated[Str | None, about("where the other nodes of a server across nodes reach this one (unset: its hostname)")] = None
+    gpus: Annotated[Bool, about("false: a host without GPUs (a CPU engine): no GPU checks, and the GPU pane says so once")] = True
+    python: Annotated[Str, about("the host's python, which runs the telemetry agent and the load generator")] = "python3"
+    workdir: Annotated[Str, about("where pivot keeps the server's log, pid file and record on the host")] = "~/.pivot"
+    known_hosts: Annotated[Str | None, about("a known_hosts file (unset: OpenSSH's own, and ssh config's)")] = None
+    identity: Annotated[Str | None, about("a private key file")] = None
+    keepalive_s: Annotated[Seconds, about("SSH keepalive interval")] = 15.0
+    connect_timeout_s: Annotated[Seconds, about("how long a connection attempt may take")] = 10.0
+    cleanup: Annotated[
+        tuple[Str, ...],
+        expect("a list of strings (an argv)"),
+        about("hypervisor: an argv that clears a container's leftovers, offered when a kill from inside fails"),
+    ] = ()
+    partition: Annotated[Str | None, about("slurm: sbatch's partition")] = None
+    sbatch_args: Annotated[
+        tuple[Str, ...], expect("a list of strings (sbatch options)"), about('slurm: more sbatch options, as an argv (["--time=04:00:00"])')
+    ] = ()
+    env: Annotated[dict[str, Str], about("environment variables every server on this host starts with")] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -115,37 +120,51 @@ def _slo(text: str) -> str:
 class CompareTable(Table):
     """[compare]: how two runs are judged."""
 
-    # percent: B/A's whole 95 % interval within ±margin is "alike", wholly beyond it a lead, across an edge "cannot tell"
-    margin: Annotated[Number, must(lambda m: 0 < m <= 20, "must be a percentage above 0 and at most 20, got {value}")] = 2.0
-    # a service-level objective every comparison answers for: "itl_p90_ms<=30,ttft_p90_ms<=500,user_tok_s>=20"
+    margin: Annotated[
+        Number,
+        must(lambda m: 0 < m <= 20, "must be a percentage above 0 and at most 20, got {value}"),
+        about("percent: B/A's whole 95 % interval within ±margin is alike, wholly beyond it a lead, across an edge cannot tell"),
+    ] = 2.0
     # (console/sweep/analysis/slo.py decides with it)
-    slo: Annotated[Str, AfterValidator(_slo)] | None = None
+    slo: Annotated[
+        Annotated[Str, AfterValidator(_slo)] | None,
+        about('a service-level objective every comparison answers for: "itl_p90_ms<=30,ttft_p90_ms<=500,user_tok_s>=20"'),
+    ] = None
 
 
 class NotifyTable(Table):
     """[notify]: how the console calls an operator who watches another window (a sweep that ends, a server that
     becomes ready or crashes, a runbook step that waits for an answer)."""
 
-    bell: Bool = True  # the terminal's bell: tmux marks the window, a terminal may flash or sound
-    desktop: Bool = False  # a desktop notification too (OSC 777 and OSC 9), in terminals that show them
+    bell: Annotated[Bool, about("the terminal's bell: tmux marks the window, a terminal may flash or sound")] = True
+    desktop: Annotated[Bool, about("a desktop notification too (OSC 777 and OSC 9), in terminals that show them")] = False
 
 
 class ConfigFile(Table):
     """What pivot.toml may say; a key left out takes Config's default."""
 
-    default_host: Str | None = None
-    theme: Str | None = None
-    campaign_dir: Str | None = None  # relative to the file
-    hosts: dict[str, dict[str, Any]] = {}  # each a HostTable
-    groups: dict[str, Annotated[list[Str], expect("a list of host names")]] = {}  # a name for hosts a profile spans
-    idle_threshold_mib: Number | None = None
-    kill_grace_s: Number | None = None
-    telemetry_interval_s: Annotated[Number, must(lambda s: s >= 0.25, "must be at least 0.25, got {value}")] | None = None
-    profiles_dir: Str | None = None  # relative to the file
-    simulated: bool = False  # its hosts are pivot's simulated GPU hosts (pivot demo writes it): the demo's profiles are offered
-    sweep: SweepSettings = SweepSettings()  # defaults for sweeps
-    compare: CompareTable = CompareTable()
-    notify: NotifyTable = NotifyTable()
+    default_host: Annotated[Str | None, about("the host a command acts on without --host (unset: the first)")] = None
+    theme: Annotated[Str | None, about("the console's theme: pivot-dark, pivot-light, pivot-16, Textual's, or one of yours")] = None
+    campaign_dir: Annotated[Str | None, about("where runs, tasks and the event log live, relative to this file")] = None
+    hosts: Annotated[dict[str, dict[str, Any]], about("[hosts.NAME]: each a host pivot reaches (below)")] = {}  # each a HostTable
+    groups: Annotated[
+        dict[str, Annotated[list[Str], expect("a list of host names")]], about("a name for hosts a server across nodes spans")
+    ] = {}
+    idle_threshold_mib: Annotated[Number | None, about("a GPU holding less memory than this counts as idle")] = None
+    kill_grace_s: Annotated[Number | None, about("SIGTERM, then SIGKILL after this long")] = None
+    telemetry_interval_s: Annotated[
+        Annotated[Number, must(lambda s: s >= 0.25, "must be at least 0.25, got {value}")] | None,
+        about("how often the GPUs are sampled (at least 0.25)"),
+    ] = None
+    profiles_dir: Annotated[
+        Str | None, about("a directory of launch profiles, relative to this file (profiles/ beside it is read too)")
+    ] = None
+    simulated: Annotated[
+        bool, about("its hosts are pivot's simulated GPU hosts (pivot demo writes it): the demo's profiles are offered")
+    ] = False
+    sweep: Annotated[SweepSettings, about("[sweep]: defaults for sweeps (below)")] = SweepSettings()
+    compare: Annotated[CompareTable, about("[compare]: how two runs are judged (below)")] = CompareTable()
+    notify: Annotated[NotifyTable, about("[notify]: how the console calls you back from another window (below)")] = NotifyTable()
 
 
 @dataclass(frozen=True)

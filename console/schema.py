@@ -6,6 +6,7 @@ A ground floor like console/config.py: it imports nothing of pivot's own (the lo
 from __future__ import annotations
 
 import dataclasses
+import json
 import types
 import typing
 from collections.abc import Callable
@@ -156,3 +157,49 @@ def _description(t: Any, name: str) -> str | None:
     if isinstance(t, type) and issubclass(t, BaseModel) and name in t.model_fields:
         return t.model_fields[name].description
     return None
+
+
+def about(text: str) -> Any:
+    """A field's meaning, as --help, the sweep form and docs/configuration.md say it (in Annotated[...])."""
+    return Field(description=text)
+
+
+@dataclasses.dataclass(frozen=True)
+class Documented:
+    """A key as --help, the form and docs/configuration.md show it."""
+
+    key: str
+    kind: str  # what it takes, in words
+    default: str
+    meaning: str
+
+
+def _either(words: list[str]) -> str:
+    return f"{', '.join(words[:-1])} or {words[-1]}" if len(words) > 1 else words[0]
+
+
+def _kinds(schema: dict[str, Any]) -> list[str]:
+    if "anyOf" in schema:
+        return [word for s in schema["anyOf"] if s.get("type") != "null" for word in _kinds(s)]
+    if "enum" in schema or "const" in schema:
+        return [f'"{v}"' for v in schema.get("enum", [schema.get("const")])]
+    if schema.get("type") == "array":
+        return [f"list of {_either(_kinds(schema.get('items') or {'type': 'string'}))}s"]
+    if "$ref" in schema or "type" not in schema:
+        return ["table"]
+    return [{"integer": "integer", "number": "number", "string": "string", "boolean": "true or false", "object": "table"}[schema["type"]]]
+
+
+def describe(schema: Any, defaults: dict[str, Any] | None = None) -> list[Documented]:
+    """Every key of a schema, in declaration order, from its fields' declarations; defaults: where the schema's own are
+    not those that apply (a key left out of the file takes another's)."""
+    properties = TypeAdapter(schema).json_schema()["properties"]
+    shown = {**{k: p["default"] for k, p in properties.items() if "default" in p}, **(defaults or {})}
+
+    def default(key: str) -> str:
+        if key not in shown:
+            return "(none)"  # made for each (an empty table)
+        value = shown[key]
+        return "(unset)" if value in (None, {}, [], ()) else "(its table)" if isinstance(value, dict) else json.dumps(value)
+
+    return [Documented(key, _either(_kinds(p)), default(key), p.get("description", "")) for key, p in properties.items()]

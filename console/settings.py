@@ -11,14 +11,13 @@ on the host ships it).
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import asdict, dataclass, field
 from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, Strict, TypeAdapter, with_config
+from pydantic import ConfigDict, Field, Strict, with_config
 
-from console.schema import Int, PositiveInt, Seconds, Str, expect, validate
+from console.schema import Documented, Int, PositiveInt, Seconds, Str, about, describe, expect, validate
 
 DEFAULT_LEVELS = (1, 2, 5, 10, 30, 70, 100, 250)
 WORKER_C = 128  # requests in flight one load generator process carries, with `workers = "auto"`
@@ -50,11 +49,6 @@ def tidy_levels(levels: list[int] | tuple[int, ...]) -> tuple[tuple[int, ...], s
     if list(dict.fromkeys(levels)) != list(tidy):
         said.append("levels are measured in rising order")
     return tidy, "; ".join(said) or None
-
-
-def about(text: str) -> Any:
-    """A field's meaning, as --help, the sweep form and docs/configuration.md say it."""
-    return Field(description=text)
 
 
 @with_config(ConfigDict(extra="forbid"))
@@ -144,38 +138,9 @@ class SweepSettings:
         validate(SweepSettings, asdict(self))
 
 
-@dataclass(frozen=True)
-class Documented:
-    """A setting as --help, the form and docs/configuration.md show it."""
-
-    key: str
-    kind: str  # what it takes, in words
-    default: str
-    meaning: str
-
-
-def _either(words: list[str]) -> str:
-    return f"{', '.join(words[:-1])} or {words[-1]}" if len(words) > 1 else words[0]
-
-
-def _kinds(schema: dict[str, Any]) -> list[str]:
-    if "anyOf" in schema:
-        return [word for s in schema["anyOf"] if s.get("type") != "null" for word in _kinds(s)]
-    if "enum" in schema or "const" in schema:
-        return [f'"{v}"' for v in schema.get("enum", [schema.get("const")])]
-    if schema.get("type") == "array":
-        return [f"list of {_either(_kinds(schema['items']))}s"]
-    return [{"integer": "integer", "number": "number", "string": "string", "boolean": "true or false", "object": "table"}[schema["type"]]]
-
-
 def documented() -> list[Documented]:
     """Every [sweep] setting, in declaration order, from the fields themselves."""
-    properties = TypeAdapter(SweepSettings).json_schema()["properties"]
-    defaults = SweepSettings().to_dict()
-    return [
-        Documented(key, _either(_kinds(p)), json.dumps(defaults[key]) if key in defaults else "(unset)", p["description"])
-        for key, p in properties.items()
-    ]
+    return describe(SweepSettings)
 
 
 def meaning(key: str) -> str:
