@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 import click
 
 from console.cli.target import Globals
-from console.cli.types import EVENT_KINDS, Levels, WholeNumber, sweep_settings_options
+from console.cli.types import EVENT_KINDS, WholeNumber, sweep_settings_options
 from console.server.checks import CHECKS
 
 Result = int | Coroutine[Any, Any, int]
@@ -586,6 +586,3 @@ def config_validate(g: Globals) -> Result:
     from console.cli.hosts import validate_config
 
     return validate_config(g.config)
-
-
-__all__ = ["Levels", "pivot"]
