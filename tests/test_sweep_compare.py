@@ -197,9 +197,9 @@ def test_compare_command_table_json_markdown_and_profile(campaign: Path, tmp_pat
     table = pivot(config, "compare", "base", "spec")
     assert table.returncode == 0, table.stderr
     assert (
-        "recommendation: speculation (spec (eagle3), against base (baseline)) helps per-request speed and total throughput at C ≤ 1"
-        in table.stdout
-    )
+        "recommendation: speculation (B, against A) helps per-request speed and total throughput at C ≤ 1" in table.stdout
+    )  # the table's title says A = base (baseline), B = spec (eagle3)
+    assert "A = base (baseline)" in table.stdout and "B = spec (eagle3)" in table.stdout
     assert "crossover, total tok/s: C ≈ 1." in table.stdout and "ITL B/A" in table.stdout
     data = json.loads(pivot(config, "compare", "base", "spec", "--json").stdout)
     assert 1 < data["crossover_total"]["at"] < 2 and len(data["levels"]) == 8 and data["drafting_up_to"] == 1

@@ -39,6 +39,12 @@ class KillReport:
     def all_ended(self) -> bool:
         return all(o.ended for o in self.outcomes)
 
+    def said(self, o: KillOutcome) -> str:
+        """An outcome in words; a zombie whose parent this same kill ended goes to init, which reaps it."""
+        if o.outcome == "zombie" and o.ppid in {x.pid for x in self.outcomes if x.ended}:
+            return f"pid {o.pid}: zombie; its parent {o.ppid} was ended by this kill, so init reaps it"
+        return o.describe()
+
 
 async def kill(session: Session, chosen: KillPlan, *, grace_s: float | None = None, via: str | None = None) -> KillReport:
     """SIGTERM to each target (its group where it leads one), SIGKILL after the grace; one `kill` event."""

@@ -28,7 +28,7 @@ from console.sweep.analysis.intervals import Verdict
 from console.sweep.analysis.notes import Note
 from console.sweep.analysis.slo import Slo
 from console.sweep.runs.store import Run, RunError
-from console.sweep.words.comparison import crossover_text, recommendation, refine_text, report
+from console.sweep.words.comparison import crossover_text, recommendation, refine_text, report, short_names
 from console.sweep.words.levels import fmt_value, ratio_text
 from console.sweep.words.repeats import repeat_text
 
@@ -239,7 +239,7 @@ def compare_command(config_path: str | None, names: list[str], order: CompareOrd
         else:
             out = terminal()
             out.print(comparison_table(cmp))
-            for line in report(cmp):
+            for line in report(cmp, short_names(cmp)):  # the table's title defines A and B
                 out.print(Text(line), soft_wrap=True)
         if order.markdown:
             order.markdown.write_text(markdown(cmp), encoding="utf-8")

@@ -212,7 +212,7 @@ async def kill_processes(
         )
         raise
     for o in report.outcomes:
-        out.print(Text(o.describe(), style="green" if o.ended else "yellow"))
+        out.print(Text(report.said(o), style="green" if o.ended else "yellow"))
     for parent in report.parents:
         out.print(f"  a zombie's parent {parent} must reap it: pivot kill {parent}")
     for line in report.advice:

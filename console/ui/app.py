@@ -456,7 +456,7 @@ class PivotApp(App[None]):
         if handle is None or handle.end is not None:
             self.exit()
             return
-        leaving = "go back to the fleet" if self.in_fleet else "quit"
+        leaving = "go back" if self.in_fleet else "quit"  # from a fleet host: back to the fleet
         answers = [
             ("s", f"Stop after this level, then {leaving}", "stop"),
             ("a", f"Abort now, keeping every finished request, and {leaving}", "abort"),
@@ -466,7 +466,9 @@ class PivotApp(App[None]):
         leave = handle.on_host and self.host_outlives  # the demo's host ends with it: nothing would measure the level
         if leave:
             answers.append(("l", f"{leaving.capitalize()} now: {host} measures the level in progress to its end", "leave"))
-        body: list[RenderableType] = [Text(f"Run {handle.run.name} is being measured.")]
+        body: list[RenderableType] = [
+            Text(f"Run {handle.run.name} is being measured." + (" q goes back to the fleet." if self.in_fleet else ""))
+        ]
         if leave:
             body.append(Text(f"Left to the host, the level is fetched by `{resume}`."))
         choice = await self.push_screen_wait(Choose("A sweep is in progress", body, answers))
@@ -495,7 +497,10 @@ class PivotApp(App[None]):
             return run.state, run.levels()
 
         state, levels = await asyncio.to_thread(read)
-        rest = "" if state == "complete" else f"; `{resume}` measures what is missing"
+        if not self.host_outlives:  # the demo's host (its config with it) ends with this console
+            rest = "; the demo's host ended with it, so nothing is left to resume it on"
+        else:
+            rest = "" if state == "complete" else f"; `{resume}` measures what is missing"
         return f"run {handle.run.name} ({state}): {kept_text(levels)}{rest}"
 
     async def action_quit(self) -> None:

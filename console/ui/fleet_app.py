@@ -155,7 +155,7 @@ class FleetApp(App[str | None]):
         except RemoteError as e:
             self.notify(f"{host}: {e}", title="Not killed", severity="error")
             return
-        failed = [o.describe() for o in report.outcomes if not o.ended]
+        failed = [report.said(o) for o in report.outcomes if not o.ended]
         self.notify(
             "\n".join([*failed, *report.advice])
             or f"{host}: {len(report.outcomes)} ended; the line shows the memory as it comes back (Enter opens the host for more)",

@@ -52,6 +52,12 @@ def refine_text(cmp: Comparison) -> str | None:
     )
 
 
+def short_names(cmp: Comparison) -> dict[Side, str] | None:
+    """The runs called A and B, where the lines above the verdict define them: a name said in full each time fills
+    the lines the verdict needs. None (their full names) where both have the same name: A and B say which is which."""
+    return None if cmp.names["a"] == cmp.names["b"] else {"a": "A", "b": "B"}
+
+
 def report(cmp: Comparison, names: dict[Side, str] | None = None) -> list[str]:
     """The comparison in sentences, one a line; names: what to call the runs (their labels unless said)."""
     names, levels = names or cmp.names, [lv.c for lv in cmp.levels]

@@ -185,9 +185,10 @@ class GpuPane(Pane):
         self.kill_failed = False
         self.release_watch = ReleaseWatch(plan)
         report = await kill.kill(self.session, plan)
+        ended = {o.pid for o in report.outcomes if o.ended}
         for outcome in report.outcomes:
-            if not outcome.ended:
-                self.say(outcome.describe(), "error")
+            if not outcome.ended:  # a zombie whose parent this kill ended is not an error: init reaps it
+                self.say(report.said(outcome), "warning" if outcome.ppid in ended else "error")
         for line in report.advice:
             self.say(line, "warning")
         self.offered_parents, self.kill_failed = list(report.parents), report.stuck

@@ -16,18 +16,11 @@ from textual.widgets import Static
 
 from console.sweep.analysis.compare import Comparison
 from console.sweep.analysis.intervals import Verdict
-from console.sweep.analysis.sides import Side
-from console.sweep.words.comparison import report
+from console.sweep.words.comparison import report, short_names
 from console.sweep.words.levels import ratio_text
 from console.ui.colours import theme_style
 
 WIDE_ENOUGH = 100  # columns: below this the ratios of seven columns are what fits
-
-
-def short_names(cmp: Comparison) -> dict[Side, str] | None:
-    """The runs called A and B (defined on the line above the verdict): in a pane, a name said in full each time fills
-    the lines the verdict needs. None (their full names) where both have the same name: A and B say which is which."""
-    return None if cmp.names["a"] == cmp.names["b"] else {"a": "A", "b": "B"}
 
 
 class ComparisonView(VerticalScroll):
