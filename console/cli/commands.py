@@ -34,14 +34,26 @@ def after_command(f: F) -> F:
     return click.option("--host", metavar="NAME", hidden=True, expose_value=False, callback=_set("host"))(f)
 
 
-def command(name: str, help: str, **kwargs: Any) -> Callable[[F], click.Command]:
-    """A subcommand of pivot's, taking the global options after its name too."""
+def command(name: str, help: str, group: click.Group | None = None) -> Callable[[F], click.Command]:
+    """A command of pivot's (or of one of its groups), taking the global options after its name too."""
 
     def decorate(f: F) -> click.Command:
         text = f"{help}\n\n{f.__doc__}" if f.__doc__ else help  # the docstring says what the arguments are
-        return pivot.command(name, help=text, short_help=help, context_settings=CONTEXT, **kwargs)(after_command(click.pass_obj(f)))
+        return (group or pivot).command(name, help=text, short_help=help, context_settings=CONTEXT)(after_command(click.pass_obj(f)))
 
     return decorate
+
+
+def listing(name: str, help: str, listed: Callable[[Globals], Result]) -> click.Group:
+    """A group of verbs whose name alone lists (`pivot runs`, `pivot tasks`)."""
+
+    @pivot.group(name, invoke_without_command=True, context_settings=CONTEXT, help=help)
+    @after_command
+    @click.pass_context
+    def group(ctx: click.Context) -> Result | None:
+        return listed(ctx.ensure_object(Globals)) if ctx.invoked_subcommand is None else None
+
+    return group
 
 
 @click.group(
@@ -170,14 +182,6 @@ def server() -> None:
     pass
 
 
-def server_verb(name: str, help: str) -> Callable[[F], click.Command]:
-    def decorate(f: F) -> click.Command:
-        text = f"{help}\n\n{f.__doc__}" if f.__doc__ else help
-        return server.command(name, help=text, short_help=help, context_settings=CONTEXT)(after_command(click.pass_obj(f)))
-
-    return decorate
-
-
 def _launch_options(f: F) -> F:
     f = click.option("--force", is_flag=True, help="start even when a preflight check fails")(f)
     f = click.option(
@@ -190,14 +194,14 @@ def _launch_options(f: F) -> F:
     return click.option("--no-wait", is_flag=True, help="return once launched (default: wait until it is ready)")(f)
 
 
-@server_verb("status", "the server's state, and what holds its port when pivot's is not there")
+@command("status", "the server's state, and what holds its port when pivot's is not there", server)
 def server_status(g: Globals) -> Result:
     from console.cli.server import on_server, status
 
     return on_server(g.target, status)
 
 
-@server_verb("start", "check the profile on the host (preflight), start it, wait until it is ready")
+@command("start", "check the profile on the host (preflight), start it, wait until it is ready", server)
 @click.argument("profile")
 @_launch_options
 def server_start(g: Globals, profile: str, force: bool, skip: tuple[str, ...], no_wait: bool) -> Result:
@@ -207,7 +211,7 @@ def server_start(g: Globals, profile: str, force: bool, skip: tuple[str, ...], n
     return on_server(g.target, Launch("start", profile, force, frozenset(skip), not no_wait))
 
 
-@server_verb("switch", "check the other profile, stop the running server, start the other")
+@command("switch", "check the other profile, stop the running server, start the other", server)
 @click.argument("profile")
 @_launch_options
 def server_switch(g: Globals, profile: str, force: bool, skip: tuple[str, ...], no_wait: bool) -> Result:
@@ -217,7 +221,7 @@ def server_switch(g: Globals, profile: str, force: bool, skip: tuple[str, ...], 
     return on_server(g.target, Launch("switch", profile, force, frozenset(skip), not no_wait))
 
 
-@server_verb("restart", "stop the running server and start its profile again")
+@command("restart", "stop the running server and start its profile again", server)
 @_launch_options
 def server_restart(g: Globals, force: bool, skip: tuple[str, ...], no_wait: bool) -> Result:
     from console.cli.server import Launch, on_server
@@ -225,14 +229,14 @@ def server_restart(g: Globals, force: bool, skip: tuple[str, ...], no_wait: bool
     return on_server(g.target, Launch("restart", None, force, frozenset(skip), not no_wait))
 
 
-@server_verb("stop", "SIGTERM to the server's process group, SIGKILL after the grace, then check its GPU memory came back")
+@command("stop", "SIGTERM to the server's process group, SIGKILL after the grace, then check its GPU memory came back", server)
 def server_stop(g: Globals) -> Result:
     from console.cli.server import on_server, stop
 
     return on_server(g.target, stop)
 
 
-@server_verb("logs", "the server's log: its last 200 lines, or followed")
+@command("logs", "the server's log: its last 200 lines, or followed", server)
 @click.option("-f", "--follow", is_flag=True, help="keep following")
 def server_logs(g: Globals, follow: bool) -> Result:
     from console.cli.server import logs, on_server
@@ -240,7 +244,7 @@ def server_logs(g: Globals, follow: bool) -> Result:
     return on_server(g.target, logs(follow))
 
 
-@server_verb("adopt", "take over a server pivot did not start that serves a profile's port (asks first)")
+@command("adopt", "take over a server pivot did not start that serves a profile's port (asks first)", server)
 @click.argument("profile")
 @click.option("--yes", is_flag=True, help="do not ask")
 def server_adopt(g: Globals, profile: str, yes: bool) -> Result:
@@ -250,37 +254,29 @@ def server_adopt(g: Globals, profile: str, yes: bool) -> Result:
     return on_server(g.target, adopt_server(profile, yes))
 
 
-@pivot.group(
-    "profiles", invoke_without_command=True, context_settings=CONTEXT, help="launch profiles: list, show one's command line, diff two"
-)
-@after_command
-@click.pass_context
-def profiles(ctx: click.Context) -> Result | None:
-    if ctx.invoked_subcommand is not None:
-        return None
+def _list_profiles(g: Globals) -> Result:
     from console.cli.server import list_profiles
 
-    return list_profiles(ctx.ensure_object(Globals).config)
+    return list_profiles(g.config)
 
 
-@profiles.command(
-    "show", context_settings=CONTEXT, help="a profile's command line, its engine's facts, its ranks or Slurm script\n\nNAME: the profile."
-)
+profiles = listing("profiles", "launch profiles: list, show one's command line, diff two", _list_profiles)
+
+
+@command("show", "a profile's command line, its engine's facts, its ranks or Slurm script", profiles)
 @click.argument("name")
-@after_command
-@click.pass_obj
 def profiles_show(g: Globals, name: str) -> Result:
+    """NAME: the profile."""
     from console.cli.server import show_profile
 
     return show_profile(g.config, name)
 
 
-@profiles.command("diff", context_settings=CONTEXT, help="how two profiles' servers differ\n\nA, B: the profiles.")
+@command("diff", "how two profiles' servers differ", profiles)
 @click.argument("a")
 @click.argument("b")
-@after_command
-@click.pass_obj
 def profiles_diff(g: Globals, a: str, b: str) -> Result:
+    """A: one profile. B: the other."""
     from console.cli.server import diff_profiles
 
     return diff_profiles(g.config, a, b)
@@ -332,54 +328,40 @@ def sweep(
     return sweep_command(g.target, order, {key: value for key, value in given.items() if value is not None})
 
 
-@pivot.group(
-    "runs",
-    invoke_without_command=True,
-    context_settings=CONTEXT,
-    help="saved sweeps: list, show one, delete, import another tool's results",
-)
-@after_command
-@click.pass_context
-def runs(ctx: click.Context) -> Result | None:
-    if ctx.invoked_subcommand is not None:
-        return None
+def _list_runs(g: Globals) -> Result:
     from console.cli.sweep import list_runs_command
 
-    return list_runs_command(ctx.ensure_object(Globals).config)
+    return list_runs_command(g.config)
 
 
-@runs.command("show", context_settings=CONTEXT, help="a run's levels, where its client ran, its drift\n\nRUN: last, previous or a name.")
+runs = listing("runs", "saved sweeps: list, show one, delete, import another tool's results", _list_runs)
+
+
+@command("show", "a run's levels, where its client ran, its drift", runs)
 @click.argument("name", metavar="RUN")
-@after_command
-@click.pass_obj
 def runs_show(g: Globals, name: str) -> Result:
+    """RUN: last, previous or a name."""
     from console.cli.sweep import show_run
 
     return show_run(g.config, name)
 
 
-@runs.command("delete", context_settings=CONTEXT, help="delete runs of the campaign (asks first)\n\nRUN: runs, by name.")
+@command("delete", "delete runs of the campaign (asks first)", runs)
 @click.argument("names", metavar="RUN…", nargs=-1, required=True)
 @click.option("--yes", is_flag=True, help="do not ask")
-@after_command
-@click.pass_obj
 def runs_delete(g: Globals, names: tuple[str, ...], yes: bool) -> Result:
+    """RUN: runs, by name."""
     from console.cli.sweep import delete_runs
 
     return delete_runs(g.config, list(names), yes)
 
 
-@runs.command(
-    "import",
-    context_settings=CONTEXT,
-    help="another tool's results of one server as a run\n\nFILE: SGLang bench_serving, vllm bench serve, AIPerf or guidellm results.",
-)
+@command("import", "another tool's results of one server as a run", runs)
 @click.argument("files", metavar="FILE…", nargs=-1, required=True)
 @click.option("--name", help="the new run's name")
 @click.option("--profile", default="imported", show_default=True, help="the profile the results were measured with")
-@after_command
-@click.pass_obj
 def runs_import(g: Globals, files: tuple[str, ...], name: str | None, profile: str) -> Result:
+    """FILE: SGLang bench_serving, vllm bench serve, AIPerf or guidellm results."""
     from console.cli.sweep import import_runs
 
     return import_runs(g.config, list(files), name, profile)
@@ -452,35 +434,23 @@ def report(
     return report_command(g.config, list(names), output, fmt, slo=slo, anyway=anyway, may_differ=frozenset(may_differ))
 
 
-@pivot.group(
-    "tasks", invoke_without_command=True, context_settings=CONTEXT, help="the campaign's task list: list, add, start, done, import, export"
-)
-@after_command
-@click.pass_context
-def tasks(ctx: click.Context) -> Result | None:
-    if ctx.invoked_subcommand is not None:
-        return None
+def _list_tasks(g: Globals) -> Result:
     from console.cli.tasks import TaskCommand
 
-    return TaskCommand(ctx.ensure_object(Globals).config).listed()
+    return TaskCommand(g.config).listed()
 
 
-def task_verb(name: str, help: str) -> Callable[[F], click.Command]:
-    def decorate(f: F) -> click.Command:
-        text = f"{help}\n\n{f.__doc__}" if f.__doc__ else help
-        return tasks.command(name, help=text, short_help=help, context_settings=CONTEXT)(after_command(click.pass_obj(f)))
-
-    return decorate
+tasks = listing("tasks", "the campaign's task list: list, add, start, done, import, export", _list_tasks)
 
 
-@task_verb("list", "the tasks, as the Tasks pane shows them")
+@command("list", "the tasks, as the Tasks pane shows them", tasks)
 def tasks_list(g: Globals) -> Result:
     from console.cli.tasks import TaskCommand
 
     return TaskCommand(g.config).listed()
 
 
-@task_verb("add", "add a task")
+@command("add", "add a task", tasks)
 @click.argument("words", metavar="TEXT…", nargs=-1, required=True)
 @click.option("--priority", type=click.Choice(["high", "medium", "low"]), default="medium", show_default=True, help="the task's priority")
 def tasks_add(g: Globals, words: tuple[str, ...], priority: str) -> Result:
@@ -491,7 +461,7 @@ def tasks_add(g: Globals, words: tuple[str, ...], priority: str) -> Result:
 
 
 def _status_verb(verb: str, help: str) -> None:
-    @task_verb(verb, help)
+    @command(verb, help, tasks)
     @click.argument("numbers", metavar="N…", type=int, nargs=-1)
     @click.option("--insist", is_flag=True, help="start a task although another is in progress")
     def set_status(g: Globals, numbers: tuple[int, ...], insist: bool) -> Result:
@@ -510,7 +480,7 @@ for _verb, _help in (
     _status_verb(_verb, _help)
 
 
-@task_verb("delete", "delete a task")
+@command("delete", "delete a task", tasks)
 @click.argument("numbers", metavar="N", type=int, nargs=-1)
 def tasks_delete(g: Globals, numbers: tuple[int, ...]) -> Result:
     """N: the task's number, as tasks list shows it."""
@@ -519,7 +489,7 @@ def tasks_delete(g: Globals, numbers: tuple[int, ...]) -> Result:
     return TaskCommand(g.config).delete(list(numbers))
 
 
-@task_verb("import", 'add the tasks of a file: pivot\'s tasks.json, or a todo list ({"todos": [...]})')
+@command("import", 'add the tasks of a file: pivot\'s tasks.json, or a todo list ({"todos": [...]})', tasks)
 @click.argument("path", metavar="FILE", type=click.Path(path_type=Path))
 def tasks_import(g: Globals, path: Path) -> Result:
     """FILE: the file to read."""
@@ -528,7 +498,7 @@ def tasks_import(g: Globals, path: Path) -> Result:
     return TaskCommand(g.config).import_file(path)
 
 
-@task_verb("export", "the tasks in the todo format, on stdout")
+@command("export", "the tasks in the todo format, on stdout", tasks)
 def tasks_export(g: Globals) -> Result:
     from console.cli.tasks import TaskCommand
 
@@ -570,18 +540,14 @@ def config() -> None:
     pass
 
 
-@config.command("show", context_settings=CONTEXT, help="pivot.toml as pivot reads it, its defaults filled in")
-@after_command
-@click.pass_obj
+@command("show", "pivot.toml as pivot reads it, its defaults filled in", config)
 def config_show(g: Globals) -> Result:
     from console.cli.hosts import show_config
 
     return show_config(g.config)
 
 
-@config.command("validate", context_settings=CONTEXT, help="check pivot.toml, every key")
-@after_command
-@click.pass_obj
+@command("validate", "check pivot.toml, every key", config)
 def config_validate(g: Globals) -> Result:
     from console.cli.hosts import validate_config
 
