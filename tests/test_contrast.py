@@ -94,7 +94,7 @@ EVERYWHERE: Expected = {
     "sweep warning": lambda r: r.widget.endswith("#sweep-progress") and "⚠" in r.text,
     "recommendation": lambda r: r.widget.endswith("#sweep-compare-text") and "recommendation" in r.text,
     "GPU pane error line": lambda r: r.widget.endswith("#gpu-status") and "kill failed" in r.text,
-    "sweep form": lambda r: r.widget == "Input#levels",
+    "sweep form": lambda r: r.widget.endswith("#levels"),  # the levels field (an Input)
 }
 SHORT: Expected = {  # a chart too short for its legend has it under it, in the series' colours
     **EVERYWHERE,
@@ -117,7 +117,7 @@ TALL: Expected = {  # and at 200x50: each series in the chart, the comparison's 
     "server log error": lambda r: r.widget == "LogView#server-log" and "ERROR" in r.text,
     "GPU pane error line": lambda r: r.widget.endswith("#gpu-status") and "kill failed" in r.text,
     "process flags": lambda r: r.widget == "ProcessTable#gpu-procs" and "zombie" in r.text,
-    "sweep form": lambda r: r.widget == "Input#levels",
+    "sweep form": lambda r: r.widget.endswith("#levels"),  # the levels field (an Input)
 }
 
 

@@ -148,4 +148,4 @@ def test_the_event_log_tails_a_long_campaign_from_its_end(tmp_path: Path) -> Non
     assert len(tailed) == 2 and "content=task 39999" in tailed[0] and "content=last" in tailed[1]
     assert run("--kind", "task", "--tail", "1").stdout.count("\n") == 1
     bad = run("--tail", "-3")
-    assert bad.returncode == 2 and "--tail: expected a whole number of 0 or more, got '-3'" in bad.stderr
+    assert bad.returncode == 2 and "Invalid value for '--tail': expected a whole number of 0 or more, got '-3'" in bad.stderr
