@@ -462,7 +462,7 @@ class PivotApp(App[None]):
             ("a", f"Abort now, keeping every finished request, and {leaving}", "abort"),
         ]
         host = self.session.host_name or handle.on_host
-        resume = pivot_command(self.session.config, self.session.host_name, "sweep", "--resume", handle.run.name)
+        resume = self._resume(handle)
         leave = handle.on_host and self.host_outlives  # the demo's host ends with it: nothing would measure the level
         if leave:
             answers.append(("l", f"{leaving.capitalize()} now: {host} measures the level in progress to its end", "leave"))
@@ -474,22 +474,27 @@ class PivotApp(App[None]):
         choice = await self.push_screen_wait(Choose("A sweep is in progress", body, answers))
         if choice is None:
             return
-        ended = asyncio.Event()
-        handle.subscribe(lambda _event: None, ended=lambda _handle: ended.set())
         if choice == "leave":
             handle.process.leave()
             self.exit(message=f"{host} measures the level in progress; `{resume}` fetches it")
             return
         if choice == "stop":
-            handle.stop()
             self.notify(f"the sweep stops after this level; then pivot will {leaving}", timeout=30)
-        else:
-            handle.abort()
+        await self._quit_once_ended(handle, handle.stop if choice == "stop" else handle.abort)
+
+    def _resume(self, handle: SweepHandle) -> str:
+        return pivot_command(self.session.config, self.session.host_name, "sweep", "--resume", handle.run.name)
+
+    async def _quit_once_ended(self, handle: SweepHandle, end: Callable[[], object]) -> None:
+        """Stop or abort the sweep, wait for its end, and quit saying what it kept."""
+        ended = asyncio.Event()
+        handle.subscribe(lambda _event: None, ended=lambda _handle: ended.set())
+        end()
         if handle.end is None:
             await ended.wait()
-        self.exit(message=await self._kept(handle, resume))
+        self.exit(message=await self._kept(handle))
 
-    async def _kept(self, handle: SweepHandle, resume: str) -> str:
+    async def _kept(self, handle: SweepHandle) -> str:
         """What a sweep ended by quitting kept, and how to measure the rest."""
 
         def read() -> tuple[str, list[LevelDone]]:
@@ -500,7 +505,7 @@ class PivotApp(App[None]):
         if not self.host_outlives:  # the demo's host (its config with it) ends with this console
             rest = "; the demo's host ended with it, so nothing is left to resume it on"
         else:
-            rest = "" if state == "complete" else f"; `{resume}` measures what is missing"
+            rest = "" if state == "complete" else f"; `{self._resume(handle)}` measures what is missing"
         return f"run {handle.run.name} ({state}): {kept_text(levels)}{rest}"
 
     async def action_quit(self) -> None:
@@ -509,13 +514,7 @@ class PivotApp(App[None]):
         if handle is None or handle.end is not None:
             self.exit()
             return
-        resume = pivot_command(self.session.config, self.session.host_name, "sweep", "--resume", handle.run.name)
-        ended = asyncio.Event()
-        handle.subscribe(lambda _event: None, ended=lambda _handle: ended.set())
-        handle.abort()
-        if handle.end is None:
-            await ended.wait()
-        self.exit(message=await self._kept(handle, resume))
+        await self._quit_once_ended(handle, handle.abort)
 
     @work(group="event-log", exclusive=True, exit_on_error=False)
     async def action_event_log(self) -> None:
