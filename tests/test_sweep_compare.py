@@ -348,7 +348,7 @@ def test_runs_that_measured_different_things_are_compared_only_when_asked(tmp_pa
         "not comparable, compared anyway: max_tokens 16 in A, 64 in B",
         "not comparable, compared anyway: host gpu1 in A, gpu2 in B",
     ]
-    with pytest.raises(NotComparable, match=r"prompts unique prompts in A, the file p\.jsonl in B"):
+    with pytest.raises(NotComparable, match=r"prompts synthetic, unique per request in A, the file p\.jsonl in B"):
         compare(short, file)
     assert compare(short, file, may_differ=frozenset({"prompts"})).differences == []
     assert counterpart(long, [short, long, file]) is None  # nothing of the other kind measured it the same way
@@ -639,9 +639,9 @@ def test_compare_json_holds_every_verdict_the_table_prints(campaign: Path, tmp_p
     config.write_text(f'campaign_dir = "{campaign}"\n')
     table = pivot(config, "compare", "base", "spec")
     data = json.loads(pivot(config, "compare", "base", "spec", "--json").stdout)
-    assert data["schema_version"] == 3 and data["frontier"]["spans"] and data["energy"]["dark"] == ["a", "b"]
+    assert data["schema_version"] == 4 and data["frontier"]["spans"] and data["energy"]["dark"] == ["a", "b"]
     assert data["words"]["report"] == list(report(compare(open_run(campaign, "base"), open_run(campaign, "spec"))))
-    assert [n["note"] for n in data["notes"]] == ["Acceptance"] and data["notes"][0]["side"] == "b"  # each note named
+    assert [n["note"] for n in data["notes"]] == ["Acceptance", "SyntheticText"] and data["notes"][0]["side"] == "b"  # each note named
     assert data["advice"]["action"] == "adaptive" and data["advice"]["cut"] == data["drafting_up_to"] == 1
     marks = {"A": "a", "B": "b"}
     rows = [line.split() for line in table.stdout.splitlines() if line.split() and line.split()[0].isdigit()]

@@ -17,7 +17,7 @@ from console.gpu.samples import AgentError, Sample
 from console.remote.errors import RemoteError
 from console.server.state import ServerState
 from console.session import Session
-from console.settings import SweepSettings
+from console.settings import PROMPT_SETS, SweepSettings
 from console.sweep.analysis.compare import Comparison, compare, counterpart
 from console.sweep.analysis.refine import refine
 from console.sweep.analysis.repeats import REPEAT_CAP, REPEAT_ROUNDS, repeat_plan
@@ -46,6 +46,7 @@ class ActionFailed(Exception):
 OPERATOR_ONLY = {
     "api_key_env": "an environment variable of yours as a bearer token",
     "prompt_file": "a file of this machine's as the prompts",
+    "prompts": "a file of this machine's as the prompts",  # (but for a named set: PROMPT_SETS)
     "extra_body": "fields of its choosing",
 }
 
@@ -156,7 +157,9 @@ class CampaignActions:
         data = self.cfg.sweep.to_dict()
         for item in overrides:
             key, _, value = item.partition("=")
-            if key in OPERATOR_ONLY:  # a runbook is a file of the campaign's, not the operator's word
+            if key in OPERATOR_ONLY and not (
+                key == "prompts" and value in PROMPT_SETS
+            ):  # a runbook is a file of the campaign's, not the operator's word
                 raise ActionFailed(
                     f"a runbook may not set {key}: it would send {OPERATOR_ONLY[key]}; set it in pivot.toml's [sweep] if you mean it"
                 )

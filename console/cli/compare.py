@@ -94,9 +94,10 @@ def markdown(cmp: Comparison) -> str:
     return head + "\n".join(rows) + "\n\n" + "\n".join(f"- {line}" for line in report(cmp)) + "\n"
 
 
-# 3: the comparison's model dumped whole (typed crossovers, repeats, notes named by "note", verification, SLO, frontier, energy), its
+# 4: an acceptance's levels carry the share of the output drafted, and a "SyntheticText" note; 3: the comparison's
+# model dumped whole (typed crossovers, repeats, notes named by "note", verification, SLO, frontier, energy), its
 # sentences under "words"; 2: per-level verdicts with their reasons, frontier, energy, refine; 1: the flat table only
-JSON_SCHEMA_VERSION = 3
+JSON_SCHEMA_VERSION = 4
 VERDICT_METRICS = ("total", "per_request", "itl", "ttft", "energy")
 
 

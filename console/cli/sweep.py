@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from console.cli.prompt import ask
 from console.cli.target import Target
 from console.cli.types import flag
 from console.schema import Invalid
-from console.settings import SweepSettings, tidy_levels
+from console.settings import PROMPT_SETS, SweepSettings, tidy_levels
 from console.sweep.analysis.drift import drift
 from console.sweep.model import LevelDone, LevelProgress, LevelRetry, LevelStarted, Request, Said, SweepDone, SweepStarted
 from console.sweep.runs.files import pending_spool
@@ -55,6 +56,8 @@ class SweepOrder:
 def settings_from(cfg: config.Config, given: dict[str, Any]) -> SweepSettings:
     """pivot.toml's [sweep] with the flags given over it; an error names the flag and the value."""
     data = cfg.sweep.to_dict()
+    if given.get("prompts") not in (None, *PROMPT_SETS):  # a file named on the command line: from where it was typed
+        given = {**given, "prompts": os.path.abspath(given["prompts"])}
     if "levels" in given:
         tidy, note = tidy_levels(given["levels"])
         if note:

@@ -160,7 +160,8 @@ class LevelStats:
         self.speed_q, self.ttft_q, self.itl_q, self.e2e_q = (Quantiles(bound) for _ in range(4))
         self.busy = RatioSums()
         self.steady = SteadyWindow(c, math.inf if exact else TIMELINE_EXACT_UP_TO)
-        self.timed, self.proposed, self.accepted = 0, 0.0, 0.0  # draft tokens, where the server recorded them
+        self.timed, self.proposed, self.accepted, self.predicted = 0, 0.0, 0.0, 0.0  # where the server recorded them
+        self.prompted, self.prompt_tokens = 0, 0  # requests whose usage counted their prompt, and its tokens
 
     def add(self, r: RequestRecord) -> None:
         self.over_asked_any += r.over_asked  # warm-up and failed requests too: the server overran max_tokens
@@ -192,10 +193,14 @@ class LevelStats:
             self.steady.add(r.start, r.chunks)
             if r.e2e:
                 self.busy.add(r.tokens, r.e2e)
+        if r.prompt_tokens is not None:
+            self.prompted += 1
+            self.prompt_tokens += r.prompt_tokens
         if r.timings:
             self.timed += 1
             self.proposed += r.timings.get("draft_n", 0)
             self.accepted += r.timings.get("draft_n_accepted", 0)
+            self.predicted += r.timings.get("predicted_n", 0)
 
     def metrics(
         self, wall_s: float, server: dict[str, float] | None = None, *, failed: str | None = None, attempts: int = 1
@@ -212,6 +217,8 @@ class LevelStats:
             errors=errors,
             wall_s=wall_s,
             output_tokens=self.tokens,
+            prompt_tokens=self.prompt_tokens if self.prompted else None,
+            prompt_tokens_mean=self.prompt_tokens / self.prompted if self.prompted else None,
             total_tok_s=total,
             steady_tok_s=self.steady.tok_s(),
             req_tok_s_mean=self.speeds.mean if self.speeds.n else None,
@@ -227,7 +234,7 @@ class LevelStats:
             e2e_p99=self.e2e_q.percentile(99),
             requests_per_s=self.ok / wall_s if wall_s > 0 else 0.0,
             usage_missing=self.usage_missing,
-            server={**(server or {}), **(drafted_from(self.proposed, self.accepted) if self.timed else {})},
+            server={**(server or {}), **(drafted_from(self.proposed, self.accepted, self.predicted) if self.timed else {})},
             total_tok_s_lo=total * (1 - rel) if rel is not None else None,
             total_tok_s_hi=total * (1 + rel) if rel is not None else None,
             req_tok_s_lo=speed_ci[1] if speed_ci else None,

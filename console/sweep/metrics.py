@@ -47,6 +47,7 @@ class RequestRecord:
     over_asked: bool = False  # the server reported more tokens than max_tokens asked for
     retried: bool = False  # sent again on a connection of its own: the server had closed the kept-alive one
     timings: dict[str, float] | None = None  # the server's own record of the request, where it sends one (llama-server)
+    prompt_tokens: int | None = None  # the prompt's tokens, by the server's usage (None: it did not say)
 
     @property
     def ok(self) -> bool:
@@ -105,6 +106,8 @@ class RequestRecord:
             d["retried"] = True
         if self.timings:
             d["timings"] = self.timings
+        if self.prompt_tokens is not None:
+            d["prompt_tokens"] = self.prompt_tokens
         return d
 
     @classmethod
@@ -125,6 +128,7 @@ class RequestRecord:
             bool(d.get("over_asked")),
             bool(d.get("retried")),
             d["timings"] if isinstance(d.get("timings"), dict) else None,
+            int(d["prompt_tokens"]) if isinstance(d.get("prompt_tokens"), int) else None,
         )
 
 
@@ -153,11 +157,16 @@ def t975(df: int) -> float:
     )
 
 
-def drafted_from(proposed: float, accepted: float) -> dict[str, float]:
+def drafted_from(proposed: float, accepted: float, predicted: float) -> dict[str, float]:
     """Speculation over a level's requests from the server's own record of each (llama-server's timings: draft tokens
-    proposed and accepted, exact per request, summed here)."""
+    proposed and accepted, and tokens predicted, exact per request, summed here). Every decode step yields one token of
+    the target model's and the drafts it accepted, so the steps were predicted - accepted, and a step kept
+    predicted / (predicted - accepted) tokens."""
     if proposed <= 0:  # the server's own record of every request: it drafted nothing (whatever it was set to do)
-        return {"spec_draft_tokens": 0.0}
+        return {"spec_draft_tokens": 0.0, "spec_accepted_tokens": 0.0}
     if not 0 <= accepted <= proposed:
         return {}
-    return {"spec_accept_rate": accepted / proposed, "spec_draft_tokens": proposed}
+    found = {"spec_accept_rate": accepted / proposed, "spec_draft_tokens": proposed, "spec_accepted_tokens": accepted}
+    if predicted > accepted:
+        found |= {"spec_output_tokens": predicted, "spec_accept_length": predicted / (predicted - accepted)}
+    return found

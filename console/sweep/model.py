@@ -50,6 +50,9 @@ class LevelMetrics(_Strict):
     errors: NonNegativeInt
     wall_s: Seconds | None = None  # None: an imported run that did not say
     output_tokens: NonNegativeInt | None = None
+    # the prompts' tokens, by the server's own count (its usage) of the requests where it gave one: what was asked
+    prompt_tokens: NonNegativeInt | None = None
+    prompt_tokens_mean: float | None = None
     total_tok_s: float
     steady_tok_s: float | None = None  # only while all C slots were busy
     req_tok_s_mean: float | None = None
@@ -193,6 +196,20 @@ class LevelDone(LevelMetrics):
         return self.gpu_watts_hi / self.total_tok_s_lo if self.gpu_watts_hi is not None and self.total_tok_s_lo else None
 
     @property
+    def draft_share(self) -> float | None:
+        """Of the level's output tokens, the share that came from accepted drafts, by the server's own counts: what
+        speculation gave. A draft accepted every time it was made is no win when it is made for 4 % of the tokens.
+        From accepted draft tokens (llama-server's timings over the tokens they predicted; vLLM's counter over the
+        level's tokens, which leave out its warm-up), else from tokens per verify step (SGLang's gauge: a step keeps
+        its accepted drafts and one token of the target model's)."""
+        accepted = self.server.get("spec_accepted_tokens")
+        if accepted is not None:
+            output = self.server.get("spec_output_tokens") or self.output_tokens
+            return min(1.0, accepted / output) if output else None
+        length = self.accept_length
+        return (length - 1) / length if length is not None and length >= 1 else None
+
+    @property
     def draft_tokens(self) -> float | None:
         """Tokens drafted in the level, by the server's own count (llama-server's timings, vLLM's counters)."""
         return self.server.get("spec_draft_tokens")
@@ -278,6 +295,19 @@ _SHOWN: TypeAdapter[Shown] = TypeAdapter(Shown)
 EVENT_TYPES = frozenset(("sweep_started", "level_started", "request", "metrics", "level_retry", "level_done", "sweep_done", "progress"))
 
 
+class PromptSetFacts(BaseModel):
+    """What a run records of its prompt set (console/sweep/prompt_sets.py): two runs sent the same prompts when their
+    hashes agree."""
+
+    name: str
+    size: int
+    sha256: str
+    origin: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.size} prompts, {self.sha256[:12]})"
+
+
 class RunMeta(BaseModel):
     """A run's run.toml: what was measured (the server, its host, the settings) and how the sweep ended. Read leniently
     (a TOML file holds 12 where 12.0 was meant); fields pivot does not know are kept."""
@@ -313,6 +343,7 @@ class RunMeta(BaseModel):
     ended_by: str | None = None  # how the last sweep of it ended: done, stopped, aborted or failed (None: it did not)
     corrupt: bool = False  # run.toml itself could not be read
     measured_from: list[str] | None = None  # its profile is an adaptive one pivot wrote from these runs (baseline, drafting)
+    prompt_set: PromptSetFacts | None = None  # the prompt set its requests drew from (None: synthetic prompts)
 
     def argv_or_words(self) -> list[str]:
         """The server's command line: its argv, or (runs recorded before it was kept) its command line split."""

@@ -67,3 +67,4 @@ class PromptSource(_Reported):
     words: int | None = None
     counted_by: str | None = None
     tokens: int | None = None  # the server's own count of one prompt, where it has /tokenize
+    size: int | None = None  # a prompt set's prompts

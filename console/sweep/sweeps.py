@@ -20,8 +20,10 @@ from console.remote import Connection
 from console.remote.errors import RemoteError
 from console.server.state import ServerState, ServerStatus
 from console.settings import SweepSettings
+from console.sweep import prompt_sets
 from console.sweep.loadgen.runner import SweepProcess, describe_server, identity_mismatch
-from console.sweep.model import RunMeta, Said, Shown, SweepDone, SweepStarted
+from console.sweep.model import PromptSetFacts, RunMeta, Said, Shown, SweepDone, SweepStarted
+from console.sweep.prompt_sets import PromptSetError
 from console.sweep.runs.files import pending_spool
 from console.sweep.runs.store import Run, RunError, create_run
 from console.untrusted import visible
@@ -109,6 +111,18 @@ async def busy(url: str) -> dict[str, int]:
         return {}
 
 
+async def read_prompt_set(settings: SweepSettings) -> PromptSetFacts | None:
+    """The set the sweep's prompts come from, read whole before anything starts (off the console's loop: a large file
+    takes a second); None for synthetic prompts. RunError names the file and its line where it cannot be read."""
+    if settings.prompts == "synthetic":
+        return None
+    try:
+        read = await asyncio.to_thread(prompt_sets.load, settings.prompts, settings.turns)
+    except PromptSetError as e:
+        raise RunError(f"prompts: {e}") from None
+    return PromptSetFacts(**read.facts())
+
+
 class SweepSession(Protocol):
     """What sweeps need of their session (console/session.py Session, which makes them)."""
 
@@ -167,11 +181,20 @@ class Sweeps:
                 raise RunError("a sweep over SSH needs a host from a pivot.toml (or give --url)")
             meta, address, port = await describe_server(session.conn, session.config, session.spec.name)
             target = ["--config", str(session.config.path), "--host", session.spec.name, "--address", address, "--port", str(port)]
+        prompt_set = await read_prompt_set(settings)
+        kept = run.meta.prompt_set if run is not None else None
+        if run is not None and kept is not None and (prompt_set is None or prompt_set.sha256 != kept.sha256):
+            raise RunError(
+                f"run {run.name} sent {kept}; {settings.prompts} is now "
+                f"{prompt_set or 'synthetic prompts'}: its levels would not measure the same requests (a new run takes them)"
+            )
         # (a resume whose last level the host still measures: that load is its own, and it is fetched before the rest)
         if not allow_busy and not (how == "resume" and run is not None and pending_spool(run.dir) is not None):
             await self._check_idle(url, (address, port) if url is None else None)
         if run is None:
-            run = create_run(session.config.campaign_dir, meta.model_copy(update={"settings": settings.to_dict()}))
+            run = create_run(
+                session.config.campaign_dir, meta.model_copy(update={"settings": settings.to_dict(), "prompt_set": prompt_set})
+            )
         elif (mismatch := identity_mismatch(run.meta, meta)) and not other_server:
             raise RunError(
                 f"run {run.name} was measured on another server ({mismatch}): switch back to it, or give --other-server to add to it anyway"

@@ -67,7 +67,7 @@ def test_pivot_config_must_be_a_small_regular_utf8_file(tmp_path: Path) -> None:
     assert done.returncode == 2 and f"{tmp_path / 'bad.toml'}: not UTF-8: byte 0xff at offset 19" in done.stderr
 
 
-@pytest.mark.parametrize("setting", ["api_key_env=HOME", "prompt_file=/etc/passwd"])
+@pytest.mark.parametrize("setting", ["api_key_env=HOME", "prompt_file=/etc/passwd", "prompts=/etc/passwd"])
 async def test_a_runbook_may_not_send_a_secret_or_a_local_file(setting: str) -> None:
     actions = SimpleNamespace(cfg=SimpleNamespace(sweep=SweepSettings()))
     with pytest.raises(ActionFailed, match=f"a runbook may not set {setting.split('=')[0]}"):

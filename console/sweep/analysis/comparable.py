@@ -8,6 +8,7 @@ A key a run did not record (an older run, an imported one) is not held against i
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Any
 
 from console.settings import SweepSettings
@@ -44,12 +45,15 @@ def _setting(run: Run, key: str) -> Any:
 
 
 def _prompts(run: Run) -> str | None:
-    """Where its prompts came from: a file, a prompt of its own per request, or the same 64 over and over."""
-    if run.meta.imported_from and "prompt_file" not in run.meta.settings:
+    """What its requests asked: a prompt set (named by its file's name, told apart by its hash), or synthetic prompts,
+    a prompt of its own per request or the same 64 over and over."""
+    if (kept := run.meta.prompt_set) is not None:
+        return f"{Path(kept.name).name} ({kept.size} prompts, {kept.sha256[:12]})"
+    if run.meta.imported_from and "prompts" not in run.meta.settings and "prompt_file" not in run.meta.settings:
         return None
-    if file := _setting(run, "prompt_file"):
-        return f"the file {file}"
-    return "unique prompts" if _setting(run, "unique_prompts") else "64 seeded prompts"
+    if (named := run.meta.settings.get("prompts", run.meta.settings.get("prompt_file"))) not in (None, "synthetic"):
+        return f"the file {named}"  # (a run of before prompt sets were hashed)
+    return "synthetic, unique per request" if _setting(run, "unique_prompts") else "synthetic, 64 seeded prompts"
 
 
 def _gpus(run: Run) -> str | None:

@@ -20,8 +20,17 @@ class Acceptance:
 
     side: Side
     method: str
-    per_level: tuple[tuple[int, float, float | None], ...]  # (C, accepted share, tokens a step)
+    per_level: tuple[tuple[int, float, float | None, float | None], ...]  # (C, accepted share, tokens a step, share of output)
     drafted_nothing: bool = False
+    synthetic: bool = False  # its prompts were pivot's made-up words, not text users send
+
+
+@dataclass(frozen=True)
+class SyntheticText:
+    """A drafting run measured on pivot's synthetic prompts: a draft (n-gram above all) accepts what text repeats, and
+    made-up words are not what users send: speculation's gain on them may be none, or more than a real set gives."""
+
+    sides: tuple[Side, ...]
 
 
 @dataclass(frozen=True)
@@ -73,7 +82,7 @@ class Drifted:
     held: tuple[int, ...]
 
 
-Note = Acceptance | Gap | Evidence | Counted | Lagging | Drifted
+Note = Acceptance | SyntheticText | Gap | Evidence | Counted | Lagging | Drifted
 GAPS: tuple[tuple[Literal["client_cpu", "load_avg", "host_load_avg"], float], ...] = (
     ("client_cpu", 0.2),  # of a core
     ("load_avg", 1.0),
@@ -91,8 +100,18 @@ def drafted_nothing(run: Run) -> bool:
 def _acceptance(side: Side, run: Run) -> list[Note]:
     if run.drafting is None:
         return []
-    per_level = tuple((lv.c, lv.accept_rate, lv.accept_length) for lv in run.measured() if lv.accept_rate is not None)
-    return [Acceptance(side, run.drafting.method, per_level, drafted_nothing(run))]
+    per_level = tuple((lv.c, lv.accept_rate, lv.accept_length, lv.draft_share) for lv in run.measured() if lv.accept_rate is not None)
+    return [Acceptance(side, run.drafting.method, per_level, drafted_nothing(run), synthetic_prompts(run))]
+
+
+def synthetic_prompts(run: Run) -> bool:
+    """Its requests asked pivot's synthetic words (a run imported from another tool says nothing of its prompts)."""
+    return run.meta.prompt_set is None and not run.meta.imported_from and run.meta.settings.get("prompts", "synthetic") == "synthetic"
+
+
+def _synthetic(a: Run, b: Run) -> list[Note]:
+    sides = tuple(side for side, run in zip(SIDES, (a, b), strict=True) if run.drafting is not None and synthetic_prompts(run))
+    return [SyntheticText(sides)] if sides else []
 
 
 def _gaps(a: Run, b: Run) -> list[Note]:
@@ -134,6 +153,7 @@ def notes(a: Run, b: Run, drifts: dict[Side, Drift], levels: list[Level]) -> tup
     held = tuple(lv.c for lv in levels if lv.total.within_drift)  # (the drifts of both runs together)
     return tuple(
         [n for side in SIDES for n in _acceptance(side, runs[side])]
+        + _synthetic(a, b)
         + _gaps(a, b)
         + [n for side in SIDES for n in _quality(side, runs[side])]
         + [Drifted(side, d, held) for side, d in drifts.items()]

@@ -33,8 +33,9 @@ from console.remote import Connection, RemoteError
 from console.settings import SweepSettings
 from console.sweep.loadgen.generator import POWER_QUERY, HostLoad, PowerMeter, client_placement, gpu_watts, gpus_here, sweep
 from console.sweep.loadgen.host_generator import HostGenerator, NotOnHost, kept_of
-from console.sweep.loadgen.requests import prompts
+from console.sweep.loadgen.requests import synthetic_pool
 from console.sweep.model import Event, HostOrder, LevelProgress, Said, SweepDone
+from console.sweep.prompt_sets import PromptSetError, load
 from console.sweep.runs.files import EventLogFile, pending_spool
 from console.sweep.runs.lock import RunLocked, run_lock
 from console.sweep.runs.store import RunError, completed_levels, lacking_levels, open_run_dir, read_meta
@@ -98,6 +99,11 @@ def main(argv: list[str] | None = None) -> int:
     settings = SweepSettings.from_dict(meta.settings)
     if args.requests:
         settings = dataclasses.replace(settings, requests=args.requests)
+    try:  # (the console read the set before it started this process: this fails only if the file changed since)
+        pool = synthetic_pool(settings) if settings.prompts == "synthetic" else list(load(settings.prompts, settings.turns).prompts)
+    except PromptSetError as e:
+        print(f"pivot-loadgen: {e}", file=sys.stderr)
+        return 2
 
     async def runner() -> int:
         task = asyncio.current_task()
@@ -120,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         if settings.api_key_env and os.environ.get(settings.api_key_env):
             headers["Authorization"] = f"Bearer {os.environ[settings.api_key_env]}"
         common: dict[str, Any] = {
-            "pool": prompts(settings),
+            "pool": pool,
             "headers": headers,
             "repeat": args.repeat,
             "stop_after_level": stop_after_level,

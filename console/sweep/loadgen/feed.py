@@ -5,6 +5,7 @@ the level's request indices)."""
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -96,11 +97,22 @@ def sender(
     return send
 
 
-def prompts_from(source: list[Any] | UniquePrompts, key: str | None = None) -> Prompts:
-    """A prompt file's (or the seeded pool's) prompts in turn; else a prompt of its own for every request: the next one
-    issued (key None: one process issues them all), or one keyed by the level and the index (several processes)."""
+def level_order(size: int, seed: int, c: int) -> list[int]:
+    """A prompt set's order in a level of C: seeded by the sweep's seed and C, so that every process sending the level
+    draws the same one, no prompt comes twice before every other came once, and a level measured again (a repeat,
+    another run of the same settings) sends the same prompts."""
+    order = list(range(size))
+    random.Random(f"{seed}:{c}").shuffle(order)
+    return order
+
+
+def prompts_from(source: list[Any] | UniquePrompts, c: int, seed: int, key: str | None = None) -> Prompts:
+    """A prompt set's (or the seeded pool's) prompts in the level's seeded order; else a prompt of its own for every
+    request: the next one issued (key None: one process issues them all), or one keyed by the level and the index
+    (several processes)."""
     if isinstance(source, list):
-        return lambda index: source[index % len(source)]
+        order = level_order(len(source), seed, c)
+        return lambda index: source[order[index % len(order)]]
     if key is None:
         return lambda index: source.prompt()
     return lambda index: source.keyed(f"{key}.{index}")

@@ -241,7 +241,7 @@ async def run_level(
             level = Feed(share)
             made.append(level)
             helpers.append(asyncio.create_task(progress()))
-            send = sender(client, settings, prompts_from(pool), model, c, level_t0, per_chunk, ignore_eos)
+            send = sender(client, settings, prompts_from(pool, c, settings.seed), model, c, level_t0, per_chunk, ignore_eos)
             await level.run(c, send, finished)
     except asyncio.CancelledError:  # aborted mid-level: what finished is kept, and said to be short
         if stats.counted and not settings.duration_s:
@@ -342,7 +342,7 @@ async def sweep(
         if not pool:  # a prompt of its own for each request, as long as asked in the server's tokens where it counts
             source = UniquePrompts(settings.input_tokens)
             await source.calibrate(client.session())
-        said = [*(warnings or []), *warnings_for(levels, facts), *engine_warnings(engine)]
+        said = [*(warnings or []), *warnings_for(levels, facts), *engine_warnings(engine), *repeats_within(settings, levels, len(pool))]
         sink.emit(
             SweepStarted(
                 url=url,
@@ -353,9 +353,7 @@ async def sweep(
                 warnings=said,
                 pid=os.getpid(),
                 client=placement,
-                prompts=source.describe()
-                if isinstance(source, UniquePrompts)
-                else PromptSource(source=settings.prompt_file or f"{len(pool)} seeded prompts (unique_prompts = false)"),
+                prompts=source.describe() if isinstance(source, UniquePrompts) else pool_source(settings, pool),
             )
         )
         workers = None
@@ -447,3 +445,25 @@ def engine_warnings(engine: Engine | None) -> list[str]:
             "are counted as short, and their tokens as they came"
         ]
     return []
+
+
+def pool_source(settings: SweepSettings, pool: list[Any]) -> PromptSource:
+    if settings.prompts == "synthetic":
+        return PromptSource(source=f"{len(pool)} seeded prompts (unique_prompts = false)", size=len(pool))
+    return PromptSource(source=settings.prompts, size=len(pool))
+
+
+def repeats_within(settings: SweepSettings, levels: list[int], size: int) -> list[str]:
+    """A prompt set smaller than a level's requests sends some of its prompts twice in it (a prefix cache serves the
+    second): said, with the first such level."""
+    if settings.prompts == "synthetic" or settings.duration_s:  # (a level of a duration: as many as fit in it)
+        return []
+    over = [c for c in levels if settings.requests_for(c) + settings.warmup > size]
+    if not over:
+        return []
+    c = over[0]
+    return [
+        f"the prompt set has {size} prompts, fewer than the {settings.requests_for(c) + settings.warmup} requests of C={c}"
+        + (" and above" if len(over) > 1 else "")
+        + ": a prompt comes again within such a level (a prefix cache may serve it the second time)"
+    ]

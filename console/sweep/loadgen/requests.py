@@ -12,7 +12,6 @@ import asyncio
 import json
 import random
 import time
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -37,18 +36,9 @@ def _excerpt(data: Any) -> str:
     return visible(json.dumps(data)[:80] if not isinstance(data, str) else data[:80])
 
 
-def prompts(settings: SweepSettings) -> list[Any]:
-    """The prompts of a prompt file, or (unique_prompts = false) a seeded pool of 64 used over and over; [] when each
-    request gets a prompt of its own (UniquePrompts)."""
-    if settings.prompt_file:
-        items = []
-        for line in Path(settings.prompt_file).read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                data = json.loads(line)
-                items.append(data.get("messages") or data.get("prompt") or data)
-        if not items:
-            raise ValueError(f"{settings.prompt_file}: no prompts")
-        return items
+def synthetic_pool(settings: SweepSettings) -> list[str]:
+    """With unique_prompts = false, a seeded pool of 64 prompts used over and over; [] when each request gets a prompt
+    of its own (UniquePrompts)."""
     if settings.unique_prompts:
         return []
     rng = random.Random(settings.seed)
@@ -126,7 +116,27 @@ def request_body(settings: SweepSettings, model: str, prompt: Any, *, ignore_eos
     if settings.api == "chat":
         messages = prompt if isinstance(prompt, list) else [{"role": "user", "content": str(prompt)}]
         return "/v1/chat/completions", {**common, "messages": messages}
-    return "/v1/completions", {**common, "prompt": prompt if isinstance(prompt, str) else json.dumps(prompt)}
+    return "/v1/completions", {**common, "prompt": prompt if isinstance(prompt, str) else as_text(prompt)}
+
+
+def as_text(messages: list[dict[str, str]]) -> str:
+    """A conversation sent to /v1/completions, which takes text: its turns' words, a blank line between them."""
+    return "\n\n".join(str(m.get("content", "")) for m in messages if isinstance(m, dict))
+
+
+def _count(usage: dict[str, Any], key: str) -> int | None:
+    tokens = usage.get(key)
+    if tokens is None:
+        return None
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or not 0 <= tokens <= MAX_REPORTED_TOKENS:
+        raise BadStream(f"{key} is not a token count: {_excerpt(tokens)}")
+    return tokens
+
+
+def prompt_count(data: Any) -> int | None:
+    """The prompt's tokens, by the usage of a chunk parse_chunk took already."""
+    usage = data.get("usage") if isinstance(data, dict) else None
+    return _count(usage, "prompt_tokens") if isinstance(usage, dict) else None
 
 
 def parse_chunk(data: Any) -> tuple[str, int | None, str | None]:
@@ -160,12 +170,7 @@ def parse_chunk(data: Any) -> tuple[str, int | None, str | None]:
         return content, None, finish
     if not isinstance(usage, dict):
         raise BadStream(f"usage is not an object: {_excerpt(usage)}")
-    tokens = usage.get("completion_tokens")
-    if tokens is None:
-        return content, None, finish
-    if isinstance(tokens, bool) or not isinstance(tokens, int) or not 0 <= tokens <= MAX_REPORTED_TOKENS:
-        raise BadStream(f"completion_tokens is not a token count: {_excerpt(tokens)}")
-    return content, tokens, finish
+    return content, _count(usage, "completion_tokens"), finish
 
 
 def spread(total: int, parts: int) -> list[int]:
@@ -284,6 +289,7 @@ class _Stream:
         self.times: list[float] = []
         self.counts: list[int | None] = []  # tokens of each content chunk per the server's running usage, where it says
         self.usage_tokens: int | None = None
+        self.prompt_tokens: int | None = None
         self.finish: str | None = None
         self.status: int | None = None
         self.done = False
@@ -319,6 +325,7 @@ async def _receive(
             content, tokens, chunk_finish = parse_chunk(parsed)
             now = time.monotonic() - start
             got.timings = server_timings(parsed) or got.timings
+            got.prompt_tokens = prompt_count(parsed) or got.prompt_tokens
             got.finish = chunk_finish or got.finish
             if tokens is not None:
                 new = tokens - (got.usage_tokens or 0)
@@ -418,4 +425,5 @@ async def one_request(
         over_asked=ok and total > max_tokens,
         retried=retried,
         timings=got.timings if ok else None,
+        prompt_tokens=got.prompt_tokens if ok else None,
     )

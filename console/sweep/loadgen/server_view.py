@@ -83,7 +83,12 @@ def speculation(before: tuple[float, float, float] | None, after: tuple[float, f
     drafts, proposed, accepted = (b - a for a, b in zip(before, after, strict=True))
     if drafts <= 0 or proposed <= 0 or accepted < 0 or accepted > proposed:
         return {}
-    return {"spec_accept_rate": accepted / proposed, "spec_accept_length": 1 + accepted / drafts, "spec_draft_tokens": proposed}
+    return {
+        "spec_accept_rate": accepted / proposed,
+        "spec_accept_length": 1 + accepted / drafts,
+        "spec_draft_tokens": proposed,
+        "spec_accepted_tokens": accepted,
+    }
 
 
 HTTP_ERRORS = (aiohttp.ClientError, TimeoutError, OSError)

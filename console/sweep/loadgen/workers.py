@@ -241,7 +241,7 @@ async def _serve() -> None:
                 level = orjson.loads(await orders.get())
                 feed = Feed(Share(level["first"], level["step"], level["end"], level["deadline"]))
                 feeds[:] = [feed]
-                prompts = prompts_from(source, level["key"])
+                prompts = prompts_from(source, level["c"], settings.seed, level["key"])
                 send = sender(client, settings, prompts, sweep["model"], level["c"], level["level_t0"], per_chunk, sweep["ignore_eos"])
                 await _share(feed, level["slots"], send, per_chunk)
         finally:

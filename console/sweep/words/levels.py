@@ -51,7 +51,12 @@ def level_notes(e: LevelDone) -> str:
         notes.append(f"{e.retried} sent again (the server closed a kept-alive connection)")
     if e.accept_rate is not None:
         length = e.accept_length
-        notes.append(f"drafts {e.accept_rate:.0%} accepted" + (f", {length:.1f}/step" if length is not None else ""))
+        share = e.draft_share
+        notes.append(
+            f"drafts {e.accept_rate:.0%} accepted"
+            + (f", {share:.0%} of output" if share is not None else "")
+            + (f", {length:.1f}/step" if length is not None else "")
+        )
     return visible("; ".join(notes))
 
 

@@ -8,7 +8,7 @@ from console.sweep.analysis.drift import Drift
 from console.sweep.analysis.energy import Energy
 from console.sweep.analysis.frontier import Frontier
 from console.sweep.analysis.intervals import POINT_SPREAD, Level
-from console.sweep.analysis.notes import Acceptance, Counted, Drifted, Evidence, Gap, Lagging, Note
+from console.sweep.analysis.notes import Acceptance, Counted, Drifted, Evidence, Gap, Lagging, Note, SyntheticText
 from console.sweep.analysis.sides import SIDES, Side
 from console.sweep.analysis.slo import SloAnswer
 from console.sweep.analysis.verification import Verification
@@ -113,19 +113,28 @@ def gaps_text(gaps: list[Gap], names: dict[Side, str]) -> str:
 def note_text(n: Note, names: dict[Side, str], margin: float, levels: list[int]) -> str:
     """One note (a Gap alone; gaps_text says them together)."""
     match n:
-        case Acceptance(side=side, method=method, drafted_nothing=True):
+        case Acceptance(side=side, method=method, drafted_nothing=True, synthetic=synthetic):
             return (
                 f"note: {names[side]} is set to draft ({method}), but its server drafted no token at any level (its own "
-                "count of every request)"
+                "count of every request)" + ("; pivot's synthetic words give an n-gram draft nothing to match" if synthetic else "")
             )
         case Acceptance(side=side, method=method, per_level=()):
             return f"note: {names[side]} drafts ({method}) but its server reported no draft acceptance"
         case Acceptance(side=side, per_level=per_level):
             said = [
-                f"C={c}: {rate:.0%} accepted" + (f", {length:.1f} tokens a step" if length is not None else "")
-                for c, rate, length in per_level
+                f"C={c}: {rate:.0%} accepted"
+                + (f", {share:.0%} of the output drafted" if share is not None else "")
+                + (f", {length:.1f} tokens a step" if length is not None else "")
+                for c, rate, length, share in per_level
             ]
             return f"acceptance: {names[side]}: " + "; ".join(said)
+        case SyntheticText(sides=sides):
+            who = " and ".join(names[side] for side in sides)
+            return (
+                f"note: {who} drafted on pivot's synthetic prompts, words made up per request, not text users send: a "
+                'draft accepts what text repeats, so its gain there is not the one users get (measure with prompts = "humaneval" '
+                "or a set of yours)"
+            )
         case Gap():
             return gaps_text([n], names)
         case Counted(side=side, what=what, count=count):

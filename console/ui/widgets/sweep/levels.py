@@ -24,7 +24,10 @@ def note(e: LevelDone) -> str:
         return f"{e.short} short"
     if e.energy_unknown:
         return "J/tok? too short"
-    return f"acc {e.accept_rate:.0%}" if e.accept_rate is not None else ""
+    if e.accept_rate is None:
+        return ""
+    share = e.draft_share  # what the drafts gave, beside how often they were right
+    return f"acc {e.accept_rate:.0%}" + (f" · {share:.0%} drafted" if share is not None else "")
 
 
 class LevelTable(DataTable[str]):

