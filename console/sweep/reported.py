@@ -68,3 +68,4 @@ class PromptSource(_Reported):
     counted_by: str | None = None
     tokens: int | None = None  # the server's own count of one prompt, where it has /tokenize
     size: int | None = None  # a prompt set's prompts
+    lengths: str | None = None  # how long the answers ran, in words (fixed, drawn, the set's, natural ends)

@@ -115,9 +115,13 @@ async def read_prompt_set(settings: SweepSettings) -> PromptSetFacts | None:
     """The set the sweep's prompts come from, read whole before anything starts (off the console's loop: a large file
     takes a second); None for synthetic prompts. RunError names the file and its line where it cannot be read."""
     if settings.prompts == "synthetic":
+        if settings.output_lengths == "set":
+            raise RunError('output_lengths = "set": synthetic prompts have no answers to take lengths from (name a prompt set)')
         return None
     try:
         read = await asyncio.to_thread(prompt_sets.load, settings.prompts, settings.turns)
+        if settings.output_lengths == "set":
+            prompt_sets.answer_lengths(read, settings.max_tokens)
     except PromptSetError as e:
         raise RunError(f"prompts: {e}") from None
     return PromptSetFacts(**read.facts())

@@ -17,7 +17,19 @@ from console.untrusted import visible
 
 _DEFAULTS = {f.name: f.default for f in fields(SweepSettings)}
 SETTINGS = ("max_tokens", "input_tokens", "api", "extra_body", "warmup")
-KEYS = (*SETTINGS, "prompts", "model", "engine", "engine_version", "host", "gpus", "nodes", "client")  # --may-differ's
+KEYS = (
+    *SETTINGS,
+    "output_lengths",
+    "input_lengths",
+    "prompts",
+    "model",
+    "engine",
+    "engine_version",
+    "host",
+    "gpus",
+    "nodes",
+    "client",
+)  # --may-differ's
 
 
 @dataclass(frozen=True)
@@ -56,6 +68,14 @@ def _prompts(run: Run) -> str | None:
     return "synthetic, unique per request" if _setting(run, "unique_prompts") else "synthetic, 64 seeded prompts"
 
 
+def _lengths(run: Run, key: str) -> str | None:
+    """How long its answers (or synthetic prompts) ran: the spread counts only where lengths were drawn."""
+    how = _setting(run, key) if key in run.meta.settings or not run.meta.imported_from else None
+    if how in ("uniform", "normal"):
+        return f"{how} (spread {_setting(run, 'length_spread'):g})"
+    return how
+
+
 def _gpus(run: Run) -> str | None:
     if run.meta.gpu_count is None:
         return None
@@ -66,6 +86,8 @@ def _gpus(run: Run) -> str | None:
 def _facts(run: Run) -> dict[str, Any]:
     return {
         **{key: _setting(run, key) for key in SETTINGS},
+        "output_lengths": _lengths(run, "output_lengths"),
+        "input_lengths": _lengths(run, "input_lengths") if _prompts(run) == "synthetic, unique per request" else None,
         "prompts": _prompts(run),
         "model": run.meta.model or run.meta.settings.get("model"),
         "engine": run.meta.kind,

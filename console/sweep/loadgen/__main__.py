@@ -35,7 +35,7 @@ from console.sweep.loadgen.generator import POWER_QUERY, HostLoad, PowerMeter, c
 from console.sweep.loadgen.host_generator import HostGenerator, NotOnHost, kept_of
 from console.sweep.loadgen.requests import synthetic_pool
 from console.sweep.model import Event, HostOrder, LevelProgress, Said, SweepDone
-from console.sweep.prompt_sets import PromptSetError, load
+from console.sweep.prompt_sets import PromptSetError, answer_lengths, load
 from console.sweep.runs.files import EventLogFile, pending_spool
 from console.sweep.runs.lock import RunLocked, run_lock
 from console.sweep.runs.store import RunError, completed_levels, lacking_levels, open_run_dir, read_meta
@@ -99,8 +99,14 @@ def main(argv: list[str] | None = None) -> int:
     settings = SweepSettings.from_dict(meta.settings)
     if args.requests:
         settings = dataclasses.replace(settings, requests=args.requests)
+    answers = None
     try:  # (the console read the set before it started this process: this fails only if the file changed since)
-        pool = synthetic_pool(settings) if settings.prompts == "synthetic" else list(load(settings.prompts, settings.turns).prompts)
+        if settings.prompts == "synthetic":
+            pool = synthetic_pool(settings)
+        else:
+            prompt_set = load(settings.prompts, settings.turns)
+            pool = list(prompt_set.prompts)
+            answers = answer_lengths(prompt_set, settings.max_tokens) if settings.output_lengths == "set" else None
     except PromptSetError as e:
         print(f"pivot-loadgen: {e}", file=sys.stderr)
         return 2
@@ -127,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
             headers["Authorization"] = f"Bearer {os.environ[settings.api_key_env]}"
         common: dict[str, Any] = {
             "pool": pool,
+            "answers": answers,
             "headers": headers,
             "repeat": args.repeat,
             "stop_after_level": stop_after_level,
@@ -152,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
                 order = HostOrder(
                     settings=settings,
                     prompts=common["pool"],
+                    answers=answers or [],
                     headers=headers,
                     done=sorted(done),
                     repeat=args.repeat or [],

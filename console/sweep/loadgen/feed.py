@@ -75,13 +75,13 @@ class Feed:
         await asyncio.gather(*(slot() for _ in range(slots)))
 
 
-Prompts = Callable[[int], Any]  # a request's index in its level: its prompt
+Asked = Callable[[int], tuple[Any, int]]  # a request's index in its level: its prompt, and the tokens it asks for
 
 
 def sender(
     client: Client,
     settings: SweepSettings,
-    prompt_for: Prompts,
+    asked: Asked,
     model: str,
     c: int,
     level_t0: float,
@@ -91,7 +91,8 @@ def sender(
     """One request of the level, by its index: its prompt, its body, its record."""
 
     async def send(index: int) -> RequestRecord:
-        path, body = request_body(settings, model, prompt_for(index), ignore_eos=ignore_eos)
+        prompt, max_tokens = asked(index)
+        path, body = request_body(settings, model, prompt, max_tokens, ignore_eos=ignore_eos)
         return await one_request(client, path, body, c, index, level_t0, index < settings.warmup, settings, per_chunk)
 
     return send
@@ -106,13 +107,36 @@ def level_order(size: int, seed: int, c: int) -> list[int]:
     return order
 
 
-def prompts_from(source: list[Any] | UniquePrompts, c: int, seed: int, key: str | None = None) -> Prompts:
-    """A prompt set's (or the seeded pool's) prompts in the level's seeded order; else a prompt of its own for every
+def drawn(lengths: str, mean: int, spread: float, key: str) -> int:
+    """A length drawn around `mean` (fixed: the mean itself), seeded by the request's key: the same in every process."""
+    if lengths not in ("uniform", "normal"):
+        return mean
+    rng = random.Random(key)
+    value = rng.uniform(mean * (1 - spread), mean * (1 + spread)) if lengths == "uniform" else rng.gauss(mean, spread * mean)
+    return max(1, round(value))
+
+
+def requests_from(
+    source: list[Any] | UniquePrompts, settings: SweepSettings, c: int, key: str | None = None, answers: list[int] | None = None
+) -> Asked:
+    """Each request's prompt and length. A prompt set's (or the seeded pool's) prompts come in the level's seeded
+    order, each with its own answer's length where output_lengths = "set" (answers); else a prompt of its own for every
     request: the next one issued (key None: one process issues them all), or one keyed by the level and the index
-    (several processes)."""
+    (several processes), as long as input_lengths draws it."""
+    seed, spread = settings.seed, settings.length_spread
+
+    def tokens(index: int, order: list[int] | None = None) -> int:
+        if answers and order is not None:
+            return answers[order[index % len(order)]]
+        return drawn(settings.output_lengths, settings.max_tokens, spread, f"{seed}:{c}:{index}:out")
+
     if isinstance(source, list):
         order = level_order(len(source), seed, c)
-        return lambda index: source[order[index % len(order)]]
+        return lambda index: (source[order[index % len(order)]], tokens(index, order))
+
+    def words(index: int) -> int:
+        return drawn(settings.input_lengths, source.words, spread, f"{seed}:{c}:{index}:in")
+
     if key is None:
-        return lambda index: source.prompt()
-    return lambda index: source.keyed(f"{key}.{index}")
+        return lambda index: (source.prompt(words(index)), tokens(index))
+    return lambda index: (source.keyed(f"{key}.{index}", words(index)), tokens(index))

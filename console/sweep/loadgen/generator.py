@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     import aiohttp
 from console.settings import SweepSettings
 from console.sweep.level_stats import LevelStats, Moments, Quantiles
-from console.sweep.loadgen.feed import Feed, Share, prompts_from, sender, watch_lag
+from console.sweep.loadgen.feed import Feed, Share, requests_from, sender, watch_lag
 from console.sweep.loadgen.requests import Client, TokensPerChunk, UniquePrompts
 from console.sweep.loadgen.server_view import (
     GaugeMeans,
@@ -167,13 +167,15 @@ async def run_level(
     workers: Workers | None = None,
     watch: ServerWatch | None = None,
     requests: int | None = None,
+    answers: list[int] | None = None,
 ) -> LevelDone:
     """One level to its end; nodes: the hosts of a server across nodes (each rank serves every request), written in
     the level's row; reference: the sweep's first level measured again, for its drift; power: reads the server's GPUs'
     power, for the level's energy; workers: the sweep's worker processes, where the level needs more than this one;
     watch: the server the sweep began on. A level is failed (not a measurement of C) when the server was replaced
     or restarted, or another client's requests shared it (by the server's own count); requests: how many to measure
-    (a level cut short before: what it lacks), else the settings'. Aborted, the requests that finished are kept, as
+    (a level cut short before: what it lacks), else the settings'; answers: each prompt's answer in tokens, for
+    output_lengths = "set". Aborted, the requests that finished are kept, as
     a level cut short."""
     total = requests if requests is not None else settings.requests_for(c)
     processes = settings.workers_for(c, os.cpu_count()) if workers is not None else 1
@@ -241,7 +243,7 @@ async def run_level(
             level = Feed(share)
             made.append(level)
             helpers.append(asyncio.create_task(progress()))
-            send = sender(client, settings, prompts_from(pool, c, settings.seed), model, c, level_t0, per_chunk, ignore_eos)
+            send = sender(client, settings, requests_from(pool, settings, c, answers=answers), model, c, level_t0, per_chunk, ignore_eos)
             await level.run(c, send, finished)
     except asyncio.CancelledError:  # aborted mid-level: what finished is kept, and said to be short
         if stats.counted and not settings.duration_s:
@@ -310,6 +312,7 @@ async def sweep(
     settings: SweepSettings,
     *,
     pool: list[Any],
+    answers: list[int] | None = None,
     headers: dict[str, str],
     done: set[int],
     repeat: list[int] | None,
@@ -332,7 +335,7 @@ async def sweep(
     levels = repeat or list(settings.levels)
     per_chunk = TokensPerChunk()
     engine = ENGINES.get(kind or "")
-    ignore_eos = engine is None or engine.ignore_eos
+    ignore_eos = (engine is None or engine.ignore_eos) and settings.output_lengths != "natural"
     failed: str | None = None
     async with Client(url, headers, max(levels), settings.idle_timeout_s) as client:
         facts = await server_facts(client.session())
@@ -353,14 +356,16 @@ async def sweep(
                 warnings=said,
                 pid=os.getpid(),
                 client=placement,
-                prompts=source.describe() if isinstance(source, UniquePrompts) else pool_source(settings, pool),
+                prompts=(source.describe() if isinstance(source, UniquePrompts) else pool_source(settings, pool)).model_copy(
+                    update={"lengths": lengths_text(settings, ignore_eos, engine)}
+                ),
             )
         )
         workers = None
         if any(settings.workers_for(c, os.cpu_count()) > 1 for c in levels):
             unique = source.share() if isinstance(source, UniquePrompts) else None
             sweep_order = {"url": url, "headers": headers, "settings": settings.to_dict(), "model": model, "most": max(levels)}
-            workers = Workers({**sweep_order, "ignore_eos": ignore_eos, "prompts": pool, "unique": unique})
+            workers = Workers({**sweep_order, "ignore_eos": ignore_eos, "prompts": pool, "answers": answers, "unique": unique})
         measure = functools.partial(
             run_level,
             client,
@@ -372,6 +377,7 @@ async def sweep(
             per_chunk=per_chunk,
             host_load=host_load,
             ignore_eos=ignore_eos,
+            answers=answers,
             nodes=nodes,
             power=power,
             workers=workers,
@@ -445,6 +451,22 @@ def engine_warnings(engine: Engine | None) -> list[str]:
             "are counted as short, and their tokens as they came"
         ]
     return []
+
+
+def lengths_text(settings: SweepSettings, ignore_eos: bool, engine: Engine | None) -> str:
+    """How long the answers ran, as the run says it: what a throughput was measured over."""
+    most = settings.max_tokens
+    if settings.output_lengths == "natural":
+        return f"to the model's own end, at most {most} tokens (ignore_eos off)"
+    how = {
+        "fixed": f"{most} tokens each",
+        "uniform": f"drawn uniformly within ±{settings.length_spread:.0%} of {most} tokens",
+        "normal": f"drawn from a normal distribution around {most} tokens (standard deviation {settings.length_spread:.0%})",
+        "set": f"as long as each prompt's own answer in the set (4 characters a token), at most {most}",
+    }[settings.output_lengths]
+    if not ignore_eos:
+        return how + f" at most: a {engine.title if engine else 'this'} server may end a request at its own end"
+    return how + " (ignore_eos)"
 
 
 def pool_source(settings: SweepSettings, pool: list[Any]) -> PromptSource:

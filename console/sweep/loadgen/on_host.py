@@ -181,6 +181,7 @@ async def run(port: int) -> int:
             sink,
             order.settings,
             pool=order.prompts,
+            answers=order.answers or None,
             headers=order.headers,
             done=set(order.done),
             repeat=order.repeat or None,

@@ -102,11 +102,14 @@ async def _count_tokens(session: aiohttp.ClientSession, text: str) -> int | None
     return len(tokens) if isinstance(tokens, list) else None
 
 
-def request_body(settings: SweepSettings, model: str, prompt: Any, *, ignore_eos: bool = True) -> tuple[str, dict[str, Any]]:
-    """ignore_eos: the server honours the field (console/engines/); one that does not may refuse it."""
+def request_body(
+    settings: SweepSettings, model: str, prompt: Any, max_tokens: int | None = None, *, ignore_eos: bool = True
+) -> tuple[str, dict[str, Any]]:
+    """max_tokens: this request's (None: the settings'); ignore_eos: the server honours the field (console/engines/),
+    and the answers run to their length (a server that does not honour it may refuse it)."""
     common = {
         "model": model,
-        "max_tokens": settings.max_tokens,
+        "max_tokens": max_tokens or settings.max_tokens,
         "stream": True,
         "temperature": 0,
         "stream_options": {"include_usage": True, "continuous_usage_stats": True},

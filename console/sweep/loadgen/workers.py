@@ -23,7 +23,7 @@ import orjson
 import console
 from console.settings import SweepSettings
 from console.sweep.level_stats import Quantiles
-from console.sweep.loadgen.feed import Feed, Share, prompts_from, sender, watch_lag
+from console.sweep.loadgen.feed import Feed, Share, requests_from, sender, watch_lag
 from console.sweep.loadgen.requests import Client, TokensPerChunk, UniquePrompts
 from console.sweep.metrics import RequestRecord
 
@@ -241,8 +241,8 @@ async def _serve() -> None:
                 level = orjson.loads(await orders.get())
                 feed = Feed(Share(level["first"], level["step"], level["end"], level["deadline"]))
                 feeds[:] = [feed]
-                prompts = prompts_from(source, level["c"], settings.seed, level["key"])
-                send = sender(client, settings, prompts, sweep["model"], level["c"], level["level_t0"], per_chunk, sweep["ignore_eos"])
+                asked = requests_from(source, settings, level["c"], level["key"], sweep.get("answers"))
+                send = sender(client, settings, asked, sweep["model"], level["c"], level["level_t0"], per_chunk, sweep["ignore_eos"])
                 await _share(feed, level["slots"], send, per_chunk)
         finally:
             reading.cancel()

@@ -32,7 +32,7 @@ from console.engines.sglang import reported_drafting
 from console.files import replacing, write_atomically
 from console.settings import SweepSettings
 from console.sweep.level_stats import level_metrics
-from console.sweep.model import ClientPlacement, EventError, LevelDone, Pool, RunMeta, ServerFacts, SweepDone, SweepStarted
+from console.sweep.model import ClientPlacement, EventError, LevelDone, Pool, PromptSource, RunMeta, ServerFacts, SweepDone, SweepStarted
 from console.sweep.runs.files import EVENTS, LEVELS, META, REQUESTS, EventLogFile, EventsCorrupt, RunError, check_run_name, name_part
 from console.sweep.runs.lock import RunLocked, run_lock
 from console.sweep.runs.reader import Attempt, RequestColumns, RunEvents, read_run_events
@@ -111,6 +111,7 @@ class _Summary:
     stopped_because: str | None
     server: ServerFacts | None  # what the server said of itself at the last start
     client: ClientPlacement | None  # where the load generator ran, at the last start
+    workload: PromptSource | None  # what its requests asked, and how long their answers ran, at the last start
     reference: LevelDone | None  # the first level measured again at the end of the last sweep that did
 
 
@@ -127,8 +128,9 @@ def _summarize(scan: RunEvents, wanted: set[int]) -> _Summary:
     started = scan.of_type(SweepStarted)
     server = next((e.server.model_copy(update={"busy": None}) for e in reversed(started) if e.server), None)
     client = next((e.client for e in reversed(started) if e.client), None)
+    workload = next((e.prompts for e in reversed(started) if e.prompts), None)
     reference = next((r for r in reversed(scan.of_type(LevelDone)) if r.reference and r.measured), None)
-    return _Summary(levels, state, (last.failed or None) if last else None, server, client, reference)
+    return _Summary(levels, state, (last.failed or None) if last else None, server, client, workload, reference)
 
 
 _SUMMARIES: dict[Path, tuple[tuple[int, int, int], _Summary | EventsCorrupt]] = {}
@@ -194,6 +196,19 @@ class Run:
             return None
         how = {"ssh-forward": f"through an SSH forward to {client.host}", "on-host": "on the GPU host, next to the server"}
         return f"on {visible(client.machine)}, {visible(how.get(client.path or '', 'direct'))}"
+
+    @property
+    def workload(self) -> list[str]:
+        """What its requests asked and how long their answers ran, in words (what its throughput was measured over)."""
+        said, kept, asked = [], self.meta.prompt_set, self.meta.workload
+        if kept is not None:
+            said.append(f"prompts: {visible(str(kept))}" + (f", from {visible(kept.origin)}" if kept.origin else ""))
+        elif asked is not None and asked.source:
+            tokens = f", {asked.input_tokens} tokens by {asked.counted_by}" if asked.input_tokens and asked.counted_by else ""
+            said.append(f"prompts: synthetic words, {visible(asked.source)}{visible(tokens)}")
+        if asked is not None and asked.lengths:
+            said.append(f"answers: {visible(asked.lengths)}")
+        return said
 
     @property
     def served_by(self) -> str | None:
@@ -356,6 +371,8 @@ class Run:
             self.meta.server = summary.server
         if summary.client is not None:
             self.meta.client = summary.client
+        if summary.workload is not None:
+            self.meta.workload = summary.workload
         write_meta(self.dir, self.meta)
 
 

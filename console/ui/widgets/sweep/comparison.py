@@ -38,12 +38,13 @@ class ComparisonView(VerticalScroll):
         said = "w writes the adaptive profile" + (", u measures undecided levels again, f refines the crossover" if measures else "")
         self.comparison = cmp
         lines = report(cmp, short_names(cmp))
-        self.text = Text.assemble(
+        head = Text.assemble(
             (f"A = {cmp.names['a']}, B = {cmp.names['b']}\n", "bold"),
             (f"{lines[0]}\n", theme_style(self.app, "accent", bold=True)),
             (f"{said}\n" if keys else "", "dim"),
-            "\n".join(lines[1:]),
         )
+        details = Text("\n".join(lines[1:]))
+        self.text = Text.assemble(head, details)
         table = Table(box=None, padding=(0, 1), header_style="dim", pad_edge=False)
         # energy where a host read power, and where the pane is wide enough for an eighth column (the table and
         # `pivot compare` have it at any width)
@@ -65,7 +66,9 @@ class ComparisonView(VerticalScroll):
                 *([self._ratio(lv.energy)] if energy else []),
                 *([f"{lv.a.errors}, {lv.b.errors}"] if errors else []),
             )
-        self.query_one("#sweep-compare-text", Static).update(Group(self.text, table))
+        # the headline and the levels first, where the pane shows them without a scroll; the details under them
+        head.rstrip()
+        self.query_one("#sweep-compare-text", Static).update(Group(head, table, details))
         self.add_class("-shown")
 
     def hide(self) -> None:
