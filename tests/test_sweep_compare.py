@@ -351,6 +351,15 @@ def test_runs_that_measured_different_things_are_compared_only_when_asked(tmp_pa
     with pytest.raises(NotComparable, match=r"prompts synthetic, unique per request in A, the file p\.jsonl in B"):
         compare(short, file)
     assert compare(short, file, may_differ=frozenset({"prompts"})).differences == []
+    humaneval = {"name": "humaneval", "size": 164, "sha256": "04a75f083504" + "0" * 52}
+    code = {"prompts": "humaneval"}
+    write_run(tmp_path, "he-base", "baseline", BASELINE, speculative=False, settings=code, host="gpu1", prompt_set=humaneval)
+    write_run(tmp_path, "he-spec", "eagle3", EAGLE3, speculative=True, settings=code, host="gpu1", prompt_set=humaneval)
+    he_base, he_spec = open_run(tmp_path, "he-base"), open_run(tmp_path, "he-spec")
+    with pytest.raises(NotComparable, match=r"prompts synthetic, unique per request in A, humaneval \(164 prompts, 04a75f083504\) in B"):
+        compare(short, he_spec)
+    assert compare(he_base, he_spec).differences == []  # the same set: compared, and no note that its text was made up
+    assert not [n for n in compare(he_base, he_spec).notes if type(n).__name__ == "SyntheticText"]
     assert counterpart(long, [short, long, file]) is None  # nothing of the other kind measured it the same way
     assert counterpart(file, [short, file]) is None
     write_run(tmp_path, "same", "baseline", BASELINE, speculative=False, settings={"max_tokens": 64}, host="gpu2")
