@@ -187,3 +187,22 @@ def test_set_lengths_follow_each_prompts_own_answer_and_the_run_says_so(llama_se
     assert "answers: as long as each prompt's own answer in the set (4 characters a token), at most 64 (ignore_eos)" in shown
     refused = pivot(tmp_path, *args, "--output-lengths", "set")
     assert refused.returncode != 0 and "synthetic prompts have no answers to take lengths from" in refused.stderr
+
+
+def test_a_level_measured_again_draws_the_prompts_after_those_it_sent(llama_server, tmp_path: Path) -> None:  # type: ignore[no-untyped-def] # noqa: F811
+    """The first level measured again at the sweep's end (its drift), and a repeat of a level later, send prompts of
+    the level's order that it has not sent yet: a prefix cache that kept the first ones would flatter the second."""
+    prompts = [{"prompt": "x" * (4 * n)} for n in range(3, 15)]  # 12 prompts, each its own length in the server's tokens
+    (tmp_path / "p.jsonl").write_text("\n".join(json.dumps(p) for p in prompts))
+    (tmp_path / "pivot.toml").write_text('campaign_dir = "campaign"\n')
+    url = llama_server()
+    args = ("--config", str(tmp_path / "pivot.toml"), "sweep", "--url", url, "--prompts", "p.jsonl", "--levels", "2,3", "--requests", "6")
+    assert pivot(tmp_path, *args).returncode == 0
+    (run,) = list_runs(tmp_path / "campaign")
+    events = [json.loads(line) for line in (run.dir / "events.jsonl").read_text().splitlines()]
+    ends = [i for i, e in enumerate(events) if e["type"] == "level_done"]
+    first, again = (
+        sorted(e["prompt_tokens"] for e in events[start:end] if e["type"] == "request") for start, end in ((0, ends[0]), (ends[1], ends[2]))
+    )
+    assert events[ends[2]]["reference"] and events[ends[2]]["c"] == 2
+    assert sorted(first + again) == list(range(3, 15))  # the twelve, each once

@@ -367,6 +367,7 @@ class HostOrder(_Strict):
     done: list[int] = Field(default_factory=list)  # levels measured already (a resume)
     repeat: list[int] = Field(default_factory=list)  # levels to measure again
     top_up: dict[int, int] = Field(default_factory=dict)  # levels cut short before: the requests each still lacks
+    sent: dict[int, int] = Field(default_factory=dict)  # per level, the requests its attempts before began with
     kind: str | None = None  # the managed server's engine kind: what its requests may carry
     nodes: list[str] | None = None  # a server across nodes: its hosts, rank 0 first
     address: str | None = None  # the server's address seen from the host (a Slurm job's first node); None: loopback

@@ -38,7 +38,7 @@ from console.sweep.model import Event, HostOrder, LevelProgress, Said, SweepDone
 from console.sweep.prompt_sets import PromptSetError, answer_lengths, load
 from console.sweep.runs.files import EventLogFile, pending_spool
 from console.sweep.runs.lock import RunLocked, run_lock
-from console.sweep.runs.store import RunError, completed_levels, lacking_levels, open_run_dir, read_meta
+from console.sweep.runs.store import RunError, completed_levels, lacking_levels, open_run_dir, prompts_sent, read_meta
 from console.untrusted import visible
 
 
@@ -146,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.url is not None:
                 done = completed_levels(args.run_dir) if args.resume else set()
                 common["top_up"] = lacking_levels(args.run_dir) if args.resume else {}
+                common["sent"] = prompts_sent(args.run_dir)
                 return await sweep(args.url, sink, settings, placement=client_placement("direct"), done=done, **common)
             spec = config.load(args.config).host(args.host)
             conn = Connection(spec)
@@ -154,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
                 await _fetch_pending(conn, spec, sink, args.run_dir)
             done = completed_levels(args.run_dir) if args.resume else set()
             common["top_up"] = lacking_levels(args.run_dir) if args.resume else {}
+            common["sent"] = prompts_sent(args.run_dir)
             warnings: list[str] = []
             if settings.client != "console":
                 order = HostOrder(
@@ -164,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
                     done=sorted(done),
                     repeat=args.repeat or [],
                     top_up=common["top_up"],
+                    sent=common["sent"],
                     kind=meta.kind,
                     nodes=meta.nodes,
                     address=args.address,

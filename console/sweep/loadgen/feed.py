@@ -117,25 +117,31 @@ def drawn(lengths: str, mean: int, spread: float, key: str) -> int:
 
 
 def requests_from(
-    source: list[Any] | UniquePrompts, settings: SweepSettings, c: int, key: str | None = None, answers: list[int] | None = None
+    source: list[Any] | UniquePrompts,
+    settings: SweepSettings,
+    c: int,
+    key: str | None = None,
+    answers: list[int] | None = None,
+    offset: int = 0,
 ) -> Asked:
     """Each request's prompt and length. A prompt set's (or the seeded pool's) prompts come in the level's seeded
-    order, each with its own answer's length where output_lengths = "set" (answers); else a prompt of its own for every
-    request: the next one issued (key None: one process issues them all), or one keyed by the level and the index
-    (several processes), as long as input_lengths draws it."""
+    order, from `offset` on (the requests of the level's attempts before), each with its own answer's length where
+    output_lengths = "set" (answers); else a prompt of its own for every request: the next one issued (key None: one
+    process issues them all), or one keyed by the level and the index (several processes), as long as input_lengths
+    draws it."""
     seed, spread = settings.seed, settings.length_spread
 
-    def tokens(index: int, order: list[int] | None = None) -> int:
+    def tokens(at: int, order: list[int] | None = None) -> int:
         if answers and order is not None:
-            return answers[order[index % len(order)]]
-        return drawn(settings.output_lengths, settings.max_tokens, spread, f"{seed}:{c}:{index}:out")
+            return answers[order[at % len(order)]]
+        return drawn(settings.output_lengths, settings.max_tokens, spread, f"{seed}:{c}:{at}:out")
 
     if isinstance(source, list):
         order = level_order(len(source), seed, c)
-        return lambda index: (source[order[index % len(order)]], tokens(index, order))
+        return lambda index: (source[order[(offset + index) % len(order)]], tokens(offset + index, order))
 
     def words(index: int) -> int:
-        return drawn(settings.input_lengths, source.words, spread, f"{seed}:{c}:{index}:in")
+        return drawn(settings.input_lengths, source.words, spread, f"{seed}:{c}:{offset + index}:in")
 
     if key is None:
         return lambda index: (source.prompt(words(index)), tokens(index))

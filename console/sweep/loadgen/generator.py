@@ -168,6 +168,7 @@ async def run_level(
     watch: ServerWatch | None = None,
     requests: int | None = None,
     answers: list[int] | None = None,
+    offset: int = 0,
 ) -> LevelDone:
     """One level to its end; nodes: the hosts of a server across nodes (each rank serves every request), written in
     the level's row; reference: the sweep's first level measured again, for its drift; power: reads the server's GPUs'
@@ -175,8 +176,8 @@ async def run_level(
     watch: the server the sweep began on. A level is failed (not a measurement of C) when the server was replaced
     or restarted, or another client's requests shared it (by the server's own count); requests: how many to measure
     (a level cut short before: what it lacks), else the settings'; answers: each prompt's answer in tokens, for
-    output_lengths = "set". Aborted, the requests that finished are kept, as
-    a level cut short."""
+    output_lengths = "set"; offset: where in the level's order of prompts it begins (after its attempts before).
+    Aborted, the requests that finished are kept, as a level cut short."""
     total = requests if requests is not None else settings.requests_for(c)
     processes = settings.workers_for(c, os.cpu_count()) if workers is not None else 1
     sink.emit(LevelStarted(c=c, requests=total, warmup=settings.warmup, repeat=repeat, reference=reference))
@@ -232,7 +233,7 @@ async def run_level(
     failed = None
     try:
         if workers is not None and processes > 1:
-            level = workers.level(processes, c, share.end, share.deadline, level_t0, finished)
+            level = workers.level(processes, c, share.end, share.deadline, level_t0, finished, offset)
             made.append(level)
             helpers.append(asyncio.create_task(progress()))
             try:
@@ -243,7 +244,16 @@ async def run_level(
             level = Feed(share)
             made.append(level)
             helpers.append(asyncio.create_task(progress()))
-            send = sender(client, settings, requests_from(pool, settings, c, answers=answers), model, c, level_t0, per_chunk, ignore_eos)
+            send = sender(
+                client,
+                settings,
+                requests_from(pool, settings, c, answers=answers, offset=offset),
+                model,
+                c,
+                level_t0,
+                per_chunk,
+                ignore_eos,
+            )
             await level.run(c, send, finished)
     except asyncio.CancelledError:  # aborted mid-level: what finished is kept, and said to be short
         if stats.counted and not settings.duration_s:
@@ -325,13 +335,15 @@ async def sweep(
     power: PowerMeter | None = None,
     top_up: dict[int, int] | None = None,
     server_gone: asyncio.Event | None = None,
+    sent: dict[int, int] | None = None,
 ) -> int:
     """The levels not in `done` (or `repeat`'s), each to its end; 3 when one failed, else 0. top_up: levels cut short
     before, with the requests each lacks: only those are measured, pooled with the ones kept. kind: the managed
     server's engine kind, when pivot started it (what its requests may carry); placement: where this client runs;
     nodes: the hosts of a server across nodes, rank 0 (whose API takes the requests) first; power: reads the power of
     the server's GPUs (None: the server's GPUs are not where this client can read them); server_gone: set when the
-    console saw the server's process end (a failed level then waits for no answer)."""
+    console saw the server's process end (a failed level then waits for no answer); sent: per level, the requests the
+    run's attempts of it began with so far (an attempt draws the prompts after them)."""
     levels = repeat or list(settings.levels)
     per_chunk = TokensPerChunk()
     engine = ENGINES.get(kind or "")
@@ -366,7 +378,7 @@ async def sweep(
             unique = source.share() if isinstance(source, UniquePrompts) else None
             sweep_order = {"url": url, "headers": headers, "settings": settings.to_dict(), "model": model, "most": max(levels)}
             workers = Workers({**sweep_order, "ignore_eos": ignore_eos, "prompts": pool, "answers": answers, "unique": unique})
-        measure = functools.partial(
+        measure_at = functools.partial(
             run_level,
             client,
             settings,
@@ -383,6 +395,13 @@ async def sweep(
             workers=workers,
             watch=watch,
         )
+        sent = dict(sent or {})
+
+        async def measure(c: int, **kw: Any) -> LevelDone:
+            done = await measure_at(c=c, offset=sent.get(c, 0), **kw)
+            sent[c] = sent.get(c, 0) + done.requests + settings.warmup
+            return done
+
         stopped = False
         measured = False
         try:

@@ -186,6 +186,7 @@ async def run(port: int) -> int:
             done=set(order.done),
             repeat=order.repeat or None,
             top_up=order.top_up,
+            sent=order.sent,
             stop_after_level=stop,
             server_gone=gone,
             kind=order.kind,

@@ -124,13 +124,14 @@ class Workers:
         deadline: float | None,
         level_t0: float,
         finished: Callable[[RequestRecord, dict[str, Any]], None],
+        offset: int = 0,
     ) -> WorkerLevel:
         """Starts the level on n workers (started already); `WorkerLevel.wait()` for its end. total: the level's
-        requests with its warm-up (None: until the deadline)."""
+        requests with its warm-up (None: until the deadline); offset: where in its prompts' order it begins."""
         self._levels += 1
         level = WorkerLevel(self, self._workers[:n], finished)
         for i, worker in enumerate(level.workers):
-            share = {"first": i, "step": n, "end": total, "deadline": deadline}
+            share = {"first": i, "step": n, "end": total, "deadline": deadline, "offset": offset}
             worker.send(
                 orjson.dumps({"c": c, "slots": c // n + (i < c % n), "level_t0": level_t0, "key": f"w{self._levels}", **share}) + b"\n"
             )
@@ -241,7 +242,7 @@ async def _serve() -> None:
                 level = orjson.loads(await orders.get())
                 feed = Feed(Share(level["first"], level["step"], level["end"], level["deadline"]))
                 feeds[:] = [feed]
-                asked = requests_from(source, settings, level["c"], level["key"], sweep.get("answers"))
+                asked = requests_from(source, settings, level["c"], level["key"], sweep.get("answers"), level.get("offset", 0))
                 send = sender(client, settings, asked, sweep["model"], level["c"], level["level_t0"], per_chunk, sweep["ignore_eos"])
                 await _share(feed, level["slots"], send, per_chunk)
         finally:

@@ -32,7 +32,18 @@ from console.engines.sglang import reported_drafting
 from console.files import replacing, write_atomically
 from console.settings import SweepSettings
 from console.sweep.level_stats import level_metrics
-from console.sweep.model import ClientPlacement, EventError, LevelDone, Pool, PromptSource, RunMeta, ServerFacts, SweepDone, SweepStarted
+from console.sweep.model import (
+    ClientPlacement,
+    EventError,
+    LevelDone,
+    LevelStarted,
+    Pool,
+    PromptSource,
+    RunMeta,
+    ServerFacts,
+    SweepDone,
+    SweepStarted,
+)
 from console.sweep.runs.files import EVENTS, LEVELS, META, REQUESTS, EventLogFile, EventsCorrupt, RunError, check_run_name, name_part
 from console.sweep.runs.lock import RunLocked, run_lock
 from console.sweep.runs.reader import Attempt, RequestColumns, RunEvents, read_run_events
@@ -145,6 +156,15 @@ def _read_levels(run_dir: Path) -> RunEvents:
 def completed_levels(run_dir: Path) -> set[int]:
     """Levels measured (not failed) to their last request: a resume leaves them alone."""
     return {level.c for level in _levels(_read_levels(run_dir)) if level.measured and not level.lacking}
+
+
+def prompts_sent(run_dir: Path) -> dict[int, int]:
+    """Per level, the requests its attempts so far began with (warm-up too): a repeat of it, or its measure again at
+    the end of a sweep, draws the prompts of its order after those, which no prompt cache holds yet."""
+    sent: dict[int, int] = {}
+    for started in read_run_events(run_dir, requests=False).of_type(LevelStarted):
+        sent[started.c] = sent.get(started.c, 0) + started.requests + started.warmup
+    return sent
 
 
 def lacking_levels(run_dir: Path) -> dict[int, int]:
