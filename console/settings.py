@@ -11,6 +11,7 @@ on the host ships it).
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import asdict, dataclass, field
 from typing import Annotated, Any, Literal
@@ -24,6 +25,9 @@ PROMPT_SETS = ("synthetic", "humaneval")  # `prompts` names one of these, or els
 WORKER_C = 128  # requests in flight one load generator process carries, with `workers = "auto"`
 
 Levels = Annotated[tuple[PositiveInt, ...], Field(min_length=1), expect("a list of positive integers")]
+RATE_KEY = 1000  # a rate level's key: its requests per second in thousandths (a run's levels are whole numbers)
+Rate = Annotated[float, Strict(), Field(ge=1 / RATE_KEY, le=100_000)]
+Rates = Annotated[tuple[Rate, ...], expect("a list of request rates (requests per second, from 0.001)")]
 Requests = Annotated[Literal["auto", "c"] | Annotated[int, Strict(), Field(gt=0)], expect("'auto', 'c' or a positive integer")]
 
 
@@ -64,6 +68,29 @@ class SweepSettings:
         Annotated[int, Strict(), Field(ge=2), expect("an integer of at least 2")] | None,
         about('the fewest requests "auto" and "c" take (unset: 16 and 4)'),
     ] = None
+    rates: Annotated[
+        Rates,
+        about(
+            "request rates, in requests per second: the sweep's levels are these, open loop (each request sent on its "
+            "schedule whatever the server's state), not concurrencies; empty: levels"
+        ),
+    ] = ()
+    arrival: Annotated[
+        Literal["poisson", "constant", "gamma"],
+        expect("poisson, constant or gamma"),
+        about("with rates: how requests arrive; poisson (random, as independent users do), constant, or gamma (by burstiness)"),
+    ] = "poisson"
+    # vLLM's `vllm bench serve --burstiness`: gaps drawn from gamma(shape=burstiness, scale=1/(rate*burstiness)), whose
+    # mean is 1/rate whatever the burstiness (vllm/benchmarks/serve.py, get_request)
+    burstiness: Annotated[
+        Annotated[float, Strict(), Field(gt=0)],
+        expect("a positive number"),
+        about("with arrival = gamma: below 1 burstier than Poisson, above 1 more even (vLLM's --burstiness)"),
+    ] = 1.0
+    max_in_flight: Annotated[
+        PositiveInt,
+        about("with rates: requests in flight at most; an arrival past it waits, and the level says its rate was not offered"),
+    ] = 1024
     duration_s: Annotated[Seconds | None, about("instead of a request count: run each level this long")] = None
     warmup: Annotated[
         Annotated[int, Strict(), Field(ge=0), expect("a non-negative integer")], about("requests per level sent first and not counted")
@@ -161,15 +188,28 @@ class SweepSettings:
             return {**{k: v for k, v in data.items() if k != "prompt_file"}, "prompts": data["prompt_file"]}
         return data
 
+    def level_keys(self) -> list[int]:
+        """The sweep's levels as a run keys them: concurrencies, or rates in thousandths of a request per second."""
+        return [rate_key(r) for r in self.rates] if self.rates else list(self.levels)
+
+    def rate(self, key: int) -> float | None:
+        """A level's rate in requests per second (None: the sweep's levels are concurrencies)."""
+        return key / RATE_KEY if self.rates else None
+
     def requests_for(self, c: int) -> int:
+        """A level's requests. At a rate: "auto" and "c" are 30 seconds of its arrivals (at least min_requests)."""
         if isinstance(self.requests, int):
             return self.requests
+        if self.rates:
+            return max(math.ceil(30 * c / RATE_KEY), self.min_requests or 16)
         if self.requests == "c":
             return max(c, self.min_requests or 4)
         return max(4 * c, self.min_requests or 16)
 
     def workers_for(self, c: int, cpus: int | None) -> int:
         """The processes that send a level of C requests in flight, on a machine of `cpus` CPUs."""
+        if self.rates:  # a schedule is kept by one process: its lateness is its own
+            return 1
         if isinstance(self.workers, int):
             return min(self.workers, c)
         return max(1, min(-(-c // WORKER_C), (cpus or 1) - 1, 16))
@@ -186,6 +226,15 @@ class SweepSettings:
     def validate(self) -> None:
         """Raises ValueError naming the key when a field is wrong (fields set directly are not checked)."""
         validate(SweepSettings, asdict(self))
+
+
+def rate_key(rate: float) -> int:
+    return max(1, round(rate * RATE_KEY))
+
+
+def level_name(key: int, rates: bool) -> str:
+    """A level as the operator reads it: C=8, or 2.5 req/s."""
+    return f"{key / RATE_KEY:g} req/s" if rates else f"C={key}"
 
 
 def documented() -> list[Documented]:

@@ -58,6 +58,10 @@ def settings_from(cfg: config.Config, given: dict[str, Any]) -> SweepSettings:
     data = cfg.sweep.to_dict()
     if given.get("prompts") not in (None, *PROMPT_SETS):  # a file named on the command line: from where it was typed
         given = {**given, "prompts": os.path.abspath(given["prompts"])}
+    if "levels" in given and "rates" not in given:  # levels named here are concurrencies, whatever [sweep] rates says
+        given = {**given, "rates": []}
+    if "rates" in given:
+        given = {**given, "rates": sorted(set(given["rates"]))}
     if "levels" in given:
         tidy, note = tidy_levels(given["levels"])
         if note:

@@ -28,6 +28,21 @@ class Levels(click.ParamType):
             self.fail(f"{value!r}: {e}", param, ctx)
 
 
+class Rates(click.ParamType):
+    name = "R,R,…"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> list[float]:
+        if isinstance(value, list):
+            return value
+        try:
+            found = [float(item) for item in value.replace(" ", "").split(",") if item]
+        except ValueError:
+            self.fail(f"{value!r}: expected request rates, such as 0.5,1,2", param, ctx)
+        if not found:
+            self.fail("no rate given", param, ctx)
+        return found
+
+
 class WholeNumber(click.ParamType):
     name = "N"
 
@@ -82,7 +97,8 @@ def _option(key: str, schema: dict[str, Any], meaning: str) -> Callable[[F], F]:
     if types == {"boolean"}:
         return click.option(f"{flag(key)}/--no-{flag(key)[2:]}", key, default=None, help=help)
     if "array" in types:
-        kind: click.ParamType = Levels()
+        items = {s.get("items", {}).get("type") for s in members}
+        kind: click.ParamType = Rates() if "number" in items else Levels()
     elif "object" in types:
         kind = Table()
     elif words and "integer" in types:

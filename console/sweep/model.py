@@ -115,6 +115,13 @@ class LevelDone(LevelMetrics):
     reference: bool = False  # the sweep's first level measured again at its end (console/sweep/runs/store.py Drift)
     nodes: Annotated[str | None, Pool.FIRST_SAID] = None  # a server across nodes: the hosts that served it, rank 0 first
     peak_in_flight: Annotated[NonNegativeInt | None, Pool.WORST] = None
+    # a rate level (open loop): its rate in requests per second, how late the client sent against its schedule (s),
+    # and the arrivals that waited for max_in_flight
+    rate: Annotated[float | None, Pool.FIRST_SAID] = None
+    late_p50: Annotated[float | None, Pool.WORST] = None
+    late_p90: Annotated[float | None, Pool.WORST] = None
+    late_p99: Annotated[float | None, Pool.WORST] = None
+    held: Annotated[NonNegativeInt | None, Pool.SUM] = None
     client_cpu: Annotated[float | None, Pool.WORST] = None  # of the busiest of its processes
     workers: Annotated[PositiveInt | None, Pool.WORST] = None  # the load generator's processes that sent the requests
     loop_lag_p50: Annotated[float | None, Pool.WORST] = None
@@ -244,6 +251,7 @@ class LevelStarted(_Strict):
     warmup: NonNegativeInt = 0
     repeat: bool = False
     reference: bool = False  # the sweep's first level measured again at its end: its drift, not a level of its own
+    rate: float | None = None  # a rate level's requests per second (its key, c, is in thousandths of them)
 
 
 class Request(_Strict):

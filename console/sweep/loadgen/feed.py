@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,6 +73,81 @@ class Feed:
                 finished(record)
 
         await asyncio.gather(*(slot() for _ in range(slots)))
+
+
+def schedule(rate: float, arrival: str, burstiness: float, count: int | None, key: str) -> Iterator[float]:
+    """Each request's time to be sent, in seconds from the level's start: the first at 0, the gaps after it drawn
+    (seeded by `key`) as vLLM's `bench serve` draws them (vllm/benchmarks/serve.py, get_request): constant 1/rate,
+    exponential (poisson), or gamma(shape=burstiness, scale=1/(rate*burstiness)); and, as it does, a known count's
+    gaps scaled so that its last request is sent at count / rate, so the level offers the rate it names."""
+    rng = random.Random(key)
+
+    def gap() -> float:
+        if arrival == "constant":
+            return 1 / rate
+        if arrival == "poisson":
+            return rng.expovariate(rate)
+        return rng.gammavariate(burstiness, 1 / (rate * burstiness))
+
+    if count is None:  # a level of a duration: as long as it lasts
+        at = 0.0
+        while True:
+            yield at
+            at += gap()
+    times = [0.0]
+    for _ in range(count - 1):
+        times.append(times[-1] + gap())
+    scale = count / rate / times[-1] if count > 1 and times[-1] > 0 else 1.0
+    yield from (t * scale for t in times)
+
+
+class Arrivals(Feed):
+    """Open loop: each request of the share sent at its time on the schedule, whatever the server's state (how many
+    are in flight, how slow it answers), up to `most` in flight; how late each was sent against its time is kept
+    (`lateness`): a client that cannot keep its schedule did not offer the rate."""
+
+    def __init__(self, share: Share, times: Iterator[float], most: int) -> None:
+        super().__init__(share)
+        self.times, self.most = times, most
+        self.lateness: list[float] = []
+        self.held = 0  # arrivals that waited for a request to finish (max_in_flight)
+
+    async def run(self, slots: int, send: Callable[[int], Awaitable[RequestRecord]], finished: Callable[[RequestRecord], None]) -> None:
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        room = asyncio.Event()
+        running: set[asyncio.Task[None]] = set()
+
+        async def one(index: int) -> None:
+            try:
+                record = await send(index)
+            finally:
+                self.in_flight -= 1
+                room.set()
+            finished(record)
+
+        try:
+            for at in self.times:
+                if (index := self._take()) is None:
+                    break
+                if (wait := start + at - loop.time()) > 0:
+                    await asyncio.sleep(wait)
+                if self.in_flight >= self.most:
+                    self.held += 1
+                    while self.in_flight >= self.most:
+                        room.clear()
+                        await room.wait()
+                self.lateness.append(max(0.0, loop.time() - start - at))
+                self.in_flight += 1
+                self.peak = max(self.peak, self.in_flight)
+                task = asyncio.create_task(one(index))
+                running.add(task)
+                task.add_done_callback(running.discard)
+            if running:
+                await asyncio.gather(*running)
+        finally:
+            for task in running:
+                task.cancel()
 
 
 Asked = Callable[[int], tuple[Any, int]]  # a request's index in its level: its prompt, and the tokens it asks for

@@ -23,9 +23,9 @@ from console.engines import ENGINES, Engine
 
 if TYPE_CHECKING:
     import aiohttp
-from console.settings import SweepSettings
+from console.settings import SweepSettings, level_name
 from console.sweep.level_stats import LevelStats, Moments, Quantiles
-from console.sweep.loadgen.feed import Feed, Share, requests_from, sender, watch_lag
+from console.sweep.loadgen.feed import Arrivals, Feed, Share, requests_from, schedule, sender, watch_lag
 from console.sweep.loadgen.requests import Client, TokensPerChunk, UniquePrompts
 from console.sweep.loadgen.server_view import (
     GaugeMeans,
@@ -40,7 +40,7 @@ from console.sweep.loadgen.server_view import (
     warnings_for,
 )
 from console.sweep.loadgen.workers import WorkerFailed, WorkerLevel, Workers
-from console.sweep.metrics import FAILED_ERROR_RATE, RequestRecord
+from console.sweep.metrics import FAILED_ERROR_RATE, RequestRecord, percentile
 from console.sweep.model import (
     MIN_POWER_READINGS,
     ClientPlacement,
@@ -67,6 +67,17 @@ class Sink(Protocol):
     def show(self, event: LevelProgress | Said) -> None: ...
 
     def sync(self) -> None: ...
+
+
+def behind_schedule(arrivals: Arrivals, rate: float) -> str | None:
+    """Why a rate level did not offer its rate: the client sent late against its schedule (by a tenth of the mean gap,
+    at p90), or arrivals waited for max_in_flight. None when it kept the schedule."""
+    if arrivals.held:
+        return f"{arrivals.held} arrival(s) waited for max_in_flight ({arrivals.most} in flight): the rate was not offered"
+    late = percentile(arrivals.lateness, 90)
+    if late is not None and late > max(0.002, 0.1 / rate):
+        return f"the load generator sent late against its schedule (p90 {late * 1000:.1f} ms, a gap is {1000 / rate:.0f} ms on average)"
+    return None
 
 
 def client_bound(cpu: float, processes: int = 1) -> str | None:
@@ -180,7 +191,7 @@ async def run_level(
     Aborted, the requests that finished are kept, as a level cut short."""
     total = requests if requests is not None else settings.requests_for(c)
     processes = settings.workers_for(c, os.cpu_count()) if workers is not None else 1
-    sink.emit(LevelStarted(c=c, requests=total, warmup=settings.warmup, repeat=repeat, reference=reference))
+    sink.emit(LevelStarted(c=c, requests=total, warmup=settings.warmup, repeat=repeat, reference=reference, rate=settings.rate(c)))
     if workers is not None and processes > 1:
         try:
             await workers.start(processes)  # before the level's clock starts: a python starting is not the level's time
@@ -200,6 +211,7 @@ async def run_level(
     give_up = max(2.0, FAILED_ERROR_RATE * total)  # past this many failures the level is failed: stop feeding it
     level: Feed | WorkerLevel
     made: list[Feed | WorkerLevel] = []  # the level once made (the server's scrapes begin before it)
+    rate = settings.rate(c)
 
     def finished(record: RequestRecord, event: dict[str, Any] | None = None) -> None:
         nonlocal errors
@@ -241,7 +253,11 @@ async def run_level(
             except WorkerFailed as e:
                 failed = str(e)
         else:
-            level = Feed(share)
+            if rate is None:
+                level = Feed(share)
+            else:  # open loop: on a schedule of its own for each level, seeded, the same for a run of the same settings
+                times = schedule(rate, settings.arrival, settings.burstiness, share.end, f"{settings.seed}:{c}:{offset}:arrivals")
+                level = Arrivals(share, times, settings.max_in_flight)
             made.append(level)
             helpers.append(asyncio.create_task(progress()))
             send = sender(
@@ -279,7 +295,8 @@ async def run_level(
             watch.see(text)
     if watch is not None and not failed and errors <= give_up:  # (a server that does not answer is asked after)
         await watch.check(client.session())
-    failed = failed or (watch.changed if watch is not None else None) or shared_with(gauges.beyond_ours, c)
+    name = level_name(c, rate is not None)
+    failed = failed or (watch.changed if watch is not None else None) or shared_with(gauges.beyond_ours, level.peak or c, name)
     if over := stats.over_asked_any:
         failed = f"the server reported more tokens than max_tokens asked in {over} request(s): not a measurement"
     metrics = stats.metrics(wall, server, failed=failed)
@@ -290,12 +307,15 @@ async def run_level(
         "loop_lag_p90": lag[1],
         "loop_lag_p99": lag[2],
         "load_avg": os.getloadavg()[0],
-        "client_bound": client_bound(cpu, processes),
+        "client_bound": client_bound(cpu, processes) or (behind_schedule(level, rate) if isinstance(level, Arrivals) and rate else None),
         "lagging": lagging(lag[1], metrics.itl_mean),
         **power_figures(watts),
     }
     if host_load is not None:
         client_side["host_load_avg"] = await host_load()
+    if isinstance(level, Arrivals):
+        client_side |= {"rate": rate, "late_p50": percentile(level.lateness, 50), "late_p90": percentile(level.lateness, 90)}
+        client_side |= {"late_p99": percentile(level.lateness, 99), "held": level.held}
     done = LevelDone.model_validate(
         {
             **metrics.model_dump(),
@@ -344,12 +364,13 @@ async def sweep(
     the server's GPUs (None: the server's GPUs are not where this client can read them); server_gone: set when the
     console saw the server's process end (a failed level then waits for no answer); sent: per level, the requests the
     run's attempts of it began with so far (an attempt draws the prompts after them)."""
-    levels = repeat or list(settings.levels)
+    levels = repeat or settings.level_keys()
     per_chunk = TokensPerChunk()
     engine = ENGINES.get(kind or "")
     ignore_eos = (engine is None or engine.ignore_eos) and settings.output_lengths != "natural"
     failed: str | None = None
-    async with Client(url, headers, max(levels), settings.idle_timeout_s) as client:
+    most = settings.max_in_flight if settings.rates else max(levels)  # connections: one a request in flight
+    async with Client(url, headers, most, settings.idle_timeout_s) as client:
         facts = await server_facts(client.session())
         model = settings.model or facts.model or "default"
         watch = ServerWatch(facts)
@@ -357,7 +378,12 @@ async def sweep(
         if not pool:  # a prompt of its own for each request, as long as asked in the server's tokens where it counts
             source = UniquePrompts(settings.input_tokens)
             await source.calibrate(client.session())
-        said = [*(warnings or []), *warnings_for(levels, facts), *engine_warnings(engine), *repeats_within(settings, levels, len(pool))]
+        said = [
+            *(warnings or []),
+            *warnings_for([] if settings.rates else levels, facts),
+            *engine_warnings(engine),
+            *repeats_within(settings, levels, len(pool)),
+        ]
         sink.emit(
             SweepStarted(
                 url=url,
@@ -504,7 +530,7 @@ def repeats_within(settings: SweepSettings, levels: list[int], size: int) -> lis
         return []
     c = over[0]
     return [
-        f"the prompt set has {size} prompts, fewer than the {settings.requests_for(c) + settings.warmup} requests of C={c}"
+        f"the prompt set has {size} prompts, fewer than the {settings.requests_for(c) + settings.warmup} requests of {level_name(c, bool(settings.rates))}"
         + (" and above" if len(over) > 1 else "")
         + ": a prompt comes again within such a level (a prefix cache may serve it the second time)"
     ]

@@ -137,7 +137,7 @@ class GaugeMeans:
         return {k: mean for k, total in self.sums.items() if math.isfinite(mean := total / self.counts[k])}
 
 
-def shared_with(beyond_ours: list[float], c: int) -> str | None:
+def shared_with(beyond_ours: list[float], c: int, name: str | None = None) -> str | None:
     """Why a level of C requests in flight is not a measurement of C: in most of its scrapes, at least two, the server
     held more than C/20 requests (and at least one) beyond this client's in flight at that moment (a request just
     finished may still be counted for a moment, so one scrape is not enough). None where it did not share, or the
@@ -146,7 +146,7 @@ def shared_with(beyond_ours: list[float], c: int) -> str | None:
     if len(beyond_ours) < 2 or 2 * len(over) <= len(beyond_ours):
         return None
     others = round(statistics.median(over))
-    return f"another client held about {others} request(s) beside C={c}, by the server's own count"
+    return f"another client held about {others} request(s) beside {name or f'C={c}'}, by the server's own count"
 
 
 IDENTITY = (
