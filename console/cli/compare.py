@@ -44,7 +44,7 @@ def comparison_table(cmp: Comparison) -> Table:
     )
     goodput = ("goodput A", "goodput B") if cmp.goodput else ()  # requests/s that met the SLO
     for col in (
-        "C",
+        cmp.axis,
         "A tok/s",
         "B tok/s",
         "B/A",
@@ -62,7 +62,7 @@ def comparison_table(cmp: Comparison) -> Table:
     for lv in cmp.levels:
         good = [fmt_value(cmp.goodput[side].get(lv.c), 2) for side in ("a", "b")] if cmp.goodput else []
         table.add_row(
-            str(lv.c),
+            cmp.level(lv.c),
             fmt_value(lv.total.a.value),
             fmt_value(lv.total.b.value),
             ratio_text(lv.total),
@@ -82,12 +82,12 @@ def comparison_table(cmp: Comparison) -> Table:
 def markdown(cmp: Comparison) -> str:
     head = f"# {cmp.a.name} vs {cmp.b.name}\n\nA = {cmp.names['a']}, B = {cmp.names['b']}\n\n"
     rows = [
-        "| C | A tok/s | B tok/s | B/A | A per-request | B per-request | B/A | ITL B/A | TTFT B/A | J/tok B/A |",
+        f"| {cmp.axis} | A tok/s | B tok/s | B/A | A per-request | B per-request | B/A | ITL B/A | TTFT B/A | J/tok B/A |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for lv in cmp.levels:
         rows.append(
-            f"| {lv.c} | {fmt_value(lv.total.a.value)} | {fmt_value(lv.total.b.value)} | {ratio_text(lv.total)} | "
+            f"| {cmp.level(lv.c)} | {fmt_value(lv.total.a.value)} | {fmt_value(lv.total.b.value)} | {ratio_text(lv.total)} | "
             f"{fmt_value(lv.per_request.a.value)} | {fmt_value(lv.per_request.b.value)} | {ratio_text(lv.per_request)} | "
             f"{ratio_text(lv.itl)} | {ratio_text(lv.ttft)} | {ratio_text(lv.energy)} |"
         )

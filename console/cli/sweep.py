@@ -29,8 +29,9 @@ from console.sweep.model import LevelDone, LevelProgress, LevelRetry, LevelStart
 from console.sweep.runs.files import pending_spool
 from console.sweep.runs.lock import holder
 from console.sweep.runs.store import Run, RunError, delete_run, label, list_runs, open_run, open_run_dir, started_at
-from console.sweep.words.levels import LEVEL_COLUMNS, kept_text, level_row
+from console.sweep.words.levels import kept_text, level_columns, level_row
 from console.sweep.words.parts import drift_text
+from console.sweep.words.verdicts import at, naming, value
 from console.untrusted import visible
 
 if TYPE_CHECKING:  # the session (SSH, telemetry) only for the commands that sweep: `runs` and `compare` read files
@@ -188,7 +189,7 @@ async def sweep(
 def level_table(title: str) -> Table:
     """The levels' table of `runs show`, of a sweep's end and of an interrupted one: its columns, no rows yet."""
     table = Table(box=None, header_style="bold", pad_edge=False, title=title, title_justify="left")
-    for col in LEVEL_COLUMNS:
+    for col in level_columns():
         table.add_column(col, justify="left" if col == "notes" else "right")
     return table
 
@@ -204,15 +205,16 @@ async def print_sweep(handle: SweepHandle, out: Console, as_json: bool, resume: 
         transient=True,
         disable=as_json or not out.is_terminal,
     )
-    try:
-        with progress:
-            status = await _follow(handle, out, as_json, progress, resume)
-    except asyncio.CancelledError:  # Ctrl-C: the load generator ended too, keeping what finished; said before the exit
-        _say_interrupted(handle.run, out, as_json, resume)
-        raise
-    if not as_json:
-        out.print(_saved_table(handle.run)[0])  # as kept: a resumed level with what it had before, its attempts merged
-        out.print(f"saved: {handle.run.dir}")
+    with naming(bool(handle.settings.rates)):
+        try:
+            with progress:
+                status = await _follow(handle, out, as_json, progress, resume)
+        except asyncio.CancelledError:  # Ctrl-C: the load generator ended too, keeping what finished; said before the exit
+            _say_interrupted(handle.run, out, as_json, resume)
+            raise
+        if not as_json:
+            out.print(_saved_table(handle.run)[0])  # as kept: a resumed level with what it had before, its attempts merged
+            out.print(f"saved: {handle.run.dir}")
     return status
 
 
@@ -246,26 +248,24 @@ async def _follow(handle: SweepHandle, out: Console, as_json: bool, progress: Pr
             case LevelStarted():
                 if task is not None:
                     progress.remove_task(task)
-                task = progress.add_task(
-                    f"C={event.c}" + (" again (drift)" if event.reference else ""), total=event.requests + event.warmup
-                )
+                task = progress.add_task(at(event.c) + (" again (drift)" if event.reference else ""), total=event.requests + event.warmup)
             case Request() if task is not None:
                 progress.advance(task)
             case LevelDone() if event.reference:
                 out.print(
                     Text(
-                        f"C={event.c} measured again at the end: {event.total_tok_s:.1f} tok/s (the sweep's "
+                        f"{at(event.c)} measured again at the end: {event.total_tok_s:.1f} tok/s (the sweep's "
                         "drift: pivot compare holds it against the start)"
                     )
                 )
             case LevelDone():
                 cells = level_row(event)
                 if not as_json:
-                    progress.console.print(Text("  ".join(f"{h}={v}" for h, v in zip(LEVEL_COLUMNS, cells, strict=True) if v)))
+                    progress.console.print(Text("  ".join(f"{h}={v}" for h, v in zip(level_columns(), cells, strict=True) if v)))
             case LevelRetry():
                 out.print(
                     Text(
-                        f"C={event.c} failed ({visible(str(event.reason))}); the server answers again: measuring the level once more",
+                        f"{at(event.c)} failed ({visible(str(event.reason))}); the server answers again: measuring the level once more",
                         style="yellow",
                     )
                 )
@@ -311,10 +311,11 @@ def show_run(config_path: str | None, name: str) -> int:
         title += f": {run.corrupt}"
     if run.stopped_because:
         title += f": stopped because {visible(run.stopped_because)}"
-    table = level_table(title)
-    for level in run.levels():
-        table.add_row(*level_row(level))
-    out.print(table)
+    with naming(run.rates):
+        table = level_table(title)
+        for level in run.levels():
+            table.add_row(*level_row(level))
+        out.print(table)
     for line in run.workload:
         out.print(line, markup=False, highlight=False)
     if run.client_placement:
@@ -323,7 +324,8 @@ def show_run(config_path: str | None, name: str) -> int:
         out.print(f"served by {run.served_by}", markup=False, highlight=False)
     if (moved := drift(run, cfg.margin)) is not None:
         word = {"alike": "within the margin", "cannot tell": "cannot tell"}.get(moved.verdict.word, "beyond the margin")
-        out.print(f"{drift_text(moved, label(run))} ({word})", markup=False, highlight=False)
+        with naming(run.rates):
+            out.print(f"{drift_text(moved, label(run))} ({word})", markup=False, highlight=False)
     return 0
 
 
@@ -333,7 +335,8 @@ def list_runs_command(config_path: str | None) -> int:
     for run in list_runs(cfg.campaign_dir):
         levels = run.level_cs() if not run.meta.corrupt else None
         state = run_state(run)
-        cells = ",".join(str(c) for c in levels) if levels is not None else ""
+        with naming(run.rates):  # a rate run's levels: 0.5,1,2 req/s
+            cells = (",".join(value(c) for c in levels) + (" req/s" if run.rates else "")) if levels is not None else ""
         if run.corrupt:
             cells = visible(run.corrupt)
         started = started_at(run)

@@ -17,6 +17,7 @@ from matplotlib.ticker import FixedLocator, NullLocator
 from console.sweep.analysis.frontier import points
 from console.sweep.analysis.intervals import estimate
 from console.sweep.runs.store import Run, label
+from console.sweep.words.verdicts import naming, value
 from console.untrusted import visible
 
 STYLE: dict[Any, Any] = {
@@ -42,6 +43,7 @@ def _by_c(ax: Axes, runs: list[Run], metric: str, ylabel: str) -> bool:
     error bars; whether any run had a point."""
     drawn = False
     levels: set[int] = set()
+    rates = any(run.rates for run in runs)  # (a report compares runs of one kind: all rates, or all concurrencies)
     for run in runs:
         found = [(lv.c, e.value, e.lo, e.hi) for lv in run.measured() if (e := estimate(lv, metric)).value is not None]
         if not found:
@@ -65,8 +67,9 @@ def _by_c(ax: Axes, runs: list[Run], metric: str, ylabel: str) -> bool:
     if levels:
         ax.xaxis.set_major_locator(FixedLocator(sorted(levels)))
         ax.xaxis.set_minor_locator(NullLocator())
-        ax.set_xticklabels([str(c) for c in sorted(levels)])
-    ax.set_xlabel("concurrency C (log scale)")
+        with naming(rates):
+            ax.set_xticklabels([value(c) for c in sorted(levels)])
+    ax.set_xlabel("request rate, req/s (log scale)" if rates else "concurrency C (log scale)")
     ax.set_ylabel(ylabel)
     ax.set_ylim(bottom=0)
     return drawn
@@ -97,7 +100,7 @@ def frontier(runs: list[Run]) -> Figure:
             (line,) = ax.plot([x for x, _ in found], [y for _, y in found], marker="o", markersize=3, label=visible(label(run)))
             for lv in measured:
                 ax.annotate(
-                    f"C={lv.c}",
+                    f"{lv.rate:g}/s" if lv.rate is not None else f"C={lv.c}",
                     (lv.req_tok_s_mean or 0, lv.total_tok_s / ((run.meta.gpu_count or 1) if per_gpu else 1)),
                     fontsize=6,
                     color=line.get_color(),

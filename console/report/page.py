@@ -16,7 +16,8 @@ from console.sweep.analysis.intervals import Verdict
 from console.sweep.runs.files import META
 from console.sweep.runs.store import Run, label
 from console.sweep.words.comparison import report
-from console.sweep.words.levels import LEVEL_COLUMNS, level_row, ratio_text
+from console.sweep.words.levels import level_columns, level_row, ratio_text
+from console.sweep.words.verdicts import naming
 from console.untrusted import visible
 
 CSS = """
@@ -75,10 +76,10 @@ def _comparison(pair: Pair) -> str:
         return title + f'<p class="refused">{_e(pair.refused)}</p>'
     cmp = pair.comparison
     lines = report(cmp)
-    head = ["C", "A tok/s", "B tok/s", "B/A", "A per-req", "B per-req", "B/A per-req", "ITL B/A", "TTFT B/A", "J/tok B/A"]
+    head = [cmp.axis, "A tok/s", "B tok/s", "B/A", "A per-req", "B per-req", "B/A per-req", "ITL B/A", "TTFT B/A", "J/tok B/A"]
     rows = [
         [
-            str(lv.c),
+            cmp.level(lv.c),
             f"{lv.total.a.value:.1f}",
             f"{lv.total.b.value:.1f}",
             _ratio(lv.total),
@@ -103,14 +104,16 @@ def _comparison(pair: Pair) -> str:
 
 
 def _run(run: Run, profile_text: str | None) -> str:
-    rows = [level_row(lv) for lv in run.levels()]
-    if (again := run.reference()) is not None:
-        rows.append([*level_row(again)[:-1], "measured again at the sweep's end (its drift)"])
+    with naming(run.rates):
+        rows = [level_row(lv) for lv in run.levels()]
+        if (again := run.reference()) is not None:
+            rows.append([*level_row(again)[:-1], "measured again at the sweep's end (its drift)"])
+        columns = level_columns()
     try:
         meta = (run.dir / META).read_bytes()[: 1 << 20].decode(errors="replace")
     except OSError as e:
         meta = f"cannot be read: {e.strerror or e}"
-    table = _table(LEVEL_COLUMNS, [[_e(cell) for cell in row] for row in rows], words={len(LEVEL_COLUMNS) - 1})
+    table = _table(columns, [[_e(cell) for cell in row] for row in rows], words={len(columns) - 1})
     profile = f"<h3>Its profile, as written</h3>{_block(profile_text)}" if profile_text else ""
     return (
         f"<h2>Run {_e(label(run))}</h2><p>{_e(run.summary() or run.state)}</p>{table}"

@@ -212,7 +212,7 @@ class Sweeps:
                 host=session.host_label,
                 run=run.name,
                 profile=run.profile,
-                levels=repeat or list(settings.levels),
+                levels=repeat or settings.level_keys(),
                 how=how,
             )
         )

@@ -19,6 +19,7 @@ _DEFAULTS = {f.name: f.default for f in fields(SweepSettings)}
 SETTINGS = ("max_tokens", "input_tokens", "api", "extra_body", "warmup")
 KEYS = (
     *SETTINGS,
+    "load",
     "output_lengths",
     "input_lengths",
     "prompts",
@@ -76,6 +77,14 @@ def _lengths(run: Run, key: str) -> str | None:
     return how
 
 
+def _load(run: Run) -> str:
+    """What its levels are: concurrencies (closed loop), or rates with their arrivals (open loop)."""
+    if not run.rates:
+        return "concurrency levels"
+    arrival = _setting(run, "arrival") or "poisson"
+    return f"request rates, {arrival} arrivals" + (f" (burstiness {_setting(run, 'burstiness'):g})" if arrival == "gamma" else "")
+
+
 def _gpus(run: Run) -> str | None:
     if run.meta.gpu_count is None:
         return None
@@ -86,6 +95,7 @@ def _gpus(run: Run) -> str | None:
 def _facts(run: Run) -> dict[str, Any]:
     return {
         **{key: _setting(run, key) for key in SETTINGS},
+        "load": _load(run),
         "output_lengths": _lengths(run, "output_lengths"),
         "input_lengths": _lengths(run, "input_lengths") if _prompts(run) == "synthetic, unique per request" else None,
         "prompts": _prompts(run),

@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from console.settings import RATE_KEY
 from console.sweep.analysis.advice import Advice, advise
 from console.sweep.analysis.comparable import Difference, NotComparable, differences
 from console.sweep.analysis.crossover import Crossover, crossover
@@ -65,6 +66,20 @@ class Comparison:
     @property
     def drafting(self) -> Run:
         return drafting(self.a, self.b)
+
+    @property
+    def rates(self) -> bool:
+        """Its levels are request rates (open loop), not concurrencies (two runs compared are the same kind)."""
+        return self.a.rates
+
+    @property
+    def axis(self) -> str:
+        """What its levels are, as a table's head says: C, or req/s."""
+        return "req/s" if self.rates else "C"
+
+    def level(self, c: int) -> str:
+        """A level's number as a table shows it: 8, or 2.5 (requests per second)."""
+        return f"{c / RATE_KEY:g}" if self.rates else str(c)
 
     @property
     def names(self) -> dict[Side, str]:

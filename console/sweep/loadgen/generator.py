@@ -530,7 +530,8 @@ def repeats_within(settings: SweepSettings, levels: list[int], size: int) -> lis
         return []
     c = over[0]
     return [
-        f"the prompt set has {size} prompts, fewer than the {settings.requests_for(c) + settings.warmup} requests of {level_name(c, bool(settings.rates))}"
+        f"the prompt set has {size} prompts, fewer than the {settings.requests_for(c) + settings.warmup} requests of "
+        f"{level_name(c, bool(settings.rates))}"
         + (" and above" if len(over) > 1 else "")
         + ": a prompt comes again within such a level (a prefix cache may serve it the second time)"
     ]

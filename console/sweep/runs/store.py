@@ -30,7 +30,7 @@ from console import version
 from console.engines import DEFAULT, Drafting, engine
 from console.engines.sglang import reported_drafting
 from console.files import replacing, write_atomically
-from console.settings import SweepSettings
+from console.settings import SweepSettings, rate_key
 from console.sweep.level_stats import level_metrics
 from console.sweep.model import (
     ClientPlacement,
@@ -218,6 +218,11 @@ class Run:
         return f"on {visible(client.machine)}, {visible(how.get(client.path or '', 'direct'))}"
 
     @property
+    def rates(self) -> bool:
+        """Its levels are request rates (open loop, keyed in thousandths of a request per second), not concurrencies."""
+        return bool(self.meta.settings.get("rates"))
+
+    @property
     def workload(self) -> list[str]:
         """What its requests asked and how long their answers ran, in words (what its throughput was measured over)."""
         said, kept, asked = [], self.meta.prompt_set, self.meta.workload
@@ -253,6 +258,10 @@ class Run:
             return False
 
     def _wanted(self) -> set[int]:
+        """The levels its sweep set out to measure, as they are keyed (a rate in thousandths of a request a second)."""
+        rates = self.meta.settings.get("rates")
+        if isinstance(rates, list) and rates:
+            return {rate_key(r) for r in rates if isinstance(r, int | float) and not isinstance(r, bool) and r > 0}
         levels = self.meta.settings.get("levels", [])
         return {c for c in levels if isinstance(c, int)} if isinstance(levels, list) else set()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from console.sweep.analysis.advice import Advice
 from console.sweep.analysis.sides import Side, other
-from console.sweep.words.verdicts import undecided_text, where
+from console.sweep.words.verdicts import at, undecided_text, where
 
 
 def advice_text(adv: Advice, names: dict[Side, str]) -> str:
@@ -40,10 +40,10 @@ def advice_text(adv: Advice, names: dict[Side, str]) -> str:
         groups = [(why, [c for c in cs if c in under]) for why, cs in adv.undecided]
         return (
             f"{who} {lost}{undecided_text((), [(w, cs) for w, cs in groups if cs], levels)}: turn drafting off above "
-            f"C={adv.cut}, where it loses; whether it pays off at {where(under, levels)} is open"
+            f"{at(adv.cut or 0)}, where it loses; whether it pays off at {where(under, levels)} is open"
         )
     if adv.action == "adaptive":
-        return f"{who} helps {helps} and {lost}{total_rest}: turn drafting off above C={adv.cut}"
+        return f"{who} helps {helps} and {lost}{total_rest}: turn drafting off above {at(adv.cut or 0)}"
     if gains:
         return f"{who} helps {helps} and {lost}{total_rest}: disable it (its gains lie above where it loses)"
     return f"{who} {lost} and helps nowhere beyond the margin{total_rest}: disable it"
@@ -77,5 +77,5 @@ def _who_leads(adv: Advice, names: dict[Side, str]) -> str:
     for side in sides:
         if cs := adv.leads[side]:
             c, ratio = adv.best[side]
-            parts.append(f"{names[side]} leads total throughput at {where(list(cs), levels)} (×{ratio:.2f} at C={c})")
+            parts.append(f"{names[side]} leads total throughput at {where(list(cs), levels)} (×{ratio:.2f} at {at(c)})")
     return ", ".join(parts) + undecided_text(adv.alike, adv.undecided, levels)

@@ -9,15 +9,21 @@ from console.sweep.analysis.sides import SIDES, Side
 from console.sweep.words.advice import advice_text
 from console.sweep.words.parts import energy_line, frontier_text, notes_text, slo_text, verification_text
 from console.sweep.words.repeats import repeat_text
-from console.sweep.words.verdicts import undecided, where
+from console.sweep.words.verdicts import at, bound, naming, near, undecided, where
 
 
 def recommendation(cmp: Comparison, names: dict[Side, str] | None = None) -> str:
     """names: what to call the runs (their labels unless said: the pane says A and B)."""
-    return advice_text(cmp.advice, names or cmp.names)
+    with naming(cmp.rates):
+        return advice_text(cmp.advice, names or cmp.names)
 
 
 def crossover_text(cross: Crossover, cmp: Comparison, names: dict[Side, str] | None = None) -> str:
+    with naming(cmp.rates):
+        return _crossover(cross, cmp, names)
+
+
+def _crossover(cross: Crossover, cmp: Comparison, names: dict[Side, str] | None) -> str:
     verdicts = [(lv.c, getattr(lv, cross.metric)) for lv in cmp.levels]
     levels = [c for c, _ in verdicts]
     names = names or cmp.names
@@ -34,11 +40,12 @@ def crossover_text(cross: Crossover, cmp: Comparison, names: dict[Side, str] | N
     below, above = names[cross.leader_below or "b"], names[cross.leader_above or "b"]
     if cross.shape == "between":
         between = [(c, v) for c, v in verdicts if (cross.below or 0) < c < (cross.above or 0)]
-        return (
-            f"between C = {cross.below} and C = {cross.above}: {below} leads at C ≤ {cross.below}, {above} from "
-            f"C = {cross.above}{undecided(between, levels)}"
+        lo, hi = cross.below or 0, cross.above or 0
+        return f"between {at(lo, True)} and {at(hi, True)}: {below} leads at {bound(lo, '≤')}, {above} from {at(hi, True)}" + undecided(
+            between, levels
         )
-    return f"C ≈ {cross.at:.1f}: {below} leads below (C ≤ {cross.below}), {above} from C = {cross.above}{undecided(verdicts, levels)}"
+    lo, hi = cross.below or 0, cross.above or 0
+    return f"{near(cross.at or 0)}: {below} leads below ({bound(lo, '≤')}), {above} from {at(hi, True)}" + undecided(verdicts, levels)
 
 
 def refine_text(cmp: Comparison) -> str | None:
@@ -46,10 +53,11 @@ def refine_text(cmp: Comparison) -> str | None:
     found = bracket(cmp)
     if found is None or found.located:
         return None
-    return (
-        f"refine: {found.what} lies between C = {found.lo} and C = {found.hi}; measuring C = {found.middle} on both "
-        f"runs narrows it (pivot sweep --refine {cmp.a.name} {cmp.b.name})"
-    )
+    with naming(cmp.rates):
+        return (
+            f"refine: {found.what} lies between {at(found.lo, True)} and {at(found.hi, True)}; measuring {at(found.middle, True)} on both "
+            f"runs narrows it (pivot sweep --refine {cmp.a.name} {cmp.b.name})"
+        )
 
 
 def short_names(cmp: Comparison) -> dict[Side, str] | None:
@@ -60,9 +68,14 @@ def short_names(cmp: Comparison) -> dict[Side, str] | None:
 
 def report(cmp: Comparison, names: dict[Side, str] | None = None) -> list[str]:
     """The comparison in sentences, one a line; names: what to call the runs (their labels unless said)."""
+    with naming(cmp.rates):
+        return _report(cmp, names)
+
+
+def _report(cmp: Comparison, names: dict[Side, str] | None) -> list[str]:
     names, levels = names or cmp.names, [lv.c for lv in cmp.levels]
     aliases = {cmp.names[s]: names[s] for s in SIDES}  # a run the verification names by its label
-    sat = "; ".join(f"{names[s]}: C={c}" if c else f"{names[s]}: not within the levels" for s, c in cmp.saturation.items())
+    sat = "; ".join(f"{names[s]}: {at(c)}" if c else f"{names[s]}: not within the levels" for s, c in cmp.saturation.items())
     lines = [f"not comparable, compared anyway: {d}" for d in cmp.differences]
     lines += [
         f"recommendation: {recommendation(cmp, names)}",
@@ -74,7 +87,7 @@ def report(cmp: Comparison, names: dict[Side, str] | None = None) -> list[str]:
         *([frontier_text(cmp.frontier, names)] if cmp.frontier else []),
         *([energy_line(cmp.energy, cmp.levels, names)] if cmp.energy else []),
     ]
-    lines += [f"C={c}: left out: " + "; ".join(f"{names[s]}: {w}" for s, w in why.items()) for c, why in sorted(cmp.excluded.items())]
+    lines += [f"{at(c)}: left out: " + "; ".join(f"{names[s]}: {w}" for s, w in why.items()) for c, why in sorted(cmp.excluded.items())]
     lines += [f"repeat: {repeat_text(r, names)}" for r in cmp.repeats]
     refine = refine_text(cmp)
     return lines + ([refine] if refine else []) + notes_text(cmp.notes, names, cmp.margin, levels)

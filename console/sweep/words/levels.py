@@ -8,6 +8,7 @@ from typing import Any
 
 from console.sweep.analysis.intervals import Verdict
 from console.sweep.model import LevelDone
+from console.sweep.words.verdicts import at, axis, value
 from console.untrusted import visible
 
 
@@ -63,7 +64,7 @@ def level_notes(e: LevelDone) -> str:
 def level_row(e: LevelDone) -> list[str]:
     ms = lambda v: None if v is None else v * 1000
     return [
-        str(e.c),
+        value(e.c),
         with_interval(e.total_tok_s, e.total_tok_s_lo, e.total_tok_s_hi),
         with_interval(e.req_tok_s_mean, e.req_tok_s_lo, e.req_tok_s_hi),
         fmt_value(ms(e.ttft_p50), 0),
@@ -95,6 +96,11 @@ def joules(value: float | None) -> str:
 LEVEL_COLUMNS = ["C", "tok/s", "per-req tok/s", "TTFT p50 ms", "ITL p50 ms", "E2E p90 ms", "GPU W", "J/tok", "errors", "notes"]
 
 
+def level_columns() -> list[str]:
+    """The levels' table's columns, its first named as the levels being named are (C, or req/s)."""
+    return [axis(), *LEVEL_COLUMNS[1:]]
+
+
 def ratio_text(v: Verdict | None) -> str:
     if v is None or v.ratio is None:
         return "—"
@@ -107,5 +113,5 @@ def ratio_text(v: Verdict | None) -> str:
 def kept_text(levels: list[LevelDone]) -> str:
     """What an interrupted sweep kept: "24 finished request(s) kept (C=2 cut short)"."""
     finished = sum(level.requests for level in levels if level.measured)
-    short = [f"C={level.c}" for level in levels if level.lacking]
+    short = [f"{at(level.c)}" for level in levels if level.lacking]
     return f"{finished} finished request(s) kept" + (f" ({', '.join(short)} cut short)" if short else "")

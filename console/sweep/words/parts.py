@@ -12,7 +12,7 @@ from console.sweep.analysis.notes import Acceptance, Counted, Drifted, Evidence,
 from console.sweep.analysis.sides import SIDES, Side
 from console.sweep.analysis.slo import SloAnswer
 from console.sweep.analysis.verification import Verification
-from console.sweep.words.verdicts import figures, undecided, where
+from console.sweep.words.verdicts import at, figures, undecided, where
 
 
 def verification_text(v: Verification, aliases: dict[str, str] | None = None) -> str:
@@ -30,7 +30,7 @@ def verification_text(v: Verification, aliases: dict[str, str] | None = None) ->
     said = f"{run} " + (", ".join(parts) if parts else "has no level in common with the runs it was written from")
     if v.short:
         said += "; falls short at " + "; ".join(
-            f"C={s.c}: {spec if s.parent == 'spec' else base} leads it ({figures(s.verdict, 'tok/s')})" for s in v.short
+            f"{at(s.c)}: {spec if s.parent == 'spec' else base} leads it ({figures(s.verdict, 'tok/s')})" for s in v.short
         )
         said += engine(v.engine).adaptive_cost if v.engine else ""
     return said
@@ -41,13 +41,13 @@ def slo_text(ans: SloAnswer, names: dict[Side, str]) -> str:
     for side in SIDES:
         served, blind = ans.served[side], ans.blind[side]
         if blind is not None:
-            said.append(f"{names[side]} cannot say from C = {blind} (a figure the SLO needs was not measured there)")
+            said.append(f"{names[side]} cannot say from {at(blind, True)} (a figure the SLO needs was not measured there)")
         if served is None:
             if blind is None:
                 said.append(f"{names[side]} serves it at no measured level")
             continue
         gpu = f", {served.per_gpu:.1f} per GPU" if served.per_gpu is not None else ""
-        said.append(f"{names[side]} up to C = {served.c} at {served.tok_s:.1f} tok/s{gpu}")
+        said.append(f"{names[side]} up to {at(served.c, True)} at {served.tok_s:.1f} tok/s{gpu}")
     text = f"under {ans.slo}: " + "; ".join(said)
     if ans.choice == "either":
         return text + f": for this SLO either serves alike (within ±{ans.margin * 100:g} %)"
@@ -79,7 +79,7 @@ def energy_line(e: Energy, levels: list[Level], names: dict[Side, str]) -> str:
         return "energy per token: not known at any level both runs measured"
     first = next(lv for lv in levels if lv.c == e.levels[0])
     gpus = f" of {e.gpus} GPU(s)" if e.gpus else ""
-    said = [f"J per output token{gpus}, A {first.a.joules_per_token:.2f} vs B {first.b.joules_per_token:.2f} at C={first.c}"]
+    said = [f"J per output token{gpus}, A {first.a.joules_per_token:.2f} vs B {first.b.joules_per_token:.2f} at {at(first.c)}"]
     for side in ("b", "a"):
         if cs := e.less.get(side):
             said.append(f"{names[side]} spends less at {where(cs, e.levels)} (down to ×{e.most[side]:.2f})")
@@ -88,7 +88,7 @@ def energy_line(e: Energy, levels: list[Level], names: dict[Side, str]) -> str:
 
 
 def drift_text(d: Drift, name: str) -> str:
-    return f"{name} drifted at C={d.c}, measured again at the end: {figures(d.verdict, 'tok/s')}"
+    return f"{name} drifted at {at(d.c)}, measured again at the end: {figures(d.verdict, 'tok/s')}"
 
 
 GAP_WORDS = {
@@ -122,7 +122,7 @@ def note_text(n: Note, names: dict[Side, str], margin: float, levels: list[int])
             return f"note: {names[side]} drafts ({method}) but its server reported no draft acceptance"
         case Acceptance(side=side, per_level=per_level):
             said = [
-                f"C={c}: {rate:.0%} accepted"
+                f"{at(c)}: {rate:.0%} accepted"
                 + (f", {share:.0%} of the output drafted" if share is not None else "")
                 + (f", {length:.1f} tokens a step" if length is not None else "")
                 for c, rate, length, share in per_level
@@ -161,7 +161,7 @@ def note_text(n: Note, names: dict[Side, str], margin: float, levels: list[int])
         case Drifted(side=side, drift=d, held=held):
             return (
                 f"note: {drift_text(d, names[side])}: the server or the machine changed while it ran. A lead must exceed "
-                f"the ±{margin * 100:g} % margin and that drift: ±{d.amount * 100:.1f} % at C={d.c}, its {d.tok_s:.1f} tok/s "
+                f"the ±{margin * 100:g} % margin and that drift: ±{d.amount * 100:.1f} % at {at(d.c)}, its {d.tok_s:.1f} tok/s "
                 "as a share of each other level's throughput"
                 + (f"; the drift alone leaves {where(held, levels)} undecided" if held else "")
             )

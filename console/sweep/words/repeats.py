@@ -6,14 +6,14 @@ from __future__ import annotations
 from console.sweep.analysis.intervals import POINT_SPREAD, Level
 from console.sweep.analysis.repeats import REPEAT_CAP, REPEAT_ROUNDS, Repeat, RepeatPlan, repeat_seconds
 from console.sweep.analysis.sides import Side
-from console.sweep.words.verdicts import figures
+from console.sweep.words.verdicts import at, figures, listed
 
 UNITS = {"total": "tok/s", "per_request": "per-request tok/s"}
 
 
 def repeat_text(r: Repeat, names: dict[Side, str]) -> str:
     v = r.verdict
-    head = f"C={r.c}: {figures(v, UNITS[r.metric])}: cannot tell;"
+    head = f"{at(r.c)}: {figures(v, UNITS[r.metric])}: cannot tell;"
     if r.why == "estimate":
         whose = "in each run" if len(r.sides) == 2 else f"of {names[r.sides[0]]}"
         return f"{head} about {r.more_requests} more request(s) {whose} would settle it (an estimate)"
@@ -21,11 +21,13 @@ def repeat_text(r: Repeat, names: dict[Side, str]) -> str:
         imported = [names[s] for s, e in (("a", v.a), ("b", v.b)) if e.point]  # type: ignore[index]
         return (
             f"{head} {' and '.join(imported)} {'are' if len(imported) > 1 else 'is'} imported aggregates (taken as "
-            f"±{POINT_SPREAD * 100:g} %): a sweep of C={r.c} with pivot, per request, would give it an interval to decide on"
+            f"±{POINT_SPREAD * 100:g} %): a sweep of {at(r.c)} with pivot, per request, would give it an interval to decide on"
         )
     if r.why == "imported":
         whom = " and ".join(names[s] for s, e in (("a", v.a), ("b", v.b)) if e.imported)  # type: ignore[index]
-        return f"{head} {whom} was imported, and is not measured again: a sweep of C={r.c} with pivot, on the same server, would settle it"
+        return (
+            f"{head} {whom} was imported, and is not measured again: a sweep of {at(r.c)} with pivot, on the same server, would settle it"
+        )
     bound = f"±{(v.margin + v.drift) * 100:.1f} %"
     if r.why == "drift":
         return (
@@ -37,13 +39,12 @@ def repeat_text(r: Repeat, names: dict[Side, str]) -> str:
 
 def refusal_text(plan: RepeatPlan, names: dict[Side, str], profiles: dict[Side, str] | None = None) -> str:
     """Why nothing of the run is to be measured; profiles: each run's, to name the one to switch to."""
-    levels = ", ".join(map(str, plan.levels))
     match plan.refusal:
         case "settled":
             return "every level is settled"
         case "imported":
             return (
-                f"C = {levels}: imported results are not measured again; a sweep of those levels with pivot would give "
+                f"{listed(plan.levels)}: imported results are not measured again; a sweep of those levels with pivot would give "
                 "them intervals to decide on"
             )
         case "unsettleable":
@@ -52,7 +53,11 @@ def refusal_text(plan: RepeatPlan, names: dict[Side, str], profiles: dict[Side, 
             switch = f": switch to {' or '.join(profiles[s] for s in plan.need)} first" if profiles else ""
             return f"the levels to repeat are {' and '.join(names[s] for s in plan.need)}'s{switch}"
         case "not_alone":
-            both = f" (C = {levels}: both runs' levels must be repeated; repeat the other run on its server too)" if plan.levels else ""
+            both = (
+                f" ({listed(plan.levels)}: both runs' levels must be repeated; repeat the other run on its server too)"
+                if plan.levels
+                else ""
+            )
             return f"{names[plan.side or 'b']} alone would not settle them{both}"
     return ""
 
@@ -75,7 +80,7 @@ def plan_lines(plan: RepeatPlan, levels: list[Level], name: str) -> list[str]:
     capped) and about how long that takes at the rates the levels measured."""
     cs = sorted(plan.wanted)
     return [
-        f"C = {', '.join(map(str, cs))} of {name}: {requests_each(plan.requests, len(cs))} "
+        f"{listed(cs)} of {name}: {requests_each(plan.requests, len(cs))} "
         + (
             f"(the estimate, {plan.estimate}, capped at {REPEAT_CAP})"
             if plan.requests < plan.estimate

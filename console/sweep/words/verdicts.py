@@ -3,8 +3,11 @@ nobody can: the words every verdict line of a comparison is made of."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 
+from console.settings import RATE_KEY
 from console.sweep.analysis.crossover import Why, unclear
 from console.sweep.analysis.intervals import POINT_SPREAD, Verdict
 
@@ -16,16 +19,61 @@ WHY_WORDS: dict[Why, tuple[str, str]] = {  # why nobody can tell, and what would
 }
 
 
+# Whether the levels being named are rates (a run's key in thousandths of a request per second) or concurrencies: set
+# by whoever words a rate run or a comparison of two (`naming`), for every sentence made within, as a decimal
+# context sets how numbers round
+_RATES: ContextVar[bool] = ContextVar("rates", default=False)
+
+
+@contextmanager
+def naming(rates: bool) -> Iterator[None]:
+    token = _RATES.set(rates)
+    try:
+        yield
+    finally:
+        _RATES.reset(token)
+
+
+def value(c: float) -> str:
+    """A level's number alone: 8, or 2.5 (requests per second)."""
+    return f"{c / RATE_KEY:g}" if _RATES.get() else f"{c:g}"
+
+
+def at(c: float, spaced: bool = False) -> str:
+    """A level as the operator reads it: C=8 (C = 8, spaced), or 2.5 req/s."""
+    return f"{value(c)} req/s" if _RATES.get() else f"C = {value(c)}" if spaced else f"C={value(c)}"
+
+
+def axis() -> str:
+    """What the levels are, in a table's head: C, or req/s."""
+    return "req/s" if _RATES.get() else "C"
+
+
+def listed(subset: Sequence[int]) -> str:
+    """Some levels named together: "C = 2, 30", or "0.5, 2 req/s"."""
+    return ", ".join(value(c) for c in subset) + " req/s" if _RATES.get() else "C = " + ", ".join(str(c) for c in subset)
+
+
+def bound(c: float, sign: str) -> str:
+    """ "C ≤ 5", or "≤ 2 req/s"."""
+    return f"{sign} {at(c)}" if _RATES.get() else f"C {sign} {value(c)}"
+
+
+def near(x: float) -> str:
+    """Where a crossover lies between levels: "C ≈ 1.1", or "≈ 0.75 req/s"."""
+    return f"≈ {x / RATE_KEY:.2f} req/s" if _RATES.get() else f"C ≈ {x:.1f}"
+
+
 def where(subset: Sequence[int], levels: Sequence[int]) -> str:
     """Levels as the operator reads them: "C ≤ 5", "C ≥ 10", or a list when they are not one end."""
     subset, levels = list(subset), list(levels)
     if subset == levels:
         return "every level"
     if subset == levels[: len(subset)]:
-        return f"C ≤ {subset[-1]}"
+        return bound(subset[-1], "≤")
     if subset == levels[-len(subset) :]:
-        return f"C ≥ {subset[0]}"
-    return "C = " + ", ".join(str(c) for c in subset)
+        return bound(subset[0], "≥")
+    return listed(subset)
 
 
 def figures(v: Verdict, unit: str, digits: int = 1) -> str:

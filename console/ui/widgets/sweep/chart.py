@@ -26,6 +26,7 @@ from console.sweep.analysis.compare import label
 from console.sweep.analysis.frontier import points
 from console.sweep.model import LevelDone
 from console.sweep.runs.store import Run, list_runs
+from console.sweep.words.verdicts import at, naming, value
 from console.ui.colours import theme_style
 from console.ui.widgets.sweep.progress import LiveLevel
 
@@ -62,7 +63,8 @@ def plotext_colour(value: str | None) -> PlotextColour:
 
 def earlier_runs(campaign_dir: Path, run: Run | None, count: int) -> list[tuple[Run, list[LevelDone]]]:
     """The last `count` runs but the one on screen, oldest first, with their measured levels (none: left out)."""
-    runs = [r for r in list_runs(campaign_dir) if r.state != "corrupt" and (run is None or r.name != run.name)]
+    rates = run is not None and run.rates  # a chart's levels are all concurrencies, or all rates: one axis
+    runs = [r for r in list_runs(campaign_dir) if r.state != "corrupt" and (run is None or r.name != run.name) and r.rates == rates]
     chosen = runs[-count:] if count else []
     return [(r, levels) for r, levels in ((r, r.measured()) for r in chosen) if levels]
 
@@ -75,6 +77,11 @@ class ChartData:
     live: LiveLevel | None = None  # the level in progress
     second: int = 0  # which SECOND series
     frontier: bool = False  # the second view: total tok/s per GPU against a user's tok/s
+
+    @property
+    def rates(self) -> bool:
+        """Its levels are request rates (the run on screen's), not concurrencies."""
+        return self.run is not None and self.run.rates
 
 
 class SweepChart(PlotextPlot):
@@ -103,7 +110,8 @@ class SweepChart(PlotextPlot):
         return self.size.height < CHART_ROWS
 
     def render(self) -> Any:
-        return self.compact() if self.is_compact else super().render()
+        with naming(self.data.rates):
+            return self.compact() if self.is_compact else super().render()
 
     def compact(self) -> Text:
         """The chart in one line, for a pane too short to draw it: the level in progress, the last measured and the
@@ -111,13 +119,13 @@ class SweepChart(PlotextPlot):
         data, said = self.data, []
         live = data.live
         if live is not None and live.c and live.tokens:
-            said.append(f"C={live.c} now: {live.tokens / max(1e-6, time.monotonic() - live.started):.1f} tok/s")
+            said.append(f"{at(live.c)} now: {live.tokens / max(1e-6, time.monotonic() - live.started):.1f} tok/s")
         if measured := [e for e in data.levels if e.measured]:
             last, peak = measured[-1], max(measured, key=lambda e: e.total_tok_s)
             per = f", {last.req_tok_s_mean:.1f} per request" if last.req_tok_s_mean is not None else ""
-            said.append(f"C={last.c}: {last.total_tok_s:.1f} tok/s{per}")
+            said.append(f"{at(last.c)}: {last.total_tok_s:.1f} tok/s{per}")
             if peak is not last:
-                said.append(f"peak {peak.total_tok_s:.1f} at C={peak.c}")
+                said.append(f"peak {peak.total_tok_s:.1f} at {at(peak.c)}")
         text = Text("; ".join(said) or "no level measured yet", theme_style(self.app, "chart-run"))
         hint = "z: the chart"
         last_line = text.wrap(self.app.console, max(1, self.size.width))[-1].cell_len
@@ -183,6 +191,10 @@ class SweepChart(PlotextPlot):
 
     def draw(self, data: ChartData) -> bool:
         """Draw the data; False when there is nothing to draw (then the chart hides: no empty frame)."""
+        with naming(data.rates):
+            return self._draw(data)
+
+    def _draw(self, data: ChartData) -> bool:
         self.data = data
         plt = self.plt
         plt.clear_data()
@@ -203,8 +215,8 @@ class SweepChart(PlotextPlot):
         ticks = sorted(
             {e.c for e in data.levels} | {lv.c for _, levels in data.overlays for lv in levels} | ({live.c} if live and live.c else set())
         )
-        plt.xticks([math.log10(c) for c in ticks], [str(c) for c in ticks])
-        plt.xlabel("concurrency C (log scale)")
+        plt.xticks([math.log10(c) for c in ticks], [value(c) for c in ticks])
+        plt.xlabel("request rate, req/s (log scale)" if data.rates else "concurrency C (log scale)")
         plt.ylabel("total output tok/s")
         for (run, levels), (variable, marker) in zip(data.overlays, OVERLAYS, strict=False):  # at most as many as OVERLAYS
             self._series(marker, label(run), variable)
@@ -242,7 +254,7 @@ class SweepChart(PlotextPlot):
                 plt.ylabel(name, yside="right")  # type: ignore[call-arg]  # the stub says xside; plotext takes yside
         if live and live.c and live.tokens:
             elapsed = max(1e-6, time.monotonic() - live.started)
-            self._series("●", f"C={live.c} now", "chart-live")
+            self._series("●", f"{at(live.c)} now", "chart-live")
             self._curve(
                 _log([live.c]),
                 [live.tokens / elapsed],

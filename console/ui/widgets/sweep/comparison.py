@@ -52,12 +52,12 @@ class ComparisonView(VerticalScroll):
         energy = any(lv.energy for lv in cmp.levels) and width >= WIDE_ENOUGH
         errors = any(lv.a.errors or lv.b.errors for lv in cmp.levels)  # (none: the notes say nothing failed either)
         itl = width >= WIDE_ENOUGH or not errors  # a narrow pane keeps the errors over ITL: `pivot compare` has both
-        headers = ["C", "A tok/s", "B tok/s", "B/A", "per-req B/A", *(["ITL B/A"] if itl else []), *(["J/tok B/A"] if energy else [])]
+        headers = [cmp.axis, "A tok/s", "B tok/s", "B/A", "per-req B/A", *(["ITL B/A"] if itl else []), *(["J/tok B/A"] if energy else [])]
         for header in [*headers, *(["errors A, B"] if errors else [])]:
             table.add_column(header, justify="right")
         for lv in cmp.levels:
             table.add_row(
-                str(lv.c),
+                cmp.level(lv.c),
                 f"{lv.total.a.value:.1f}",
                 f"{lv.total.b.value:.1f}",
                 self._ratio(lv.total),

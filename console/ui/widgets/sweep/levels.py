@@ -49,7 +49,7 @@ class LevelTable(DataTable[str]):
         lo, hi, total = e.total_tok_s_lo, e.total_tok_s_hi, e.total_tok_s
         spread = f"{(hi - lo) / 2 / total * 100:.0f}%" if lo is not None and hi is not None and total else "—"
         self.add_row(
-            str(e.c),
+            f"{e.rate:g}/s" if e.rate is not None else str(e.c),  # a rate level: its requests per second
             num(total),
             spread,
             num(e.req_tok_s_mean),

@@ -19,6 +19,7 @@ from console.settings import SweepSettings
 from console.sweep.model import LevelDone, LevelProgress, LevelRetry, LevelStarted, Request, Said, Shown, SweepDone, SweepStarted
 from console.sweep.runs.store import Run, RunError, list_runs
 from console.sweep.sweeps import ServerBusy, SweepHandle
+from console.sweep.words.verdicts import at, naming
 from console.ui.attention import call_attention
 from console.ui.colours import theme_style
 from console.ui.screens.confirm import confirmed
@@ -248,6 +249,10 @@ class SweepPane(ComparisonActions):
 
     @survives("showing the sweep's events")  # a drawing's error must not end the sweep that calls this
     def _on_event(self, event: Shown) -> None:
+        with naming(self.data.rates):
+            self._take(event)
+
+    def _take(self, event: Shown) -> None:
         live = self.data.live
         match event:
             case SweepStarted():
@@ -262,13 +267,13 @@ class SweepPane(ComparisonActions):
             case LevelDone() if event.reference:  # its first level again: the sweep's drift, not a point of the curve
                 first = next((lv for lv in self.data.levels if lv.c == event.c and lv.measured), None)
                 then = f" against {first.total_tok_s:.1f} at the start" if first else ""
-                self.notify(f"C={event.c} measured again at the end: {event.total_tok_s:.1f} tok/s{then} (the sweep's drift)", timeout=8)
+                self.notify(f"{at(event.c)} measured again at the end: {event.total_tok_s:.1f} tok/s{then} (the sweep's drift)", timeout=8)
             case LevelDone():
                 self.data.levels.append(event)
                 self.query_one(LevelTable).add(event)
             case LevelRetry():
                 self.notify(
-                    f"C={event.c} failed ({visible(str(event.reason))}); the server answers again: measuring it once more",
+                    f"{at(event.c)} failed ({visible(str(event.reason))}); the server answers again: measuring it once more",
                     severity="warning",
                     timeout=8,
                 )

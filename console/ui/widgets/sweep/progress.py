@@ -5,9 +5,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from console.settings import SweepSettings
+from console.settings import RATE_KEY, SweepSettings
 from console.sweep.model import LevelDone
 from console.sweep.sweeps import SweepHandle
+from console.sweep.words.verdicts import at, naming
 
 
 @dataclass
@@ -37,18 +38,23 @@ def progress_line(handle: SweepHandle, live: LiveLevel, done: list[LevelDone], e
     levels are timed). Until then the later levels cannot be timed (a request at C=250 takes longer than at C=1 by an
     amount only a second level shows), and the line says how long this level has left."""
     settings = handle.settings
-    levels = list(handle.process.repeat or settings.levels)
+    levels = list(handle.process.repeat or settings.level_keys())
     c = live.c
     k = levels.index(c) + 1 if c in levels else len(done)
     streamed = max(live.tokens, live.streamed)  # finished requests', or all streamed so far
-    line = (
-        f"C={c} again, for the sweep's drift: {live.done}/{live.requests} requests"
-        if live.reference
-        else f"level {k} of {len(levels)} (C={c}): {live.done}/{live.requests} requests"
-    )
+    with naming(bool(settings.rates)):
+        line = (
+            f"{at(c or 0)} again, for the sweep's drift: {live.done}/{live.requests} requests"
+            if live.reference
+            else f"level {k} of {len(levels)} ({at(c or 0)}): {live.done}/{live.requests} requests"
+        )
     # the time left next, before the details: a narrow pane shows the start of the line
     details = (f", {live.in_flight} in flight" if live.in_flight is not None else "") + (f", {streamed} tokens" if streamed else "")
     details += f", {elapsed:.0f} s into the sweep"
+    if settings.rates and c is not None:  # open loop: a level lasts as long as its schedule, and the last answers after
+        later = [] if live.reference else levels[k:]
+        left = max(0, live.requests - live.done) * RATE_KEY / c + sum(settings.requests_for(r) * RATE_KEY / r for r in later)
+        return line + f", about {left:.0f} s of arrivals left" + details
     if not (rate := live.rate) or c is None:
         return line + details
     now = max(0.0, live.requests * settings.max_tokens - streamed) / rate  # this level's tokens still to come
