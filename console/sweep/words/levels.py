@@ -37,7 +37,9 @@ def level_notes(e: LevelDone) -> str:
     if e.lacking:
         notes.append(f"cut short: {e.requests} of {e.requests + e.lacking} requests (a resume measures the rest)")
     if e.client_bound:
-        notes.append("client-bound")
+        notes.append("client-bound" if e.rate is None else f"rate not offered: {e.client_bound}")
+    if e.late_p90 is not None and not e.client_bound:  # an open-loop level: how well the client kept its schedule
+        notes.append(f"sent on schedule (p90 {e.late_p90 * 1000:.1f} ms late)")
     if e.lagging:
         notes.append("latencies not measured (client loop late)")
     if e.short:
