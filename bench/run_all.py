@@ -48,6 +48,28 @@ FIGURES = [
     ("zoom_sweep_p50_ms", "key -> screen in tmux (z), under the sweep, p50", "< 100 ms", "ms", "console"),
     ("direct_tok_per_cpu_s", "load generator, direct: tokens per second of its CPU (its one-core ceiling)", "2x", "tok/s", "loadgen"),
     ("direct_tok_s", "load generator, direct: tok/s reached (C=250/1000, 64 tokens)", "", "tok/s", "loadgen"),
+    *(
+        row
+        for rate in loadgen_figures.RATES
+        for row in (
+            (
+                f"rate_{rate:g}_sent_per_s",
+                f"load generator, direct, {rate:g} req/s Poisson: requests sent a second",
+                f"{rate:g}",
+                "req/s",
+                "loadgen",
+            ),
+            (f"rate_{rate:g}_late_p90_ms", f"load generator, {rate:g} req/s: sent late against its schedule, p90", "", "ms", "loadgen"),
+            (f"rate_{rate:g}_tok_per_cpu_s", f"load generator, {rate:g} req/s: tokens per second of its CPU", "", "tok/s", "loadgen"),
+            (
+                f"rate_{rate:g}_not_offered",
+                f"load generator, {rate:g} req/s: levels not offered (of the runs)",
+                "0",
+                "levels",
+                "loadgen",
+            ),
+        )
+    ),
     ("ssh_tok_per_cpu_s", "load generator, SSH forward: tokens per second of its CPU", "2x", "tok/s", "loadgen"),
     ("ssh_tok_s", "load generator, SSH forward: tok/s reached", "", "tok/s", "loadgen"),
     ("ssh_console_machine_cpu", "load generator, SSH forward: CPU on the console's machine", "", "cores", "loadgen"),

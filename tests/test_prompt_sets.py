@@ -206,3 +206,12 @@ def test_a_level_measured_again_draws_the_prompts_after_those_it_sent(llama_serv
     )
     assert events[ends[2]]["reference"] and events[ends[2]]["c"] == 2
     assert sorted(first + again) == list(range(3, 15))  # the twelve, each once
+
+
+def test_a_fifo_a_device_or_a_gzip_bomb_is_refused_not_read_for_ever(tmp_path: Path) -> None:
+    import os
+
+    os.mkfifo(tmp_path / "fifo")  # nobody writes to it: opening it for reading would wait for ever
+    for name, said in (("fifo", "not a regular file"), ("/dev/zero", "not a regular file")):
+        with pytest.raises(PromptSetError, match=said):
+            load(name if name.startswith("/") else str(tmp_path / name))

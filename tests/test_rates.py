@@ -108,3 +108,13 @@ def test_rates_settings_are_checked() -> None:
     with pytest.raises(ValueError, match="arrival: expected poisson, constant or gamma"):
         SweepSettings.from_dict({"arrival": "bursty"})
     assert SweepSettings.from_dict({"rates": [2]}).requests_for(2000) == 60  # 30 s of its arrivals
+
+
+def test_the_sweep_forms_levels_take_concurrencies_or_rates() -> None:
+    from console.ui.widgets.sweep.form import parse_form_levels
+
+    assert parse_form_levels("1, 2,5") == {"levels": [1, 2, 5], "rates": []}
+    assert parse_form_levels("2/s,0.5/s") == {"rates": [0.5, 2.0]}
+    for typed, said in (("1,2/s", "not both"), ("x/s", "such as 0.5/s"), ("0/s", "above 0")):
+        with pytest.raises(ValueError, match=said):
+            parse_form_levels(typed)

@@ -17,7 +17,10 @@ import gzip
 import hashlib
 import importlib.metadata
 import importlib.resources
+import io
 import json
+import os
+import stat
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,12 +90,16 @@ def load(name: str, turns: str = "first") -> PromptSet:
         return _installed(INSTALLED[name])
     path = Path(name)
     try:
-        with path.open("rb") as f:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO with no writer would block the open itself
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                raise PromptSetError(f"{name}: not a regular file")
+            if st.st_size > MAX_FILE:
+                raise PromptSetError(f"{name}: over {MAX_FILE >> 30} GiB: not a prompt set")
             data = f.read(MAX_FILE + 1)
     except OSError as e:
         raise PromptSetError(f"{name}: cannot read: {e.strerror or e}") from None
-    if len(data) > MAX_FILE:
-        raise PromptSetError(f"{name}: over {MAX_FILE >> 30} GiB: not a prompt set")
     prompts = _records(name, _unzipped(name, data), turns)
     return _made(name, prompts, f"the file {path.resolve()}")
 
@@ -121,9 +128,12 @@ def _made(name: str, records: list[tuple[Any, str | None]], origin: str) -> Prom
 def _unzipped(name: str, data: bytes) -> str:
     if data[:2] == b"\x1f\x8b":
         try:
-            data = gzip.decompress(data)
+            with gzip.GzipFile(fileobj=io.BytesIO(data)) as unzipped:
+                data = unzipped.read(MAX_FILE + 1)  # at most that: a small file may unzip to any size
         except (OSError, EOFError, zlib.error) as e:
             raise PromptSetError(f"{name}: a gzip file that cannot be read: {e}") from None
+        if len(data) > MAX_FILE:
+            raise PromptSetError(f"{name}: unzips to over {MAX_FILE >> 30} GiB: not a prompt set")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -1,7 +1,7 @@
 """What is asked decides what speculation gives (issue 38), on the real llama-server: its n-gram drafting measured on
 pivot's synthetic words and on HumanEval's code prompts at C = 1 and 4. pivot shows, per level, the drafted tokens by
 the server's own count, their acceptance and their share of the output; runs of different prompt sets are not compared
-without --anyway, and the refusal names the prompts."""
+without --anyway, and the refusal names the prompts. And a rate sweep of the baseline, open loop."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def test_n_gram_drafting_on_synthetic_words_and_on_code(real_host: RealHost) -> 
         assert refused.returncode != 0
         assert "did not measure the same thing: prompts synthetic, unique per request in A, humaneval (164 prompts, " in refused.stderr
         anyway = json.loads(pivot(host, "compare", words_run, code_run, "--json", "--anyway"))
-        assert any(d["key"] == "prompts" for d in anyway["differences"])
+        assert any(d["key"] == "prompts" for d in anyway["not_comparable"])
 
         # against the baseline on the same prompts: compared, and the acceptance note carries the share per level
         pivot(host, "server", "switch", "ls-base")
@@ -60,5 +60,12 @@ def test_n_gram_drafting_on_synthetic_words_and_on_code(real_host: RealHost) -> 
         (acceptance,) = [n for n in verdict["notes"] if n["note"] == "Acceptance"]
         assert [row[0] for row in acceptance["per_level"]] == [1, 4] and all(row[3] for row in acceptance["per_level"])
         assert not [n for n in verdict["notes"] if n["note"] == "SyntheticText"]  # its text is what was asked
+
+        # the baseline under Poisson arrivals: open loop, each level's lateness against its schedule kept
+        out = pivot(host, "sweep", "--json", "--rates", "0.5,1,2", "--requests", "8", "--no-drift-check")
+        rates = [e for e in map(json.loads, (line for line in out.splitlines() if line.startswith("{"))) if e["type"] == "level_done"]
+        assert [e["rate"] for e in rates] == [0.5, 1, 2] and all(e["late_p90"] is not None and not e.get("failed") for e in rates)
+        shown = pivot(host, "runs", "show", newest_runs(host, 1)[0])
+        assert shown.splitlines()[1].split()[0] == "req/s" and "C=" not in shown
     finally:
         pivot(host, "server", "stop")

@@ -3,6 +3,8 @@ included) fits an 80x24 terminal."""
 
 from __future__ import annotations
 
+import os
+
 from rich.text import Text
 from textual import events
 from textual.app import ComposeResult
@@ -11,16 +13,36 @@ from textual.containers import Grid, Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static
 
-from console.settings import SweepSettings, meaning, parse_levels, tidy_levels
+from console.settings import PROMPT_SETS, SweepSettings, meaning, parse_levels, tidy_levels
 
 ABSURD_C = 4096  # a level above it is asked about: a typo (100000 for 1000) would take hours
 FIELDS = (
     ("levels", "Levels"),
     ("requests", "Requests/level"),
     ("max_tokens", "max_tokens"),
+    ("prompts", "Prompts"),
     ("input_tokens", "Prompt tokens"),
     ("api", "API"),
 )
+LEVELS_HINT = ", comma-separated; or request rates, open loop: 0.5/s,2/s"
+
+
+def parse_form_levels(text: str) -> dict[str, list[int] | list[float]]:
+    """The Levels field: concurrencies (1,2,5), or request rates (0.5/s,2/s): {"levels": …} or {"rates": …, also
+    clearing levels' meaning}; ValueError naming what is wrong."""
+    items = [item for item in text.replace(" ", "").split(",") if item]
+    rated = [item.endswith("/s") for item in items]
+    if items and all(rated):
+        try:
+            rates = sorted({float(item.removesuffix("/s")) for item in items})
+        except ValueError:
+            raise ValueError(f"{text!r}: a rate is a number of requests per second, such as 0.5/s") from None
+        if any(r <= 0 for r in rates):
+            raise ValueError("a rate must be above 0")
+        return {"rates": rates}
+    if any(rated):
+        raise ValueError("give concurrencies (1,2,5) or rates (0.5/s,2/s), not both")
+    return {"levels": parse_levels(text), "rates": []}
 
 
 class LevelsField(Input):
@@ -58,7 +80,8 @@ class SweepForm(ModalScreen[SweepSettings | None]):
     def compose(self) -> ComposeResult:
         d = self.defaults
         values = {
-            "levels": ",".join(map(str, d.levels)),
+            "levels": ",".join(f"{r:g}/s" for r in d.rates) if d.rates else ",".join(map(str, d.levels)),
+            "prompts": d.prompts,
             "requests": str(d.requests),
             "max_tokens": str(d.max_tokens),
             "input_tokens": str(d.input_tokens),
@@ -73,7 +96,7 @@ class SweepForm(ModalScreen[SweepSettings | None]):
                     )
                 yield Label("API")
                 yield Select([("completions", "completions"), ("chat", "chat")], value=d.api, allow_blank=False, id="api", compact=True)
-            yield Static(meaning("levels") + ", comma-separated", id="hint")
+            yield Static(meaning("levels") + LEVELS_HINT, id="hint")
             yield Label("", id="error")
             with Horizontal(id="buttons"):
                 yield Button("Start", variant="success", id="start", compact=True)
@@ -94,7 +117,7 @@ class SweepForm(ModalScreen[SweepSettings | None]):
         """The hint says what the focused field takes (the label beside it has no room to)."""
         focused = self.focused
         if focused is not None and focused.id in {f for f, _ in FIELDS}:
-            self.query_one("#hint", Static).update(meaning(focused.id) + (", comma-separated" if focused.id == "levels" else ""))
+            self.query_one("#hint", Static).update(meaning(focused.id) + (LEVELS_HINT if focused.id == "levels" else ""))
 
     def _settings(self) -> SweepSettings:
         value = lambda name: self.query_one(f"#{name}", Input).value.strip()
@@ -107,12 +130,17 @@ class SweepForm(ModalScreen[SweepSettings | None]):
             return int(text)
 
         try:
-            levels = parse_levels(value("levels"))
+            levels = parse_form_levels(value("levels"))
         except ValueError as e:
             raise ValueError(f"Levels: {e}") from None
-        tidy, self.levels_note = tidy_levels(levels)
+        self.levels_note = None
+        if (concurrencies := levels.get("levels")) is not None:
+            tidy, self.levels_note = tidy_levels([int(c) for c in concurrencies])
+            levels["levels"] = list(tidy)
+        prompts = value("prompts") or "synthetic"
         data = {
-            "levels": list(tidy),
+            **levels,
+            "prompts": prompts if prompts in PROMPT_SETS else os.path.abspath(os.path.expanduser(prompts)),
             "requests": int(requests) if requests.isdigit() else requests,
             "max_tokens": whole("max_tokens", "max_tokens"),
             "input_tokens": whole("input_tokens", "Prompt tokens"),
@@ -129,7 +157,7 @@ class SweepForm(ModalScreen[SweepSettings | None]):
         except ValueError as e:
             self.query_one("#error", Label).update(Text(str(e)))
             return
-        if (most := max(chosen.levels)) > ABSURD_C and self.asked != chosen.levels:
+        if not chosen.rates and (most := max(chosen.levels)) > ABSURD_C and self.asked != chosen.levels:
             self.asked = chosen.levels  # said once: Start again goes ahead
             self.query_one("#error", Label).update(
                 Text(f"C={most} is more than {ABSURD_C} requests in flight, beyond what one server takes: Start again sweeps it anyway")
