@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, Strict, model_validator, with_config
 
-from console.schema import Documented, Int, PositiveInt, Seconds, Str, about, describe, expect, validate
+from console.schema import Documented, Int, PositiveInt, Seconds, Str, about, describe, expect, must, validate
 
 DEFAULT_LEVELS = (1, 2, 5, 10, 30, 70, 100, 250)
 PROMPT_SETS = ("synthetic", "humaneval")  # `prompts` names one of these, or else a file (console/sweep/prompt_sets.py)
@@ -29,6 +29,14 @@ RATE_KEY = 1000  # a rate level's key: its requests per second in thousandths (a
 Rate = Annotated[float, Strict(), Field(ge=1 / RATE_KEY, le=100_000)]
 Rates = Annotated[tuple[Rate, ...], expect("a list of request rates (requests per second, from 0.001)")]
 Requests = Annotated[Literal["auto", "c"] | Annotated[int, Strict(), Field(gt=0)], expect("'auto', 'c' or a positive integer")]
+
+
+def _slo(text: str) -> bool:
+    try:
+        slo_terms(text)
+    except ValueError:
+        return False
+    return True
 
 
 def parse_levels(text: str) -> list[int]:
@@ -91,6 +99,19 @@ class SweepSettings:
         PositiveInt,
         about("with rates: requests in flight at most; an arrival past it waits, and the level says its rate was not offered"),
     ] = 1024
+    # console/sweep/capacity.py
+    find_capacity: Annotated[
+        Annotated[str, Strict(), must(_slo, "{value}: an SLO such as 'ttft_p90_ms<=500,itl_p90_ms<=30'")] | None,
+        about(
+            "an SLO (ttft_p90_ms<=MS, itl_p90_ms<=MS, user_tok_s>=TOK_S, comma-separated): search the highest load that "
+            "meets it, doubling from the first level, then halving the bracket, instead of measuring the levels"
+        ),
+    ] = None
+    capacity_precision: Annotated[
+        Annotated[float, Strict(), Field(gt=0, lt=1)],
+        expect("a number between 0 and 1"),
+        about("a capacity search stops when the highest load that met the SLO and the lowest that did not lie within this share"),
+    ] = 0.1
     duration_s: Annotated[Seconds | None, about("instead of a request count: run each level this long")] = None
     warmup: Annotated[
         Annotated[int, Strict(), Field(ge=0), expect("a non-negative integer")], about("requests per level sent first and not counted")

@@ -34,6 +34,7 @@ LOADGEN_MODULES = (
     "console/schema.py",
     "console/engines/",  # every module: each engine is one
     "console/sweep/__init__.py",
+    "console/sweep/capacity.py",
     "console/sweep/level_stats.py",
     "console/sweep/metrics.py",
     "console/sweep/model.py",

@@ -29,7 +29,7 @@ from console.sweep.model import LevelDone, LevelProgress, LevelRetry, LevelStart
 from console.sweep.runs.files import pending_spool
 from console.sweep.runs.lock import holder
 from console.sweep.runs.store import Run, RunError, delete_run, label, list_runs, open_run, open_run_dir, started_at
-from console.sweep.words.levels import kept_text, level_columns, level_row
+from console.sweep.words.levels import capacity_text, kept_text, level_columns, level_row
 from console.sweep.words.parts import drift_text
 from console.sweep.words.verdicts import at, naming, value
 from console.untrusted import visible
@@ -290,6 +290,8 @@ async def _follow(handle: SweepHandle, out: Console, as_json: bool, progress: Pr
                 status = 3
             case SweepDone() if event.aborted or event.stopped:
                 out.print("sweep " + ("aborted" if event.aborted else "stopped") + ": finished requests are kept")
+            case SweepDone() if event.capacity is not None:
+                out.print(Text(capacity_text(event.capacity), style="bold"))
     return status
 
 
@@ -318,6 +320,8 @@ def show_run(config_path: str | None, name: str) -> int:
         out.print(table)
     for line in run.workload:
         out.print(line, markup=False, highlight=False)
+    if run.meta.capacity is not None:
+        out.print(capacity_text(run.meta.capacity), markup=False, highlight=False)
     if run.client_placement:
         out.print(f"the load generator ran {run.client_placement}", markup=False, highlight=False)
     if run.served_by:

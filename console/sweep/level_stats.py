@@ -49,6 +49,19 @@ class Quantiles:
         return self._sketch.get_quantile_value(q / 100)
 
 
+def percentile_interval(values: Quantiles, q: float, n: int) -> tuple[float | None, float | None]:
+    """The 95 % interval of the q-th percentile from n independent draws, distribution-free: the values at the ranks
+    the binomial distribution bounds (its normal approximation). A distribution of more values than n draws (ITL over
+    every token of n requests: a request's tokens are not independent of each other) is read at those ranks as shares
+    of it. (None, None) from fewer than two draws."""
+    if n < 2:
+        return None, None
+    share = q / 100
+    half = 1.96 * math.sqrt(n * share * (1 - share))
+    low, high = max(0, math.floor(n * share - half)), min(n - 1, math.ceil(n * share + half))
+    return values.percentile(100 * low / (n - 1)), values.percentile(100 * high / (n - 1))
+
+
 class Moments:
     """The mean of some values and its 95 % interval (Welford's running mean and sum of squares)."""
 
@@ -206,6 +219,8 @@ class LevelStats:
         self, wall_s: float, server: dict[str, float] | None = None, *, failed: str | None = None, attempts: int = 1
     ) -> LevelMetrics:
         total = self.tokens / wall_s if wall_s > 0 else 0.0
+        ttft_p90, itl_p90 = percentile_interval(self.ttft_q, 90, self.ttft.n), percentile_interval(self.itl_q, 90, self.ok)
+        speed_p50 = percentile_interval(self.speed_q, 50, self.speeds.n)
         rel = self.busy.relative_halfwidth()
         speed_ci, ttft_ci, itl_ci = self.speeds.interval(), self.ttft.interval(), self.itl_means.interval()
         errors = self.counted - self.ok
@@ -225,6 +240,12 @@ class LevelStats:
             req_tok_s_p50=self.speed_q.percentile(50),
             ttft_p50=self.ttft_q.percentile(50),
             ttft_p90=self.ttft_q.percentile(90),
+            ttft_p90_lo=ttft_p90[0],
+            ttft_p90_hi=ttft_p90[1],
+            itl_p90_lo=itl_p90[0],
+            itl_p90_hi=itl_p90[1],
+            req_tok_s_p50_lo=speed_p50[0],
+            req_tok_s_p50_hi=speed_p50[1],
             ttft_p99=self.ttft_q.percentile(99),
             itl_p50=self.itl_q.percentile(50),
             itl_p90=self.itl_q.percentile(90),

@@ -87,6 +87,13 @@ class LevelMetrics(_Strict):
     attempts: PositiveInt = 1  # repeats of the level merged into these numbers
     retried: NonNegativeInt = 0  # requests sent again on a connection of their own (the server closed a kept-alive one)
     lacking: NonNegativeInt = 0  # requests the level still lacks: it was cut short (an abort) and a resume measures them
+    # 95 % intervals of the percentiles an SLO holds a level to (console/sweep/capacity.py), over its requests
+    ttft_p90_lo: float | None = None
+    ttft_p90_hi: float | None = None
+    itl_p90_lo: float | None = None
+    itl_p90_hi: float | None = None
+    req_tok_s_p50_lo: float | None = None
+    req_tok_s_p50_hi: float | None = None
 
     @property
     def error_rate(self) -> float:
@@ -278,11 +285,33 @@ class LevelRetry(_Strict):
     reason: str | None = None
 
 
+class CapacityStep(_Strict):
+    """A level of a capacity search: its key, whether it met the SLO (serves, fails, unsure), and why."""
+
+    c: PositiveInt
+    decision: Literal["serves", "fails", "unsure"]
+    why: str
+
+
+class Capacity(_Strict):
+    """What a capacity search found (console/sweep/capacity.py): the highest level that met the SLO and the lowest that
+    did not (None: none did, or none was found within the levels a server takes), to this precision."""
+
+    slo: str
+    served: int | None = None
+    failed: int | None = None
+    precision: float
+    undecided: list[int] = Field(default_factory=list)  # levels still undecided after more requests: counted as failing
+    rates: bool = False  # its levels are rates (thousandths of a request per second)
+    steps: list[CapacityStep] = Field(default_factory=list)  # each level as measured, in turn
+
+
 class SweepDone(_Strict):
     type: Literal["sweep_done"] = "sweep_done"
     aborted: bool = False
     stopped: bool = False
     failed: str | None = None  # why the sweep stopped before its last level
+    capacity: Capacity | None = None  # a capacity search's answer
 
 
 class LevelProgress(_Strict):
@@ -353,6 +382,7 @@ class RunMeta(BaseModel):
     measured_from: list[str] | None = None  # its profile is an adaptive one pivot wrote from these runs (baseline, drafting)
     prompt_set: PromptSetFacts | None = None  # the prompt set its requests drew from (None: synthetic prompts)
     workload: PromptSource | None = None  # what its requests asked and how long their answers ran, at the last start
+    capacity: Capacity | None = None  # its last capacity search's answer (console/sweep/capacity.py)
 
     def argv_or_words(self) -> list[str]:
         """The server's command line: its argv, or (runs recorded before it was kept) its command line split."""

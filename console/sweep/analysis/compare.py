@@ -31,7 +31,7 @@ from console.sweep.analysis.repeats import Repeat, repeats
 from console.sweep.analysis.sides import SIDES, Side
 from console.sweep.analysis.slo import Slo, SloAnswer, answer, goodput
 from console.sweep.analysis.verification import Verification, verification
-from console.sweep.model import LevelDone
+from console.sweep.model import Capacity, LevelDone
 from console.sweep.runs.store import Run, label
 
 if TYPE_CHECKING:
@@ -62,6 +62,7 @@ class Comparison:
     goodput: dict[Side, dict[int, float]] = field(default_factory=dict)  # per C, requests/s meeting the SLO
     frontier: Frontier | None = None  # where one run's throughput per GPU at a user's speed lies above the other's
     energy: Energy | None = None  # who spends less energy per output token where
+    capacity: dict[Side, Capacity] = field(default_factory=dict)  # each run's capacity search, where both searched
 
     @property
     def drafting(self) -> Run:
@@ -277,4 +278,5 @@ def compare(
         goodput={"a": goodput(a, slo), "b": goodput(b, slo)} if slo else {},
         frontier=dominance(a, b, margin),
         energy=energy(a, b, cmp_levels),
+        capacity={"a": a.meta.capacity, "b": b.meta.capacity} if a.meta.capacity and b.meta.capacity else {},
     )

@@ -16,7 +16,7 @@ import math
 import os
 import socket
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from console.engines import ENGINES, Engine
@@ -24,6 +24,7 @@ from console.engines import ENGINES, Engine
 if TYPE_CHECKING:
     import aiohttp
 from console.settings import SweepSettings, level_name
+from console.sweep.capacity import AGAIN, MOST_C, SAID, CapacitySearch, decide
 from console.sweep.level_stats import LevelStats, Moments, Quantiles
 from console.sweep.loadgen.feed import Arrivals, Feed, Share, requests_from, schedule, sender, watch_lag
 from console.sweep.loadgen.requests import Client, TokensPerChunk, UniquePrompts
@@ -369,7 +370,8 @@ async def sweep(
     engine = ENGINES.get(kind or "")
     ignore_eos = (engine is None or engine.ignore_eos) and settings.output_lengths != "natural"
     failed: str | None = None
-    most = settings.max_in_flight if settings.rates else max(levels)  # connections: one a request in flight
+    search_asked = bool(settings.find_capacity) and not repeat
+    most = settings.max_in_flight if settings.rates else MOST_C if search_asked else max(levels)  # a connection each
     async with Client(url, headers, most, settings.idle_timeout_s) as client:
         facts = await server_facts(client.session())
         model = settings.model or facts.model or "default"
@@ -400,7 +402,7 @@ async def sweep(
             )
         )
         workers = None
-        if any(settings.workers_for(c, os.cpu_count()) > 1 for c in levels):
+        if any(settings.workers_for(c, os.cpu_count()) > 1 for c in [*levels, *([MOST_C] if search_asked else [])]):
             unique = source.share() if isinstance(source, UniquePrompts) else None
             sweep_order = {"url": url, "headers": headers, "settings": settings.to_dict(), "model": model, "most": max(levels)}
             workers = Workers({**sweep_order, "ignore_eos": ignore_eos, "prompts": pool, "answers": answers, "unique": unique})
@@ -430,15 +432,32 @@ async def sweep(
 
         stopped = False
         measured = False
+        search = (
+            CapacitySearch(settings.find_capacity, levels[0], settings.capacity_precision, bool(settings.rates))
+            if settings.find_capacity and not repeat
+            else None
+        )
+
+        def upcoming() -> Iterator[int]:
+            """The levels in turn; a capacity search's, one at a time, each chosen from what the ones before found."""
+            if search is None:
+                yield from levels
+                return
+            while (c := search.next()) is not None:
+                yield c
+
         try:
-            for c in levels:
-                if c in done:
+            for c in upcoming():
+                name = level_name(c, bool(settings.rates))
+                if c in done and search is None:
                     continue
                 if stop_after_level.is_set():
                     stopped = True
                     break
                 more = (top_up or {}).get(c)
-                result = await measure(c=c, repeat=bool(repeat) or more is not None, requests=more)
+                if search is not None and not settings.rates:  # C in flight, twice over: a level that never had C is not C
+                    more = max(settings.requests_for(c), 2 * c)
+                result = await measure(c=c, repeat=bool(repeat) or (more is not None and search is None), requests=more)
                 measured = True
                 answering = True
                 if result.failed and not watch.changed:
@@ -447,8 +466,19 @@ async def sweep(
                         sink.emit(LevelRetry(c=c, reason=result.failed))
                         result = await measure(c=c, repeat=bool(repeat) or more is not None, requests=more)
                 if watch.changed:  # what follows would measure another server than the levels before
-                    failed = f"C={c}: {watch.changed}: the sweep stops here"
+                    failed = f"{name}: {watch.changed}: the sweep stops here"
                     break
+                if search is not None and answering:  # a level that failed under load is one that fails the SLO
+                    decision, why = decide(result, search.slo)
+                    for _ in range(AGAIN):  # undecided: measured again with twice the requests, twice at most
+                        if decision != "unsure" or stop_after_level.is_set():
+                            break
+                        more = 2 * (more or settings.requests_for(c))
+                        result = await measure(c=c, requests=more)
+                        decision, why = decide(result, search.slo)
+                    search.record(c, decision, why)
+                    sink.show(Said(type="notice", message=f"{name}: {SAID[decision]} ({why})"))
+                    continue
                 if result.failed:
                     why = (
                         ""
@@ -457,17 +487,22 @@ async def sweep(
                         if server_gone is not None and server_gone.is_set()
                         else f"; the server did not answer for {settings.server_wait_s:g} s"
                     )
-                    failed = f"C={c}: {result.failed}" + (f" ({result.first_error})" if result.first_error else "") + why
+                    failed = f"{name}: {result.failed}" + (f" ({result.first_error})" if result.first_error else "") + why
                     break
             check_drift = (
-                settings.drift_check and measured and not (stopped or failed or repeat) and len(levels) > 1 and levels[0] not in done
+                settings.drift_check
+                and measured
+                and search is None
+                and not (stopped or failed or repeat)
+                and len(levels) > 1
+                and levels[0] not in done
             )  # (a first level of an earlier session: another server, maybe)
             if check_drift and not stop_after_level.is_set():  # its first level again: how far the server drifted meanwhile
                 await measure(c=levels[0], reference=True)
         finally:
             if workers is not None:
                 await workers.close()
-        sink.emit(SweepDone(stopped=stopped, failed=failed))
+        sink.emit(SweepDone(stopped=stopped, failed=failed, capacity=search.result() if search is not None else None))
     sink.sync()
     return 3 if failed else 0
 

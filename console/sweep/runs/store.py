@@ -33,6 +33,7 @@ from console.files import replacing, write_atomically
 from console.settings import SweepSettings, rate_key
 from console.sweep.level_stats import level_metrics
 from console.sweep.model import (
+    Capacity,
     ClientPlacement,
     EventError,
     LevelDone,
@@ -123,6 +124,7 @@ class _Summary:
     server: ServerFacts | None  # what the server said of itself at the last start
     client: ClientPlacement | None  # where the load generator ran, at the last start
     workload: PromptSource | None  # what its requests asked, and how long their answers ran, at the last start
+    capacity: Capacity | None  # the last capacity search's answer
     reference: LevelDone | None  # the first level measured again at the end of the last sweep that did
 
 
@@ -140,8 +142,9 @@ def _summarize(scan: RunEvents, wanted: set[int]) -> _Summary:
     server = next((e.server.model_copy(update={"busy": None}) for e in reversed(started) if e.server), None)
     client = next((e.client for e in reversed(started) if e.client), None)
     workload = next((e.prompts for e in reversed(started) if e.prompts), None)
+    capacity = next((d.capacity for d in reversed(done) if d.capacity), None)
     reference = next((r for r in reversed(scan.of_type(LevelDone)) if r.reference and r.measured), None)
-    return _Summary(levels, state, (last.failed or None) if last else None, server, client, workload, reference)
+    return _Summary(levels, state, (last.failed or None) if last else None, server, client, workload, capacity, reference)
 
 
 _SUMMARIES: dict[Path, tuple[tuple[int, int, int], _Summary | EventsCorrupt]] = {}
@@ -402,6 +405,8 @@ class Run:
             self.meta.client = summary.client
         if summary.workload is not None:
             self.meta.workload = summary.workload
+        if summary.capacity is not None:
+            self.meta.capacity = summary.capacity
         write_meta(self.dir, self.meta)
 
 

@@ -7,7 +7,7 @@ from console.sweep.analysis.compare import Comparison, bracket
 from console.sweep.analysis.crossover import Crossover
 from console.sweep.analysis.sides import SIDES, Side
 from console.sweep.words.advice import advice_text
-from console.sweep.words.parts import energy_line, frontier_text, notes_text, slo_text, verification_text
+from console.sweep.words.parts import capacities_text, energy_line, frontier_text, notes_text, slo_text, verification_text
 from console.sweep.words.repeats import repeat_text
 from console.sweep.words.verdicts import at, bound, naming, near, undecided, where
 
@@ -81,6 +81,7 @@ def _report(cmp: Comparison, names: dict[Side, str] | None) -> list[str]:
         f"recommendation: {recommendation(cmp, names)}",
         *([f"verification: {'; '.join(verification_text(v, aliases) for v in cmp.verification)}"] if cmp.verification else []),
         *([f"slo: {slo_text(cmp.slo, names)}"] if cmp.slo else []),
+        *([capacities_text(cmp.capacity, names)] if cmp.capacity else []),
         f"crossover, total tok/s: {crossover_text(cmp.total, cmp, names)}",
         f"crossover, per-request tok/s: {crossover_text(cmp.per_request, cmp, names)}",
         f"saturation (< 10 % more to the next level): {sat}",

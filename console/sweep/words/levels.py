@@ -7,8 +7,9 @@ import math
 from typing import Any
 
 from console.sweep.analysis.intervals import Verdict
-from console.sweep.model import LevelDone
-from console.sweep.words.verdicts import at, axis, value
+from console.sweep.analysis.slo import Slo
+from console.sweep.model import Capacity, LevelDone
+from console.sweep.words.verdicts import at, axis, naming, value
 from console.untrusted import visible
 
 
@@ -110,6 +111,20 @@ def ratio_text(v: Verdict | None) -> str:
     if None in (v.a.lo, v.a.hi, v.b.lo, v.b.hi):  # a figure without its interval: no spread to show, no verdict
         return f"{v.ratio:.3f}±?{mark}"
     return f"{v.ratio:.3f}±{(v.spread or 0):.3f}{mark}"
+
+
+def capacity_text(cap: Capacity) -> str:
+    """A capacity search's answer: "capacity under TTFT p90 ≤ 500 ms: C=12 meets it, C=13 does not (within 10 %)"."""
+    with naming(cap.rates):
+        under = f"capacity under {Slo.parse(cap.slo)}"
+        undecided = f"; {', '.join(at(c) for c in cap.undecided)} still undecided with more requests: counted as not meeting it"
+        undecided = undecided if cap.undecided else ""
+        if cap.served is None:
+            low = at(cap.failed) if cap.failed is not None else "the first level"
+            return f"{under}: no level met it, down to {low}{undecided}"
+        if cap.failed is None:
+            return f"{under}: {at(cap.served)} meets it, the most a search goes to{undecided}"
+        return f"{under}: {at(cap.served)} meets it, {at(cap.failed)} does not (bracketed within {cap.precision:.0%}){undecided}"
 
 
 def kept_text(levels: list[LevelDone]) -> str:

@@ -10,8 +10,9 @@ from console.sweep.analysis.frontier import Frontier
 from console.sweep.analysis.intervals import POINT_SPREAD, Level
 from console.sweep.analysis.notes import Acceptance, Counted, Drifted, Evidence, Gap, Lagging, Note, SyntheticText
 from console.sweep.analysis.sides import SIDES, Side
-from console.sweep.analysis.slo import SloAnswer
+from console.sweep.analysis.slo import Slo, SloAnswer
 from console.sweep.analysis.verification import Verification
+from console.sweep.model import Capacity
 from console.sweep.words.verdicts import at, figures, undecided, where
 
 
@@ -52,6 +53,28 @@ def slo_text(ans: SloAnswer, names: dict[Side, str]) -> str:
     if ans.choice == "either":
         return text + f": for this SLO either serves alike (within ±{ans.margin * 100:g} %)"
     return text + (f": for this SLO run {names[ans.choice]}" if ans.choice else "")
+
+
+def capacities_text(found: dict[Side, Capacity], names: dict[Side, str]) -> str:
+    """Which run serves more under the SLO both searched, and by how much: "capacity under TTFT p90 ≤ 500 ms: A C=8,
+    B C=12 (each bracketed within 10 %): B serves 1.50× as much"."""
+    a, b = found["a"], found["b"]
+    if a.slo != b.slo or a.rates != b.rates:
+        return f"capacity: {names['a']} searched under {Slo.parse(a.slo)}, {names['b']} under {Slo.parse(b.slo)}: not the same question"
+    each = "; ".join(
+        f"{names[side]} {at(cap.served) if cap.served is not None else 'no level'}" + (f" (not {at(cap.failed)})" if cap.failed else "")
+        for side, cap in found.items()
+    )
+    said = f"capacity under {Slo.parse(a.slo)}: {each}"
+    if a.served is None or b.served is None:
+        return said
+    unit = "requests per second" if a.rates else "users"
+    pairs: tuple[tuple[Side, Side], ...] = (("a", "b"), ("b", "a"))
+    for more, less in pairs:  # one meets it where the other does not: it serves more
+        over, under = found[more], found[less]
+        if over.served is not None and under.served and under.failed is not None and over.served >= under.failed:
+            return said + f": {names[more]} serves more, about {over.served / under.served:.2f}× the {unit} of {names[less]}"
+    return said + ": their brackets overlap, so neither is shown to serve more (a finer capacity_precision may tell)"
 
 
 def frontier_text(f: Frontier, names: dict[Side, str]) -> str:
