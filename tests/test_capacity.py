@@ -60,10 +60,10 @@ def test_two_servers_capacities_are_found_and_compared(llama_server, tmp_path: P
         assert done.returncode == 0, done.stderr
         assert "capacity under TTFT p90 ≤ 300 ms: C=" in done.stdout
     four, eight = list_runs(tmp_path / "campaign")
-    for run, slots in ((four, 4), (eight, 8)):
+    for run, count in ((four, 4), (eight, 8)):
         cap = run.meta.capacity
         assert cap is not None and cap.served is not None and cap.failed is not None
-        assert cap.served >= slots // 2 and cap.failed <= 4 * slots  # about where its slots run out
+        assert cap.served >= count // 2 and cap.failed <= 4 * count  # about where its slots run out
         assert cap.failed - cap.served <= max(1, 0.2 * cap.served) + 1 and cap.steps  # bracketed, the search kept
         events = [json.loads(line) for line in (run.dir / "events.jsonl").read_text().splitlines()]
         assert [e["c"] for e in events if e["type"] == "level_done"][:2] == [1, 2]  # doubling from the first level

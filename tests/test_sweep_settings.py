@@ -58,7 +58,7 @@ def test_what_run_toml_keeps_reads_back_the_same() -> None:
         ({"api": "responses"}, "api: expected completions or chat, got 'responses'"),
         ({"extra_body": [1]}, "extra_body: expected a table of request fields, got [1]"),
         ({"seed": 1.5}, "seed: expected an integer, got 1.5"),
-        ({"max_token": 64}, "max_token: unknown key (known: levels, requests, min_requests, duration_s, warmup, "),
+        ({"max_token": 64}, "max_token: unknown key (known: levels, requests, min_requests, rates, arrival, burstiness, max_in_flight, "),
     ],
 )
 def test_a_bad_value_is_one_line_naming_the_key(data: dict[str, object], message: str) -> None:

@@ -163,7 +163,18 @@ class CampaignActions:
                 raise ActionFailed(
                     f"a runbook may not set {key}: it would send {OPERATOR_ONLY[key]}; set it in pivot.toml's [sweep] if you mean it"
                 )
-            data[key] = [int(c) for c in value.split(",")] if key == "levels" else int(value) if value.isdigit() else value
+            try:
+                data[key] = (
+                    [int(c) for c in value.split(",")]
+                    if key == "levels"
+                    else [float(r) for r in value.split(",")]
+                    if key == "rates"
+                    else int(value)
+                    if value.isdigit()
+                    else value
+                )
+            except ValueError:
+                raise ActionFailed(f"{key}={value}: expected a list of numbers, such as {key}=1,2,4") from None
         try:
             handle = await self.session.sweeps.start(SweepSettings.from_dict(data), via=self.via)
         except (RunError, RemoteError, ValueError) as e:

@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.url is not None:
                 done = completed_levels(args.run_dir) if args.resume else set()
                 common["top_up"] = lacking_levels(args.run_dir) if args.resume else {}
-                common["sent"] = prompts_sent(args.run_dir)
+                common["sent"] = prompts_sent(args.run_dir) if args.resume or args.repeat else {}  # (a new run has none)
                 return await sweep(args.url, sink, settings, placement=client_placement("direct"), done=done, **common)
             spec = config.load(args.config).host(args.host)
             conn = Connection(spec)
@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
                 await _fetch_pending(conn, spec, sink, args.run_dir)
             done = completed_levels(args.run_dir) if args.resume else set()
             common["top_up"] = lacking_levels(args.run_dir) if args.resume else {}
-            common["sent"] = prompts_sent(args.run_dir)
+            common["sent"] = prompts_sent(args.run_dir) if args.resume or args.repeat else {}
             warnings: list[str] = []
             if settings.client != "console":
                 order = HostOrder(
