@@ -262,7 +262,7 @@ class SweepChart(PlotextPlot):
                 marker="●",
                 color=colours["chart-live"],
             )
-        plt.title("total output tok/s by concurrency")
+        plt.title("total output tok/s by request rate" if data.rates else "total output tok/s by concurrency")
         self._even_ticks()
         self.refresh()
         return True

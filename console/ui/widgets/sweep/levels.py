@@ -33,17 +33,29 @@ def note(e: LevelDone) -> str:
 class LevelTable(DataTable[str]):
     def __init__(self, **kw: Any):
         super().__init__(cursor_type="row", zebra_stripes=True, **kw)
+        self.rates = False  # its levels are request rates: the first column is named so
 
     def on_mount(self) -> None:
+        self._head(rates=False)
+
+    def _head(self, rates: bool) -> None:
+        """Its columns, the first named as the levels are: C, or rate."""
+        self.rates = rates
         for col in COLUMNS:
-            self.add_column(col, key=col)
+            self.add_column("rate" if col == "C" and rates else col, key=col)
 
     def show(self, levels: list[LevelDone]) -> None:
-        self.clear()
+        rates = any(e.rate is not None for e in levels)
+        self.clear(columns=rates != self.rates)
+        if not self.columns:
+            self._head(rates)
         for e in levels:
             self.add(e)
 
     def add(self, e: LevelDone) -> None:
+        if (e.rate is not None) != self.rates and not self.row_count:  # a sweep of the other kind begins
+            self.clear(columns=True)
+            self._head(e.rate is not None)
         ms = lambda v: "—" if v is None else f"{v * 1000:.0f}"
         num = lambda v: "—" if v is None else f"{v:.1f}"
         lo, hi, total = e.total_tok_s_lo, e.total_tok_s_hi, e.total_tok_s
