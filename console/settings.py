@@ -26,8 +26,9 @@ WORKER_C = 128  # requests in flight one load generator process carries, with `w
 
 Levels = Annotated[tuple[PositiveInt, ...], Field(min_length=1), expect("a list of positive integers")]
 RATE_KEY = 1000  # a rate level's key: its requests per second in thousandths (a run's levels are whole numbers)
-Rate = Annotated[float, Strict(), Field(ge=1 / RATE_KEY, le=100_000)]
-Rates = Annotated[tuple[Rate, ...], expect("a list of request rates (requests per second, from 0.001)")]
+# a rate is keyed in thousandths: one of more decimals would be sent rounded, and two such rates measured as one
+Rate = Annotated[float, Strict(), Field(ge=1 / RATE_KEY, le=100_000), must(lambda r: abs(r * RATE_KEY - round(r * RATE_KEY)) < 1e-6, "")]
+Rates = Annotated[tuple[Rate, ...], expect("a list of request rates (requests per second, from 0.001, to three decimals)")]
 Requests = Annotated[Literal["auto", "c"] | Annotated[int, Strict(), Field(gt=0)], expect("'auto', 'c' or a positive integer")]
 
 

@@ -29,6 +29,10 @@ def test_a_level_meets_the_slo_only_over_its_whole_interval() -> None:
     assert decide(level(4, (300, 700)), slo) == ("unsure", "TTFT p90 300.0–700.0 around 500")
     assert decide(level(4, (100, 200), failed="40 of 40 requests failed"), slo)[0] == "fails"
     assert decide(level(64, (100, 200), peak_in_flight=16), slo)[0] == "unsure"  # never C in flight: not C
+    # an interval's end past the largest value measured (too few requests) is unknown: it decides only the other way
+    open_top = LevelDone.model_validate({"c": 4, "requests": 16, "errors": 0, "total_tok_s": 1.0, "ttft_p90_lo": 0.2})
+    assert decide(open_top, slo) == ("unsure", "TTFT p90 200.0–?: more requests to bound it")
+    assert decide(open_top.model_copy(update={"ttft_p90_lo": 0.6}), slo)[0] == "fails"
 
 
 def test_the_search_doubles_then_halves_the_bracket_to_its_precision() -> None:
@@ -72,3 +76,16 @@ def test_two_servers_capacities_are_found_and_compared(llama_server, tmp_path: P
     compared = pivot(tmp_path, *common, "compare", four.name, eight.name).stdout
     assert "capacity under TTFT p90 ≤ 300 ms: A C=" in compared or f"capacity under TTFT p90 ≤ 300 ms: {four.name}" in compared
     assert "serves more, about" in compared or "brackets overlap" in compared
+
+
+def test_a_p90_from_too_few_requests_has_no_upper_end() -> None:
+    from console.sweep.level_stats import Quantiles, percentile_interval
+
+    values = Quantiles()
+    for v in range(16):
+        values.add(float(v))
+    assert percentile_interval(values, 90, 16)[1] is None  # its 97.5 % end lies past the largest of 16
+    for v in range(16, 100):
+        values.add(float(v))
+    low, high = percentile_interval(values, 90, 100)
+    assert low is not None and high is not None and low < 90 < high < 99

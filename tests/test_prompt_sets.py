@@ -33,6 +33,21 @@ SHAREGPT = [  # ShareGPT's own shape: a JSON array, each conversation's turns "f
 ]
 
 
+def test_records_without_a_user_prompt_are_left_out_and_said(tmp_path: Path) -> None:
+    """As vLLM's ShareGPT reader leaves out conversations without a turn to send; a tool's turn, or one without text,
+    is left out of its conversation."""
+    lines = [
+        {"prompt": "a"},
+        {"text": "b"},
+        {"messages": [{"role": "tool", "content": "x"}, {"role": "user", "content": "q"}, {"role": "assistant", "content": None}]},
+        {"conversations": []},
+    ]
+    (tmp_path / "p.jsonl").write_text("\n".join(json.dumps(line) for line in lines))
+    found = load(str(tmp_path / "p.jsonl"))
+    assert found.prompts == ("a", [{"role": "user", "content": "q"}])
+    assert found.origin.endswith(f"2 record(s) without a user prompt left out, the first at {tmp_path}/p.jsonl:2")
+
+
 def test_every_named_set_is_known_to_the_settings() -> None:
     assert set(PROMPT_SETS) == {"synthetic", *INSTALLED}
 
@@ -76,7 +91,6 @@ def test_a_file_of_prompts_messages_or_conversations_gzipped_or_not(tmp_path: Pa
     [
         (b'{"prompt": "a"}\n{"prompt": "b"\n', "p.jsonl:2: not JSON (Expecting ',' delimiter)"),
         (b'{"prompt": "a"}\n\n{"prompt": "caf\xe9"}\n', "p.jsonl:3: not UTF-8 (byte 0xe9)"),
-        (b'{"prompt": "a"}\n{"text": "b"}\n', 'p.jsonl:2: no prompt in it (wanted a "prompt" text, "messages" or "conversations")'),
         (b'{"conversations": [{"from": "gpt", "value": "only an answer"}]}\n', "p.jsonl:1: no prompt in it"),
         (b"\n\n", "p.jsonl: no prompts in it"),
         (gzip.compress(b'{"prompt": "a"}\n')[:-6], "p.jsonl: a gzip file that cannot be read"),

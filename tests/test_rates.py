@@ -28,7 +28,7 @@ def test_the_schedules_offer_their_rate_with_their_spread() -> None:
 
     for arrival in ("constant", "poisson", "gamma"):
         times = list(schedule(4.0, arrival, 0.5, 2000, "0:4000:0:arrivals"))
-        assert times[0] == 0 and times[-1] == pytest.approx(2000 / 4)  # the last at count / rate: the rate offered
+        assert times[0] == 0 and times[-1] == pytest.approx(1999 / 4)  # gaps of 1 / rate on average: the rate offered
     assert statistics.pstdev(gaps("constant")) == pytest.approx(0, abs=1e-9)
     cv = {name: statistics.pstdev(g) / statistics.mean(g) for name, g in (("poisson", gaps("poisson")), ("bursty", gaps("gamma", 0.25)))}
     assert 0.9 < cv["poisson"] < 1.1  # exponential gaps: as much spread as mean

@@ -17,7 +17,7 @@ from console.gpu.samples import AgentError, Sample
 from console.remote.errors import RemoteError
 from console.server.state import ServerState
 from console.session import Session
-from console.settings import PROMPT_SETS, SweepSettings
+from console.settings import PROMPT_SETS, SweepSettings, level_name
 from console.sweep.analysis.compare import Comparison, compare, counterpart
 from console.sweep.analysis.refine import refine
 from console.sweep.analysis.repeats import REPEAT_CAP, REPEAT_ROUNDS, repeat_plan
@@ -28,6 +28,7 @@ from console.sweep.runs.store import Run, RunError
 from console.sweep.sweeps import SweepHandle
 from console.sweep.words.comparison import recommendation
 from console.sweep.words.repeats import refusal_text, repeat_time, requests_each
+from console.sweep.words.verdicts import listed, naming
 
 READY_TIMEOUT_S = 1800.0
 RELEASE_TIMEOUT_S = 60.0
@@ -40,6 +41,16 @@ def _them(levels: Sized) -> str:
 
 class ActionFailed(Exception):
     pass
+
+
+def _number(value: str) -> int | float | str:
+    """A runbook's value as TOML would read it: a whole number, a number, or else the text itself."""
+    for kind in (int, float):
+        try:
+            return kind(value)
+        except ValueError:
+            continue
+    return value
 
 
 # sweep settings a runbook may not set: what they would send to the server
@@ -169,9 +180,7 @@ class CampaignActions:
                     if key == "levels"
                     else [float(r) for r in value.split(",")]
                     if key == "rates"
-                    else int(value)
-                    if value.isdigit()
-                    else value
+                    else _number(value)
                 )
             except ValueError:
                 raise ActionFailed(f"{key}={value}: expected a list of numbers, such as {key}=1,2,4") from None
@@ -190,7 +199,7 @@ class CampaignActions:
             if isinstance(event, LevelDone):
                 failed = f" FAILED ({event.failed})" if event.failed else ""
                 again = " (measured again: the sweep's drift)" if event.reference else ""
-                self.say(f"    C={event.c}: {event.total_tok_s:.1f} tok/s{failed}{again}")
+                self.say(f"    {level_name(event.c, event.rate is not None)}: {event.total_tok_s:.1f} tok/s{failed}{again}")
         if handle.end == "failed":
             raise ActionFailed(f"the sweep stopped: {handle.reason}")
 
@@ -227,18 +236,18 @@ class CampaignActions:
             if plan.refusal is not None:
                 return Repeated(run.name, other.name, round_ - 1, (), refusal=refusal_text(plan, {"a": other.name, "b": run.name}))
             before, wanted, requests = wanted, plan.wanted, plan.requests
-            levels = ", ".join(map(str, sorted(wanted)))
+            with naming(run.rates):
+                levels = listed(sorted(wanted))
             asked = requests_each(requests, len(wanted))
             if round_ > 1 and go_on is not None:  # the question says what the last round found first
                 took = repeat_time(cmp.levels, "b", sorted(wanted), requests)
                 settled = sorted(set(before) - set(wanted))
-                found = (f"round {round_ - 1} settled C = {', '.join(map(str, settled))}; " if settled else "") + (
-                    f"{recommendation(cmp)}\n"
-                )
-                if not await go_on(f"{found}round {round_} of {rounds}: C = {levels} of {run.name}, {asked}, {took}"):
+                with naming(run.rates):
+                    found = (f"round {round_ - 1} settled {listed(settled)}; " if settled else "") + (f"{recommendation(cmp)}\n")
+                if not await go_on(f"{found}round {round_} of {rounds}: {levels} of {run.name}, {asked}, {took}"):
                     return Repeated(run.name, other.name, round_ - 1, tuple(sorted(wanted)), stopped=True)
             self.say(
-                f"  round {round_} of {rounds}: repeating C = {levels} of {run.name}, "
+                f"  round {round_} of {rounds}: repeating {levels} of {run.name}, "
                 f"{asked} (what the comparison estimates would settle {_them(wanted)}"
                 + (f", capped at {REPEAT_CAP}" if requests < plan.estimate else "")
                 + ")"

@@ -72,6 +72,8 @@ def plan(cfg: Config, cmp: Comparison) -> AdaptivePlan:
         raise NoAdaptiveProfile(
             f"no adaptive profile: {label(cmp.a)} and {label(cmp.b)} {both}, so there is no speculation to switch by batch size"
         )
+    if cmp.rates:  # an engine switches drafting by its running batch: a request rate names none
+        raise NoAdaptiveProfile("no adaptive profile: its runs' levels are request rates, and drafting is switched by batch size")
     if cmp.helps_up_to is None:
         raise NoAdaptiveProfile(f"no adaptive profile: {recommendation(cmp)}")
     run = cmp.drafting

@@ -23,6 +23,8 @@ SAID = {"serves": "meets the SLO", "fails": "does not meet the SLO", "unsure": "
 AGAIN = 2  # times a level the SLO cannot decide is measured again, each with twice the requests
 MOST_C = 4096  # the search stops doubling here (a level above it is no server's)
 MOST_RATE = 100_000 * RATE_KEY
+LEAST_RATE_SHARE = 16  # a rate search halves to a sixteenth of its first level at most: lower takes hours of arrivals
+LEAST_REQUESTS = 64  # a level's p90 interval needs about this many requests not to end at its largest value
 
 
 def decide(level: LevelDone, slo: str) -> tuple[Decision, str]:
@@ -44,17 +46,15 @@ def decide(level: LevelDone, slo: str) -> tuple[Decision, str]:
         if key != "user_tok_s" and level.lagging:
             unsure.append(f"{name} not measured ({level.lagging})")
             continue
-        if lo is None or hi is None:
-            unsure.append(f"{name} has no interval (too few requests)")
+        # an end of None lies past the largest (or smallest) value measured: too few requests to know it
+        low, high = (None if v is None else v * scale for v in (lo, hi))
+        shown = f"{name} {'?' if low is None else f'{low:.1f}'}–{'?' if high is None else f'{high:.1f}'}"
+        if (high is not None and high <= bound) if most else (low is not None and low >= bound):
             continue
-        low, high = lo * scale, hi * scale
-        shown = f"{name} {low:.1f}–{high:.1f}"
-        if (high <= bound) if most else (low >= bound):
-            continue
-        if (low > bound) if most else (high < bound):
+        if (low is not None and low > bound) if most else (high is not None and high < bound):
             broken.append(f"{shown} {'>' if most else '<'} {bound:g}")
         else:
-            unsure.append(f"{shown} around {bound:g}")
+            unsure.append(f"{shown} around {bound:g}" if low is not None and high is not None else f"{shown}: more requests to bound it")
     if broken:
         return "fails", "; ".join(broken)
     if unsure:
@@ -79,7 +79,7 @@ class CapacitySearch:
     def next(self) -> int | None:
         """The next level to measure; None when the capacity is bracketed (or beyond what a level can be)."""
         lo, hi = self.served, self.failed
-        floor = 1
+        floor = max(1, self.start // LEAST_RATE_SHARE) if self.rates else 1
         if hi is None:
             if lo is None:
                 return self.start

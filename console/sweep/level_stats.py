@@ -58,8 +58,12 @@ def percentile_interval(values: Quantiles, q: float, n: int) -> tuple[float | No
         return None, None
     share = q / 100
     half = 1.96 * math.sqrt(n * share * (1 - share))
-    low, high = max(0, math.floor(n * share - half)), min(n - 1, math.ceil(n * share + half))
-    return values.percentile(100 * low / (n - 1)), values.percentile(100 * high / (n - 1))
+    low, high = math.floor(n * share - half), math.ceil(n * share + half)
+    # a rank past the draws' ends: the interval's end lies beyond what was drawn, and is not known (None)
+    return (
+        values.percentile(100 * low / (n - 1)) if low >= 0 else None,
+        values.percentile(100 * high / (n - 1)) if high <= n - 1 else None,
+    )
 
 
 class Moments:
@@ -165,7 +169,7 @@ class LevelStats:
     def __init__(self, c: int, *, exact: bool = False) -> None:
         """exact: every value kept (a level read back whole, its records in memory already)."""
         self.c = c
-        self.counted = self.ok = self.tokens = 0
+        self.counted = self.ok = self.tokens = self.all_tokens = 0
         self.usage_missing = self.short = self.over_asked = self.over_asked_any = self.retried = 0
         self.first_error: str | None = None
         self.speeds, self.ttft, self.itl_means = Moments(), Moments(), Moments()
@@ -178,6 +182,7 @@ class LevelStats:
 
     def add(self, r: RequestRecord) -> None:
         self.over_asked_any += r.over_asked  # warm-up and failed requests too: the server overran max_tokens
+        self.all_tokens += r.tokens  # warm-up too: what a server's own counters count
         if r.warmup:
             return
         self.counted += 1

@@ -100,8 +100,8 @@ def load(name: str, turns: str = "first") -> PromptSet:
             data = f.read(MAX_FILE + 1)
     except OSError as e:
         raise PromptSetError(f"{name}: cannot read: {e.strerror or e}") from None
-    prompts = _records(name, _unzipped(name, data), turns)
-    return _made(name, prompts, f"the file {path.resolve()}")
+    records, left_out = _records(name, _unzipped(name, data), turns)
+    return _made(name, records, f"the file {path.resolve()}", left_out)
 
 
 def _installed(spec: Installed) -> PromptSet:
@@ -114,14 +114,17 @@ def _installed(spec: Installed) -> PromptSet:
             f"(pip install 'pivot[{spec.extra}]' or pip install {spec.distribution})"
         ) from None
     where = f"{spec.distribution} {version} (PyPI), {spec.package}/{spec.resource}"
-    return _made(spec.name, _records(where, _unzipped(where, data), "first", (spec.field, spec.answer)), where)
+    records, left_out = _records(where, _unzipped(where, data), "first", (spec.field, spec.answer))
+    return _made(spec.name, records, where, left_out)
 
 
-def _made(name: str, records: list[tuple[Any, str | None]], origin: str) -> PromptSet:
+def _made(name: str, records: list[tuple[Any, str | None]], origin: str, left_out: list[str] | None = None) -> PromptSet:
     if not records:
         raise PromptSetError(f"{name}: no prompts in it")
     prompts = [prompt for prompt, _ in records]
     digest = hashlib.sha256(json.dumps(prompts, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+    if left_out:  # said where the set is named: what was sent is not the whole file
+        origin += f"; {len(left_out)} record(s) without a user prompt left out, the first at {left_out[0]}"
     return PromptSet(name, tuple(prompts), tuple(answer for _, answer in records), digest, origin)
 
 
@@ -141,9 +144,10 @@ def _unzipped(name: str, data: bytes) -> str:
         raise PromptSetError(f"{name}:{line}: not UTF-8 (byte 0x{data[e.start]:02x})") from None
 
 
-def _records(name: str, text: str, turns: str, fields: tuple[str, str] | None = None) -> list[tuple[Any, str | None]]:
-    """Each record's prompt and its answer, where it has one; a record that gives no prompt is refused with its line
-    (an array's: its index). fields: a set's own (prompt, answer) keys."""
+def _records(name: str, text: str, turns: str, fields: tuple[str, str] | None = None) -> tuple[list[tuple[Any, str | None]], list[str]]:
+    """Each record's prompt and its answer, where it has one; and where the records that give no prompt are (a line,
+    an array's index), left out. A set of none is refused naming the first. fields: a set's own (prompt, answer)
+    keys."""
     stripped = text.lstrip()
     if stripped.startswith("["):
         try:
@@ -160,14 +164,17 @@ def _records(name: str, text: str, turns: str, fields: tuple[str, str] | None = 
                 except json.JSONDecodeError as e:
                     raise PromptSetError(f"{name}:{number}: not JSON ({e.msg})") from None
                 where.append(f"{name}:{number}")
-    records = []
+    records, left_out = [], []
     for item, at in zip(items, where, strict=True):
         found = _record(item, turns, fields)
-        if found is None:
-            wanted = f'"{fields[0]}"' if fields else 'a "prompt" text, "messages" or "conversations"'
-            raise PromptSetError(f"{at}: no prompt in it (wanted {wanted})")
-        records.append(found)
-    return records
+        if found is None:  # (ShareGPT's own file has conversations without a user turn: vLLM leaves them out too)
+            left_out.append(at)
+        else:
+            records.append(found)
+    if left_out and not records:
+        wanted = f'"{fields[0]}"' if fields else 'a "prompt" text, "messages" or "conversations" with a user turn'
+        raise PromptSetError(f"{left_out[0]}: no prompt in it (wanted {wanted})")
+    return records, left_out
 
 
 Prompt = str | list[dict[str, str]]
@@ -188,12 +195,14 @@ def _record(item: Any, turns: str, fields: tuple[str, str] | None) -> tuple[Prom
         messages = [_message(turn, "from", "value") for turn in item["conversations"]]
     elif isinstance(messages, list):
         messages = [_message(turn, "role", "content") for turn in messages]
-    if not isinstance(messages, list) or not messages or any(m is None for m in messages):
+    if not isinstance(messages, list):
         return None
-    return _turns(messages, turns)
+    kept = [m for m in messages if m is not None]
+    return _turns(kept, turns) if kept else None
 
 
 def _message(turn: Any, role_key: str, content_key: str) -> dict[str, str] | None:
+    """A turn as a chat message; None for one pivot does not send (a tool's, one without text): it is left out."""
     if not isinstance(turn, dict):
         return None
     role, content = ROLES.get(str(turn.get(role_key)).lower()), turn.get(content_key)

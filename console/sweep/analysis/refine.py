@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
+from console.settings import level_name
 from console.sweep.analysis.compare import Comparison, bracket, compare, label
 from console.sweep.analysis.intervals import MARGIN
 from console.sweep.runs.store import Run
@@ -38,7 +39,8 @@ async def refine(
         if found is None or found.located:
             break
         level = found.middle
-        say(f"refining {found.what}: C = {found.lo}..{found.hi}, measuring C = {level}")
+        lo, hi, at = (level_name(c, cmp.rates) for c in (found.lo, found.hi, level))
+        say(f"refining {found.what}: {lo}..{hi}, measuring {at}")
         order = (b, a) if driver.running() == b.profile else (a, b)
         for run in order:
             if driver.running() != run.profile:
@@ -48,5 +50,6 @@ async def refine(
         cmp = compare(a, b, margin)
     found = bracket(cmp)
     if found is not None:
-        say(f"{found.what}: between C = {found.lo} and C = {found.hi}" + (" (located)" if found.located else ""))
+        lo, hi = (level_name(c, cmp.rates) for c in (found.lo, found.hi))
+        say(f"{found.what}: between {lo} and {hi}" + (" (located)" if found.located else ""))
     return cmp

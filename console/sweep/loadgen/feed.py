@@ -78,8 +78,9 @@ class Feed:
 def schedule(rate: float, arrival: str, burstiness: float, count: int | None, key: str) -> Iterator[float]:
     """Each request's time to be sent, in seconds from the level's start: the first at 0, the gaps after it drawn
     (seeded by `key`) as vLLM's `bench serve` draws them (vllm/benchmarks/serve.py, get_request): constant 1/rate,
-    exponential (poisson), or gamma(shape=burstiness, scale=1/(rate*burstiness)); and, as it does, a known count's
-    gaps scaled so that its last request is sent at count / rate, so the level offers the rate it names."""
+    exponential (poisson), or gamma(shape=burstiness, scale=1/(rate*burstiness)); and a known count's gaps scaled so
+    that their mean is 1/rate exactly, its last request sent at (count - 1) / rate: the level offers the rate it names
+    (vLLM scales them to count / rate, a rate (count - 1) / count of the one named)."""
     rng = random.Random(key)
 
     def gap() -> float:
@@ -97,7 +98,7 @@ def schedule(rate: float, arrival: str, burstiness: float, count: int | None, ke
     times = [0.0]
     for _ in range(count - 1):
         times.append(times[-1] + gap())
-    scale = count / rate / times[-1] if count > 1 and times[-1] > 0 else 1.0
+    scale = (count - 1) / rate / times[-1] if count > 1 and times[-1] > 0 else 1.0
     yield from (t * scale for t in times)
 
 

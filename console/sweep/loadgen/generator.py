@@ -24,7 +24,7 @@ from console.engines import ENGINES, Engine
 if TYPE_CHECKING:
     import aiohttp
 from console.settings import SweepSettings, level_name
-from console.sweep.capacity import AGAIN, MOST_C, SAID, CapacitySearch, decide
+from console.sweep.capacity import AGAIN, LEAST_REQUESTS, MOST_C, SAID, CapacitySearch, decide
 from console.sweep.level_stats import LevelStats, Moments, Quantiles
 from console.sweep.loadgen.feed import Arrivals, Feed, Share, requests_from, schedule, sender, watch_lag
 from console.sweep.loadgen.requests import Client, TokensPerChunk, UniquePrompts
@@ -292,6 +292,8 @@ async def run_level(
     if counted_before is not None:  # counted over the level, not averaged from gauges
         text = await metrics_text(client.session())
         server |= speculation(counted_before, spec_counters(text or ""))
+        if "spec_accepted_tokens" in server:  # its share of the tokens the server counted it over, warm-up too
+            server["spec_output_tokens"] = float(stats.all_tokens)
         if watch is not None:
             watch.see(text)
     if watch is not None and not failed and errors <= give_up:  # (a server that does not answer is asked after)
@@ -404,7 +406,7 @@ async def sweep(
         workers = None
         if any(settings.workers_for(c, os.cpu_count()) > 1 for c in [*levels, *([MOST_C] if search_asked else [])]):
             unique = source.share() if isinstance(source, UniquePrompts) else None
-            sweep_order = {"url": url, "headers": headers, "settings": settings.to_dict(), "model": model, "most": max(levels)}
+            sweep_order = {"url": url, "headers": headers, "settings": settings.to_dict(), "model": model, "most": most}
             workers = Workers({**sweep_order, "ignore_eos": ignore_eos, "prompts": pool, "answers": answers, "unique": unique})
         measure_at = functools.partial(
             run_level,
@@ -455,8 +457,8 @@ async def sweep(
                     stopped = True
                     break
                 more = (top_up or {}).get(c)
-                if search is not None and not settings.rates:  # C in flight, twice over: a level that never had C is not C
-                    more = max(settings.requests_for(c), 2 * c)
+                if search is not None:  # enough to bound its p90; C in flight, twice over (a level that never had C is not C)
+                    more = max(settings.requests_for(c), LEAST_REQUESTS, 0 if settings.rates else 2 * c)
                 result = await measure(c=c, repeat=bool(repeat) or (more is not None and search is None), requests=more)
                 measured = True
                 answering = True

@@ -28,6 +28,7 @@ from typing import IO
 
 import orjson
 
+from console.settings import level_name
 from console.sweep.loadgen.generator import POWER_QUERY, client_placement, gpu_watts, gpus_here, sweep
 from console.sweep.model import Event, HostOrder, LevelDone, LevelProgress, LevelStarted, Said, SweepDone
 
@@ -106,12 +107,12 @@ class PipeSink:
     def __init__(self, transport: asyncio.WriteTransport, spool: Spool):
         self.transport, self.spool, self.seq = transport, spool, 0
         self.orphaned: str | None = None  # why nobody reads the pipe any more
-        self.level: int | None = None
+        self.level: str | None = None  # the level in progress, named (C=4, 2 req/s)
 
     def emit(self, event: Event) -> None:
         self.seq += 1
         if isinstance(event, LevelStarted | LevelDone):
-            self.level = event.c if isinstance(event, LevelStarted) else None
+            self.level = level_name(event.c, event.rate is not None) if isinstance(event, LevelStarted) else None
         elif isinstance(event, SweepDone) and self.orphaned and not event.failed:
             event = event.model_copy(update={"failed": self.orphaned})
         line = orjson.dumps({**event.model_dump(), "seq": self.seq}, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE)
@@ -127,7 +128,7 @@ class PipeSink:
 
     def lost(self) -> None:
         then = (
-            f" during C={self.level}: the host measured that level to its end and began no other"
+            f" during {self.level}: the host measured that level to its end and began no other"
             if self.level
             else ": the host began no other level"
         )

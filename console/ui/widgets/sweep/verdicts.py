@@ -15,6 +15,7 @@ from textual.reactive import var
 from console.actions.adaptive import write_adaptive_profile
 from console.campaign import Campaign
 from console.remote.errors import RemoteError
+from console.settings import level_name
 from console.sweep.adaptive import NoAdaptiveProfile, plan, spec_host
 from console.sweep.analysis.compare import Comparison, bracket, compare, counterpart
 from console.sweep.analysis.repeats import repeat_plan
@@ -161,13 +162,16 @@ class ComparisonActions(Pane):
             self.notify(
                 "nothing to refine: "
                 + (
-                    "no change of decision between two levels" if found is None else f"{found.what} is located (C = {found.lo}..{found.hi})"
+                    "no change of decision between two levels"
+                    if found is None
+                    else f"{found.what} is located ({level_name(found.lo, cmp.rates)}..{level_name(found.hi, cmp.rates)})"
                 ),
                 timeout=6,
             )
             return
         lines = [
-            f"{found.what} lies between C = {found.lo} and C = {found.hi}: C = {found.middle} is measured on both "
+            f"{found.what} lies between {level_name(found.lo, cmp.rates)} and {level_name(found.hi, cmp.rates)}: "
+            f"{level_name(found.middle, cmp.rates)} is measured on both "
             f"runs, and more levels until it is located within ±15 %",
             f"the server is switched between {cmp.a.profile} and {cmp.b.profile} as often as it takes",
         ]
