@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import tomli_w
 
@@ -33,10 +35,27 @@ class WrittenProfile:
         return text + "".join(f"\nwarning: {w}" for w in p.warnings)
 
 
+async def upload_config(session: Session, name: str, text: str) -> tuple[str, str | None]:
+    """An engine's config file for profile `name`, to the session's host where it has one: (its path there, the host;
+    None where no host is configured and the path is where it is to go)."""
+    conn = session.conn if session.spec is not None else None
+    if conn is None:
+        return f"~/.pivot/adaptive/{name}.json", None
+    remote = await conn.expand(f"{conn.spec.workdir.rstrip('/')}/adaptive/{name}.json")
+    await conn.upload(text.encode(), remote)
+    return remote, conn.spec.name
+
+
+def write_profile_file(path: Path, header: str, data: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".toml.tmp")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp.write_text(header + tomli_w.dumps(data), encoding="utf-8")
+    tmp.replace(path)
+
+
 async def write_adaptive_profile(session: Session, adaptive: AdaptivePlan) -> WrittenProfile:
     """The profile (and for an engine that reads a config file, a local copy of it, uploaded to the session's host
     when it has one); one `profile` event."""
-    conn = session.conn if adaptive.engine.adaptive_file and session.spec is not None else None
     directory = adaptive.profile_path.parent
     directory.mkdir(parents=True, exist_ok=True)
     remote: str | None = None
@@ -44,18 +63,12 @@ async def write_adaptive_profile(session: Session, adaptive: AdaptivePlan) -> Wr
     if adaptive.engine.adaptive_file:
         text = json.dumps(adaptive.config, indent=1)
         (directory / f"{adaptive.name}.json").write_text(text + "\n", encoding="utf-8")
-        remote = f"~/.pivot/adaptive/{adaptive.name}.json"
-        if conn is not None:
-            remote = await conn.expand(f"{conn.spec.workdir.rstrip('/')}/adaptive/{adaptive.name}.json")
-            await conn.upload(text.encode(), remote)
-            uploaded_to = conn.spec.name
+        remote, uploaded_to = await upload_config(session, adaptive.name, text)
     header = (
         f"# Written by pivot from the comparison of {adaptive.spec.name}'s run with a baseline, in the form "
         f"{adaptive.spec.kind} reads (see pivot's ENGINES notes).\n"
     ) + "".join(f"# warning: {w}\n" for w in adaptive.warnings)
-    tmp = adaptive.profile_path.with_suffix(".toml.tmp")
-    tmp.write_text(header + tomli_w.dumps(adaptive.profile_data(remote)), encoding="utf-8")
-    tmp.replace(adaptive.profile_path)
+    write_profile_file(adaptive.profile_path, header, adaptive.profile_data(remote))
     session.events.append(
         AdaptiveProfile(
             via=session.via,

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 import click
 
 from console.cli.target import Globals
-from console.cli.types import EVENT_KINDS, WholeNumber, sweep_settings_options
+from console.cli.types import EVENT_KINDS, Levels, WholeNumber, sweep_settings_options
 from console.server.checks import CHECKS
 
 Result = int | Coroutine[Any, Any, int]
@@ -415,9 +415,40 @@ def compare(
     )
 
 
+@command("tune", "the best draft length for each level, measured, written as the engine's schedule and swept")
+@click.argument("profile")
+@click.option("--lengths", type=Levels(), metavar="N,N,…", help="draft lengths to try (default: 1, the profile's own and twice it)")
+@click.option("--levels", type=Levels(), metavar="C,C,…", help="concurrency levels (default: [sweep] levels)")
+@click.option("--baseline", metavar="PROFILE", help="the same server without drafting (default: PROFILE with its drafting flags unset)")
+@click.option(
+    "--requests",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help='requests a level (default: [sweep] requests; "c" is taken as "auto", 4 × C)',
+)
+@click.option("--prompts", metavar="SET|FILE", help="what the requests ask: synthetic, humaneval or a file (default: [sweep] prompts)")
+@click.option("--yes", is_flag=True, help="do not ask before switching servers")
+def tune(
+    g: Globals,
+    profile: str,
+    lengths: list[int] | None,
+    levels: list[int] | None,
+    baseline: str | None,
+    requests: int | None,
+    prompts: str | None,
+    yes: bool,
+) -> Result:
+    """An interrupted session goes on where it stopped when the same command is given again."""
+    from console.actions.tune import TuneOrder
+    from console.cli.tune import tune_command
+
+    return tune_command(g.target, TuneOrder(profile, lengths, levels, baseline, requests, prompts), yes=yes)
+
+
 @command("report", "runs and their comparison as one HTML file that opens offline, or a chart")
-@click.argument("names", metavar="RUN…", nargs=-1, required=True)
+@click.argument("names", metavar="RUN…", nargs=-1)
 @click.option("-o", "--output", type=click.Path(path_type=Path), required=True, metavar="FILE", help="the file to write")
+@click.option("--tune", "session", metavar="NAME", help="a tuning session (its name, or last): its choices, schedule, check and runs")
 @click.option(
     "--format",
     "fmt",
@@ -426,12 +457,19 @@ def compare(
 )
 @_comparison_options
 def report(
-    g: Globals, names: tuple[str, ...], output: Path, fmt: str | None, slo: str | None, anyway: bool, may_differ: tuple[str, ...]
+    g: Globals,
+    names: tuple[str, ...],
+    output: Path,
+    session: str | None,
+    fmt: str | None,
+    slo: str | None,
+    anyway: bool,
+    may_differ: tuple[str, ...],
 ) -> Result:
     """RUN: runs (last, previous, or names); the first is compared with each other."""
     from console.cli.report import report_command
 
-    return report_command(g.config, list(names), output, fmt, slo=slo, anyway=anyway, may_differ=frozenset(may_differ))
+    return report_command(g.config, list(names), output, fmt, slo=slo, anyway=anyway, may_differ=frozenset(may_differ), session=session)
 
 
 def _list_tasks(g: Globals) -> Result:

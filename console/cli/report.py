@@ -12,13 +12,14 @@ from console import config
 from console.cli.sweep import resolve_runs
 from console.files import write_atomically
 from console.report import charts
-from console.report.page import Pair, page
+from console.report.page import Pair, page, tuning
 from console.server.profiles import ProfileError, load_profiles
+from console.sweep import tune
 from console.sweep.adaptive import NoAdaptiveProfile, plan
 from console.sweep.analysis.comparable import NotComparable
 from console.sweep.analysis.compare import compare
 from console.sweep.analysis.slo import Slo
-from console.sweep.runs.store import Run, RunError
+from console.sweep.runs.store import Run, RunError, open_run
 from console.untrusted import visible
 
 
@@ -57,27 +58,51 @@ def _profiles(cfg: config.Config, runs: list[Run]) -> dict[str, str]:
     return texts
 
 
+def _tuning(cfg: config.Config, name: str) -> tuple[list[Run], str]:
+    """A tuning session's runs (no drafting first, the tuned profile's last) and its section of the report."""
+    record = tune.find_session(cfg.campaign_dir, name)
+    runs = tune.load_runs(cfg.campaign_dir, record)
+    tuned = open_run(cfg.campaign_dir, record.verify_run) if record.verify_run else None
+    section = tuning(record, tune.outcome(record, runs, tuned, cfg.margin))
+    return [*(runs[n] for n in sorted(runs)), *([tuned] if tuned else [])], section
+
+
 def report_command(
-    config_path: str | None, names: list[str], output: Path, fmt: str | None, *, slo: str | None, anyway: bool, may_differ: frozenset[str]
+    config_path: str | None,
+    names: list[str],
+    output: Path,
+    fmt: str | None,
+    *,
+    slo: str | None,
+    anyway: bool,
+    may_differ: frozenset[str],
+    session: str | None = None,
 ) -> int:
     cfg = config.load(config_path)
-    runs = resolve_runs(cfg, names)
+    tuned_runs, section = _tuning(cfg, session) if session else ([], "")
+    runs = resolve_runs(cfg, names) + tuned_runs
+    if not runs:
+        raise RunError("name runs to report, or a tuning session with --tune")
     if missing := [run for run in runs if not run.has_measured_levels]:
         raise RunError(f"run {missing[0].name} has no measured level to report")
     fmt = fmt or (output.suffix.lstrip(".").lower() if output.suffix.lower() in (".png", ".svg") else "html")
+    pairs: list[Pair] = []
     if fmt in ("png", "svg"):
         data = charts.render(charts.curves(runs), fmt)
     else:
         bounds = Slo.read(slo or cfg.compare.slo)
-        pairs = [_pair(cfg, runs[0], other, bounds, anyway=anyway, may_differ=may_differ) for other in runs[1:]]
-        data = page(runs, pairs, _profiles(cfg, runs)).encode()
+        # a tuning session's runs are held against each other in its own section, not pair by pair
+        pairs = [] if session else [_pair(cfg, runs[0], other, bounds, anyway=anyway, may_differ=may_differ) for other in runs[1:]]
+        data = page(runs, pairs, _profiles(cfg, runs), section).encode()
     write_atomically(output, data, durable=False)
     print(
         f"wrote {visible(str(output))}: "
         + (
             "the throughput chart"
             if fmt != "html"
-            else f"{len(runs)} run(s)" + (f", {len(runs) - 1} comparison(s) with {runs[0].name}" if len(runs) > 1 else "")
+            else f"{len(runs)} run(s)"
+            + (f", tuning session {session}" if session else "")
+            + (f", {len(pairs)} comparison(s) with {runs[0].name}" if pairs else "")
         )
     )
     return 0

@@ -49,6 +49,18 @@ class Schedule:
 
 
 @dataclass(frozen=True)
+class LengthSchedule:
+    """The draft length measured best at each running batch, in the engine's own form: what it is to be told
+    (`config`: its file's object or its speculative config; None for an engine told by which server runs), the text to
+    write or show, and the length it will run at each measured batch by its own routing (padding, tier bounds)."""
+
+    config: dict[str, Any] | None
+    text: str
+    routes: dict[int, int]  # each measured running batch: the draft length the engine runs it at
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Measured:
     """What a comparison measured of the drafting server, for its schedule."""
 
@@ -121,6 +133,29 @@ class Engine:
         """The flags a profile that extends the drafting one sets for the schedule (config_path: where its file is on
         the host, for an engine that reads a file), and the parent's flags it unsets."""
         raise NoAdaptiveProfile(f"no adaptive profile: pivot knows no batch-size speculation for {self.kind} servers")
+
+    # Tuning (console/sweep/tune.py): a drafting profile's siblings of other draft lengths, and the schedule of the
+    # best length for each running batch.
+    def length_flags(self, flags: Mapping[str, FlagValue], length: int) -> tuple[dict[str, FlagValue], list[str]]:
+        """The flags a profile extending a drafting one sets to draft `length` tokens a step, and the parent's flags
+        it unsets; NoAdaptiveProfile when pivot does not know how this engine is told."""
+        raise NoAdaptiveProfile(f"pivot does not know how a {self.title} server is told its draft length")
+
+    def plain_flags(self, flags: Mapping[str, FlagValue]) -> list[str]:
+        """The flags to unset from a drafting profile for the same server without drafting."""
+        raise NoAdaptiveProfile(f"pivot does not know which of a {self.title} profile's flags make it draft")
+
+    def length_schedule(self, points: list[tuple[int, int]], argv: Sequence[str], sizes: list[int] | None) -> LengthSchedule:
+        """points: (running batch, best draft length) for each measured level, batches ascending; sizes: the CUDA-graph
+        batch sizes the server reported, if it did."""
+        raise NoAdaptiveProfile(f"pivot knows no draft-length schedule for {self.title} servers")
+
+    def tuned_flags(
+        self, flags: Mapping[str, FlagValue], schedule: LengthSchedule, config_path: str | None
+    ) -> tuple[dict[str, FlagValue], list[str]]:
+        """The flags a profile extending the drafting one sets to run the schedule (config_path: where its file is on
+        the host, for an engine that reads one), and the parent's flags it unsets."""
+        raise NoAdaptiveProfile(f"pivot knows no draft-length schedule for {self.title} servers")
 
 
 ENGINES: dict[str, Engine] = {}

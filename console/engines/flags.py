@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 
@@ -21,6 +21,19 @@ def parse_flags(argv: Sequence[str]) -> dict[str, str | bool]:
         else:
             flags[name] = True
     return flags
+
+
+def as_argv(flags: Mapping[str, Any]) -> list[str]:
+    """A profile's flags table as a command line's flags (true: bare, false: left out, a list: once per item)."""
+    args: list[str] = []
+    for name, value in flags.items():
+        if value is True:
+            args.append(f"--{name}")
+        elif isinstance(value, list):
+            args += [f"--{name}={item}" for item in value]
+        elif value is not False:
+            args.append(f"--{name}={value}")
+    return args
 
 
 def as_int(value: Any) -> int | None:

@@ -15,8 +15,10 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping, Sequence
 
-from console.engines.base import Drafting, Engine, Measured, NoAdaptiveProfile, Schedule, register
+from console.engines.base import Drafting, Engine, FlagValue, LengthSchedule, Measured, NoAdaptiveProfile, Schedule, register
 from console.engines.flags import as_int, parse_flags
+
+DRAFT_FLAGS = ("spec-type", "spec-draft-n-max", "spec-draft-n-min", "spec-draft-model", "md", "model-draft")
 
 DRAFT_N_MAX = 3  # common/common.h: params.speculative.draft.n_max
 
@@ -62,4 +64,27 @@ class LlamaServer(Engine):
             "draft lengths are fixed at start, common/arg.cpp; its per-request speculative fields are compiled out, "
             f"tools/server/server-schema.cpp): run {measured.spec_name} while at most {measured.cut} requests run at once and "
             f"{measured.baseline_name} above (switch with pivot server switch, or serve both and route by load)"
+        )
+
+    def length_flags(self, flags: Mapping[str, FlagValue], length: int) -> tuple[dict[str, FlagValue], list[str]]:
+        if length == 0:
+            return {}, self.plain_flags(flags)
+        lengths: dict[str, FlagValue] = {"spec-draft-n-max": length}
+        if (as_int(flags.get("spec-draft-n-min")) or 0) > length:  # common/arg.cpp: n_min may not pass n_max
+            lengths["spec-draft-n-min"] = length
+        return lengths, []
+
+    def plain_flags(self, flags: Mapping[str, FlagValue]) -> list[str]:
+        return [name for name in DRAFT_FLAGS if name in flags]
+
+    def length_schedule(self, points: list[tuple[int, int]], argv: Sequence[str], sizes: list[int] | None) -> LengthSchedule:
+        # its draft length is fixed at start: the schedule is which server to run at each load
+        lines = [
+            f"at {batch} request(s) at once: " + (f"--spec-draft-n-max {length}" if length else "no drafting") for batch, length in points
+        ]
+        return LengthSchedule(
+            None,
+            "\n".join(lines) + "\n",
+            dict(points),
+            ("llama-server fixes its draft length at start (common/arg.cpp): switch servers as the load changes",),
         )

@@ -19,11 +19,21 @@
 from __future__ import annotations
 
 import bisect
+import itertools
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from console.engines.base import Drafting, Engine, FlagValue, Measured, NoAdaptiveProfile, Schedule, register
+from console.engines.base import (
+    Drafting,
+    Engine,
+    FlagValue,
+    LengthSchedule,
+    Measured,
+    NoAdaptiveProfile,
+    Schedule,
+    register,
+)
 from console.engines.flags import as_int, list_flag, parse_flags
 
 ADAPTIVE_ALGORITHMS = ("EAGLE", "EAGLE3")
@@ -141,6 +151,27 @@ def schedule_tiers(cut: int, measured: list[int], steps: int, sizes: list[int] |
     )
 
 
+def length_tiers(points: list[tuple[int, int]], sizes: list[int] | None) -> tuple[dict[str, Any], list[str]]:
+    """One-candidate tiers giving each measured running batch its best length: a tier starts one above the padded
+    size of the batch before a change. Two batches SGLang pads to the same captured size share the first's tier."""
+    config: dict[str, Any] = {"1": {"candidate_steps": [points[0][1]]}}
+    warnings = []
+    current = points[0][1]
+    for (before, _), (batch, length) in itertools.pairwise(points):
+        if length == current:
+            continue
+        key = pad(before, sizes) + 1
+        if pad(batch, sizes) < key:
+            warnings.append(
+                f"SGLang pads running batches {before} and {batch} to the same CUDA-graph batch size {pad(batch, sizes)}: "
+                f"{batch} runs {current} draft steps, not {length}"
+            )
+            continue
+        config[str(key)] = {"candidate_steps": [length]}
+        current = length
+    return config, warnings
+
+
 @register
 class SGLang(Engine):
     kind = "sglang"
@@ -205,6 +236,40 @@ class SGLang(Engine):
         if "speculative-num-steps" not in profile_flags:  # SGLang wants it among the candidate steps
             flags["speculative-num-steps"] = schedule.config["1"]["candidate_steps"][0]
         return flags, []
+
+    def length_flags(self, flags: Mapping[str, FlagValue], length: int) -> tuple[dict[str, FlagValue], list[str]]:
+        topk = as_int(flags.get("speculative-eagle-topk"))
+        if topk not in (None, 1):
+            raise NoAdaptiveProfile(f"a draft length is a chain of steps with speculative-eagle-topk = 1, not {topk}")
+        if length == 0:
+            return {}, self.plain_flags(flags)
+        # with topk 1 SGLang verifies steps + 1 tokens (speculative_hook.py sets num_draft_tokens so, and refuses others)
+        return {"speculative-num-steps": length, "speculative-eagle-topk": 1, "speculative-num-draft-tokens": length + 1}, []
+
+    def plain_flags(self, flags: Mapping[str, FlagValue]) -> list[str]:
+        return [name for name in flags if name.startswith("speculative-")]
+
+    def length_schedule(self, points: list[tuple[int, int]], argv: Sequence[str], sizes: list[int] | None) -> LengthSchedule:
+        sizes = sizes or decode_batch_sizes(argv)
+        config, warnings = length_tiers(points, sizes)
+        if reason := adaptive_unsupported(argv):
+            warnings.append(f"SGLang will not switch draft lengths by batch size with these flags: {reason}")
+        routes = {batch: steps_at(config, batch, sizes) for batch, _ in points}
+        text = "{\n" + ",\n".join(f" {json.dumps(key)}: {json.dumps(tier)}" for key, tier in config.items()) + "\n}\n"
+        return LengthSchedule(config, text, routes, tuple(warnings))
+
+    def tuned_flags(
+        self, flags: Mapping[str, FlagValue], schedule: LengthSchedule, config_path: str | None
+    ) -> tuple[dict[str, FlagValue], list[str]]:
+        steps = max(s for tier in (schedule.config or {}).values() for s in tier["candidate_steps"])
+        # --speculative-num-steps must be one of the candidate steps; SGLang sets num_draft_tokens to steps + 1
+        return {
+            "speculative-adaptive": True,
+            "speculative-adaptive-config": config_path or "",
+            "speculative-num-steps": steps,
+            "speculative-eagle-topk": 1,
+            "speculative-num-draft-tokens": steps + 1,
+        }, []
 
 
 def reported_drafting(algorithm: str) -> Drafting:

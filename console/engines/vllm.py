@@ -14,12 +14,23 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from console.engines.base import POSITIONAL, Drafting, Engine, FlagValue, Measured, NoAdaptiveProfile, Schedule, register
-from console.engines.flags import as_int, parse_flags
+from console.engines.base import (
+    POSITIONAL,
+    Drafting,
+    Engine,
+    FlagValue,
+    LengthSchedule,
+    Measured,
+    NoAdaptiveProfile,
+    Schedule,
+    register,
+)
+from console.engines.flags import as_argv, as_int, parse_flags
 
 DYNAMIC_METHODS = ("ngram", "eagle", "eagle3", "mtp", "draft_model", "dflash")  # `_maybe_disable_dynamic_sd_for_v1`
 DEFAULT_MAX_NUM_SEQS = 1024  # vLLM's default on an H100/H200 (`_set_default_max_num_seqs_and_batched_tokens_args`)
@@ -51,6 +62,24 @@ def dynamic_unsupported(argv: Sequence[str], config: dict[str, Any]) -> str | No
 
 def batch_schedule(drafting_up_to: int, tokens: int, max_num_seqs: int) -> list[list[int]]:
     return [[1, drafting_up_to, tokens], [drafting_up_to + 1, max(max_num_seqs, drafting_up_to + 1), 0]]
+
+
+def length_ranges(points: list[tuple[int, int]], max_num_seqs: int) -> list[list[int]]:
+    """Inclusive ranges from batch 1, each to the batch before the next change of length, the last to max_num_seqs."""
+    ranges: list[list[int]] = []
+    start = 1
+    for (batch, length), (_, following) in itertools.pairwise([*points, (0, -1)]):
+        if following != length:
+            ranges.append([start, batch, length])
+            start = batch + 1
+    ranges[-1][1] = max(max_num_seqs, ranges[-1][1])
+    return ranges
+
+
+def length_at(ranges: list[list[int]], batch: int, most: int) -> int:
+    """The K vLLM runs a batch at (build_dynamic_sd_schedule_lookup): the range holding it, capped at
+    num_speculative_tokens."""
+    return min(most, next((k for lo, hi, k in ranges if lo <= batch <= hi), ranges[-1][2]))
 
 
 @register
@@ -125,4 +154,37 @@ class VLLM(Engine):
         self, profile_flags: Mapping[str, FlagValue], schedule: Schedule, config_path: str | None
     ) -> tuple[dict[str, FlagValue], list[str]]:
         unset = [f for f in ("spec-method", "spec-model", "spec-tokens", "sc") if f in profile_flags]
+        return {"speculative-config": json.dumps(schedule.config)}, unset
+
+    def length_flags(self, flags: Mapping[str, FlagValue], length: int) -> tuple[dict[str, FlagValue], list[str]]:
+        if length == 0:
+            return {}, self.plain_flags(flags)
+        found = self.drafting(as_argv(flags))
+        if found is None:
+            raise NoAdaptiveProfile("its flags do not draft")
+        config = {**found.config, "num_speculative_tokens": length}
+        config.pop("num_speculative_tokens_per_batch_size", None)
+        unset = [f for f in ("spec-method", "spec-model", "spec-tokens", "sc") if f in flags]
+        return {"speculative-config": json.dumps(config)}, unset
+
+    def plain_flags(self, flags: Mapping[str, FlagValue]) -> list[str]:
+        return [f for f in ("speculative-config", "sc", "spec-method", "spec-model", "spec-tokens") if f in flags]
+
+    def length_schedule(self, points: list[tuple[int, int]], argv: Sequence[str], sizes: list[int] | None) -> LengthSchedule:
+        found = self.drafting(argv)
+        if found is None:
+            raise NoAdaptiveProfile("its flags do not draft")
+        max_seqs = as_int(parse_flags(argv).get("max-num-seqs")) or DEFAULT_MAX_NUM_SEQS
+        ranges = length_ranges(points, max_seqs)
+        most = max(k for _, _, k in ranges)  # vLLM caps every K at num_speculative_tokens
+        config = {**found.config, "num_speculative_tokens": most, "num_speculative_tokens_per_batch_size": ranges}
+        reason = dynamic_unsupported(argv, config)
+        warnings = (f"vLLM will not switch draft lengths by batch size with these flags: {reason}",) if reason else ()
+        routes = {batch: length_at(ranges, batch, most) for batch, _ in points}
+        return LengthSchedule(config, json.dumps(config) + "\n", routes, warnings)
+
+    def tuned_flags(
+        self, flags: Mapping[str, FlagValue], schedule: LengthSchedule, config_path: str | None
+    ) -> tuple[dict[str, FlagValue], list[str]]:
+        unset = [f for f in ("spec-method", "spec-model", "spec-tokens", "sc") if f in flags]
         return {"speculative-config": json.dumps(schedule.config)}, unset

@@ -15,6 +15,7 @@ from console.sweep.analysis.compare import Comparison
 from console.sweep.analysis.intervals import Verdict
 from console.sweep.runs.files import META
 from console.sweep.runs.store import Run, label
+from console.sweep.tune import Outcome, TuneRecord, checks_summary, length_text
 from console.sweep.words.comparison import report
 from console.sweep.words.levels import level_columns, level_row, ratio_text
 from console.sweep.words.verdicts import naming
@@ -122,9 +123,46 @@ def _run(run: Run, profile_text: str | None) -> str:
     )
 
 
-def page(runs: list[Run], pairs: list[Pair], profiles: dict[str, str]) -> str:
-    """The report: the comparisons first (what to do), then the charts, then each run with its levels and metadata.
-    profiles: each run's profile file as text, where pivot wrote it (an adaptive profile)."""
+def tuning(record: TuneRecord, found: Outcome) -> str:
+    """A tuning session: each level's throughput by draft length with the best marked and its margin, the schedule
+    written, and how the tuned profile's run held against the best length at each level."""
+    head = ["C", "batch", *(length_text(n) for n in record.lengths), "best", "margin over the runner-up"]
+    rows = []
+    for choice in found.found:
+        cells = [
+            (f"<b>{choice.tok_s[n]:.1f}</b>" if n == choice.best else f"{choice.tok_s[n]:.1f}") if n in choice.tok_s else "—"
+            for n in record.lengths
+        ]
+        rows.append([str(choice.c), str(choice.batch), *cells, _e(length_text(choice.best)), _e(choice.margin_text)])
+    runs = "".join(f"<li>{_e(length_text(n))}: {_e(record.variants[n])}, run {_e(record.runs.get(n, '—'))}</li>" for n in record.lengths)
+    if found.schedule is None:
+        schedule = f"<p>{_e(found.refusal)}</p>"
+    else:
+        warnings = "".join(f"<li>{_e(w)}</li>" for w in found.schedule.warnings)
+        schedule = f"<h3>The schedule, in {_e(record.kind)}'s own form</h3>{_block(found.schedule.text)}" + (
+            f'<ul class="lines">{warnings}</ul>' if warnings else ""
+        )
+    checks = (
+        f"<h3>{_e(record.tuned)} swept: {_e(checks_summary(found.checks))}</h3>"
+        + '<ul class="lines">'
+        + "".join(f"<li>{_e(c.text)}</li>" for c in found.checks)
+        + "</ul>"
+        if found.checks
+        else ""
+    )
+    return (
+        f"<h2>Tuning session {_e(record.name)}: {_e(record.profile)}, total tok/s by draft length</h2>"
+        + _table(head, rows, words={len(head) - 1})
+        + f'<ul class="lines">{runs}</ul>'
+        + schedule
+        + checks
+    )
+
+
+def page(runs: list[Run], pairs: list[Pair], profiles: dict[str, str], tuned: str = "") -> str:
+    """The report: a tuning session's choices (`tuned`, from tuning()) and the comparisons first (what to do), then
+    the charts, then each run with its levels and metadata. profiles: each run's profile file as text, where pivot
+    wrote it (an adaptive or tuned profile)."""
     curves = _image(charts.render(charts.curves(runs), "svg"), "throughput by concurrency")
     frontier = _image(charts.render(charts.frontier(runs), "svg"), "the frontier")
     energy_fig = charts.energy(runs)
@@ -139,6 +177,7 @@ def page(runs: list[Run], pairs: list[Pair], profiles: dict[str, str]) -> str:
         f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>pivot report: {_e(names)}</title>'
         f"<style>{CSS}</style></head><body><h1>pivot report</h1>"
         f'<p class="dim">{_e(names)} · made {made} by pivot {_e(version())}</p>'
+        + tuned
         + "".join(_comparison(p) for p in pairs)
         + f"<h2>Throughput by concurrency</h2>{curves}"
         + f"<h2>The frontier: throughput against each user's speed</h2>{frontier}"

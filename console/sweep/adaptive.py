@@ -16,7 +16,7 @@ from console.sweep.analysis.compare import Comparison, label
 from console.sweep.words.comparison import recommendation
 from console.untrusted import visible
 
-__all__ = ["AdaptivePlan", "NoAdaptiveProfile", "plan", "spec_host"]
+__all__ = ["AdaptivePlan", "NoAdaptiveProfile", "plan", "spec_host", "written_profiles_dir"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,12 @@ class AdaptivePlan:
             f"{self.name}: extends {self.spec.name}, drafting for running batches up to {self.first_off - 1} "
             f"(measured C ≤ {self.drafting_up_to}), off from {self.first_off}"
         )
+
+
+def written_profiles_dir(cfg: Config) -> Path:
+    """Where pivot writes the profiles it makes: pivot.toml's profiles_dir if it names one, else beside pivot.toml
+    (each is among profile_dirs)."""
+    return cfg.profiles_dir or (cfg.path.parent / "profiles" if cfg.path else user_config_dir() / "profiles")
 
 
 def plan(cfg: Config, cmp: Comparison) -> AdaptivePlan:
@@ -112,10 +118,14 @@ def plan(cfg: Config, cmp: Comparison) -> AdaptivePlan:
     if open_kept := [lv.c for lv in cmp.levels if lv.c <= cut and not (lv.total.leader or lv.per_request.leader)]:
         warnings.append(f"drafting is kept at C = {', '.join(map(str, open_kept))}, where it is not shown to lose, nor to gain")
     name = f"{spec.name}-adaptive"
-    # pivot.toml's profiles_dir if it names one, else beside pivot.toml: each is among profile_dirs
-    directory = cfg.profiles_dir or (cfg.path.parent / "profiles" if cfg.path else user_config_dir() / "profiles")
     return AdaptivePlan(
-        name, directory / f"{name}.toml", spec, schedule, {c: c <= cut for c in measured}, (baseline.name, run.name), warnings
+        name,
+        written_profiles_dir(cfg) / f"{name}.toml",
+        spec,
+        schedule,
+        {c: c <= cut for c in measured},
+        (baseline.name, run.name),
+        warnings,
     )
 
 

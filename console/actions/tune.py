@@ -1,0 +1,275 @@
+"""`pivot tune` driven on the session's host: for each draft length, its profile written (extending the drafting one),
+its server switched in with the lifecycle's checks and the levels swept; the close levels measured again; the best
+length per level written as the engine's schedule in a profile; that profile swept and held against the best measured
+length at every level; the server stopped. Each step is recorded (console/sweep/tune.py) as it ends, so that the same
+command goes on with an interrupted session."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from console.actions.adaptive import upload_config, write_profile_file
+from console.actions.campaign import ActionFailed, CampaignActions
+from console.engines import LengthSchedule, NoAdaptiveProfile
+from console.remote.errors import RemoteError
+from console.server.profiles import Profile, ProfileError
+from console.settings import SweepSettings
+from console.sweep import tune
+from console.sweep.adaptive import written_profiles_dir
+from console.sweep.analysis.repeats import REPEAT_CAP
+from console.sweep.runs.store import Run, RunError, open_run
+from console.sweep.sweeps import SweepHandle
+from console.untrusted import visible
+
+
+@dataclass(frozen=True)
+class TuneOrder:
+    profile: str
+    lengths: list[int] | None = None  # None: the engine's default around the profile's own length
+    levels: list[int] | None = None  # None: [sweep] levels
+    counterpart: str | None = None  # the server without drafting; None: the profile with its drafting flags unset
+    requests: int | None = None  # per level; None: [sweep] requests, but "c" (one wave, mostly ramp) taken as "auto"
+    prompts: str | None = None  # None: [sweep] prompts
+
+
+@dataclass(frozen=True)
+class Tuned:
+    record: tune.TuneRecord
+    outcome: tune.Outcome
+
+    def __str__(self) -> str:
+        found = self.outcome
+        lines = [f"tuning session {self.record.name} of {visible(self.record.profile)}:"]
+        lines += [f"  C={c.c} (running batch {c.batch}): best {tune.length_text(c.best)}, {c.margin_text}" for c in found.found]
+        if found.schedule is None:
+            lines.append(f"  {found.refusal}")
+        else:
+            lines.append(f"  schedule ({self.record.kind}'s own form):")
+            lines += [f"    {line}" for line in found.schedule.text.rstrip("\n").splitlines()]
+            lines += [f"  warning: {w}" for w in found.schedule.warnings]
+        if self.record.tuned:
+            lines.append(f"  profile {self.record.tuned} runs it")
+        if found.checks:
+            lines.append(f"  verified: {tune.checks_summary(found.checks)}")
+            lines += [f"    {c.text}" for c in found.checks]
+        lines.append(f"  the report: pivot report --tune {self.record.name} -o {self.record.name}.html")
+        return "\n".join(lines)
+
+
+def _header(what: str) -> str:
+    return f"# Written by pivot tune: {what}.\n"
+
+
+class Tuning:
+    """One session's steps on the host, through the campaign's verbs (start, switch, sweep, repeat, stop)."""
+
+    def __init__(self, actions: CampaignActions, order: TuneOrder, *, confirm: Callable[[str], Awaitable[bool]] | None = None):
+        self.actions, self.order, self.confirm = actions, order, confirm
+        self.session, self.cfg, self.say = actions.session, actions.cfg, actions.say
+        self.campaign_dir = self.cfg.campaign_dir
+
+    def _profiles(self) -> Any:
+        return self.session.profiles()
+
+    def _spec(self) -> Profile:
+        try:
+            spec = self._profiles().get(self.order.profile)
+        except ProfileError as e:
+            raise ActionFailed(str(e)) from None
+        if spec.drafting is None:
+            raise ActionFailed(f"{spec.name} does not draft by its own flags: nothing to tune")
+        return spec
+
+    def _write_variants(self, spec: Profile, record: tune.TuneRecord) -> None:
+        """The profile of each length (the tuned profile's own length is itself; 0 is the counterpart)."""
+        directory = written_profiles_dir(self.cfg)
+        for length, name in list(record.variants.items()):
+            if name == spec.name or (length == 0 and self.order.counterpart):
+                continue
+            try:
+                flags, unset = spec.engine.length_flags(spec.flags, length)
+            except NoAdaptiveProfile as e:
+                raise ActionFailed(f"cannot tune {spec.name}: {e}") from None
+            what = f"{spec.name} drafting {length} tokens a step" if length else f"{spec.name} without drafting"
+            data: dict[str, Any] = {"description": f"{what}, for {record.name}", "extends": spec.name, "flags": flags}
+            if unset:
+                data["unset"] = unset
+            write_profile_file(directory / f"{name}.toml", _header(what), data)
+        profiles = self._profiles()
+        for length, name in record.variants.items():
+            try:
+                variant = profiles.get(name)
+            except ProfileError as e:
+                raise ActionFailed(str(e)) from None
+            drafting = variant.drafting
+            if (drafting is None) != (length == 0) or (length and drafting and drafting.steps != length):
+                said = "drafts" if drafting else "does not draft"
+                raise ActionFailed(f"{name} {said} ({variant.drafting_text()}), not {tune.length_text(length)}: name the counterpart")
+
+    def _plan_text(self, record: tune.TuneRecord) -> str:
+        servers = ", ".join(f"{tune.length_text(n)} ({record.variants[n]})" for n in record.lengths)
+        levels = ",".join(map(str, record.levels))
+        todo = [n for n in record.lengths if n not in record.runs or not self._complete(record.runs[n])]
+        pace = self._pace(record)
+        return (
+            f"tune {record.profile}: {len(todo)} of {len(record.lengths)} servers to measure: {servers}; C = {levels}, "
+            f"{record.requests} requests a level; then the close levels again, the schedule written and its profile swept"
+            f" ({pace})"
+        )
+
+    def _pace(self, record: tune.TuneRecord) -> str:
+        """About how long, from the newest run of the profile at these levels: its seconds per request."""
+        runs = [r for r in self.session_runs() if r.profile == record.profile and r.has_measured_levels]
+        for run in reversed(runs):
+            levels = [lv for lv in run.levels() if lv.measured and lv.wall_s and lv.c in record.levels]
+            if len(levels) == len(record.levels):
+                asked = [record.requests if isinstance(record.requests, int) else lv.requests for lv in levels]
+                seconds = sum((lv.wall_s or 0.0) * n / max(1, lv.requests) for lv, n in zip(levels, asked, strict=True))
+                total = seconds * (len(record.lengths) + 1)
+                return f"about {total / 60:.0f} min of sweeps by {run.name}'s pace, plus {len(record.lengths) + 1} server starts"
+        return "its length is known once the first server is measured; each server start comes on top"
+
+    def session_runs(self) -> list[Run]:
+        from console.campaign import Campaign
+
+        return Campaign(self.campaign_dir).runs()
+
+    def _complete(self, name: str) -> bool:
+        try:
+            return open_run(self.campaign_dir, name).state == "complete"
+        except RunError:
+            return False
+
+    async def _measure(
+        self, record: tune.TuneRecord, profile: str, kept: str | None, settings: SweepSettings, keep: Callable[[str], None]
+    ) -> Run:
+        """A complete run of `profile` at the session's levels: the one kept (its name recorded) if it is complete,
+        resumed if it stopped short, else a new one, whose name `keep` records as soon as it exists."""
+        run: Run | None = None
+        if kept is not None:
+            try:
+                run = open_run(self.campaign_dir, kept)
+            except RunError:
+                run = None
+            if run is not None and run.state == "complete":
+                return run
+        self.say(f"  switching to {profile}")
+        await self.actions.do_switch(profile)
+        try:
+            if run is not None and run.has_measured_levels:
+                handle = await self.session.sweeps.start(run.settings, run=run, how="resume", via=self.actions.via)
+            else:
+                handle = await self.session.sweeps.start(settings, via=self.actions.via)
+        except (RunError, RemoteError, ValueError) as e:
+            raise ActionFailed(str(e)) from None
+        keep(handle.run.name)
+        record.save(self.campaign_dir)
+        await self._follow(handle)
+        return handle.run
+
+    async def _follow(self, handle: SweepHandle) -> None:
+        await self.actions._follow(handle)
+        if handle.end != "done":
+            raise ActionFailed(f"the sweep {handle.end}: {handle.reason or 'by the operator'}")
+
+    async def _repeat(self, record: tune.TuneRecord, found: list[tune.LevelChoice]) -> None:
+        for again in tune.to_repeat(found, REPEAT_CAP):
+            run = open_run(self.campaign_dir, record.runs[again.length])
+            levels = ", ".join(map(str, again.levels))
+            self.say(f"  {tune.length_text(again.length)}: C = {levels} again, {again.requests} requests each (too close to call)")
+            await self.actions.do_switch(record.variants[again.length])
+            settings = dataclasses.replace(run.settings, requests=again.requests)
+            try:
+                handle = await self.session.sweeps.start(settings, run=run, how="repeat", levels=list(again.levels), via=self.actions.via)
+            except (RunError, RemoteError, ValueError) as e:
+                raise ActionFailed(str(e)) from None
+            await self._follow(handle)
+
+    async def _write_tuned(self, spec: Profile, record: tune.TuneRecord, schedule: LengthSchedule) -> str:
+        name = f"{spec.name}-tuned"
+        remote = None
+        directory = written_profiles_dir(self.cfg)
+        if spec.engine.adaptive_file:
+            (directory / f"{name}.json").parent.mkdir(parents=True, exist_ok=True)
+            (directory / f"{name}.json").write_text(schedule.text, encoding="utf-8")
+            try:
+                remote, _ = await upload_config(self.session, name, schedule.text)
+            except (OSError, RemoteError) as e:
+                raise ActionFailed(f"cannot upload {name}'s schedule: {e}") from None
+        flags, unset = spec.engine.tuned_flags(spec.flags, schedule, remote)
+        data: dict[str, Any] = {"description": f"{spec.name} with the draft lengths {record.name} measured best", "extends": spec.name}
+        data |= {"unset": unset} if unset else {}
+        data["flags"] = flags
+        warnings = "".join(f"# warning: {w}\n" for w in schedule.warnings)
+        write_profile_file(directory / f"{name}.toml", _header(f"the schedule of {record.name}") + warnings, data)
+        return name
+
+    async def run(self) -> Tuned:
+        spec = self._spec()
+        found_drafting = spec.drafting
+        assert found_drafting is not None
+        lengths = self.order.lengths or tune.default_lengths(found_drafting)
+        levels = self.order.levels or list(self.cfg.sweep.levels)
+        if self.cfg.sweep.rates:
+            raise ActionFailed("tune measures concurrency levels ([sweep] rates is set): drafting is switched by running batch")
+        record = tune.unfinished(self.campaign_dir, spec.name, lengths, levels)
+        if record is not None:
+            self.say(f"going on with {record.name} (its runs so far: {', '.join(record.runs.values()) or 'none'})")
+        else:
+            counterpart = self.order.counterpart or f"{spec.name}-nodraft"
+            asked = self.order.requests or self.cfg.sweep.requests
+            record = tune.new_record(spec.name, spec.kind, counterpart, lengths, levels, "auto" if asked == "c" else asked)
+            record.prompts = self.order.prompts
+            if found_drafting.steps in record.variants:  # its own length is itself
+                record.variants[found_drafting.steps] = spec.name
+        if self.confirm is None:
+            self.say(self._plan_text(record))
+        elif not await self.confirm(self._plan_text(record)):
+            raise ActionFailed("not confirmed: nothing was measured")
+        await asyncio.to_thread(self._write_variants, spec, record)
+        record.save(self.campaign_dir)
+        settings = self._settings(record)
+        for length in record.lengths:
+            await self._measure(
+                record, record.variants[length], record.runs.get(length), settings, functools.partial(record.runs.__setitem__, length)
+            )
+        runs = await asyncio.to_thread(tune.load_runs, self.campaign_dir, record)
+        if not record.repeated:
+            await self._repeat(record, await asyncio.to_thread(tune.choices, runs, self.cfg.margin))
+            record.repeated = True
+            record.save(self.campaign_dir)
+            runs = await asyncio.to_thread(tune.load_runs, self.campaign_dir, record)
+        result = await self._schedule_and_verify(spec, record, runs)
+        record.finished = True
+        record.save(self.campaign_dir)
+        stopped = await self.actions.do_stop()
+        self.say(f"  {stopped}")
+        return result
+
+    def _settings(self, record: tune.TuneRecord) -> SweepSettings:
+        data = {**self.cfg.sweep.to_dict(), "levels": record.levels, "requests": record.requests}
+        if record.prompts is not None:
+            data["prompts"] = record.prompts
+        try:
+            return SweepSettings.from_dict(data)
+        except ValueError as e:
+            raise ActionFailed(str(e)) from None
+
+    async def _schedule_and_verify(self, spec: Profile, record: tune.TuneRecord, runs: dict[int, Run]) -> Tuned:
+        found = await asyncio.to_thread(tune.outcome, record, runs, None, self.cfg.margin)
+        if found.schedule is None or found.schedule.config is None:  # none, or the engine is told by which server runs
+            return Tuned(record, found)
+        if record.tuned is None:
+            record.tuned = await self._write_tuned(spec, record, found.schedule)
+            record.save(self.campaign_dir)
+        settings = self._settings(record)
+        self.say(f"  the schedule, in {record.tuned}:")
+        verify_run = await self._measure(
+            record, record.tuned, record.verify_run, settings, functools.partial(setattr, record, "verify_run")
+        )
+        return Tuned(record, await asyncio.to_thread(tune.outcome, record, runs, verify_run, self.cfg.margin))

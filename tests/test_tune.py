@@ -1,0 +1,194 @@
+"""`pivot tune`: the best draft length per level from runs of known numbers, each engine's schedule of it held to the
+engine's own validation and routing code (sglang 0.5.23, vllm 0.33.0 wheels; TensorRT-LLM's source where
+$PIVOT_TRTLLM_SOURCE holds a checkout, since it is not published on PyPI), and a whole session on the simulated host."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from console.engines import ENGINES
+from console.engines.sglang import decode_batch_sizes
+from console.engines.trtllm import draft_len_at, draft_len_schedule
+from console.sim import vllm_serve
+from console.sweep import tune
+from console.sweep.runs.store import open_run
+from tests import engine_sources as engines
+from tests.conftest import HostProcess, free_port
+from tests.fixtures_runs import write_run
+
+LEVELS = [1, 2, 4, 8, 16, 64]
+# total tok/s by length at each level: a long draft pays alone, a short one at a few, none above
+NUMBERS = {
+    0: {1: (90, 90), 2: (170, 85), 4: (320, 80), 8: (600, 75), 16: (1100, 69), 64: (3000, 47)},
+    1: {1: (110, 110), 2: (205, 102), 4: (370, 92), 8: (640, 80), 16: (1000, 62), 64: (2400, 37)},
+    3: {1: (140, 140), 2: (230, 115), 4: (330, 82), 8: (520, 65), 16: (800, 50), 64: (1500, 23)},
+}
+ARGV = ["python", "-m", "sglang.launch_server", "--speculative-algorithm", "EAGLE3", "--speculative-eagle-topk", "1"]
+
+
+def session(campaign: Path, kind: str = "sglang", argv: list[str] | None = None, spread: float = 0.01) -> tuple[tune.TuneRecord, dict]:
+    record = tune.new_record("spec", kind, "spec-nodraft", [1, 3], LEVELS, 64)
+    for n, numbers in NUMBERS.items():
+        name = f"run-{n}"
+        steps = ["--speculative-num-steps", str(n)] if n else []
+        write_run(campaign, name, record.variants[n], numbers, speculative=bool(n), spread=spread, kind=kind, argv=(argv or ARGV) + steps)
+        record.runs[n] = name
+    record.save(campaign)
+    return record, tune.load_runs(campaign, record)
+
+
+def test_each_level_gets_its_best_length_with_its_margin_and_only_close_ones_are_repeated(tmp_path: Path) -> None:
+    _, runs = session(tmp_path)
+    found = tune.outcome(tune.find_session(tmp_path, "last"), runs, None).found
+    assert [(c.c, c.best, c.runner_up) for c in found] == [(1, 3, 1), (2, 3, 1), (4, 1, 3), (8, 1, 0), (16, 0, 1), (64, 0, 1)]
+    assert all(c.word == "clear" for c in found)
+    assert found[0].margin_text.startswith("+27 %") and found[0].margin_text.endswith("over draft 1: leads")
+    assert tune.to_repeat(found, 2000) == []
+    # wide intervals: the close levels (and only the two lengths there) are measured again
+    _, runs = session(tmp_path / "wide", spread=0.08)
+    found = tune.choices(runs)
+    close = {c.c for c in found if c.word == "close"}
+    assert close and close != set(LEVELS)
+    again = tune.to_repeat(found, 2000)
+    assert {c for a in again for c in a.levels} == close
+    assert all(a.length in {found[LEVELS.index(c)].best, found[LEVELS.index(c)].runner_up} for a in again for c in a.levels)
+
+
+def test_the_sglang_schedule_routes_each_batch_to_its_best_length_by_sglangs_own_code(tmp_path: Path) -> None:
+    record, runs = session(tmp_path)
+    outcome = tune.outcome(record, runs, None)
+    schedule = outcome.schedule
+    assert schedule is not None and schedule.config is not None
+    sizes = decode_batch_sizes([*ARGV, "--speculative-num-steps", "3"])
+    path = tmp_path / "tuned.json"
+    path.write_text(schedule.text)
+    params = engines.sglang_adaptive().AdaptiveSpeculativeParams(initial_steps=3, cfg_path=str(path))
+    params.set_cuda_graph_bs(sizes)
+    assert {c: params.get_steps_for_batch(c) for c in LEVELS} == {1: 3, 2: 3, 4: 1, 8: 1, 16: 0, 64: 0} == schedule.routes
+    flags, _ = ENGINES["sglang"].tuned_flags({}, schedule, str(path))
+    server_args = SimpleNamespace(
+        speculative_adaptive_config=str(path), speculative_eagle_topk=1, speculative_num_steps=flags["speculative-num-steps"]
+    )
+    engines.sglang_init_adaptive()(server_args)  # SGLang's start-up check of the step count passes
+    assert server_args.speculative_num_draft_tokens == 4
+
+
+def test_two_levels_sglang_pads_together_share_a_tier_and_it_is_said() -> None:
+    sizes = [1, 2, 4, 8, 16]
+    schedule = ENGINES["sglang"].length_schedule([(1, 3), (3, 3), (4, 1), (9, 0)], ARGV, sizes)
+    # 3 and 4 both pad to 4: 4 runs 3 steps, and 9 (padded to 16 > 8) gets the off tier
+    assert schedule.routes == {1: 3, 3: 3, 4: 3, 9: 0}
+    assert any("pads running batches 3 and 4 to the same CUDA-graph batch size 4" in w for w in schedule.warnings)
+
+
+def test_the_vllm_schedule_validates_and_looks_up_each_batch_by_vllms_own_code(tmp_path: Path) -> None:
+    argv = [
+        "vllm",
+        "serve",
+        "m",
+        "--max-num-seqs",
+        "256",
+        "--speculative-config",
+        '{"method": "eagle3", "model": "/d", "num_speculative_tokens": 3}',
+    ]
+    record, runs = session(tmp_path, "vllm", argv)
+    schedule = tune.outcome(record, runs, None).schedule
+    assert schedule is not None and schedule.config is not None
+    module = engines.vllm_dynamic()
+    ranges = schedule.config["num_speculative_tokens_per_batch_size"]
+    module.validate_and_normalize_dynamic_sd_schedule(ranges)
+    lookup = module.build_dynamic_sd_schedule_lookup(
+        ranges, vllm_max_batch_size=256, vllm_num_speculative_tokens=schedule.config["num_speculative_tokens"]
+    )
+    assert {c: lookup[c] for c in LEVELS} == schedule.routes == {1: 3, 2: 3, 4: 1, 8: 1, 16: 0, 64: 0}
+    assert vllm_serve.schedule_lookup(ranges, 256, 3) == lookup  # and the simulated vLLM follows it the same way
+    flags, unset = ENGINES["vllm"].tuned_flags({"speculative-config": "{}"}, schedule, None)
+    assert json.loads(str(flags["speculative-config"]))["model"] == "/d" and unset == []
+
+
+def _trtllm_function(root: Path, path: str, cls: str, name: str, namespace: dict[str, Any]) -> Any:
+    """One method of TensorRT-LLM's source, lifted out of its class by the syntax tree."""
+    tree = ast.parse((root / path).read_text())
+    klass = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == cls)
+    node = next(n for n in klass.body if isinstance(n, ast.FunctionDef) and n.name == name)
+    node.decorator_list = []
+    scope = dict(namespace)
+    exec(compile(ast.Module(body=[node], type_ignores=[]), str(root / path), "exec"), scope)
+    return scope[name]
+
+
+def test_the_tensorrt_llm_schedule_is_one_its_validator_accepts_and_routes_as_written() -> None:
+    points = [(1, 3), (2, 3), (4, 1), (8, 1), (16, 0), (64, 0)]
+    schedule = ENGINES["trtllm"].length_schedule(points, [], None)
+    assert schedule.config == {"max_draft_len": 3, "draft_len_schedule": {1: 3, 3: 1, 9: 0}, "max_concurrency": 8}
+    assert schedule.routes == dict(points)
+    assert "draft_len_schedule: {1: 3, 3: 1, 9: 0}" in schedule.text
+    # a longer best length above batch 1 cannot be written: TensorRT-LLM wants its longest at batch 1
+    table, _, said = draft_len_schedule([(1, 1), (4, 3)])
+    assert table == {1: 1} and draft_len_at(table, None, 4) == 1 and "above TensorRT-LLM's max_draft_len 1" in said[0]
+    root = os.environ.get("PIVOT_TRTLLM_SOURCE")
+    if not root:
+        pytest.skip("TensorRT-LLM's source is not on PyPI (its wheels are on NVIDIA's index): set PIVOT_TRTLLM_SOURCE to a checkout")
+    validate = _trtllm_function(
+        Path(root), "tensorrt_llm/llmapi/llm_args.py", "DecodingBaseConfig", "validate_draft_len_schedule_and_sort", {}
+    )
+    config = schedule.config
+    assert config is not None
+    table = validate(None, config["draft_len_schedule"], SimpleNamespace(data={"max_draft_len": config["max_draft_len"]}))
+    lookup = _trtllm_function(
+        Path(root),
+        "tensorrt_llm/_torch/speculative/drafter.py",
+        "Drafter",
+        "get_draft_len_for_batch_size",
+        {"bisect_right": __import__("bisect").bisect_right},
+    )
+    drafter = SimpleNamespace(draft_len_schedule=table)
+    assert {b: (lookup(drafter, b) if b <= config["max_concurrency"] else 0) for b, _ in points} == schedule.routes
+
+
+def test_tune_on_the_simulated_host_measures_each_length_writes_and_sweeps_the_schedule_and_stops(
+    sim_host_process: HostProcess, tmp_path: Path
+) -> None:
+    local = sim_host_process.config_path.parent / "profiles"
+    local.mkdir(exist_ok=True)
+    shipped = Path(__file__).parent.parent / "profiles" / "demo" / "demo-eagle3.toml"
+    (local / "demo-eagle3.toml").write_text(shipped.read_text().replace("[flags]", f"port = {free_port()}\n\n[flags]"))
+    pivot = [sys.executable, "-m", "console", "--config", str(sim_host_process.config_path)]
+    command = [*pivot, "tune", "demo-eagle3", "--lengths", "1,3", "--levels", "1,8", "--requests", "16", "--yes"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout + result.stderr
+    campaign = sim_host_process.root / "campaign"
+    record = tune.find_session(campaign, "last")
+    assert record.finished and sorted(record.runs) == [0, 1, 3] and record.variants[3] == "demo-eagle3"
+    runs = tune.load_runs(campaign, record)
+    for n, run in runs.items():
+        assert run.state == "complete" and run.profile == record.variants[n] and (run.drafting is None) == (n == 0)
+    # the best length it names at each level is the one its own runs measured fastest there
+    found = tune.choices(runs)
+    for choice in found:
+        assert choice.tok_s[choice.best] == max(choice.tok_s.values())
+        assert f"C={choice.c} (running batch {choice.c}): best {tune.length_text(choice.best)}" in result.stdout
+    if any(choice.best for choice in found):  # a schedule: the tuned profile ran SGLang's adaptive mode with its file
+        assert record.tuned == "demo-eagle3-tuned" and record.verify_run
+        assert "--speculative-adaptive" in open_run(campaign, record.verify_run).meta.argv_or_words()
+        config = json.loads((local / "demo-eagle3-tuned.json").read_text())
+        assert all(set(tier) == {"candidate_steps"} for tier in config.values()) and "verified:" in result.stdout
+    else:
+        assert record.tuned is None and "drafting was best at no level" in result.stdout
+    assert f"tuning session {record.name} of demo-eagle3:" in result.stdout and "stopped" in result.stdout
+    status = subprocess.run([*pivot, "server", "status"], capture_output=True, text=True, timeout=60)
+    assert "ready" not in status.stdout and "starting" not in status.stdout, status.stdout
+    report = tmp_path / "tune.html"
+    made = subprocess.run([*pivot, "report", "--tune", "last", "-o", str(report)], capture_output=True, text=True, timeout=120)
+    assert made.returncode == 0, made.stderr
+    text = report.read_text()
+    assert f"Tuning session {record.name}" in text and all(name in text for name in record.runs.values())
