@@ -27,7 +27,7 @@ from tests.fixtures_runs import write_run
 
 LEVELS = [1, 2, 4, 8, 16, 64]
 # total tok/s by length at each level: a long draft pays alone, a short one at a few, none above
-NUMBERS = {
+NUMBERS: dict[int, dict[int, tuple[float, float]]] = {
     0: {1: (90, 90), 2: (170, 85), 4: (320, 80), 8: (600, 75), 16: (1100, 69), 64: (3000, 47)},
     1: {1: (110, 110), 2: (205, 102), 4: (370, 92), 8: (640, 80), 16: (1000, 62), 64: (2400, 37)},
     3: {1: (140, 140), 2: (230, 115), 4: (330, 82), 8: (520, 65), 16: (800, 50), 64: (1500, 23)},

@@ -438,7 +438,8 @@ def tune(
     prompts: str | None,
     yes: bool,
 ) -> Result:
-    """An interrupted session goes on where it stopped when the same command is given again."""
+    """PROFILE: a drafting profile. An interrupted session goes on where it stopped when the same command is given
+    again."""
     from console.actions.tune import TuneOrder
     from console.cli.tune import tune_command
 
