@@ -195,7 +195,8 @@ def to_repeat(found: list[LevelChoice], cap: int) -> list[Again]:
         for r in repeats([choice.level]):
             if r.metric != "total":
                 continue
-            more = min(cap, r.more_requests or cap)
+            # at least the level's own count again: an estimate from a few requests is itself rough
+            more = min(cap, max(r.more_requests or cap, choice.level.a.requests, choice.level.b.requests))
             sides = {"a": choice.runner_up, "b": choice.best}
             for side in r.sides or ("a", "b"):
                 wanted.setdefault(sides[side], {})[choice.c] = max(more, wanted.get(sides[side], {}).get(choice.c, 0))
