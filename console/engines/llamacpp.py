@@ -70,7 +70,8 @@ class LlamaServer(Engine):
         if length == 0:
             return {}, self.plain_flags(flags)
         lengths: dict[str, FlagValue] = {"spec-draft-n-max": length}
-        if (as_int(flags.get("spec-draft-n-min")) or 0) > length:  # common/arg.cpp: n_min may not pass n_max
+        # common/speculative.cpp drops a draft shorter than n_min: above n_max, nothing would ever be drafted
+        if (as_int(flags.get("spec-draft-n-min")) or 0) > length:
             lengths["spec-draft-n-min"] = length
         return lengths, []
 

@@ -64,6 +64,15 @@ def batch_schedule(drafting_up_to: int, tokens: int, max_num_seqs: int) -> list[
     return [[1, drafting_up_to, tokens], [drafting_up_to + 1, max(max_num_seqs, drafting_up_to + 1), 0]]
 
 
+REPLACED_FLAGS = ("spec-method", "spec-model", "spec-tokens", "sc")  # what a written --speculative-config replaces
+PLAIN_UNSET = ("speculative-config", *REPLACED_FLAGS)  # every flag that makes it draft
+
+
+def replaced(flags: Mapping[str, FlagValue]) -> list[str]:
+    """The profile's flags a --speculative-config written in full replaces: unset beside it."""
+    return [f for f in REPLACED_FLAGS if f in flags]
+
+
 def length_ranges(points: list[tuple[int, int]], max_num_seqs: int) -> list[list[int]]:
     """Inclusive ranges from batch 1, each to the batch before the next change of length, the last to max_num_seqs."""
     ranges: list[list[int]] = []
@@ -153,8 +162,7 @@ class VLLM(Engine):
     def adaptive_flags(
         self, profile_flags: Mapping[str, FlagValue], schedule: Schedule, config_path: str | None
     ) -> tuple[dict[str, FlagValue], list[str]]:
-        unset = [f for f in ("spec-method", "spec-model", "spec-tokens", "sc") if f in profile_flags]
-        return {"speculative-config": json.dumps(schedule.config)}, unset
+        return {"speculative-config": json.dumps(schedule.config)}, replaced(profile_flags)
 
     def length_flags(self, flags: Mapping[str, FlagValue], length: int) -> tuple[dict[str, FlagValue], list[str]]:
         if length == 0:
@@ -164,11 +172,10 @@ class VLLM(Engine):
             raise NoAdaptiveProfile("its flags do not draft")
         config = {**found.config, "num_speculative_tokens": length}
         config.pop("num_speculative_tokens_per_batch_size", None)
-        unset = [f for f in ("spec-method", "spec-model", "spec-tokens", "sc") if f in flags]
-        return {"speculative-config": json.dumps(config)}, unset
+        return {"speculative-config": json.dumps(config)}, replaced(flags)
 
     def plain_flags(self, flags: Mapping[str, FlagValue]) -> list[str]:
-        return [f for f in ("speculative-config", "sc", "spec-method", "spec-model", "spec-tokens") if f in flags]
+        return [f for f in PLAIN_UNSET if f in flags]
 
     def length_schedule(self, points: list[tuple[int, int]], argv: Sequence[str], sizes: list[int] | None) -> LengthSchedule:
         found = self.drafting(argv)
@@ -186,5 +193,4 @@ class VLLM(Engine):
     def tuned_flags(
         self, flags: Mapping[str, FlagValue], schedule: LengthSchedule, config_path: str | None
     ) -> tuple[dict[str, FlagValue], list[str]]:
-        unset = [f for f in ("spec-method", "spec-model", "spec-tokens", "sc") if f in flags]
-        return {"speculative-config": json.dumps(schedule.config)}, unset
+        return {"speculative-config": json.dumps(schedule.config)}, replaced(flags)

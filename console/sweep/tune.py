@@ -7,6 +7,7 @@ The driving (servers, sweeps) is console/actions/tune.py; this module decides an
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -223,7 +224,7 @@ def schedule(engine: Engine, found: list[LevelChoice], argv: list[str], sizes: l
     if not any(length for _, length in wanted):
         raise NoAdaptiveProfile("no schedule: drafting was best at no level (run the server without it)")
     written = engine.length_schedule(wanted, argv, sizes)
-    return LengthSchedule(written.config, written.text, written.routes, (*said, *written.warnings))
+    return dataclasses.replace(written, warnings=(*said, *written.warnings))
 
 
 def load_runs(campaign_dir: Path, record: TuneRecord) -> dict[int, Run]:
