@@ -13,6 +13,7 @@ from typing import Any
 import tomli_w
 
 from console.events import AdaptiveProfile
+from console.files import write_atomically
 from console.session import Session
 from console.sweep.adaptive import AdaptivePlan
 
@@ -35,9 +36,10 @@ class WrittenProfile:
         return text + "".join(f"\nwarning: {w}" for w in p.warnings)
 
 
-async def upload_config(session: Session, name: str, text: str) -> tuple[str, str | None]:
-    """An engine's config file for profile `name`, to the session's host where it has one: (its path there, the host;
-    None where no host is configured and the path is where it is to go)."""
+async def write_config(session: Session, directory: Path, name: str, text: str) -> tuple[str, str | None]:
+    """An engine's config file for profile `name`: a copy beside the profile, and the file on the session's host where
+    it has one. (Its path there, the host; None where no host is configured, and the path is where it is to go.)"""
+    write_atomically(directory / f"{name}.json", text)
     conn = session.conn if session.spec is not None else None
     if conn is None:
         return f"~/.pivot/adaptive/{name}.json", None
@@ -47,23 +49,17 @@ async def upload_config(session: Session, name: str, text: str) -> tuple[str, st
 
 
 def write_profile_file(path: Path, header: str, data: dict[str, Any]) -> None:
-    tmp = path.with_suffix(".toml.tmp")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp.write_text(header + tomli_w.dumps(data), encoding="utf-8")
-    tmp.replace(path)
+    write_atomically(path, header + tomli_w.dumps(data))
 
 
 async def write_adaptive_profile(session: Session, adaptive: AdaptivePlan) -> WrittenProfile:
     """The profile (and for an engine that reads a config file, a local copy of it, uploaded to the session's host
     when it has one); one `profile` event."""
-    directory = adaptive.profile_path.parent
-    directory.mkdir(parents=True, exist_ok=True)
     remote: str | None = None
     uploaded_to = None
     if adaptive.engine.adaptive_file:
-        text = json.dumps(adaptive.config, indent=1)
-        (directory / f"{adaptive.name}.json").write_text(text + "\n", encoding="utf-8")
-        remote, uploaded_to = await upload_config(session, adaptive.name, text)
+        text = json.dumps(adaptive.config, indent=1) + "\n"
+        remote, uploaded_to = await write_config(session, adaptive.profile_path.parent, adaptive.name, text)
     header = (
         f"# Written by pivot from the comparison of {adaptive.spec.name}'s run with a baseline, in the form "
         f"{adaptive.spec.kind} reads (see pivot's ENGINES notes).\n"

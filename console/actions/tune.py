@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from console.actions.adaptive import upload_config, write_profile_file
+from console.actions.adaptive import write_config, write_profile_file
 from console.actions.campaign import ActionFailed, CampaignActions
 from console.engines import LengthSchedule, NoAdaptiveProfile
 from console.remote.errors import RemoteError
@@ -73,12 +73,9 @@ class Tuning:
         self.session, self.cfg, self.say = actions.session, actions.cfg, actions.say
         self.campaign_dir = self.cfg.campaign_dir
 
-    def _profiles(self) -> Any:
-        return self.session.profiles()
-
     def _spec(self) -> Profile:
         try:
-            spec = self._profiles().get(self.order.profile)
+            spec = self.session.profiles().get(self.order.profile)
         except ProfileError as e:
             raise ActionFailed(str(e)) from None
         if spec.drafting is None:
@@ -100,7 +97,7 @@ class Tuning:
             if unset:
                 data["unset"] = unset
             write_profile_file(directory / f"{name}.toml", _header(what), data)
-        profiles = self._profiles()
+        profiles = self.session.profiles()
         for length, name in record.variants.items():
             try:
                 variant = profiles.get(name)
@@ -160,45 +157,42 @@ class Tuning:
                 return run
         self.say(f"  switching to {profile}")
         await self.actions.do_switch(profile)
-        try:
-            if run is not None and run.has_measured_levels:
-                handle = await self.session.sweeps.start(run.settings, run=run, how="resume", via=self.actions.via)
-            else:
-                handle = await self.session.sweeps.start(settings, via=self.actions.via)
-        except (RunError, RemoteError, ValueError) as e:
-            raise ActionFailed(str(e)) from None
+        if run is not None and run.has_measured_levels:
+            handle = await self._start(run.settings, run=run, how="resume")
+        else:
+            handle = await self._start(settings)
         keep(handle.run.name)
         record.save(self.campaign_dir)
         await self._follow(handle)
         return handle.run
+
+    async def _start(self, settings: SweepSettings, **how: Any) -> SweepHandle:
+        try:
+            return await self.session.sweeps.start(settings, via=self.actions.via, **how)
+        except (RunError, RemoteError, ValueError) as e:
+            raise ActionFailed(str(e)) from None
 
     async def _follow(self, handle: SweepHandle) -> None:
         await self.actions._follow(handle)
         if handle.end != "done":
             raise ActionFailed(f"the sweep {handle.end}: {handle.reason or 'by the operator'}")
 
-    async def _repeat(self, record: tune.TuneRecord, found: list[tune.LevelChoice]) -> None:
+    async def _repeat(self, record: tune.TuneRecord, runs: dict[int, Run], found: list[tune.LevelChoice]) -> None:
         for again in tune.to_repeat(found, REPEAT_CAP):
-            run = open_run(self.campaign_dir, record.runs[again.length])
+            run = runs[again.length]
             levels = ", ".join(map(str, again.levels))
             self.say(f"  {tune.length_text(again.length)}: C = {levels} again, {again.requests} requests each (too close to call)")
             await self.actions.do_switch(record.variants[again.length])
             settings = dataclasses.replace(run.settings, requests=again.requests)
-            try:
-                handle = await self.session.sweeps.start(settings, run=run, how="repeat", levels=list(again.levels), via=self.actions.via)
-            except (RunError, RemoteError, ValueError) as e:
-                raise ActionFailed(str(e)) from None
-            await self._follow(handle)
+            await self._follow(await self._start(settings, run=run, how="repeat", levels=list(again.levels)))
 
     async def _write_tuned(self, spec: Profile, record: tune.TuneRecord, schedule: LengthSchedule) -> str:
         name = f"{spec.name}-tuned"
         remote = None
         directory = written_profiles_dir(self.cfg)
         if spec.engine.adaptive_file:
-            (directory / f"{name}.json").parent.mkdir(parents=True, exist_ok=True)
-            (directory / f"{name}.json").write_text(schedule.text, encoding="utf-8")
             try:
-                remote, _ = await upload_config(self.session, name, schedule.text)
+                remote, _ = await write_config(self.session, directory, name, schedule.text)
             except (OSError, RemoteError) as e:
                 raise ActionFailed(f"cannot upload {name}'s schedule: {e}") from None
         flags, unset = spec.engine.tuned_flags(spec.flags, schedule, remote)
@@ -209,7 +203,9 @@ class Tuning:
         write_profile_file(directory / f"{name}.toml", _header(f"the schedule of {record.name}") + warnings, data)
         return name
 
-    async def run(self) -> Tuned:
+    def _prepare(self) -> tuple[Profile, tune.TuneRecord, str]:
+        """The profile, the session (the unfinished one to go on with, or a new one) and its plan in words: files read,
+        so off the event loop."""
         spec = self._spec()
         found_drafting = spec.drafting
         assert found_drafting is not None
@@ -218,8 +214,9 @@ class Tuning:
         if self.cfg.sweep.rates:
             raise ActionFailed("tune measures concurrency levels ([sweep] rates is set): drafting is switched by running batch")
         record = tune.unfinished(self.campaign_dir, spec.name, lengths, levels)
+        going_on = ""
         if record is not None:
-            self.say(f"going on with {record.name} (its runs so far: {', '.join(record.runs.values()) or 'none'})")
+            going_on = f"going on with {record.name} (its runs so far: {', '.join(record.runs.values()) or 'none'})\n"
         else:
             counterpart = self.order.counterpart or f"{spec.name}-nodraft"
             asked = self.order.requests or self.cfg.sweep.requests
@@ -227,9 +224,13 @@ class Tuning:
             record.prompts = self.order.prompts
             if found_drafting.steps in record.variants:  # its own length is itself
                 record.variants[found_drafting.steps] = spec.name
+        return spec, record, going_on + self._plan_text(record)
+
+    async def run(self) -> Tuned:
+        spec, record, plan = await asyncio.to_thread(self._prepare)
         if self.confirm is None:
-            self.say(self._plan_text(record))
-        elif not await self.confirm(self._plan_text(record)):
+            self.say(plan)
+        elif not await self.confirm(plan):
             raise ActionFailed("not confirmed: nothing was measured")
         await asyncio.to_thread(self._write_variants, spec, record)
         record.save(self.campaign_dir)
@@ -240,7 +241,7 @@ class Tuning:
             )
         runs = await asyncio.to_thread(tune.load_runs, self.campaign_dir, record)
         if not record.repeated:
-            await self._repeat(record, await asyncio.to_thread(tune.choices, runs, self.cfg.margin))
+            await self._repeat(record, runs, await asyncio.to_thread(tune.choices, runs, self.cfg.margin))
             record.repeated = True
             record.save(self.campaign_dir)
             runs = await asyncio.to_thread(tune.load_runs, self.campaign_dir, record)
