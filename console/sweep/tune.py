@@ -19,6 +19,7 @@ from console.engines import Drafting, Engine, LengthSchedule, NoAdaptiveProfile,
 from console.files import write_atomically
 from console.sweep.analysis.intervals import MARGIN, Level, Verdict, estimate, judge
 from console.sweep.analysis.repeats import repeats
+from console.sweep.model import LevelDone
 from console.sweep.runs.store import Run, RunError, open_run
 
 TUNES = "tunes"  # under the campaign directory
@@ -41,12 +42,11 @@ class TuneRecord(BaseModel):
     name: str
     profile: str  # the drafting profile tuned
     kind: str  # its engine
-    counterpart: str  # the same server without drafting: length 0
     lengths: list[int]  # 0 first, then the draft lengths tried
     levels: list[int]
     prompts: str | None = None  # the prompt set, where not [sweep]'s
     requests: int | str  # per level, the first measure ([sweep] requests: N, "c" or "auto")
-    variants: dict[int, str]  # length -> the profile that drafts it
+    variants: dict[int, str]  # length -> the profile that drafts it (0: the same server without drafting)
     runs: dict[int, str] = {}  # length -> its run
     repeated: bool = False  # the close levels were measured again
     tuned: str | None = None  # the profile written from the schedule
@@ -68,7 +68,6 @@ def new_record(profile: str, kind: str, counterpart: str, lengths: list[int], le
         name=f"tune-{profile}-{now:%Y%m%d-%H%M%S}",
         profile=profile,
         kind=kind,
-        counterpart=counterpart,
         lengths=[0, *sorted(n for n in set(lengths) if n)],
         levels=sorted(set(levels)),
         requests=requests,
@@ -127,6 +126,7 @@ class LevelChoice:
     runner_up: int | None
     verdict: Verdict | None
     level: Level | None  # the two as compare.py holds a level: what settles it
+    measured: LevelDone  # the best length's level
 
     @property
     def word(self) -> str:
@@ -173,7 +173,8 @@ def choices(runs: dict[int, Run], margin: float = MARGIN) -> list[LevelChoice]:
             # the choice is by total throughput alone (at one C, per-request speed follows it)
             verdict, level = total, Level(c, total, total, None, None, a, b)
         batches = [running_batch(c, runs[n]) for n in here]
-        found.append(LevelChoice(c, max(batches), {n: lv.total_tok_s for n, lv in here.items()}, best, runner, verdict, level))
+        tok_s = {n: lv.total_tok_s for n, lv in here.items()}
+        found.append(LevelChoice(c, max(batches), tok_s, best, runner, verdict, level, here[best]))
     return found
 
 
@@ -260,18 +261,18 @@ class Check:
         return f"C={self.c}: cannot tell against {length_text(self.best)} ({ratio}): repeat it to know"
 
 
-def verify(found: list[LevelChoice], runs: dict[int, Run], tuned: Run, routes: dict[int, int], margin: float = MARGIN) -> list[Check]:
+def verify(found: list[LevelChoice], tuned: Run, routes: dict[int, int], margin: float = MARGIN) -> list[Check]:
     levels = {lv.c: lv for lv in tuned.levels() if lv.measured}
-    checks = []
-    for choice in found:
-        if choice.c not in levels:
-            continue
-        best = {lv.c: lv for lv in runs[choice.best].levels()}.get(choice.c)
-        if best is None:
-            continue
-        verdict = judge(estimate(best, "total"), estimate(levels[choice.c], "total"), margin=margin)
-        checks.append(Check(choice.c, choice.best, routes.get(choice.batch, choice.best), verdict))
-    return checks
+    return [
+        Check(
+            choice.c,
+            choice.best,
+            routes.get(choice.batch, choice.best),
+            judge(estimate(choice.measured, "total"), estimate(levels[choice.c], "total"), margin=margin),
+        )
+        for choice in found
+        if choice.c in levels
+    ]
 
 
 def checks_summary(checks: list[Check]) -> str:
@@ -305,5 +306,5 @@ def outcome(record: TuneRecord, runs: dict[int, Run], tuned: Run | None, margin:
         written = schedule(engine(record.kind), found, drafting.meta.argv_or_words(), sizes)
     except NoAdaptiveProfile as e:
         return Outcome(found, None, str(e), [])
-    checks = verify(found, runs, tuned, written.routes, margin) if tuned is not None else []
+    checks = verify(found, tuned, written.routes, margin) if tuned is not None else []
     return Outcome(found, written, None, checks)
