@@ -35,6 +35,7 @@ class TuneOrder:
     counterpart: str | None = None  # the server without drafting; None: the profile with its drafting flags unset
     requests: int | None = None  # per level; None: [sweep] requests, but "c" (one wave, mostly ramp) taken as "auto"
     prompts: str | None = None  # None: [sweep] prompts
+    repeat_cap: int | None = None  # requests a close level is measured again with at most (None: REPEAT_CAP); 0: never
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,10 @@ class Tuning:
         self.actions, self.order, self.confirm = actions, order, confirm
         self.session, self.cfg, self.say = actions.session, actions.cfg, actions.say
         self.campaign_dir = self.cfg.campaign_dir
+
+    @property
+    def _repeat_cap(self) -> int:
+        return REPEAT_CAP if self.order.repeat_cap is None else self.order.repeat_cap
 
     def _spec(self) -> Profile:
         try:
@@ -115,7 +120,8 @@ class Tuning:
         pace = self._pace(record)
         return (
             f"tune {record.profile}: {len(todo)} of {len(record.lengths)} servers to measure: {servers}; C = {levels}, "
-            f"{record.requests} requests a level; then the close levels again, the schedule written and its profile swept"
+            f"{record.requests} requests a level; then the close levels again (at most {self._repeat_cap} requests each), "
+            "the schedule written and its profile swept"
             f" ({pace})"
         )
 
@@ -178,7 +184,7 @@ class Tuning:
             raise ActionFailed(f"the sweep {handle.end}: {handle.reason or 'by the operator'}")
 
     async def _repeat(self, record: tune.TuneRecord, runs: dict[int, Run], found: list[tune.LevelChoice]) -> None:
-        for again in tune.to_repeat(found, REPEAT_CAP):
+        for again in tune.to_repeat(found, self._repeat_cap):
             run = runs[again.length]
             levels = ", ".join(map(str, again.levels))
             self.say(f"  {tune.length_text(again.length)}: C = {levels} again, {again.requests} requests each (too close to call)")

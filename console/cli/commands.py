@@ -427,6 +427,13 @@ def compare(
     help='requests a level (default: [sweep] requests; "c" is taken as "auto", 4 × C)',
 )
 @click.option("--prompts", metavar="SET|FILE", help="what the requests ask: synthetic, humaneval or a file (default: [sweep] prompts)")
+@click.option(
+    "--repeat-cap",
+    type=click.IntRange(min=0),
+    metavar="N",
+    help="requests a close level is measured again with at most (what settles it, estimated; default: the cap "
+    "--repeat-uncertain has); 0: none again",
+)
 @click.option("--yes", is_flag=True, help="do not ask before switching servers")
 def tune(
     g: Globals,
@@ -436,6 +443,7 @@ def tune(
     baseline: str | None,
     requests: int | None,
     prompts: str | None,
+    repeat_cap: int | None,
     yes: bool,
 ) -> Result:
     """PROFILE: a drafting profile. An interrupted session goes on where it stopped when the same command is given
@@ -443,7 +451,7 @@ def tune(
     from console.actions.tune import TuneOrder
     from console.cli.tune import tune_command
 
-    return tune_command(g.target, TuneOrder(profile, lengths, levels, baseline, requests, prompts), yes=yes)
+    return tune_command(g.target, TuneOrder(profile, lengths, levels, baseline, requests, prompts, repeat_cap), yes=yes)
 
 
 @command("report", "runs and their comparison as one HTML file that opens offline, or a chart")

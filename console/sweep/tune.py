@@ -188,21 +188,23 @@ class Again:
 
 
 def to_repeat(found: list[LevelChoice], cap: int) -> list[Again]:
-    """The close levels' repeats, per length, with the requests the comparison estimates would settle them (capped):
-    only the best length and its runner-up of each close level are measured again, never a clear level."""
-    wanted: dict[int, dict[int, int]] = {}
+    """The close levels' repeats, per length and request count, with the requests the comparison estimates would
+    settle them (at least the level's own count again, at most `cap`): only the best length and its runner-up of a
+    close level are measured again, never a clear one, nor one more requests cannot settle (it sits on the margin's
+    edge, or the runs drifted)."""
+    wanted: dict[tuple[int, int], set[int]] = {}
     for choice in found:
-        if choice.word != "close" or choice.level is None or choice.runner_up is None:
+        if cap <= 0 or choice.word != "close" or choice.level is None or choice.runner_up is None:
             continue
         for r in repeats([choice.level]):
-            if r.metric != "total":
+            if r.metric != "total" or r.more_requests is None:
                 continue
-            # at least the level's own count again: an estimate from a few requests is itself rough
-            more = min(cap, max(r.more_requests or cap, choice.level.a.requests, choice.level.b.requests))
+            # an estimate from a few requests is itself rough: never fewer than the level had
+            more = min(cap, max(r.more_requests, choice.level.a.requests, choice.level.b.requests))
             sides = {"a": choice.runner_up, "b": choice.best}
-            for side in r.sides or ("a", "b"):
-                wanted.setdefault(sides[side], {})[choice.c] = max(more, wanted.get(sides[side], {}).get(choice.c, 0))
-    return [Again(n, tuple(sorted(levels)), max(levels.values())) for n, levels in sorted(wanted.items())]
+            for side in r.sides:
+                wanted.setdefault((sides[side], more), set()).add(choice.c)
+    return [Again(n, tuple(sorted(levels)), more) for (n, more), levels in sorted(wanted.items())]
 
 
 def points(found: list[LevelChoice]) -> tuple[list[tuple[int, int]], list[str]]:
