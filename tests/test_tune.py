@@ -20,7 +20,7 @@ from console.engines.sglang import decode_batch_sizes
 from console.engines.trtllm import draft_len_at, draft_len_schedule
 from console.sim import vllm_serve
 from console.sweep import tune
-from console.sweep.runs.store import open_run
+from console.sweep.runs.store import RunError, open_run
 from tests import engine_sources as engines
 from tests.conftest import HostProcess, free_port
 from tests.fixtures_runs import write_run
@@ -36,7 +36,7 @@ ARGV = ["python", "-m", "sglang.launch_server", "--speculative-algorithm", "EAGL
 
 
 def session(campaign: Path, kind: str = "sglang", argv: list[str] | None = None, spread: float = 0.01) -> tuple[tune.TuneRecord, dict]:
-    record = tune.new_record("spec", kind, "spec-nodraft", [1, 3], LEVELS, 64)
+    record = tune.new_record("spec", kind, "spec-nodraft", [1, 3], {"levels": LEVELS, "requests": 64})
     for n, numbers in NUMBERS.items():
         name = f"run-{n}"
         steps = ["--speculative-num-steps", str(n)] if n else []
@@ -192,3 +192,60 @@ def test_tune_on_the_simulated_host_measures_each_length_writes_and_sweeps_the_s
     assert made.returncode == 0, made.stderr
     text = report.read_text()
     assert f"Tuning session {record.name}" in text and all(name in text for name in record.runs.values())
+
+
+def test_a_session_record_names_profiles_only_as_file_names_and_an_older_unfinished_one_is_found(tmp_path: Path) -> None:
+    record = tune.new_record("spec", "sglang", "spec-nodraft", [1, 3], {"levels": [1, 2], "requests": 8})
+    record.save(tmp_path)
+    newer = tune.new_record("spec", "sglang", "spec-nodraft", [2], {"levels": [1, 2], "requests": 8})
+    newer.name, newer.started = newer.name + "-b", "9999"
+    newer.save(tmp_path)
+    assert tune.unfinished(tmp_path, "spec", [1, 3], [2, 1]) == record  # the newest that asks the same, not the newest
+    bad = json.loads(record.path(tmp_path).read_text())
+    bad["variants"]["1"] = "../../elsewhere"
+    record.path(tmp_path).write_text(json.dumps(bad))
+    with pytest.raises(RunError, match="not a tuning session pivot wrote"):
+        tune.read_record(record.path(tmp_path))
+
+
+def test_a_level_above_the_servers_own_limit_runs_at_that_limit(tmp_path: Path) -> None:
+    argv = ["vllm", "serve", "m", "--max-num-seqs", "4", "--speculative-config", '{"method": "ngram", "num_speculative_tokens": 3}']
+    record = tune.new_record("spec", "vllm", "spec-nodraft", [3], {"levels": [1, 4, 8], "requests": 8})
+    numbers: dict[int, dict[int, tuple[float, float]]] = {
+        0: {1: (90, 90), 4: (320, 80), 8: (330, 41)},
+        3: {1: (140, 140), 4: (300, 75), 8: (310, 39)},
+    }
+    for n, levels in numbers.items():
+        write_run(tmp_path, f"run-{n}", record.variants[n], levels, speculative=bool(n), kind="vllm", argv=argv)
+        record.runs[n] = f"run-{n}"
+    found = tune.outcome(record, tune.load_runs(tmp_path, record), None)
+    assert [c.batch for c in found.found] == [1, 4, 4]
+    assert found.schedule is not None and "C=8 ran the server at the same running batch as a lower level" in found.schedule.warnings[0]
+
+
+def test_llama_servers_schedule_names_each_types_own_length_flag() -> None:
+    schedule = ENGINES["llamacpp"].length_schedule([(1, 16), (4, 0)], ["--spec-type", "ngram-simple"], None)
+    assert schedule.text.splitlines() == ["at 1 request(s) at once: --spec-ngram-simple-size-m 16", "at 4 request(s) at once: no drafting"]
+
+
+def test_going_on_with_a_session_writes_only_the_profiles_pivot_names_and_never_an_operators(tmp_path: Path) -> None:
+    from console.actions.campaign import ActionFailed
+    from console.actions.tune import TuneOrder, Tuning
+    from console.server.profiles import load_profiles
+
+    directory = tmp_path / "profiles"
+    directory.mkdir()
+    (directory / "base.toml").write_text('launcher = "python -m sglang.launch_server"\nmodel_path = "/m"\n')
+    (directory / "spec.toml").write_text('extends = "base"\n\n[flags]\nspeculative-algorithm = "EAGLE3"\nspeculative-num-steps = 3\n')
+    record = tune.new_record("spec", "sglang", "base", [1, 3], {"levels": [1], "requests": 8})  # started with --baseline base
+    record.variants[3] = "spec"
+    tuning = object.__new__(Tuning)  # the command that goes on with it names no baseline
+    tuning.order, tuning.directory = TuneOrder("spec"), directory
+    tuning.session = SimpleNamespace(profiles=lambda: load_profiles(directory))  # type: ignore[assignment]
+    before = (directory / "base.toml").read_text()
+    tuning._write_variants(load_profiles(directory).get("spec"), record)
+    assert (directory / "base.toml").read_text() == before
+    assert "speculative-num-steps = 1" in (directory / "spec-draft1.toml").read_text()
+    (directory / "spec-draft1.toml").write_text('extends = "spec"\n')  # now the operator's own
+    with pytest.raises(ActionFailed, match=r"spec-draft1\.toml is a profile pivot tune did not write"):
+        tuning._write_variants(load_profiles(directory).get("spec"), record)

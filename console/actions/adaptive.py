@@ -5,6 +5,7 @@ decided in console/sweep/adaptive.py."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +40,7 @@ class WrittenProfile:
 async def write_config(session: Session, directory: Path, name: str, text: str) -> tuple[str, str | None]:
     """An engine's config file for profile `name`: a copy beside the profile, and the file on the session's host where
     it has one. (Its path there, the host; None where no host is configured, and the path is where it is to go.)"""
-    write_atomically(directory / f"{name}.json", text)
+    await asyncio.to_thread(write_atomically, directory / f"{name}.json", text)
     conn = session.conn if session.spec is not None else None
     if conn is None:
         return f"~/.pivot/adaptive/{name}.json", None

@@ -11,6 +11,7 @@ import dataclasses
 import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from console.actions.adaptive import write_config, write_profile_file
@@ -18,6 +19,7 @@ from console.actions.campaign import ActionFailed, CampaignActions
 from console.engines import LengthSchedule, NoAdaptiveProfile
 from console.remote.errors import RemoteError
 from console.server.profiles import Profile, ProfileError
+from console.server.state import ServerState
 from console.settings import SweepSettings
 from console.sweep import tune
 from console.sweep.adaptive import written_profiles_dir
@@ -62,17 +64,39 @@ class Tuned:
         return "\n".join(lines)
 
 
+HEADER = "# Written by pivot tune"
+
+
 def _header(what: str) -> str:
-    return f"# Written by pivot tune: {what}.\n"
+    return f"{HEADER}: {what}.\n"
+
+
+def _ours(path: Path) -> bool:
+    """Whether a profile file may be written over: absent, or one pivot tune wrote."""
+    try:
+        with path.open("rb") as f:
+            return f.read(len(HEADER)) == HEADER.encode()
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+
+
+def _write_ours(path: Path, what: str, data: dict[str, Any], warnings: tuple[str, ...] = ()) -> None:
+    if not _ours(path):
+        raise ActionFailed(f"{path} is a profile pivot tune did not write: move it, or tune under another profile name")
+    write_profile_file(path, _header(what) + "".join(f"# warning: {w}\n" for w in warnings), data)
 
 
 class Tuning:
-    """One session's steps on the host, through the campaign's verbs (start, switch, sweep, repeat, stop)."""
+    """One session's steps on the host, through the campaign's verbs (start, switch, sweep, repeat, stop). What reads
+    or writes files runs in a thread: the console's event loop is never held by it."""
 
     def __init__(self, actions: CampaignActions, order: TuneOrder, *, confirm: Callable[[str], Awaitable[bool]] | None = None):
         self.actions, self.order, self.confirm = actions, order, confirm
         self.session, self.cfg, self.say = actions.session, actions.cfg, actions.say
         self.campaign_dir = self.cfg.campaign_dir
+        self.directory = written_profiles_dir(self.cfg)
 
     @property
     def _repeat_cap(self) -> int:
@@ -87,11 +111,32 @@ class Tuning:
             raise ActionFailed(f"{spec.name} does not draft by its own flags: nothing to tune")
         return spec
 
+    def _new_settings(self, levels: list[int]) -> dict[str, Any]:
+        """The [sweep] settings the session's runs take, checked; kept in its record as it starts."""
+        asked = self.order.requests or self.cfg.sweep.requests
+        data = {**self.cfg.sweep.to_dict(), "levels": levels, "requests": "auto" if asked == "c" else asked}
+        if self.order.prompts is not None:
+            data["prompts"] = self.order.prompts
+        try:
+            SweepSettings.from_dict(data)
+        except ValueError as e:
+            raise ActionFailed(str(e)) from None
+        return data
+
+    def _differs(self, record: tune.TuneRecord) -> list[str]:
+        """What this command asks that the unfinished session it would go on with did not."""
+        asked = {
+            "--requests": (self.order.requests, record.settings.get("requests")),
+            "--prompts": (self.order.prompts, record.settings.get("prompts")),
+            "--baseline": (self.order.counterpart, record.variants[0]),
+        }
+        return [f"{flag} {given} (the session's: {kept})" for flag, (given, kept) in asked.items() if given is not None and given != kept]
+
     def _write_variants(self, spec: Profile, record: tune.TuneRecord) -> None:
-        """The profile of each length (the tuned profile's own length is itself; 0 is the counterpart)."""
-        directory = written_profiles_dir(self.cfg)
-        for length, name in list(record.variants.items()):
-            if name == spec.name or (length == 0 and self.order.counterpart):
+        """The profile of each length pivot names (the profile's own length is itself, a named counterpart the
+        operator's); then each is read back and must draft exactly its length."""
+        for length, name in record.variants.items():
+            if name != tune.variant_name(spec.name, length):
                 continue
             try:
                 flags, unset = spec.engine.length_flags(spec.flags, length)
@@ -101,7 +146,7 @@ class Tuning:
             data: dict[str, Any] = {"description": f"{what}, for {record.name}", "extends": spec.name, "flags": flags}
             if unset:
                 data["unset"] = unset
-            write_profile_file(directory / f"{name}.toml", _header(what), data)
+            _write_ours(self.directory / f"{name}.toml", what, data)
         profiles = self.session.profiles()
         for length, name in record.variants.items():
             try:
@@ -111,36 +156,35 @@ class Tuning:
             drafting = variant.drafting
             if (drafting is None) != (length == 0) or (length and drafting and drafting.steps != length):
                 said = "drafts" if drafting else "does not draft"
-                raise ActionFailed(f"{name} {said} ({variant.drafting_text()}), not {tune.length_text(length)}: name the counterpart")
+                fix = ": name one that does not with --baseline" if length == 0 else ""
+                raise ActionFailed(f"{name} {said} ({variant.drafting_text()}), not {tune.length_text(length)}{fix}")
 
     def _plan_text(self, record: tune.TuneRecord) -> str:
         servers = ", ".join(f"{tune.length_text(n)} ({record.variants[n]})" for n in record.lengths)
         levels = ",".join(map(str, record.levels))
         todo = [n for n in record.lengths if n not in record.runs or not self._complete(record.runs[n])]
-        pace = self._pace(record)
+        requests = record.settings.get("requests")
         return (
             f"tune {record.profile}: {len(todo)} of {len(record.lengths)} servers to measure: {servers}; C = {levels}, "
-            f"{record.requests} requests a level; then the close levels again (at most {self._repeat_cap} requests each), "
-            "the schedule written and its profile swept"
-            f" ({pace})"
+            f"{requests} requests a level; then the close levels again (at most {self._repeat_cap} requests each), "
+            f"the schedule written and its profile swept ({self._pace(record)})"
         )
 
     def _pace(self, record: tune.TuneRecord) -> str:
         """About how long, from the newest run of the profile at these levels: its seconds per request."""
-        runs = [r for r in self.session_runs() if r.profile == record.profile and r.has_measured_levels]
+        from console.campaign import Campaign
+
+        asked = record.settings.get("requests")
+        runs = [r for r in Campaign(self.campaign_dir).runs() if r.profile == record.profile and r.has_measured_levels]
         for run in reversed(runs):
             levels = [lv for lv in run.levels() if lv.measured and lv.wall_s and lv.c in record.levels]
             if len(levels) == len(record.levels):
-                asked = [record.requests if isinstance(record.requests, int) else lv.requests for lv in levels]
-                seconds = sum((lv.wall_s or 0.0) * n / max(1, lv.requests) for lv, n in zip(levels, asked, strict=True))
+                seconds = sum(
+                    (lv.wall_s or 0.0) * (asked if isinstance(asked, int) else lv.requests) / max(1, lv.requests) for lv in levels
+                )
                 total = seconds * (len(record.lengths) + 1)
                 return f"about {total / 60:.0f} min of sweeps by {run.name}'s pace, plus {len(record.lengths) + 1} server starts"
         return "its length is known once the first server is measured; each server start comes on top"
-
-    def session_runs(self) -> list[Run]:
-        from console.campaign import Campaign
-
-        return Campaign(self.campaign_dir).runs()
 
     def _complete(self, name: str) -> bool:
         try:
@@ -148,27 +192,42 @@ class Tuning:
         except RunError:
             return False
 
+    def _kept(self, name: str | None) -> Run | None:
+        """A run the record names, where it still is."""
+        if name is None:
+            return None
+        try:
+            return open_run(self.campaign_dir, name)
+        except RunError:
+            return None
+
+    async def _save(self, record: tune.TuneRecord) -> None:
+        await asyncio.to_thread(record.save, self.campaign_dir)
+
+    async def _serve(self, profile: str) -> None:
+        """The profile's server, switched in unless it already serves."""
+        status = await self.actions.lifecycle.poll()
+        if status.state == ServerState.READY and status.profile == profile:
+            return
+        self.say(f"  switching to {profile}")
+        await self.actions.do_switch(profile)
+
     async def _measure(
         self, record: tune.TuneRecord, profile: str, kept: str | None, settings: SweepSettings, keep: Callable[[str], None]
     ) -> Run:
         """A complete run of `profile` at the session's levels: the one kept (its name recorded) if it is complete,
         resumed if it stopped short, else a new one, whose name `keep` records as soon as it exists."""
-        run: Run | None = None
-        if kept is not None:
-            try:
-                run = open_run(self.campaign_dir, kept)
-            except RunError:
-                run = None
-            if run is not None and run.state == "complete":
-                return run
-        self.say(f"  switching to {profile}")
-        await self.actions.do_switch(profile)
-        if run is not None and run.has_measured_levels:
+        run = await asyncio.to_thread(self._kept, kept)
+        state = await asyncio.to_thread(lambda: (run.state, run.has_measured_levels) if run is not None else (None, False))
+        if state[0] == "complete" and run is not None:
+            return run
+        await self._serve(profile)
+        if run is not None and state[1]:
             handle = await self._start(run.settings, run=run, how="resume")
         else:
             handle = await self._start(settings)
         keep(handle.run.name)
-        record.save(self.campaign_dir)
+        await self._save(record)
         await self._follow(handle)
         return handle.run
 
@@ -187,26 +246,27 @@ class Tuning:
         for again in tune.to_repeat(found, self._repeat_cap):
             run = runs[again.length]
             levels = ", ".join(map(str, again.levels))
+            await self._serve(record.variants[again.length])
             self.say(f"  {tune.length_text(again.length)}: C = {levels} again, {again.requests} requests each (too close to call)")
-            await self.actions.do_switch(record.variants[again.length])
             settings = dataclasses.replace(run.settings, requests=again.requests)
             await self._follow(await self._start(settings, run=run, how="repeat", levels=list(again.levels)))
 
     async def _write_tuned(self, spec: Profile, record: tune.TuneRecord, schedule: LengthSchedule) -> str:
         name = f"{spec.name}-tuned"
+        path = self.directory / f"{name}.toml"
+        if not await asyncio.to_thread(_ours, path):
+            raise ActionFailed(f"{path} is a profile pivot tune did not write: move it, or tune under another profile name")
         remote = None
-        directory = written_profiles_dir(self.cfg)
         if spec.engine.adaptive_file:
             try:
-                remote, _ = await write_config(self.session, directory, name, schedule.text)
+                remote, _ = await write_config(self.session, self.directory, name, schedule.text)
             except (OSError, RemoteError) as e:
-                raise ActionFailed(f"cannot upload {name}'s schedule: {e}") from None
+                raise ActionFailed(f"cannot write {name}'s schedule: {e}") from None
         flags, unset = spec.engine.tuned_flags(spec.flags, schedule, remote)
         data: dict[str, Any] = {"description": f"{spec.name} with the draft lengths {record.name} measured best", "extends": spec.name}
         data |= {"unset": unset} if unset else {}
         data["flags"] = flags
-        warnings = "".join(f"# warning: {w}\n" for w in schedule.warnings)
-        write_profile_file(directory / f"{name}.toml", _header(f"the schedule of {record.name}") + warnings, data)
+        await asyncio.to_thread(_write_ours, path, f"the schedule of {record.name}", data, schedule.warnings)
         return name
 
     def _prepare(self) -> tuple[Profile, tune.TuneRecord, str]:
@@ -222,12 +282,15 @@ class Tuning:
         record = tune.unfinished(self.campaign_dir, spec.name, lengths, levels)
         going_on = ""
         if record is not None:
+            if differs := self._differs(record):
+                raise ActionFailed(
+                    f"{record.name} is unfinished and asked otherwise: {'; '.join(differs)}. Give its own options to go on, "
+                    f"or remove {record.path(self.campaign_dir)} to start anew"
+                )
             going_on = f"going on with {record.name} (its runs so far: {', '.join(record.runs.values()) or 'none'})\n"
         else:
-            counterpart = self.order.counterpart or f"{spec.name}-nodraft"
-            asked = self.order.requests or self.cfg.sweep.requests
-            record = tune.new_record(spec.name, spec.kind, counterpart, lengths, levels, "auto" if asked == "c" else asked)
-            record.prompts = self.order.prompts
+            counterpart = self.order.counterpart or tune.variant_name(spec.name, 0)
+            record = tune.new_record(spec.name, spec.kind, counterpart, lengths, self._new_settings(levels))
             if found_drafting.steps in record.variants:  # its own length is itself
                 record.variants[found_drafting.steps] = spec.name
         return spec, record, going_on + self._plan_text(record)
@@ -239,8 +302,8 @@ class Tuning:
         elif not await self.confirm(plan):
             raise ActionFailed("not confirmed: nothing was measured")
         await asyncio.to_thread(self._write_variants, spec, record)
-        record.save(self.campaign_dir)
-        settings = self._settings(record)
+        await self._save(record)
+        settings = SweepSettings.from_dict(record.settings)
         for length in record.lengths:
             await self._measure(
                 record, record.variants[length], record.runs.get(length), settings, functools.partial(record.runs.__setitem__, length)
@@ -249,32 +312,22 @@ class Tuning:
         if not record.repeated:
             await self._repeat(record, runs, await asyncio.to_thread(tune.choices, runs, self.cfg.margin))
             record.repeated = True
-            record.save(self.campaign_dir)
+            await self._save(record)
             runs = await asyncio.to_thread(tune.load_runs, self.campaign_dir, record)
-        result = await self._schedule_and_verify(spec, record, runs)
+        result = await self._schedule_and_verify(spec, record, runs, settings)
         record.finished = True
-        record.save(self.campaign_dir)
+        await self._save(record)
         stopped = await self.actions.do_stop()
         self.say(f"  {stopped}")
         return result
 
-    def _settings(self, record: tune.TuneRecord) -> SweepSettings:
-        data = {**self.cfg.sweep.to_dict(), "levels": record.levels, "requests": record.requests}
-        if record.prompts is not None:
-            data["prompts"] = record.prompts
-        try:
-            return SweepSettings.from_dict(data)
-        except ValueError as e:
-            raise ActionFailed(str(e)) from None
-
-    async def _schedule_and_verify(self, spec: Profile, record: tune.TuneRecord, runs: dict[int, Run]) -> Tuned:
+    async def _schedule_and_verify(self, spec: Profile, record: tune.TuneRecord, runs: dict[int, Run], settings: SweepSettings) -> Tuned:
         found = await asyncio.to_thread(tune.outcome, record, runs, None, self.cfg.margin)
         if found.schedule is None or found.schedule.config is None:  # none, or the engine is told by which server runs
             return Tuned(record, found)
         if record.tuned is None:
             record.tuned = await self._write_tuned(spec, record, found.schedule)
-            record.save(self.campaign_dir)
-        settings = self._settings(record)
+            await self._save(record)
         self.say(f"  the schedule, in {record.tuned}:")
         verify_run = await self._measure(
             record, record.tuned, record.verify_run, settings, functools.partial(setattr, record, "verify_run")

@@ -61,8 +61,12 @@ def _profiles(cfg: config.Config, runs: list[Run]) -> dict[str, str]:
 def _tuning(cfg: config.Config, name: str) -> tuple[list[Run], str]:
     """A tuning session's runs (no drafting first, the tuned profile's last) and its section of the report."""
     record = tune.find_session(cfg.campaign_dir, name)
-    runs = tune.load_runs(cfg.campaign_dir, record)
+    # an interrupted session: what it measured so far
+    runs = {n: run for n, run in tune.load_runs(cfg.campaign_dir, record).items() if run.has_measured_levels}
     tuned = open_run(cfg.campaign_dir, record.verify_run) if record.verify_run else None
+    tuned = tuned if tuned is not None and tuned.has_measured_levels else None
+    if not runs:
+        raise RunError(f"{record.name} has measured nothing yet")
     section = tuning(record, tune.outcome(record, runs, tuned, cfg.margin))
     return [*(runs[n] for n in sorted(runs)), *([tuned] if tuned else [])], section
 

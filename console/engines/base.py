@@ -134,6 +134,10 @@ class Engine:
         the host, for an engine that reads a file), and the parent's flags it unsets."""
         raise NoAdaptiveProfile(f"no adaptive profile: pivot knows no batch-size speculation for {self.kind} servers")
 
+    def max_batch(self, argv: Sequence[str]) -> int | None:
+        """The most requests its command line lets the server run at once, where it says."""
+        return None
+
     # Tuning (console/sweep/tune.py): a drafting profile's siblings of other draft lengths, and the schedule of the
     # best length for each running batch.
     def length_flags(self, flags: Mapping[str, FlagValue], length: int) -> tuple[dict[str, FlagValue], list[str]]:

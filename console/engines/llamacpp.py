@@ -92,6 +92,11 @@ class LlamaServer(Engine):
             f"{measured.baseline_name} above (switch with pivot server switch, or serve both and route by load)"
         )
 
+    def max_batch(self, argv: Sequence[str]) -> int | None:
+        flags = parse_flags(argv)
+        slots = as_int(flags.get("parallel", flags.get("np")))  # -np/--parallel; -1 (auto) says nothing
+        return slots if slots and slots > 0 else None
+
     def length_flags(self, flags: Mapping[str, FlagValue], length: int) -> tuple[dict[str, FlagValue], list[str]]:
         if length == 0:
             return {}, self.plain_flags(flags)
@@ -112,8 +117,10 @@ class LlamaServer(Engine):
 
     def length_schedule(self, points: list[tuple[int, int]], argv: Sequence[str], sizes: list[int] | None) -> LengthSchedule:
         # its draft length is fixed at start: the schedule is which server to run at each load
+        told = sorted({LENGTHS[t][0] for t in spec_types(argv) if t in LENGTHS})
         lines = [
-            f"at {batch} request(s) at once: " + (f"--spec-draft-n-max {length}" if length else "no drafting") for batch, length in points
+            f"at {batch} request(s) at once: " + (" ".join(f"--{flag} {length}" for flag in told) if length else "no drafting")
+            for batch, length in points
         ]
         return LengthSchedule(
             None,

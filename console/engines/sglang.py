@@ -237,6 +237,9 @@ class SGLang(Engine):
             flags["speculative-num-steps"] = schedule.config["1"]["candidate_steps"][0]
         return flags, []
 
+    def max_batch(self, argv: Sequence[str]) -> int | None:
+        return as_int(parse_flags(argv).get("max-running-requests"))
+
     def length_flags(self, flags: Mapping[str, FlagValue], length: int) -> tuple[dict[str, FlagValue], list[str]]:
         topk = as_int(flags.get("speculative-eagle-topk"))
         if topk not in (None, 1):

@@ -164,6 +164,9 @@ class VLLM(Engine):
     ) -> tuple[dict[str, FlagValue], list[str]]:
         return {"speculative-config": json.dumps(schedule.config)}, replaced(profile_flags)
 
+    def max_batch(self, argv: Sequence[str]) -> int | None:
+        return as_int(parse_flags(argv).get("max-num-seqs"))
+
     def length_flags(self, flags: Mapping[str, FlagValue], length: int) -> tuple[dict[str, FlagValue], list[str]]:
         if length == 0:
             return {}, self.plain_flags(flags)

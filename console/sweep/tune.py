@@ -9,21 +9,26 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import AfterValidator, BaseModel, Field, ValidationError
 
 from console.engines import Drafting, Engine, LengthSchedule, NoAdaptiveProfile, engine
 from console.files import write_atomically
+from console.sweep.analysis.compare import why_out
+from console.sweep.analysis.drift import drift as drift_of
 from console.sweep.analysis.intervals import MARGIN, Level, Verdict, estimate, judge
 from console.sweep.analysis.repeats import repeats
 from console.sweep.model import LevelDone
 from console.sweep.runs.store import Run, RunError, open_run
 
 TUNES = "tunes"  # under the campaign directory
-NAME = re.compile(r"tune-[A-Za-z0-9._-]{1,120}")
+NAME = re.compile(r"tune-[A-Za-z0-9._-]{1,160}")
+UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
 def default_lengths(found: Drafting) -> list[int]:
@@ -33,23 +38,30 @@ def default_lengths(found: Drafting) -> list[int]:
 
 
 def variant_name(profile: str, length: int) -> str:
-    return f"{profile}-draft{length}"
+    """The profile pivot writes for a length (0: the same server without drafting)."""
+    return f"{profile}-draft{length}" if length else f"{profile}-nodraft"
+
+
+def _file_stem(name: str) -> str:
+    """A profile's name from a record (untrusted): it becomes a file name beside pivot.toml."""
+    if not name or "/" in name or "\0" in name or name.startswith("."):
+        raise ValueError(f"{name!r} is not a profile's name")
+    return name
 
 
 class TuneRecord(BaseModel):
     """One tuning session, as it stands."""
 
-    name: str
-    profile: str  # the drafting profile tuned
+    name: Annotated[str, Field(pattern=NAME.pattern)]
+    profile: Annotated[str, AfterValidator(_file_stem)]  # the drafting profile tuned
     kind: str  # its engine
     lengths: list[int]  # 0 first, then the draft lengths tried
     levels: list[int]
-    prompts: str | None = None  # the prompt set, where not [sweep]'s
-    requests: int | str  # per level, the first measure ([sweep] requests: N, "c" or "auto")
-    variants: dict[int, str]  # length -> the profile that drafts it (0: the same server without drafting)
+    settings: dict[str, Any]  # the [sweep] settings every run of the session takes, as it started
+    variants: dict[int, Annotated[str, AfterValidator(_file_stem)]]  # length -> its profile (0: without drafting)
     runs: dict[int, str] = {}  # length -> its run
     repeated: bool = False  # the close levels were measured again
-    tuned: str | None = None  # the profile written from the schedule
+    tuned: Annotated[str, AfterValidator(_file_stem)] | None = None  # the profile written from the schedule
     verify_run: str | None = None
     finished: bool = False
     started: str = ""
@@ -61,16 +73,17 @@ class TuneRecord(BaseModel):
         write_atomically(self.path(campaign_dir), self.model_dump_json(indent=1) + "\n")
 
 
-def new_record(profile: str, kind: str, counterpart: str, lengths: list[int], levels: list[int], requests: int | str) -> TuneRecord:
+def new_record(profile: str, kind: str, counterpart: str, lengths: list[int], settings: Mapping[str, Any]) -> TuneRecord:
+    """settings: the sweep's, its levels among them."""
     now = datetime.now(UTC)
     variants = {0: counterpart} | {n: variant_name(profile, n) for n in lengths if n}
     return TuneRecord(
-        name=f"tune-{profile}-{now:%Y%m%d-%H%M%S}",
+        name=f"tune-{UNSAFE.sub('_', profile)[:120]}-{now:%Y%m%d-%H%M%S}",
         profile=profile,
         kind=kind,
         lengths=[0, *sorted(n for n in set(lengths) if n)],
-        levels=sorted(set(levels)),
-        requests=requests,
+        levels=sorted(set(settings["levels"])),
+        settings=dict(settings),
         variants=variants,
         started=now.isoformat(timespec="seconds"),
     )
@@ -108,11 +121,11 @@ def find_session(campaign_dir: Path, name: str) -> TuneRecord:
 
 def unfinished(campaign_dir: Path, profile: str, lengths: list[int], levels: list[int]) -> TuneRecord | None:
     """The newest unfinished session that tunes the same profile over the same lengths and levels: the one to go on."""
-    wanted = [0, *sorted(n for n in set(lengths) if n)]
-    for record in reversed(sessions(campaign_dir)):
-        if record.profile == profile and not record.finished:
-            return record if (record.lengths, record.levels) == (wanted, sorted(set(levels))) else None
-    return None
+    wanted = ([0, *sorted(n for n in set(lengths) if n)], sorted(set(levels)))
+    return next(
+        (r for r in reversed(sessions(campaign_dir)) if r.profile == profile and not r.finished and (r.lengths, r.levels) == wanted),
+        None,
+    )
 
 
 @dataclass(frozen=True)
@@ -150,14 +163,19 @@ def length_text(length: int) -> str:
 
 def running_batch(c: int, run: Run) -> int:
     """The batch the engine routes a level of C in flight by: C (a closed loop refills a slot as soon as a request
-    ends), or the most the server runs at once where it said that is fewer."""
-    most = run.meta.server.max_running_requests if run.meta.server else None
-    return min(c, most) if most else c
+    ends), or the most the server runs at once where it or its command line says that is fewer."""
+    limits = [
+        run.meta.server.max_running_requests if run.meta.server else None,
+        engine(run.meta.kind).max_batch(run.meta.argv_or_words()),
+    ]
+    return min([c, *(n for n in limits if n)])
 
 
 def choices(runs: dict[int, Run], margin: float = MARGIN) -> list[LevelChoice]:
-    """For each level every length measured: the best by total throughput, against the runner-up."""
-    by_length = {n: {lv.c: lv for lv in run.levels() if lv.measured} for n, run in runs.items()}
+    """For each level every length measured: the best by total throughput, against the runner-up, judged as a
+    comparison judges a level (a failed or client-bound level left out; a lead must pass both runs' drift)."""
+    by_length = {n: {lv.c: lv for lv in run.levels() if not why_out(lv)} for n, run in runs.items()}
+    drifts = {n: d for n, run in runs.items() if (d := drift_of(run, margin)) is not None and d.amount}
     found = []
     for c in sorted({c for levels in by_length.values() for c in levels}):
         here = {n: levels[c] for n, levels in by_length.items() if c in levels and levels[c].total_tok_s}
@@ -169,7 +187,8 @@ def choices(runs: dict[int, Run], margin: float = MARGIN) -> list[LevelChoice]:
         verdict = level = None
         if runner is not None:
             a, b = here[runner], here[best]
-            total = judge(estimate(a, "total"), estimate(b, "total"), margin=margin)
+            drift = sum(drifts[n].at(here[n].total_tok_s) for n in (runner, best) if n in drifts)
+            total = judge(estimate(a, "total"), estimate(b, "total"), margin=margin, drift=drift)
             # the choice is by total throughput alone (at one C, per-request speed follows it)
             verdict, level = total, Level(c, total, total, None, None, a, b)
         batches = [running_batch(c, runs[n]) for n in here]
@@ -196,8 +215,8 @@ def to_repeat(found: list[LevelChoice], cap: int) -> list[Again]:
     for choice in found:
         if cap <= 0 or choice.word != "close" or choice.level is None or choice.runner_up is None:
             continue
-        for r in repeats([choice.level]):
-            if r.metric != "total" or r.more_requests is None:
+        for r in repeats([choice.level]):  # its per-request verdict is its total one: the repeat is of total tok/s
+            if r.more_requests is None:
                 continue
             # an estimate from a few requests is itself rough: never fewer than the level had
             more = min(cap, max(r.more_requests, choice.level.a.requests, choice.level.b.requests))
@@ -302,6 +321,8 @@ def outcome(record: TuneRecord, runs: dict[int, Run], tuned: Run | None, margin:
     """From the session's runs (Parquet reads: call it off an event loop). The schedule is made from the longest
     length's run: its server's command line and the CUDA-graph sizes it reported."""
     found = choices(runs, margin)
+    if not found:
+        return Outcome([], None, "no level measured yet", [])
     drafting = runs[max(runs)]
     sizes = drafting.meta.server.cuda_graph_bs if drafting.meta.server else None
     try:

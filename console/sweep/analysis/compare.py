@@ -162,7 +162,8 @@ def counterpart(run: Run, runs: list[Run]) -> Run | None:
     return candidates[-1] if candidates else None
 
 
-def _why_out(level: LevelDone) -> str | None:
+def why_out(level: LevelDone) -> str | None:
+    """Why a level is left out of a comparison: failed, or its client was the limit."""
     if level.failed:
         return f"failed ({level.failed})"
     if level.client_bound:
@@ -179,7 +180,7 @@ def _levels(a: Run, b: Run, margin: float, drifts: dict[Side, Drift]) -> tuple[l
     excluded: dict[int, dict[Side, str]] = {}
     for c in sorted(set(levels_a) & set(levels_b)):
         ra, rb = levels_a[c], levels_b[c]
-        why: dict[Side, str] = {side: w for side, level in zip(SIDES, (ra, rb), strict=True) if (w := _why_out(level))}
+        why: dict[Side, str] = {side: w for side, level in zip(SIDES, (ra, rb), strict=True) if (w := why_out(level))}
         if why:
             excluded[c] = why
             continue
