@@ -982,3 +982,35 @@ def test_a_command_keeps_the_script_it_runs() -> None:
     assert fit_command(worker, 18).startswith("workload.py") and fit_command(worker, 18).endswith("4.0")
     assert fit_command("sglang::scheduler_TP3_ipc_helper", 20) == "sglang::s…ipc_helper"
     assert fit_command(worker, None) == worker
+
+
+async def test_t_asks_with_the_plan_before_it_tunes_the_running_drafting_profile(sim_host_process: HostProcess, tmp_path: Path) -> None:
+    """`t` is pivot tune of the profile the server runs: the plan (servers, levels, requests) is asked about first;
+    declined, no profile is written and nothing is measured. Without a managed server it says so."""
+
+    from console.server.profiles import load_profiles
+    from console.server.state import ServerState
+    from console.ui.widgets.sweep.pane import SweepPane
+
+    local = tmp_path / "profiles"
+    local.mkdir()
+    (local / "t-eagle3.toml").write_text(f'extends = "demo-eagle3"\nport = {free_port()}\n')
+    config_path = tmp_path / "pivot.toml"
+    config_path.write_text(sim_host_process.config_path.read_text().replace("[hosts.demo]", f'profiles_dir = "{local}"\n\n[hosts.demo]'))
+    cfg = config.load(config_path)
+    app = PivotApp(Session(cfg, "demo", via="console"))
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        assert app.session.lifecycle is not None
+        await app.session.lifecycle.start(load_profiles(*cfg.profile_dirs).get("t-eagle3"))
+        await wait_for(lambda: app.query_one("#server", ServerPane).status.state == ServerState.READY, timeout=60)
+        await pilot.press("4", "t")
+        await wait_for(lambda: isinstance(app.screen, Confirm), timeout=30)
+        shown = " ".join(str(w.render()) for w in app.screen.query("Static"))
+        assert "Tune t-eagle3?" in shown and "servers to measure" in shown and "t-eagle3-nodraft" in shown
+        await pilot.press("escape")
+        await wait_for(lambda: any("tune stopped: not confirmed: nothing was measured" in m for m in toasts(app)))
+        assert sorted(p.name for p in local.iterdir()) == ["t-eagle3.toml"]
+        assert not any(w.is_running for w in app.query_one(SweepPane).workers if w.group == "refine")
+    async with canned_app(tmp_path / "local").run_test(size=(120, 40), notifications=True) as pilot:
+        await pilot.press("4", "t")
+        await wait_for(lambda: any("this console manages no server" in m for m in toasts(pilot.app)))

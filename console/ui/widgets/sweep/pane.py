@@ -108,11 +108,20 @@ class SweepPane(ComparisonActions):
             show=False,  # said in the comparison they act on: the footer holds the rest at 80 columns
             tooltip="Locate where drafting stops paying off: measure between levels, switching servers (asks first)",
         ),
+        Binding(
+            "t",
+            "tune",
+            "Tune",
+            id="sweep.tune",
+            show=False,
+            tooltip="Measure the running drafting profile at several draft lengths, write the best per load as its engine's "
+            "schedule and sweep it (pivot tune; asks first)",
+        ),
     ]
 
     can_focus = True  # a short pane hides its level table: the pane itself then holds the focus and its keys
 
-    READONLY = frozenset({"new_sweep", "abort", "write_adaptive", "repeat_uncertain", "refine"})
+    READONLY = frozenset({"new_sweep", "abort", "write_adaptive", "repeat_uncertain", "refine", "tune"})
 
     handle: var[SweepHandle | None] = var(None, bindings=True)  # the sweep in progress, whoever started it
 

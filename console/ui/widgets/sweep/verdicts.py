@@ -1,6 +1,7 @@
 """The Sweep pane's comparison and what it offers: the runs compared (in a thread: every run's state, two runs' tables
 and their intervals), `w` writes the adaptive profile it recommends, `u` repeats its uncertain levels, `f` refines
-where the decision changes. console/ui/widgets/sweep/pane.py is the pane itself."""
+where the decision changes; and `t` tunes the running drafting profile's draft length (pivot tune).
+console/ui/widgets/sweep/pane.py is the pane itself."""
 
 from __future__ import annotations
 
@@ -188,6 +189,40 @@ class ComparisonActions(Pane):
         except ActionFailed as e:
             self.notify(f"refinement stopped: {e}", severity="error", timeout=12)
         self.show_comparison(a, b)
+
+    @work(group="ask", exit_on_error=False)
+    async def action_tune(self) -> None:
+        """`pivot tune` of the profile the server runs, with its defaults (console/actions/tune.py): the plan is asked
+        about first; each step shows here, the sweeps in this pane."""
+        lifecycle = self.session.lifecycle
+        if lifecycle is None:
+            self._no_server()
+            return
+        if self.handle is not None:
+            self.notify("t (tune) waits for the sweep's end", severity="warning", timeout=5)
+            return
+        if self._busy():
+            return
+        status = await lifecycle.poll()
+        if not status.state.running or status.profile is None:
+            self.notify("t tunes the drafting profile the server runs: start one first", severity="warning", timeout=6)
+            return
+        self.tune(status.profile)
+
+    @work(exclusive=True, group="refine", exit_on_error=False)
+    async def tune(self, profile: str) -> None:
+        from console.actions.campaign import ActionFailed
+        from console.actions.tune import TuneOrder, Tuning
+
+        async def asked(plan: str) -> bool:
+            return await confirmed(self.app, f"Tune {profile}?", [Text(line) for line in plan.split("\n")], "Tune")
+
+        try:
+            said = await Tuning(self._actions(), TuneOrder(profile), confirm=asked).run()
+        except ActionFailed as e:
+            self.notify(f"tune stopped: {e}", severity="error", timeout=12)
+            return
+        self.notify(str(said), title="Tune", timeout=30)
 
     def action_compare(self) -> None:
         if self.comparing:
