@@ -5,6 +5,8 @@ $PIVOT_TRTLLM_SOURCE holds a checkout, since it is not published on PyPI), and a
 from __future__ import annotations
 
 import ast
+import asyncio
+import bisect
 import json
 import os
 import subprocess
@@ -14,11 +16,12 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import yaml
 
 from console.engines import ENGINES
 from console.engines.sglang import decode_batch_sizes
 from console.engines.trtllm import draft_len_at, draft_len_schedule
-from console.sim import vllm_serve
+from console.sim import trtllm_serve, vllm_serve
 from console.sweep import tune
 from console.sweep.runs.store import RunError, open_run
 from tests import engine_sources as engines
@@ -129,30 +132,54 @@ def _trtllm_function(root: Path, path: str, cls: str, name: str, namespace: dict
 def test_the_tensorrt_llm_schedule_is_one_its_validator_accepts_and_routes_as_written() -> None:
     points = [(1, 3), (2, 3), (4, 1), (8, 1), (16, 0), (64, 0)]
     schedule = ENGINES["trtllm"].length_schedule(points, [], None)
-    assert schedule.config == {"max_draft_len": 3, "draft_len_schedule": {1: 3, 3: 1, 9: 0}, "max_concurrency": 8}
+    # each key: the largest batch of its length; above the largest nothing drafts (a trailing 0 is left out)
+    assert schedule.config == {"max_draft_len": 3, "draft_len_schedule": {2: 3, 8: 1}}
     assert schedule.routes == dict(points)
-    assert "draft_len_schedule: {1: 3, 3: 1, 9: 0}" in schedule.text
-    # a longer best length above batch 1 cannot be written: TensorRT-LLM wants its longest at batch 1
-    table, _, said = draft_len_schedule([(1, 1), (4, 3)])
-    assert table == {1: 1} and draft_len_at(table, None, 4) == 1 and "above TensorRT-LLM's max_draft_len 1" in said[0]
+    assert "draft_len_schedule: {2: 3, 8: 1}" in schedule.text
+    # a longer best length above the smallest batch cannot be written: TensorRT-LLM drafts its longest there
+    table, said = draft_len_schedule([(1, 1), (4, 3)], None)
+    assert table == {4: 1} and draft_len_at(table, 4) == 1 and "above TensorRT-LLM's max_draft_len 1" in said[0]
+    assert "above running batch 4 (the last measured) TensorRT-LLM drafts nothing" in said[1]
+    # drafting at the last level goes on up to the server's own largest batch, where its command line says
+    wide = ENGINES["trtllm"].length_schedule([(1, 4), (8, 2)], ["trtllm-serve", "m", "--max_batch_size", "64"], None)
+    assert wide.config is not None and wide.config["draft_len_schedule"] == {1: 4, 64: 2} and not wide.warnings
+    # the simulated trtllm-serve holds a schedule to TensorRT-LLM's checks and drafts as it routes
+    for config in (schedule.config, wide.config):
+        spec = {"decoding_type": "NGram", **config}
+        policy = trtllm_serve.draft_policy({"speculative_config": spec})
+        assert policy is not None and all(policy.steps_for(b) == draft_len_at(config["draft_len_schedule"], b) for b in range(1, 80))
+    for bad, why in (
+        ({"max_draft_len": 3, "draft_len_schedule": {1: 2, 4: 3}}, r"draft_len_schedule\[1\] must equal max_draft_len"),
+        ({"max_draft_len": 3, "draft_len_schedule": {1: 3}, "max_concurrency": 4}, "mutually exclusive"),
+        ({"max_draft_len": 3, "draft_len_schedule": {0: 3}}, "must be >= 1"),
+    ):
+        with pytest.raises(ValueError, match=why):
+            trtllm_serve.draft_policy({"speculative_config": {"decoding_type": "NGram", **bad}})
+    alone = trtllm_serve.draft_policy({"speculative_config": {"decoding_type": "NGram", "max_draft_len": 3, "max_concurrency": 4}})
+    assert alone is not None and [alone.steps_for(b) for b in (1, 4, 5)] == [3, 3, 0]
     root = os.environ.get("PIVOT_TRTLLM_SOURCE")
     if not root:
         pytest.skip("TensorRT-LLM's source is not on PyPI (its wheels are on NVIDIA's index): set PIVOT_TRTLLM_SOURCE to a checkout")
     validate = _trtllm_function(
         Path(root), "tensorrt_llm/llmapi/llm_args.py", "DecodingBaseConfig", "validate_draft_len_schedule_and_sort", {}
     )
-    config = schedule.config
-    assert config is not None
-    table = validate(None, config["draft_len_schedule"], SimpleNamespace(data={"max_draft_len": config["max_draft_len"]}))
-    lookup = _trtllm_function(
-        Path(root),
-        "tensorrt_llm/_torch/speculative/drafter.py",
-        "Drafter",
-        "get_draft_len_for_batch_size",
-        {"bisect_right": __import__("bisect").bisect_right},
+    lookup = _trtllm_module_function(
+        Path(root), "tensorrt_llm/_torch/speculative/utils.py", "get_draft_len_for_batch_size", {"bisect_left": bisect.bisect_left}
     )
-    drafter = SimpleNamespace(draft_len_schedule=table)
-    assert {b: (lookup(drafter, b) if b <= config["max_concurrency"] else 0) for b, _ in points} == schedule.routes
+    for written, points_of in ((schedule, points), (wide, [(1, 4), (8, 2), (64, 2), (65, 0)])):
+        assert written.config is not None
+        info = SimpleNamespace(data={"max_draft_len": written.config["max_draft_len"]})
+        table = validate(None, written.config["draft_len_schedule"], info)
+        assert {b: lookup(table, b, written.config["max_draft_len"]) for b, _ in points_of} == dict(points_of)
+
+
+def _trtllm_module_function(root: Path, path: str, name: str, namespace: dict[str, Any]) -> Any:
+    """One module-level function of TensorRT-LLM's source, by the syntax tree (the module imports torch)."""
+    tree = ast.parse((root / path).read_text())
+    node = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name)
+    scope = {"Dict": dict, **namespace}
+    exec(compile(ast.Module(body=[node], type_ignores=[]), str(root / path), "exec"), scope)
+    return scope[name]
 
 
 def test_tune_on_the_simulated_host_measures_each_length_writes_and_sweeps_the_schedule_and_stops(
@@ -240,12 +267,54 @@ def test_going_on_with_a_session_writes_only_the_profiles_pivot_names_and_never_
     record = tune.new_record("spec", "sglang", "base", [1, 3], {"levels": [1], "requests": 8})  # started with --baseline base
     record.variants[3] = "spec"
     tuning = object.__new__(Tuning)  # the command that goes on with it names no baseline
-    tuning.order, tuning.directory = TuneOrder("spec"), directory
+    tuning.order, tuning.directory, tuning.options = TuneOrder("spec"), directory, None
     tuning.session = SimpleNamespace(profiles=lambda: load_profiles(directory))  # type: ignore[assignment]
     before = (directory / "base.toml").read_text()
-    tuning._write_variants(load_profiles(directory).get("spec"), record)
+    asyncio.run(tuning._write_variants(load_profiles(directory).get("spec"), record))
     assert (directory / "base.toml").read_text() == before
     assert "speculative-num-steps = 1" in (directory / "spec-draft1.toml").read_text()
     (directory / "spec-draft1.toml").write_text('extends = "spec"\n')  # now the operator's own
     with pytest.raises(ActionFailed, match=r"spec-draft1\.toml is a profile pivot tune did not write"):
-        tuning._write_variants(load_profiles(directory).get("spec"), record)
+        asyncio.run(tuning._write_variants(load_profiles(directory).get("spec"), record))
+
+
+def test_tune_of_a_tensorrt_llm_profile_reads_its_options_file_on_the_host_and_writes_one_per_length(
+    sim_host_process: HostProcess, tmp_path: Path
+) -> None:
+    home = sim_host_process.root / "home"
+    options = home / "configs" / "eagle3.yaml"  # the operator's own file on the host, as trtllm-serve reads it
+    options.parent.mkdir()
+    options.write_text(
+        "max_seq_len: 8192\nspeculative_config:\n  decoding_type: Eagle3\n  max_draft_len: 3\n"
+        f"  speculative_model: {home / 'models' / 'kimi-k2.5-eagle3'}\n"
+    )
+    local = sim_host_process.config_path.parent / "profiles"
+    local.mkdir(exist_ok=True)
+    (local / "trt-eagle3.toml").write_text(
+        f'kind = "trtllm"\nlauncher = "python3 -m console.sim.trtllm_serve"\nmodel_path = "~/models/kimi-k2.5-int4"\n'
+        f'port = {free_port()}\n\n[flags]\nextra_llm_api_options = "{options}"\nmax_batch_size = 64\n'
+    )
+    pivot = [sys.executable, "-m", "console", "--config", str(sim_host_process.config_path)]
+    command = [*pivot, "tune", "trt-eagle3", "--lengths", "1,3", "--levels", "1,8", "--requests", "16", "--yes"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout + result.stderr
+    campaign = sim_host_process.root / "campaign"
+    record = tune.find_session(campaign, "last")
+    assert record.finished and record.variants == {0: "trt-eagle3-nodraft", 1: "trt-eagle3-draft1", 3: "trt-eagle3"}
+    # each length is its own file on the host, named by the flag the profile uses, the operator's file untouched
+    for length in (0, 1):
+        profile = (local / f"{record.variants[length]}.toml").read_text()
+        written = yaml.safe_load((local / f"{record.variants[length]}.yaml").read_text())
+        assert "extra_llm_api_options" in profile and written["max_seq_len"] == 8192
+        assert ("speculative_config" in written) == bool(length) and (not length or written["speculative_config"]["max_draft_len"] == 1)
+        remote = home / ".pivot" / "adaptive" / f"{record.variants[length]}.yaml"
+        assert yaml.safe_load(remote.read_text()) == written
+    assert yaml.safe_load(options.read_text())["speculative_config"]["max_draft_len"] == 3
+    found = tune.choices(tune.load_runs(campaign, record))
+    for choice in found:
+        assert choice.tok_s[choice.best] == max(choice.tok_s.values())
+    if any(choice.best for choice in found):  # a schedule, in the tuned profile's own options file, swept
+        tuned = yaml.safe_load((local / "trt-eagle3-tuned.yaml").read_text())["speculative_config"]
+        assert trtllm_serve.draft_policy({"speculative_config": tuned}) is not None and record.verify_run
+        assert "draft_len_schedule" in tuned and "verified:" in result.stdout
+    assert "stopped" in result.stdout

@@ -37,14 +37,14 @@ class WrittenProfile:
         return text + "".join(f"\nwarning: {w}" for w in p.warnings)
 
 
-async def write_config(session: Session, directory: Path, name: str, text: str) -> tuple[str, str | None]:
+async def write_config(session: Session, directory: Path, name: str, text: str, suffix: str = ".json") -> tuple[str, str | None]:
     """An engine's config file for profile `name`: a copy beside the profile, and the file on the session's host where
     it has one. (Its path there, the host; None where no host is configured, and the path is where it is to go.)"""
-    await asyncio.to_thread(write_atomically, directory / f"{name}.json", text)
+    await asyncio.to_thread(write_atomically, directory / f"{name}{suffix}", text)
     conn = session.conn if session.spec is not None else None
     if conn is None:
-        return f"~/.pivot/adaptive/{name}.json", None
-    remote = await conn.expand(f"{conn.spec.workdir.rstrip('/')}/adaptive/{name}.json")
+        return f"~/.pivot/adaptive/{name}{suffix}", None
+    remote = await conn.expand(f"{conn.spec.workdir.rstrip('/')}/adaptive/{name}{suffix}")
     await conn.upload(text.encode(), remote)
     return remote, conn.spec.name
 

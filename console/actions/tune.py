@@ -14,11 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from console.actions.adaptive import write_config, write_profile_file
 from console.actions.campaign import ActionFailed, CampaignActions
-from console.engines import LengthSchedule, NoAdaptiveProfile
+from console.engines import Drafting, LengthSchedule, NoAdaptiveProfile
 from console.remote.errors import RemoteError
-from console.server.profiles import Profile, ProfileError
+from console.server.profiles import Profile, ProfileError, drafting_text
 from console.server.state import ServerState
 from console.settings import SweepSettings
 from console.sweep import tune
@@ -26,7 +28,7 @@ from console.sweep.adaptive import written_profiles_dir
 from console.sweep.analysis.repeats import REPEAT_CAP
 from console.sweep.runs.store import Run, RunError, open_run
 from console.sweep.sweeps import SweepHandle
-from console.untrusted import visible
+from console.untrusted import decode, visible
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,7 @@ class Tuned:
 
 
 HEADER = "# Written by pivot tune"
+OPTIONS_LIMIT = 1 << 20  # an options file larger than this is not one
 
 
 def _header(what: str) -> str:
@@ -97,19 +100,46 @@ class Tuning:
         self.session, self.cfg, self.say = actions.session, actions.cfg, actions.say
         self.campaign_dir = self.cfg.campaign_dir
         self.directory = written_profiles_dir(self.cfg)
+        self.options: dict[str, Any] | None = None  # the profile's options file, for an engine told by one
 
     @property
     def _repeat_cap(self) -> int:
         return REPEAT_CAP if self.order.repeat_cap is None else self.order.repeat_cap
 
-    def _spec(self) -> Profile:
+    def _profile(self, name: str) -> Profile:
         try:
-            spec = self.session.profiles().get(self.order.profile)
+            return self.session.profiles().get(name)
         except ProfileError as e:
             raise ActionFailed(str(e)) from None
-        if spec.drafting is None:
-            raise ActionFailed(f"{spec.name} does not draft by its own flags: nothing to tune")
-        return spec
+
+    async def _options(self, profile: Profile) -> dict[str, Any] | None:
+        """For an engine told how it drafts by a file of options (TensorRT-LLM's YAML): the file its command line
+        names, read from the host ({} where it names none); None for an engine told by its command line."""
+        engine = profile.engine
+        if not engine.options_flags:
+            return None
+        path = engine.options_path(profile.argv())
+        if path is None:
+            return {}
+        conn = self.session.conn if self.session.spec is not None else None
+        if conn is None:
+            raise ActionFailed(f"{profile.name} names its options file {visible(path)} on a host, and none is configured")
+        try:
+            text = decode(await conn.read_file(path, limit=OPTIONS_LIMIT))
+        except RemoteError as e:
+            raise ActionFailed(f"{profile.name}'s options: {e}") from None
+        try:
+            options = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            why = " ".join(str(e).split())
+            raise ActionFailed(f"{conn.spec.name}:{visible(path)} ({profile.name}'s options): not YAML: {visible(why)}") from None
+        if options is not None and not isinstance(options, dict):
+            raise ActionFailed(f"{conn.spec.name}:{visible(path)} ({profile.name}'s options): expected a YAML mapping")
+        return options or {}
+
+    async def _drafting(self, profile: Profile) -> Drafting | None:
+        options = await self._options(profile)
+        return profile.drafting if options is None else profile.engine.drafting_in(options)
 
     def _new_settings(self, levels: list[int]) -> dict[str, Any]:
         """The [sweep] settings the session's runs take, checked; kept in its record as it starts."""
@@ -132,32 +162,44 @@ class Tuning:
         }
         return [f"{flag} {given} (the session's: {kept})" for flag, (given, kept) in asked.items() if given is not None and given != kept]
 
-    def _write_variants(self, spec: Profile, record: tune.TuneRecord) -> None:
+    async def _length_flags(self, spec: Profile, name: str, length: int) -> tuple[dict[str, Any], list[str]]:
+        """The flags of the variant drafting `length`: for an engine told by a file of options, that file written
+        (beside the profile, and on the host) with the length in it."""
+        try:
+            if self.options is None:
+                return spec.engine.length_flags(spec.flags, length)
+            text = yaml.safe_dump(spec.engine.options_at_length(self.options, length), sort_keys=False)
+        except NoAdaptiveProfile as e:
+            raise ActionFailed(f"cannot tune {spec.name}: {e}") from None
+        remote = await self._upload(name, text, ".yaml")
+        return {spec.engine.options_flag(spec.flags): remote}, []
+
+    async def _upload(self, name: str, text: str, suffix: str) -> str:
+        try:
+            remote, _ = await write_config(self.session, self.directory, name, text, suffix)
+        except (OSError, RemoteError) as e:
+            raise ActionFailed(f"cannot write {name}'s options: {e}") from None
+        return remote
+
+    async def _write_variants(self, spec: Profile, record: tune.TuneRecord) -> None:
         """The profile of each length pivot names (the profile's own length is itself, a named counterpart the
         operator's); then each is read back and must draft exactly its length."""
         for length, name in record.variants.items():
             if name != tune.variant_name(spec.name, length):
                 continue
-            try:
-                flags, unset = spec.engine.length_flags(spec.flags, length)
-            except NoAdaptiveProfile as e:
-                raise ActionFailed(f"cannot tune {spec.name}: {e}") from None
+            flags, unset = await self._length_flags(spec, name, length)
             what = f"{spec.name} drafting {length} tokens a step" if length else f"{spec.name} without drafting"
             data: dict[str, Any] = {"description": f"{what}, for {record.name}", "extends": spec.name, "flags": flags}
             if unset:
                 data["unset"] = unset
-            _write_ours(self.directory / f"{name}.toml", what, data)
-        profiles = self.session.profiles()
+            await asyncio.to_thread(_write_ours, self.directory / f"{name}.toml", what, data)
         for length, name in record.variants.items():
-            try:
-                variant = profiles.get(name)
-            except ProfileError as e:
-                raise ActionFailed(str(e)) from None
-            drafting = variant.drafting
+            variant = await asyncio.to_thread(self._profile, name)
+            drafting = await self._drafting(variant)
             if (drafting is None) != (length == 0) or (length and drafting and drafting.steps != length):
                 said = "drafts" if drafting else "does not draft"
                 fix = ": name one that does not with --baseline" if length == 0 else ""
-                raise ActionFailed(f"{name} {said} ({variant.drafting_text()}), not {tune.length_text(length)}{fix}")
+                raise ActionFailed(f"{name} {said} ({drafting_text(drafting)}), not {tune.length_text(length)}{fix}")
 
     def _plan_text(self, record: tune.TuneRecord) -> str:
         servers = ", ".join(f"{tune.length_text(n)} ({record.variants[n]})" for n in record.lengths)
@@ -257,11 +299,10 @@ class Tuning:
         if not await asyncio.to_thread(_ours, path):
             raise ActionFailed(f"{path} is a profile pivot tune did not write: move it, or tune under another profile name")
         remote = None
-        if spec.engine.adaptive_file:
-            try:
-                remote, _ = await write_config(self.session, self.directory, name, schedule.text)
-            except (OSError, RemoteError) as e:
-                raise ActionFailed(f"cannot write {name}'s schedule: {e}") from None
+        if self.options is not None:
+            remote = await self._upload(name, yaml.safe_dump(spec.engine.options_tuned(self.options, schedule), sort_keys=False), ".yaml")
+        elif spec.engine.adaptive_file:
+            remote = await self._upload(name, schedule.text, ".json")
         flags, unset = spec.engine.tuned_flags(spec.flags, schedule, remote)
         data: dict[str, Any] = {"description": f"{spec.name} with the draft lengths {record.name} measured best", "extends": spec.name}
         data |= {"unset": unset} if unset else {}
@@ -269,12 +310,9 @@ class Tuning:
         await asyncio.to_thread(_write_ours, path, f"the schedule of {record.name}", data, schedule.warnings)
         return name
 
-    def _prepare(self) -> tuple[Profile, tune.TuneRecord, str]:
-        """The profile, the session (the unfinished one to go on with, or a new one) and its plan in words: files read,
-        so off the event loop."""
-        spec = self._spec()
-        found_drafting = spec.drafting
-        assert found_drafting is not None
+    def _prepare(self, spec: Profile, found_drafting: Drafting) -> tuple[tune.TuneRecord, str]:
+        """The session (the unfinished one to go on with, or a new one) and its plan in words: files read, so off the
+        event loop."""
         lengths = self.order.lengths or tune.default_lengths(found_drafting)
         levels = self.order.levels or list(self.cfg.sweep.levels)
         if self.cfg.sweep.rates:
@@ -293,15 +331,21 @@ class Tuning:
             record = tune.new_record(spec.name, spec.kind, counterpart, lengths, self._new_settings(levels))
             if found_drafting.steps in record.variants:  # its own length is itself
                 record.variants[found_drafting.steps] = spec.name
-        return spec, record, going_on + self._plan_text(record)
+        return record, going_on + self._plan_text(record)
 
     async def run(self) -> Tuned:
-        spec, record, plan = await asyncio.to_thread(self._prepare)
+        spec = await asyncio.to_thread(self._profile, self.order.profile)
+        self.options = await self._options(spec)
+        found = await self._drafting(spec)
+        if found is None:
+            how = "by its options file" if self.options is not None else "by its own flags"
+            raise ActionFailed(f"{spec.name} does not draft {how}: nothing to tune")
+        record, plan = await asyncio.to_thread(self._prepare, spec, found)
         if self.confirm is None:
             self.say(plan)
         elif not await self.confirm(plan):
             raise ActionFailed("not confirmed: nothing was measured")
-        await asyncio.to_thread(self._write_variants, spec, record)
+        await self._write_variants(spec, record)
         await self._save(record)
         settings = SweepSettings.from_dict(record.settings)
         for length in record.lengths:

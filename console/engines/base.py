@@ -18,6 +18,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
+from console.engines.flags import parse_flags
+
 HEALTH_PATH = re.compile(r"/[!-~]*")  # a health path as it goes on the wire: printable ASCII, no space
 POSITIONAL = "positional"  # model_arg: the model is the first argument after the launcher
 
@@ -97,6 +99,8 @@ class Engine:
     adaptive_file: ClassVar[bool] = False  # an adaptive schedule is a file on the host (else it is in the flags)
     adaptive_flag: ClassVar[str | None] = None  # the flag that carries it
     adaptive_cost: ClassVar[str] = ""  # what running an adaptive schedule is known to cost, in a parenthesis
+    # the flags that name a file of options on the host where the engine is told how it drafts (not its command line)
+    options_flags: ClassVar[tuple[str, ...]] = ()
 
     def __repr__(self) -> str:
         return f"<engine {self.kind}>"
@@ -159,6 +163,29 @@ class Engine:
     ) -> tuple[dict[str, FlagValue], list[str]]:
         """The flags a profile extending the drafting one sets to run the schedule (config_path: where its file is on
         the host, for an engine that reads one), and the parent's flags it unsets."""
+        raise NoAdaptiveProfile(f"pivot knows no draft-length schedule for {self.title} servers")
+
+    # An engine told how it drafts by a file of options (options_flags): that file's object, read from the host.
+    def options_path(self, argv: Sequence[str]) -> str | None:
+        """The options file its command line names, if any."""
+        parsed = parse_flags(argv)
+        found = [str(parsed[f]) for f in self.options_flags if isinstance(parsed.get(f), str)]
+        return found[-1] if found else None
+
+    def options_flag(self, flags: Mapping[str, FlagValue]) -> str:
+        """The spelling of the options flag a profile uses, so that a profile extending it overrides that one."""
+        return next((f for f in self.options_flags if f in flags), self.options_flags[0])
+
+    def drafting_in(self, options: Mapping[str, Any]) -> Drafting | None:
+        """How a server given these options drafts; None when it does not."""
+        return None
+
+    def options_at_length(self, options: Mapping[str, Any], length: int) -> dict[str, Any]:
+        """The options of the same server drafting `length` tokens a step (0: not drafting)."""
+        raise NoAdaptiveProfile(f"pivot does not know how a {self.title} server is told its draft length")
+
+    def options_tuned(self, options: Mapping[str, Any], schedule: LengthSchedule) -> dict[str, Any]:
+        """The options of the same server running the schedule."""
         raise NoAdaptiveProfile(f"pivot knows no draft-length schedule for {self.title} servers")
 
 

@@ -300,6 +300,22 @@ class Connection:
         except (asyncssh.Error, OSError) as e:  # the link, not the host's disk
             raise Disconnected(self.host, f"connection lost while writing {visible(remote_path)}: {visible(str(e))}") from e
 
+    async def read_file(self, remote_path: str, *, limit: int) -> bytes:
+        """A small file of the host (at most `limit` bytes, else RemoteError): untrusted bytes."""
+        conn = await self.connected()
+        path = remote_path[2:] if remote_path.startswith("~/") else remote_path  # SFTP is relative to home
+        try:
+            async with conn.start_sftp_client() as sftp, sftp.open(path, "rb") as f:
+                raw = await f.read(limit + 1)
+        except asyncssh.SFTPError as e:
+            raise RemoteError(self.host, f"cannot read {visible(remote_path)}: {visible(e.reason)}") from e
+        except (asyncssh.Error, OSError) as e:
+            raise Disconnected(self.host, f"connection lost while reading {visible(remote_path)}: {visible(str(e))}") from e
+        data = raw if isinstance(raw, bytes) else raw.encode()  # "rb": bytes
+        if len(data) > limit:
+            raise RemoteError(self.host, f"{visible(remote_path)} is larger than {limit} bytes")
+        return data
+
     async def forward(self, remote_host: str, remote_port: int, local_port: int = 0) -> PortForward:
         """Listen on 127.0.0.1:local_port and carry each connection to remote_host:remote_port.
 

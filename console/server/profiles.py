@@ -41,6 +41,13 @@ from console.schema import Bool, Int, Invalid, Number, Port, Str, Table, choice,
 from console.untrusted import visible
 
 
+def drafting_text(found: Drafting | None) -> str:
+    if found is None:
+        return "no speculative decoding"
+    steps = f", {found.steps} draft tokens" if found.steps is not None else ""
+    return f"speculative decoding: {visible(found.method)}{steps}"
+
+
 def _argv(launcher: str | list[str]) -> tuple[str, ...]:
     try:
         parts = shlex.split(launcher) if isinstance(launcher, str) else launcher
@@ -156,11 +163,7 @@ class Profile:
         return self.engine.drafting(self.argv(), self.env)
 
     def drafting_text(self) -> str:
-        found = self.drafting
-        if found is None:
-            return "no speculative decoding"
-        steps = f", {found.steps} draft tokens" if found.steps is not None else ""
-        return f"speculative decoding: {visible(found.method)}{steps}"
+        return drafting_text(self.drafting)
 
     @property
     def left_out(self) -> list[str]:
