@@ -295,6 +295,17 @@ def test_tune_of_a_tensorrt_llm_profile_reads_its_options_file_on_the_host_and_w
         f'port = {free_port()}\n\n[flags]\nextra_llm_api_options = "{options}"\nmax_batch_size = 64\n'
     )
     pivot = [sys.executable, "-m", "console", "--config", str(sim_host_process.config_path)]
+    (home / "configs" / "broken.yaml").write_text("speculative_config: [\n")
+    (home / "configs" / "plain.yaml").write_text("max_seq_len: 8192\n")
+    for given, said in (
+        ("~/configs/eagle3.yaml", "the server does not expand ~; give the whole path"),
+        (str(home / "configs" / "broken.yaml"), "broken.yaml (trt-other's options): not YAML"),
+        (str(home / "configs" / "plain.yaml"), "trt-other does not draft by its options file: nothing to tune"),
+        (str(home / "configs" / "absent.yaml"), "trt-other's options: "),
+    ):
+        (local / "trt-other.toml").write_text(f'extends = "trt-eagle3"\n\n[flags]\nextra_llm_api_options = "{given}"\n')
+        refused = subprocess.run([*pivot, "tune", "trt-other", "--yes"], capture_output=True, text=True, timeout=120)
+        assert refused.returncode != 0 and said in refused.stderr and "Traceback" not in refused.stderr, refused.stderr
     command = [*pivot, "tune", "trt-eagle3", "--lengths", "1,3", "--levels", "1,8", "--requests", "16", "--yes"]
     result = subprocess.run(command, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -124,6 +124,10 @@ class Tuning:
         conn = self.session.conn if self.session.spec is not None else None
         if conn is None:
             raise ActionFailed(f"{profile.name} names its options file {visible(path)} on a host, and none is configured")
+        if path.startswith("~"):  # the server opens it as given: no shell expands it
+            raise ActionFailed(f"{profile.name}'s options file {visible(path)}: the server does not expand ~; give the whole path")
+        if not path.startswith("/"):  # the server runs in pivot's workdir on the host
+            path = f"{await conn.expand(conn.spec.workdir.rstrip('/'))}/{path}"
         try:
             text = decode(await conn.read_file(path, limit=OPTIONS_LIMIT))
         except RemoteError as e:
