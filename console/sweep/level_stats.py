@@ -43,6 +43,24 @@ class Quantiles:
                 self._sketch.add(v)
             self._values = array("d")
 
+    def add_weighted(self, pairs: Iterable[tuple[float, int]]) -> None:
+        """Each value `weight` times: a request's inter-token gaps."""
+        if self._sketch is not None:
+            add = self._sketch.add
+            for value, weight in pairs:
+                add(value, weight)
+            return
+        for value, weight in pairs:
+            if weight == 1:
+                self._values.append(value)
+            else:
+                self._values.extend([value] * weight)
+        if len(self._values) > self._exact_up_to:
+            self._sketch = DDSketch(SKETCH_ACCURACY)
+            for v in self._values:
+                self._sketch.add(v)
+            self._values = array("d")
+
     def percentile(self, q: float) -> float | None:
         if self._sketch is None:
             return percentile(self._values, q)
@@ -126,21 +144,18 @@ class SteadyWindow:
             heapq.heappush(self._earliest, -start)
         elif start < -self._earliest[0]:
             heapq.heapreplace(self._earliest, -start)
+        if self._bins is not None:
+            for t, n in chunks:
+                self._bin(start + t, n)
+            return
         for t, n in chunks:
-            self._arrive(start + t, n)
-
-    def _arrive(self, t: float, n: int) -> None:
-        if self._bins is None:
-            self._t.append(t)
+            self._t.append(start + t)
             self._tokens.append(n)
-            if len(self._t) <= self._exact_up_to:
-                return
+        if len(self._t) > self._exact_up_to:
             self._bins = array("q")
             for t_, n_ in zip(self._t, self._tokens, strict=True):
                 self._bin(t_, n_)
             self._t, self._tokens = array("d"), array("q")
-            return
-        self._bin(t, n)
 
     def _bin(self, t: float, n: int) -> None:
         assert self._bins is not None
@@ -196,13 +211,13 @@ class LevelStats:
         self.usage_missing += r.usage_missing
         self.short += r.short
         self.over_asked += r.over_asked
-        if (speed := r.decode_tok_s) is not None:
+        arrivals = r.arrivals()
+        if (speed := r.decode_speed(arrivals)) is not None:
             self.speeds.add(speed)
             self.speed_q.add(speed)
             if speed:
                 self.itl_means.add(1 / speed)
-        for gap, n in r.itl_gaps():
-            self.itl_q.add(gap, n)
+        self.itl_q.add_weighted(r.itl_gaps(arrivals))
         if r.ttft is not None:
             self.ttft.add(r.ttft)
             self.ttft_q.add(r.ttft)

@@ -61,16 +61,23 @@ class RequestRecord:
     @property
     def decode_tok_s(self) -> float | None:
         """This request's speed once tokens flow: tokens after the first chunk over the time they took."""
+        return self.decode_speed(self.arrivals() if self.chunks else [])
+
+    def decode_speed(self, arrivals: list[tuple[float, int]]) -> float | None:
+        """decode_tok_s, from this request's arrivals."""
         if not self.ok or self.ttft is None or self.e2e is None or self.tokens < 2 or self.e2e <= self.ttft:
             return None
-        first = self.arrivals()[0][1] if self.chunks else 1
+        first = arrivals[0][1] if arrivals else 1
         return (self.tokens - first) / (self.e2e - self.ttft) if self.tokens > first else None
 
     def arrivals(self) -> list[tuple[float, int]]:
         """(time, tokens) of each arrival: the chunks that came within BURST_S of the one before, together."""
+        chunks = self.chunks
+        if all(t1 - t0 >= BURST_S for (t0, _), (t1, _) in itertools.pairwise(chunks)):  # none together: most streams
+            return list(chunks)
         merged: list[tuple[float, int]] = []
         last = -math.inf
-        for t, n in self.chunks:
+        for t, n in chunks:
             if merged and t - last < BURST_S:
                 merged[-1] = (merged[-1][0], merged[-1][1] + n)
             else:
@@ -78,9 +85,9 @@ class RequestRecord:
             last = t
         return merged
 
-    def itl_gaps(self) -> list[tuple[float, int]]:
+    def itl_gaps(self, arrivals: list[tuple[float, int]] | None = None) -> list[tuple[float, int]]:
         """(gap, n): an arrival of n tokens g seconds after the one before is n gaps of g/n."""
-        return [((t1 - t0) / n, n) for (t0, _), (t1, n) in itertools.pairwise(self.arrivals()) if n > 0]
+        return [((t1 - t0) / n, n) for (t0, _), (t1, n) in itertools.pairwise(self.arrivals() if arrivals is None else arrivals) if n > 0]
 
     def itl(self) -> list[float]:
         return [gap for gap, n in self.itl_gaps() for _ in range(n)]
@@ -96,7 +103,7 @@ class RequestRecord:
             "e2e": self.e2e,
             "tokens": self.tokens,
             "usage_missing": self.usage_missing,
-            "chunks": [list(c) for c in self.chunks],
+            "chunks": self.chunks,  # (t, n) pairs: JSON arrays as they are written
             "warmup": self.warmup,
             "finish_reason": self.finish_reason,
         }

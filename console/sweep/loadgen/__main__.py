@@ -34,7 +34,7 @@ from console.settings import SweepSettings
 from console.sweep.loadgen.generator import POWER_QUERY, HostLoad, PowerMeter, client_placement, gpu_watts, gpus_here, sweep
 from console.sweep.loadgen.host_generator import HostGenerator, NotOnHost, kept_of
 from console.sweep.loadgen.requests import synthetic_pool
-from console.sweep.model import Event, HostOrder, LevelProgress, Said, SweepDone
+from console.sweep.model import Event, HostOrder, LevelProgress, Said, SweepDone, dumped
 from console.sweep.prompt_sets import PromptSetError, answer_lengths, load
 from console.sweep.runs.files import EventLogFile, pending_spool
 from console.sweep.runs.lock import RunLocked, run_lock
@@ -46,7 +46,7 @@ class EventSink(EventLogFile):
     """Each event appended to the run and printed, as one JSON line, for whoever started this process."""
 
     def emit(self, event: Event) -> None:
-        line = self.append({"t": round(time.time(), 4), **event.model_dump()})
+        line = self.append({"t": round(time.time(), 4), **dumped(event)})
         sys.stdout.buffer.write(line)
         sys.stdout.buffer.flush()
 

@@ -30,7 +30,7 @@ import orjson
 
 from console.settings import level_name
 from console.sweep.loadgen.generator import POWER_QUERY, client_placement, gpu_watts, gpus_here, sweep
-from console.sweep.model import Event, HostOrder, LevelDone, LevelProgress, LevelStarted, Said, SweepDone
+from console.sweep.model import Event, HostOrder, LevelDone, LevelProgress, LevelStarted, Said, SweepDone, dumped
 
 ORDER_LIMIT = 1 << 26  # the first line carries the prompts
 SPOOLS = "sweeps"  # in the workdir, this process's cwd
@@ -115,7 +115,7 @@ class PipeSink:
             self.level = level_name(event.c, event.rate is not None) if isinstance(event, LevelStarted) else None
         elif isinstance(event, SweepDone) and self.orphaned and not event.failed:
             event = event.model_copy(update={"failed": self.orphaned})
-        line = orjson.dumps({**event.model_dump(), "seq": self.seq}, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE)
+        line = orjson.dumps({**dumped(event), "seq": self.seq}, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE)
         self.spool.write(line)
         self.show_line(line)
 

@@ -9,6 +9,7 @@ and the request says so.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import random
 import time
@@ -18,10 +19,10 @@ import aiohttp
 import orjson
 
 from console.settings import SweepSettings
-from console.sweep.loadgen.sse import SSEError, sse_data
+from console.sweep.loadgen.sse import EventReader, SSEError
 from console.sweep.metrics import RequestRecord
 from console.sweep.model import PromptSource
-from console.untrusted import visible
+from console.untrusted import decode, visible
 
 WORDS = "the quick brown fox jumps over a lazy dog while engines batch many tokens in each step".split()
 MAX_CHUNKS_PER_TOKEN = 4  # a stream of more than 4 chunks per asked token (+16) is endless, not slow
@@ -67,8 +68,9 @@ class UniquePrompts:
 
     def keyed(self, key: str, words: int | None = None) -> str:
         """The prompt of this key: the same in every process that has this sweep's nonce (a worker's request)."""
-        rng = random.Random(f"{self.nonce}:{key}")
-        return " ".join([f"{rng.getrandbits(48):x}", *(rng.choice(WORDS) for _ in range((words or self.words) - 1))])
+        # seeded by an integer (a string seed is hashed with SHA-512 each time: a third of a request's own cost)
+        rng = random.Random(int.from_bytes(hashlib.blake2b(f"{self.nonce}:{key}".encode(), digest_size=8).digest()))
+        return " ".join([f"{rng.getrandbits(48):x}", *rng.choices(WORDS, k=(words or self.words) - 1)])
 
     async def calibrate(self, session: aiohttp.ClientSession) -> None:
         """llama.cpp's llama-server: POST /tokenize {"content": text} answers {"tokens": [...]} (tools/server/server.cpp,
@@ -210,11 +212,12 @@ async def _error_body(response: aiohttp.ClientResponse) -> str:
 
 
 def _loads(data: str | bytes) -> Any:
-    """orjson, and json for what orjson refuses (a number past 64 bits): such a chunk fails with the same reason."""
+    """orjson, and json for what orjson refuses (a number past 64 bits, bytes that are not UTF-8: decoded with
+    replacement first): such a chunk fails with the same reason."""
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError:
-        return json.loads(data)
+        return json.loads(decode(data) if isinstance(data, bytes) else data)
 
 
 JSON = {"Content-Type": "application/json"}
@@ -313,42 +316,59 @@ async def _receive(
         got.status = response.status
         if got.status != 200:
             raise BadStream(f"HTTP {got.status}: {await _error_body(response)}")
+        reader = EventReader(idle_s=idle_s, now=time.monotonic())
         chunks = 0
-        async for data in sse_data(response.content.iter_any(), idle_s=idle_s):
-            chunks += 1  # every event counts toward the bound, content or not
+        async for read in response.content.iter_any():
+            now = time.monotonic()  # every event of one read came at once
+            events = reader.feed(read, now)
+            chunks += len(events)  # every event counts toward the bound, content or not
             if chunks > max_chunks:
                 raise BadStream(f"the stream went on past {max_chunks} chunks for max_tokens {max_tokens}")
-            if data.strip() == "[DONE]":
-                got.done = True
+            if events and _take(events, round(now - start, 6), got, per_chunk):
                 break
-            try:
-                parsed = _loads(data)
-            except (ValueError, RecursionError):
-                raise BadStream(f"malformed SSE data: {visible(data[:80])}") from None
-            content, tokens, chunk_finish = parse_chunk(parsed)
-            now = time.monotonic() - start
-            got.timings = server_timings(parsed) or got.timings
-            got.prompt_tokens = prompt_count(parsed) or got.prompt_tokens
-            got.finish = chunk_finish or got.finish
-            if tokens is not None:
-                new = tokens - (got.usage_tokens or 0)
-                got.usage_tokens = tokens
-                if content:
-                    got.counts.append(max(new, 1))
-                    got.times.append(now)
-                    per_chunk.seen += 1
-                elif new > 0 and got.counts and got.counts[-1] is not None:  # a usage-only chunk after the text
-                    got.counts[-1] = got.counts[-1] + new
-            elif content:
-                got.counts.append(None)
-                got.times.append(now)
-                per_chunk.seen += 1
+        else:
+            events = reader.end()
+            chunks += len(events)
+            _take(events, round(time.monotonic() - start, 6), got, per_chunk)
     if not chunks:
         raise BadStream(f"the server answered {got.status} with {visible(response.content_type)}, not an event stream")
     if not got.times and not got.usage_tokens:
         raise BadStream("the stream ended without any token")
     if not got.done and got.finish is None:
         raise BadStream(f"the stream was cut off after {len(got.times)} chunks, without a finish reason")
+
+
+def _take(events: list[bytes], now: float, got: _Stream, per_chunk: TokensPerChunk) -> bool:
+    """The events of one read, arrived `now` seconds after the request was sent, into what the request received;
+    True at [DONE]."""
+    for data in events:
+        if data.strip() == b"[DONE]":
+            got.done = True
+            return True
+        try:
+            parsed = _loads(data)
+        except (ValueError, RecursionError):
+            raise BadStream(f"malformed SSE data: {visible(data[:80])}") from None
+        content, tokens, chunk_finish = parse_chunk(parsed)
+        if "timings" in parsed:
+            got.timings = server_timings(parsed) or got.timings
+        if parsed.get("usage"):
+            got.prompt_tokens = prompt_count(parsed) or got.prompt_tokens
+        got.finish = chunk_finish or got.finish
+        if tokens is not None:
+            new = tokens - (got.usage_tokens or 0)
+            got.usage_tokens = tokens
+            if content:
+                got.counts.append(max(new, 1))
+                got.times.append(now)
+                per_chunk.seen += 1
+            elif new > 0 and got.counts and got.counts[-1] is not None:  # a usage-only chunk after the text
+                got.counts[-1] = got.counts[-1] + new
+        elif content:
+            got.counts.append(None)
+            got.times.append(now)
+            per_chunk.seen += 1
+    return False
 
 
 def _framing(e: aiohttp.ClientPayloadError | aiohttp.ClientResponseError) -> str:
@@ -422,7 +442,7 @@ async def one_request(
         e2e=end if ok else None,
         tokens=total if ok else 0,
         usage_missing=usage_missing and bool(times),
-        chunks=tuple((round(t, 6), n) for t, n in zip(times, chunk_tokens, strict=True)),
+        chunks=tuple(zip(times, chunk_tokens, strict=True)),
         warmup=warmup,
         finish_reason=finish,
         over_asked=ok and total > max_tokens,
