@@ -111,6 +111,7 @@ def test_a_long_level_keeps_bounded_memory_with_percentiles_within_the_sketch_ac
     from console.sweep.metrics import t975
 
     monkeypatch.setattr(level_stats, "EXACT_UP_TO", 500)
+    monkeypatch.setattr(level_stats, "ITL_EXACT_UP_TO", 500)
     monkeypatch.setattr(level_stats, "TIMELINE_EXACT_UP_TO", 500)
     rng = random.Random(7)
     records = []

@@ -1,6 +1,6 @@
 """A level's numbers gathered as its requests finish, so that what the load generator holds is bounded by the level's
 rate, not its length: counts and sums for the means, their intervals and the throughput's (exact: they need sums, not
-every request), and each distribution exact up to EXACT_UP_TO values, then in a DDSketch (a percentile within
+every request), and each distribution exact up to EXACT_UP_TO values (ITL_EXACT_UP_TO gaps), then in a DDSketch (a percentile within
 SKETCH_ACCURACY of its value); the steady window's token arrivals past TIMELINE_EXACT_UP_TO in BIN_S bins (8 bytes
 each: under 3 MiB for an hour). Each request is streamed to events.jsonl as it finishes and not kept. A level read
 back whole (pooled repeats) is computed exactly: `level_metrics` lifts the bounds.
@@ -19,6 +19,9 @@ from console.sweep.metrics import FAILED_ERROR_RATE, RequestRecord, drafted_from
 from console.sweep.model import LevelMetrics
 
 EXACT_UP_TO = 50_000  # values of one distribution kept as they are (400 KB); past it, the sketch
+# inter-token gaps, one a token: a sketch's add is Python's, a token's largest cost in the load generator's stats, so
+# these are kept as they are longer (8 MB: a 4,000-request level of 250-token answers)
+ITL_EXACT_UP_TO = 1_000_000
 SKETCH_ACCURACY = 0.005  # a sketched percentile is within 0.5 % of the true one
 TIMELINE_EXACT_UP_TO = 200_000  # token arrivals kept as they are; past it, counted in BIN_S bins
 BIN_S = 0.01  # the steady window's edges are then as precise as this
@@ -144,9 +147,12 @@ class SteadyWindow:
             heapq.heappush(self._earliest, -start)
         elif start < -self._earliest[0]:
             heapq.heapreplace(self._earliest, -start)
-        if self._bins is not None:
-            for t, n in chunks:
-                self._bin(start + t, n)
+        if (bins := self._bins) is not None:
+            for t, n in chunks:  # (the body of _bin: this runs for every chunk of a long level)
+                i = max(0, int((start + t) / BIN_S))
+                if i >= len(bins):
+                    bins.extend([0] * (i + 1 - len(bins)))
+                bins[i] += n
             return
         for t, n in chunks:
             self._t.append(start + t)
@@ -189,7 +195,8 @@ class LevelStats:
         self.first_error: str | None = None
         self.speeds, self.ttft, self.itl_means = Moments(), Moments(), Moments()
         bound = math.inf if exact else EXACT_UP_TO
-        self.speed_q, self.ttft_q, self.itl_q, self.e2e_q = (Quantiles(bound) for _ in range(4))
+        self.speed_q, self.ttft_q, self.e2e_q = (Quantiles(bound) for _ in range(3))
+        self.itl_q = Quantiles(math.inf if exact else ITL_EXACT_UP_TO)
         self.busy = RatioSums()
         self.steady = SteadyWindow(c, math.inf if exact else TIMELINE_EXACT_UP_TO)
         self.timed, self.proposed, self.accepted, self.predicted = 0, 0.0, 0.0, 0.0  # where the server recorded them

@@ -12,6 +12,7 @@ import asyncio
 import hashlib
 import json
 import random
+import re
 import time
 from typing import Any
 
@@ -68,9 +69,10 @@ class UniquePrompts:
 
     def keyed(self, key: str, words: int | None = None) -> str:
         """The prompt of this key: the same in every process that has this sweep's nonce (a worker's request)."""
-        # seeded by an integer (a string seed is hashed with SHA-512 each time: a third of a request's own cost)
-        rng = random.Random(int.from_bytes(hashlib.blake2b(f"{self.nonce}:{key}".encode(), digest_size=8).digest()))
-        return " ".join([f"{rng.getrandbits(48):x}", *rng.choices(WORDS, k=(words or self.words) - 1)])
+        # the words drawn by the bytes of an extendable hash of the key (a Random seeded by a string hashed it with
+        # SHA-512 and drew each word in Python: a third of a request's own cost)
+        drawn = hashlib.shake_128(f"{self.nonce}:{key}".encode()).digest(5 + (words or self.words))
+        return " ".join([drawn[:6].hex(), *(WORDS[b % len(WORDS)] for b in drawn[6:])])
 
     async def calibrate(self, session: aiohttp.ClientSession) -> None:
         """llama.cpp's llama-server: POST /tokenize {"content": text} answers {"tokens": [...]} (tools/server/server.cpp,
@@ -146,34 +148,35 @@ def prompt_count(data: Any) -> int | None:
 
 def parse_chunk(data: Any) -> tuple[str, int | None, str | None]:
     """(content, completion tokens so far per the server's usage, finish reason) of one streamed chunk."""
-    if not isinstance(data, dict):
+    if type(data) is not dict:
         raise BadStream(f"a chunk that is not a JSON object: {_excerpt(data)}")
     if data.get("error") is not None:
         raise BadStream(f"the server reported an error mid-stream: {_excerpt(data['error'])}")
     choices = data.get("choices") or []
-    if not isinstance(choices, list):
+    if type(choices) is not list:
         raise BadStream(f"choices is not a list: {_excerpt(choices)}")
     content, finish = "", None
     if choices:
         choice = choices[0]
-        if not isinstance(choice, dict):
+        if type(choice) is not dict:
             raise BadStream(f"a choice that is not an object: {_excerpt(choice)}")
-        delta = choice.get("delta")
-        if delta is not None and not isinstance(delta, dict):
-            raise BadStream(f"a delta that is not an object: {_excerpt(delta)}")
         text = choice.get("text")
-        if text is None and delta:
-            text = delta.get("content") or delta.get("reasoning_content")
-        if text is not None and not isinstance(text, str):
+        if text is None:
+            delta = choice.get("delta")
+            if delta is not None and type(delta) is not dict:
+                raise BadStream(f"a delta that is not an object: {_excerpt(delta)}")
+            if delta:
+                text = delta.get("content") or delta.get("reasoning_content")
+        if text is not None and type(text) is not str:
             raise BadStream(f"content that is not text: {_excerpt(text)}")
         content = text or ""
         finish = choice.get("finish_reason")
-        if finish is not None and not isinstance(finish, str):
+        if finish is not None and type(finish) is not str:
             raise BadStream(f"a finish_reason that is not text: {_excerpt(finish)}")
     usage = data.get("usage")
     if usage is None:
         return content, None, finish
-    if not isinstance(usage, dict):
+    if type(usage) is not dict:
         raise BadStream(f"usage is not an object: {_excerpt(usage)}")
     return content, _count(usage, "completion_tokens"), finish
 
@@ -299,6 +302,7 @@ class _Stream:
         self.finish: str | None = None
         self.status: int | None = None
         self.done = False
+        self.template: tuple[bytes, bytes] | None = None  # a content chunk's bytes around its text (see _template)
 
 
 async def _receive(
@@ -342,33 +346,79 @@ def _take(events: list[bytes], now: float, got: _Stream, per_chunk: TokensPerChu
     """The events of one read, arrived `now` seconds after the request was sent, into what the request received;
     True at [DONE]."""
     for data in events:
-        if data.strip() == b"[DONE]":
-            got.done = True
-            return True
+        if (template := got.template) is not None and data.startswith(template[0]) and data.endswith(template[1]):
+            text = data[len(template[0]) : len(data) - len(template[1])]
+            if len(data) >= len(template[0]) + len(template[1]) and JSON_STRING.fullmatch(text):
+                if text:  # the chunk a full parse learnt the template from, with other text: no usage, no finish
+                    got.counts.append(None)
+                    got.times.append(now)
+                    per_chunk.seen += 1
+                continue
         try:
-            parsed = _loads(data)
-        except (ValueError, RecursionError):
-            raise BadStream(f"malformed SSE data: {visible(data[:80])}") from None
+            parsed = orjson.loads(data)  # (the common case first: a chunk, valid UTF-8 JSON)
+        except orjson.JSONDecodeError:
+            if data.strip() == b"[DONE]":
+                got.done = True
+                return True
+            try:
+                parsed = _loads(data)
+            except (ValueError, RecursionError):
+                raise BadStream(f"malformed SSE data: {visible(data[:80])}") from None
         content, tokens, chunk_finish = parse_chunk(parsed)
-        if "timings" in parsed:
+        if chunk_finish is not None:
+            got.finish = chunk_finish or got.finish
+        if "timings" in parsed:  # llama-server's last chunk
             got.timings = server_timings(parsed) or got.timings
         if parsed.get("usage"):
             got.prompt_tokens = prompt_count(parsed) or got.prompt_tokens
-        got.finish = chunk_finish or got.finish
-        if tokens is not None:
-            new = tokens - (got.usage_tokens or 0)
-            got.usage_tokens = tokens
+        if tokens is None:
             if content:
-                got.counts.append(max(new, 1))
+                got.counts.append(None)
                 got.times.append(now)
                 per_chunk.seen += 1
-            elif new > 0 and got.counts and got.counts[-1] is not None:  # a usage-only chunk after the text
-                got.counts[-1] = got.counts[-1] + new
-        elif content:
-            got.counts.append(None)
+                if got.template is None and chunk_finish is None and "timings" not in parsed:
+                    got.template = _template(data, content)
+            continue
+        new = tokens - (got.usage_tokens or 0)
+        got.usage_tokens = tokens
+        if content:
+            got.counts.append(max(new, 1))
             got.times.append(now)
             per_chunk.seen += 1
+        elif new > 0 and got.counts and got.counts[-1] is not None:  # a usage-only chunk after the text
+            got.counts[-1] = got.counts[-1] + new
     return False
+
+
+# The body of a JSON string: no raw quote or control character, only JSON's escapes (RFC 8259, section 7)
+JSON_STRING = re.compile(rb'(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*')
+TEXT_KEYS = (b'"text":', b'"content":', b'"reasoning_content":')
+
+
+def _template(data: bytes, content: str) -> tuple[bytes, bytes] | None:
+    """A content chunk's bytes before and after its text, where the text stands once as the value of its key: a later
+    chunk of the same request that is these bytes around another JSON string is the same chunk with other text (no
+    usage, no finish reason, no error: they would be bytes of their own), read without parsing it (issue 40: JSON of
+    every chunk was the load generator's largest cost after the socket). None where the text is not found so."""
+    needle = orjson.dumps(content)
+    found = [
+        (i + len(key) + space, i + len(key) + space + len(needle))
+        for key in TEXT_KEYS
+        for space in (0, 1)
+        for i in _all(data, key + b" " * space + needle)
+    ]
+    if len(found) != 1:
+        return None
+    start, end = found[0]
+    return data[: start + 1], data[end - 1 :]  # the string's quotes stay with the bytes around it
+
+
+def _all(data: bytes, needle: bytes) -> list[int]:
+    at, i = [], data.find(needle)
+    while i >= 0:
+        at.append(i)
+        i = data.find(needle, i + 1)
+    return at
 
 
 def _framing(e: aiohttp.ClientPayloadError | aiohttp.ClientResponseError) -> str:

@@ -1,0 +1,77 @@
+"""A request's stream read without parsing each chunk (issue 40): what it records is what a full parse of every chunk
+records, and a chunk that is not the learnt one with other text is parsed (and refused where it is garbage)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from console.sweep.loadgen import requests
+from console.sweep.loadgen.requests import BadStream, TokensPerChunk, _Stream, _take
+from console.sweep.loadgen.sse import EventReader
+
+ENVELOPE = {"id": "cmpl-1", "object": "text_completion", "created": 1, "model": "m"}
+
+
+def completion(text: str, finish: str | None = None, usage: dict[str, int] | None = None, *, spaced: bool = False) -> bytes:
+    chunk = {**ENVELOPE, "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish}], "usage": usage}
+    return json.dumps(chunk, separators=(", ", ": ") if spaced else (",", ":"), ensure_ascii=spaced).encode()
+
+
+def chat(delta: dict[str, str], finish: str | None = None) -> bytes:
+    return json.dumps({**ENVELOPE, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}).encode()
+
+
+STREAMS = {
+    "completions": [completion(t) for t in (" a", " b", ' "quoted"', " caf\u00e9", "", " \\ back", " c")]
+    + [completion(" d", "length"), completion("", None, {"prompt_tokens": 3, "completion_tokens": 8, "total_tokens": 11})],
+    "spaced, ASCII-escaped": [completion(t, spaced=True) for t in (" a", " \u00e9t\u00e9", " b")] + [completion(" c", "stop", spaced=True)],
+    "chat": [chat({"role": "assistant", "content": ""}), *(chat({"content": t}) for t in (" a", " b", "", " c")), chat({}, "length")],
+    "reasoning": [chat({"reasoning_content": t}) for t in (" think", " more")] + [chat({"content": " x"}), chat({}, "stop")],
+}
+
+
+def record(events: list[bytes], *, learn: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[object, ...]:
+    if not learn:
+        monkeypatch.setattr(requests, "_template", lambda data, content: None)
+    got, per_chunk = _Stream(), TokensPerChunk()
+    for i, data in enumerate([*events, b"[DONE]"]):
+        if _take([data], float(i), got, per_chunk):
+            break
+    monkeypatch.undo()
+    return got.times, got.counts, got.usage_tokens, got.prompt_tokens, got.finish, got.done, per_chunk.seen, got.template is not None
+
+
+@pytest.mark.parametrize("name", STREAMS)
+def test_a_stream_read_by_its_learnt_chunk_records_what_a_parse_of_every_chunk_does(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    parsed, learnt = record(STREAMS[name], learn=False, monkeypatch=monkeypatch), record(STREAMS[name], learn=True, monkeypatch=monkeypatch)
+    assert parsed[:-1] == learnt[:-1] and learnt[-1]  # the same record, and the short way was taken
+
+
+@pytest.mark.parametrize(
+    ("bad", "why"),
+    [
+        (
+            b'{"id":"cmpl-1","object":"text_completion","created":1,"model":"m","choices":[{"index":0,"text":" x"y","logprobs":null,'
+            b'"finish_reason":null}],"usage":null}',
+            "malformed SSE data",
+        ),  # a raw quote: not a string, so parsed, and refused
+        (completion(" x").replace(b'"usage":null', b'"usage":[1]'), "usage is not an object"),
+    ],
+)
+def test_a_chunk_that_is_not_the_learnt_one_with_other_text_is_parsed(bad: bytes, why: str) -> None:
+    got, per_chunk = _Stream(), TokensPerChunk()
+    _take([completion(" a"), completion(" b")], 0.0, got, per_chunk)
+    assert got.template is not None and len(got.times) == 2
+    with pytest.raises(BadStream, match=why):
+        _take([bad], 1.0, got, per_chunk)
+
+
+def test_events_are_cut_from_reads_whatever_their_split_and_line_endings() -> None:
+    stream = b"data: one\n\n: a comment\n\ndata: two\ndata: lines\n\nevent: x\ndata: three\r\n\r\ndata: four\n\n"
+    for size in (1, 2, 3, 7, len(stream)):
+        reader, got = EventReader(), []
+        for i in range(0, len(stream), size):
+            got += reader.feed(stream[i : i + size], 0.0)
+        assert got + reader.end() == [b"one", b"two\nlines", b"three", b"four"], size
