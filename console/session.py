@@ -11,13 +11,12 @@ from typing import TYPE_CHECKING
 from console.config import Config, HostSpec
 from console.events import EventLog
 from console.gpu.telemetry import LocalTelemetry, RemoteTelemetry, Telemetry
-from console.remote import Connection, HostPool
-from console.server.lifecycle import Lifecycle, ServerLifecycle
 from console.server.multinode import Rank, ranks
 from console.server.profiles import Profile, ProfileSet, load_profiles
-from console.server.slurm import lifecycle_of
 
 if TYPE_CHECKING:
+    from console.remote import Connection, HostPool
+    from console.server.lifecycle import Lifecycle, ServerLifecycle
     from console.sweep.sweeps import Sweeps
 
 
@@ -36,19 +35,21 @@ class Session:
         via: who acts ("console", "cli", "runbook"), written in each event. telemetry, lifecycle: given (a test's
         fakes), else the host's own."""
         self.config, self.via = config, via
-        self.pool = HostPool(config)
+        self._pool: HostPool | None = None
         self.events = EventLog(config.campaign_dir)
         self.spec: HostSpec | None = None if local else config.host(host)
         self.telemetry: Telemetry
+        self.lifecycle: Lifecycle | None = lifecycle
+        self._peers: dict[str, ServerLifecycle] = {}  # the other nodes of a server across nodes, as they are needed
         if telemetry is not None:
             self.telemetry = telemetry
         elif self.spec is None:
             self.telemetry = LocalTelemetry(interval=config.telemetry_interval_s, pidfile=None)
-        else:
+        else:  # SSH (asyncssh) is loaded for a host only: a local session (a sweep of a URL) starts without it
             self.telemetry = RemoteTelemetry(self.conn, self.spec, interval=config.telemetry_interval_s)
-        self.lifecycle: Lifecycle | None = lifecycle
-        self._peers: dict[str, ServerLifecycle] = {}  # the other nodes of a server across nodes, as they are needed
         if lifecycle is None and self.spec is not None and isinstance(self.telemetry, RemoteTelemetry):
+            from console.server.slurm import lifecycle_of
+
             self.lifecycle = lifecycle_of(
                 self.conn,
                 self.spec,
@@ -60,6 +61,14 @@ class Session:
                 peers=self,
             )
         self._sweeps: Sweeps | None = None
+
+    @property
+    def pool(self) -> HostPool:
+        if self._pool is None:
+            from console.remote import HostPool
+
+            self._pool = HostPool(self.config)
+        return self._pool
 
     @property
     def host_name(self) -> str | None:
@@ -94,6 +103,8 @@ class Session:
     def node_lifecycle(self, host: str) -> ServerLifecycle:
         """Another host's server lifecycle, on the pool's connection to it (the event log is the server's rank 0's)."""
         if host not in self._peers:
+            from console.server.lifecycle import ServerLifecycle
+
             spec = self.config.host(host)
             conn = self.pool.get(host)
             self._peers[host] = ServerLifecycle(
@@ -119,7 +130,8 @@ class Session:
             if lifecycle is not None:
                 with contextlib.suppress(Exception):  # its channels end with the connection anyway
                     await lifecycle.close()
-        await self.pool.close()
+        if self._pool is not None:
+            await self._pool.close()
 
     async def __aenter__(self) -> Session:
         return self

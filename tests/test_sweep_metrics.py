@@ -72,7 +72,8 @@ def test_percentiles_interpolate() -> None:
 
 
 def test_a_server_already_busy_before_the_sweep_is_warned_about() -> None:
-    from console.sweep.loadgen.server_view import server_gauges, warnings_for
+    from console.sweep.loadgen.gauges import server_gauges
+    from console.sweep.loadgen.server_view import warnings_for
     from console.sweep.model import ServerFacts
 
     exposition = (

@@ -9,16 +9,18 @@ import json
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from console.config import HostSpec
 from console.gpu import agent
 from console.gpu.samples import AgentError, Hello, Sample, SampleParseError, parse_line
-from console.remote import Connection
 from console.remote.errors import Disconnected, RemoteError
-from console.remote.streams import RunResult
 from console.untrusted import visible
 from console.zipapp import agent_zip, checked, not_there
+
+if TYPE_CHECKING:  # (SSH is loaded by what makes a connection: a local session never does)
+    from console.remote import Connection
+    from console.remote.streams import RunResult
 
 log = logging.getLogger(__name__)
 

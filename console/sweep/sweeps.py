@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from console.config import Config, HostSpec
 from console.events import EventLog, Sweep, Swept
-from console.remote import Connection
 from console.remote.errors import RemoteError
 from console.server.state import ServerState, ServerStatus
 from console.settings import SweepSettings
@@ -26,9 +25,10 @@ from console.sweep.model import PromptSetFacts, RunMeta, Said, Shown, SweepDone,
 from console.sweep.prompt_sets import PromptSetError
 from console.sweep.runs.files import pending_spool
 from console.sweep.runs.store import Run, RunError, create_run
-from console.untrusted import visible
+from console.untrusted import decode, visible
 
 if TYPE_CHECKING:
+    from console.remote import Connection
     from console.server.lifecycle import Lifecycle
 
 GONE = (ServerState.CRASHED, ServerState.STOPPED)  # the managed server's process is not there
@@ -99,16 +99,34 @@ class ServerBusy(RunError):
 
 async def busy(url: str) -> dict[str, int]:
     """What the server says it is serving now (running, queued), from its /metrics; empty when it does not say or
-    cannot be reached (the load generator will say what it cannot reach)."""
-    import aiohttp  # here, not at the top: the console's first screen does not wait for it
+    cannot be reached (the load generator will say what it cannot reach). The standard library's HTTP, in a thread:
+    neither the console's first screen nor a sweep's command waits for the load generator's client to load."""
+    return await asyncio.to_thread(_busy, url)
 
-    from console.sweep.loadgen.server_view import HTTP_ERRORS, server_facts
 
+def _busy(url: str) -> dict[str, int]:
+    import http.client
+    import urllib.parse
+
+    from console.sweep.loadgen.gauges import server_gauges
+
+    parts = urllib.parse.urlsplit(url)
+    kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
     try:
-        async with aiohttp.ClientSession(url) as client:
-            return (await server_facts(client)).busy or {}
-    except HTTP_ERRORS:
+        connection = kind(parts.hostname or "127.0.0.1", parts.port, timeout=5)
+        try:
+            connection.request("GET", parts.path.rstrip("/") + "/metrics")
+            response = connection.getresponse()
+            body = response.read(METRICS_BODY) if response.status == 200 else b""
+        finally:
+            connection.close()
+    except (OSError, http.client.HTTPException, ValueError):
         return {}
+    gauges = server_gauges(decode(body))
+    return {k: int(gauges[k]) for k in ("running", "queued") if k in gauges}
+
+
+METRICS_BODY = 1 << 20  # what is read of /metrics: the server's word, not a measurement
 
 
 async def read_prompt_set(settings: SweepSettings) -> PromptSetFacts | None:

@@ -24,15 +24,14 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from console import config
-from console.remote import Connection, RemoteError
+from console.remote.errors import RemoteError
 from console.settings import SweepSettings
 from console.sweep.loadgen.generator import POWER_QUERY, HostLoad, PowerMeter, client_placement, gpu_watts, gpus_here, sweep
-from console.sweep.loadgen.host_generator import HostGenerator, NotOnHost, kept_of
 from console.sweep.loadgen.requests import synthetic_pool
 from console.sweep.model import Event, HostOrder, LevelProgress, Said, SweepDone, dumped
 from console.sweep.prompt_sets import PromptSetError, answer_lengths, load
@@ -40,6 +39,9 @@ from console.sweep.runs.files import EventLogFile, pending_spool
 from console.sweep.runs.lock import RunLocked, run_lock
 from console.sweep.runs.store import RunError, completed_levels, lacking_levels, open_run_dir, prompts_sent, read_meta
 from console.untrusted import visible
+
+if TYPE_CHECKING:  # SSH (asyncssh) is loaded for a sweep through the host only: a sweep of a URL starts without it
+    from console.remote import Connection
 
 
 class EventSink(EventLogFile):
@@ -148,6 +150,9 @@ def main(argv: list[str] | None = None) -> int:
                 common["top_up"] = lacking_levels(args.run_dir) if args.resume else {}
                 common["sent"] = prompts_sent(args.run_dir) if args.resume or args.repeat else {}  # (a new run has none)
                 return await sweep(args.url, sink, settings, placement=client_placement("direct"), done=done, **common)
+            from console.remote import Connection
+            from console.sweep.loadgen.host_generator import HostGenerator, NotOnHost
+
             spec = config.load(args.config).host(args.host)
             conn = Connection(spec)
             await conn.up_now()
@@ -223,6 +228,8 @@ def main(argv: list[str] | None = None) -> int:
 
 async def _fetch_pending(conn: Connection, spec: config.HostSpec, sink: EventSink, run_dir: Path) -> None:
     """A sweep of this run whose link was lost left its last events on the host: they come first."""
+    from console.sweep.loadgen.host_generator import HostGenerator, kept_of
+
     pending = pending_spool(run_dir)
     if pending is None:
         return

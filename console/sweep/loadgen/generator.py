@@ -27,6 +27,7 @@ from console.settings import SweepSettings, level_name
 from console.sweep.capacity import AGAIN, LEAST_REQUESTS, MOST_C, SAID, CapacitySearch, decide
 from console.sweep.level_stats import LevelStats, Moments, Quantiles
 from console.sweep.loadgen.feed import Arrivals, Feed, Share, requests_from, schedule, sender, watch_lag
+from console.sweep.loadgen.gauges import spec_counters, speculation
 from console.sweep.loadgen.requests import Client, TokensPerChunk, UniquePrompts
 from console.sweep.loadgen.server_view import (
     GaugeMeans,
@@ -36,8 +37,6 @@ from console.sweep.loadgen.server_view import (
     server_answers,
     server_facts,
     shared_with,
-    spec_counters,
-    speculation,
     warnings_for,
 )
 from console.sweep.loadgen.workers import WorkerFailed, WorkerLevel, Workers

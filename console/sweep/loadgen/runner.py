@@ -7,20 +7,22 @@ import contextlib
 import signal
 import sys
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
 import orjson
 
 from console import config
 from console.gpu.samples import Sample
 from console.gpu.telemetry import RemoteTelemetry
-from console.remote import Connection
 from console.remote.command import shell_line
 from console.server.profiles import ProfileError, load_profiles
-from console.server.slurm import lifecycle_of
 from console.server.state import ServerRecord, ServerState
 from console.sweep.model import EventError, RunMeta, Said, Shown, decode_shown
 from console.sweep.runs.store import Run, RunError
 from console.untrusted import visible
+
+if TYPE_CHECKING:
+    from console.remote import Connection
 
 
 class SweepProcess:
@@ -115,6 +117,8 @@ class SweepProcess:
 async def describe_server(conn: Connection, cfg: config.Config, host: str) -> tuple[RunMeta, str, int]:
     """What the run records about the server and host; and the server's address (from the host) and port."""
     spec = cfg.host(host)
+    from console.server.slurm import lifecycle_of  # (the server's host: SSH, which a sweep of a URL does without)
+
     agent = RemoteTelemetry(conn, spec)
     lifecycle = lifecycle_of(conn, spec, agent, idle_threshold_mib=cfg.idle_threshold_mib, grace_s=cfg.kill_grace_s)
     try:
