@@ -42,6 +42,7 @@ LOADGEN_MODULES = (
     "console/settings.py",
     "console/sweep/loadgen/__init__.py",
     "console/sweep/loadgen/feed.py",
+    "console/sweep/loadgen/gauges.py",
     "console/sweep/loadgen/generator.py",
     "console/sweep/loadgen/on_host.py",
     "console/sweep/loadgen/requests.py",

@@ -75,3 +75,66 @@ def test_events_are_cut_from_reads_whatever_their_split_and_line_endings() -> No
         for i in range(0, len(stream), size):
             got += reader.feed(stream[i : i + size], 0.0)
         assert got + reader.end() == [b"one", b"two\nlines", b"three", b"four"], size
+
+
+async def test_a_request_whose_reads_are_each_one_learnt_chunk_records_what_a_parse_of_each_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Against a real stream on loopback, each chunk its own write (so mostly its own read): the record of a request
+    read by the learnt chunk is the record of one whose every chunk is parsed."""
+    import asyncio
+    import time
+
+    from aiohttp import web
+
+    from console.settings import SweepSettings
+    from console.sweep.loadgen.requests import Client, one_request
+
+    texts = [" a", " b", ' "q"', "", " \u00e9", " c"]
+
+    async def stream(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        for i, text in enumerate(texts):
+            await response.write(b"data: " + completion(text, "length" if i == len(texts) - 1 else None) + b"\n\n")
+            await asyncio.sleep(0.002)
+        usage = {"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8}
+        await response.write(b"data: " + completion("", None, usage).replace(b'"choices":[{', b'"choices":[],"x":[{') + b"\n\n")
+        await response.write(b"data: [DONE]\n\n")
+        return response
+
+    app = web.Application()
+    app.router.add_post("/v1/completions", stream)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    settings = SweepSettings.from_dict({"levels": [1], "max_tokens": 16})
+    body = {"model": "m", "prompt": "p", "max_tokens": 16, "stream": True}
+    records, read_short, string = [], [], requests.JSON_STRING
+
+    class Counted:  # how many chunks were read the short way
+        def fullmatch(self, text: bytes) -> object:
+            read_short.append(text)
+            return string.fullmatch(text)
+
+    try:
+        for learn in (False, True):
+            monkeypatch.setattr(requests, "JSON_STRING", Counted())
+            if not learn:
+                monkeypatch.setattr(requests, "_template", lambda data, content: None)
+            async with Client(f"http://127.0.0.1:{port}", {}, 2, 30) as client:
+                records.append(
+                    await one_request(client, "/v1/completions", body, 1, 0, time.monotonic(), False, settings, TokensPerChunk())
+                )
+            monkeypatch.undo()
+    finally:
+        await runner.cleanup()
+    parsed, learnt = records
+    assert parsed.ok and learnt.ok, (parsed.error, learnt.error)
+    assert (parsed.tokens, [n for _, n in parsed.chunks], parsed.finish_reason, parsed.prompt_tokens) == (
+        learnt.tokens,
+        [n for _, n in learnt.chunks],
+        learnt.finish_reason,
+        learnt.prompt_tokens,
+    )
+    assert len(learnt.chunks) == 5 and learnt.tokens == 5 and len(read_short) >= 4  # all but the first, where each came alone

@@ -154,9 +154,8 @@ class SteadyWindow:
                     bins.extend([0] * (i + 1 - len(bins)))
                 bins[i] += n
             return
-        for t, n in chunks:
-            self._t.append(start + t)
-            self._tokens.append(n)
+        self._t.extend([start + t for t, _ in chunks])
+        self._tokens.extend([n for _, n in chunks])
         if len(self._t) > self._exact_up_to:
             self._bins = array("q")
             for t_, n_ in zip(self._t, self._tokens, strict=True):

@@ -303,6 +303,7 @@ class _Stream:
         self.status: int | None = None
         self.done = False
         self.template: tuple[bytes, bytes] | None = None  # a content chunk's bytes around its text (see _template)
+        self.framed: tuple[bytes, bytes] | None = None  # the same, framed as one SSE event: a read of it alone
 
 
 async def _receive(
@@ -324,6 +325,16 @@ async def _receive(
         chunks = 0
         async for read in response.content.iter_any():
             now = time.monotonic()  # every event of one read came at once
+            if (framed := got.framed) is not None and not reader.pending and read.startswith(framed[0]) and read.endswith(framed[1]):
+                text = read[len(framed[0]) : len(read) - len(framed[1])]
+                if len(read) >= len(framed[0]) + len(framed[1]) and JSON_STRING.fullmatch(text):  # one learnt chunk
+                    reader.last_event = now
+                    chunks += 1
+                    if text:
+                        got.counts.append(None)
+                        got.times.append(round(now - start, 6))
+                        per_chunk.seen += 1
+                    continue
             events = reader.feed(read, now)
             chunks += len(events)  # every event counts toward the bound, content or not
             if chunks > max_chunks:
@@ -378,6 +389,8 @@ def _take(events: list[bytes], now: float, got: _Stream, per_chunk: TokensPerChu
                 per_chunk.seen += 1
                 if got.template is None and chunk_finish is None and "timings" not in parsed:
                     got.template = _template(data, content)
+                    if got.template is not None:
+                        got.framed = (b"data: " + got.template[0], got.template[1] + b"\n\n")
             continue
         new = tokens - (got.usage_tokens or 0)
         got.usage_tokens = tokens

@@ -28,7 +28,7 @@ class EventReader:
 
     def feed(self, chunk: bytes, now: float) -> list[bytes]:
         """now: the read's time (time.monotonic()), for the trickle's bound."""
-        if not self.pending and chunk[:6] == b"data: " and chunk[-2:] == b"\n\n" and chunk.count(b"\n") == 2 and b"\r" not in chunk:
+        if not self.pending and chunk.startswith(b"data: ") and chunk.endswith(b"\n\n") and chunk.count(b"\n") == 2 and b"\r" not in chunk:
             self.last_event = now  # a read of one event of one data line: most reads of most streams
             return [chunk[6:-2]]
         text = self.pending + chunk if self.pending else chunk
