@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import cli_figures, console_figures, loadgen_figures, loadgen_memory, loadgen_workers
+from bench import cli_figures, console_figures, loadgen_ceiling, loadgen_figures, loadgen_memory, loadgen_workers
 from bench.common import ROOT
 
 README = ROOT / "bench" / "README.md"
@@ -84,6 +84,18 @@ FIGURES = [
     ("one_tok_per_cpu_s", "load generator, one process: tokens per second of its CPU", "", "tok/s", "workers"),
     ("a_worker_tok_per_cpu_s", "load generator, two workers: tokens per second of a worker's CPU", "", "tok/s", "workers"),
     ("two_levels_led", "two workers against one at C=16 and 48: levels where either leads (margin 2 %)", "0", "levels", "workers"),
+    # issue 40: against a server that is never the limit (bench/fast_server.py), the floor in the same run
+    ("floor_tok_per_cpu_s", "bare reader (the floor), C=64, 64-token answers: tokens per CPU-second at the margin", "", "tok/s", "ceiling"),
+    ("pivot_tok_per_cpu_s", "pivot sweep --url, the same level: tokens per CPU-second at the margin", "", "tok/s", "ceiling"),
+    ("ratio", "pivot sweep --url against the floor, at the margin", ">= 0.8x", "x", "ceiling"),
+    ("fixed_cpu_s", "pivot sweep --url: the command's fixed CPU (start-up, checks, tables)", "< 1 s", "CPU-s", "ceiling"),
+    ("one_worker_tok_s", "C=256, 4,000 requests, one generator process: tok/s (the server shares the cores)", "", "tok/s", "ceiling"),
+    ("workers_2_over_one", "the same level by two worker processes: tok/s against one", ">= 1.8x", "x", "ceiling"),
+    ("workers_4_over_one", "the same level by four worker processes (4 cores or more): tok/s against one", ">= 3.5x", "x", "ceiling"),
+    ("wide_client_bound", "C=256 by one process: pivot's client-bound note", "", "", "ceiling"),
+    ("floor_wide_client_bound", "C=256: the floor itself at 90 % of a core or more", "", "", "ceiling"),
+    ("first_paint_s", "TUI first full paint, alone (5 new consoles, 160x48, on sshd)", "< 1 s", "s", "paint"),
+    ("app_import_ms", "what the console imports before its screen (console.ui.app, python -X importtime)", "", "ms", "paint"),
     ("two_ratio_range", "two workers against one: B/A throughput", "alike", "", "workers"),
     ("again_ratio_range", "one process against itself: B/A throughput", "", "", "workers"),
 ]
@@ -97,6 +109,8 @@ def measure(tree: Path, runs: int) -> dict[str, Any]:
         "cli": cli_figures.measure(tree, max(runs, 5)),
         "memory": loadgen_memory.measure(tree, 120.0),
         "workers": loadgen_workers.measure(tree, 2) if (tree / "console/sweep/loadgen/workers.py").exists() else {},
+        "ceiling": loadgen_ceiling.measure(tree, runs),
+        "paint": console_figures.first_paints(tree, 5),
     }
     results["seconds"] = round(time.monotonic() - started)
     return results
