@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -75,7 +76,9 @@ def one_console(tree: Path, host: OpenSshHost, work: Path, n: int, idle_s: float
     lag_file = work / f"lag{n}.txt"
     session = f"perf-bench-{n}"
     env = tree_env(tree)
-    command = f"exec env PYTHONPATH={env['PYTHONPATH']} {sys.executable} {ROOT / 'bench' / 'tui_probe.py'} {lag_file} --config {config}"
+    probe = ROOT / "bench" / "tui_probe.py"
+    command = shlex.join(["env", f"PYTHONPATH={env['PYTHONPATH']}", sys.executable, str(probe), str(lag_file), "--config", str(config)])
+    command = f"exec {command}"
     tmux("kill-session", "-t", session)
     t0 = time.monotonic()
     tmux("new-session", "-d", "-s", session, "-x", "160", "-y", "48", command)
@@ -165,7 +168,7 @@ def first_paints(tree: Path, runs: int) -> dict[str, Any]:
             for n in range(runs):
                 config = host.config(work / f"pivot{n}.toml", work / f"campaign{n}", SWEEP)
                 session = f"perf-bench-paint-{n}"
-                command = f"exec env PYTHONPATH={tree} {sys.executable} -m console --config {config}"
+                command = f"exec env PYTHONPATH={shlex.quote(str(tree))} {sys.executable} -m console --config {shlex.quote(str(config))}"
                 t0 = time.monotonic()
                 tmux("new-session", "-d", "-s", session, "-x", "160", "-y", "48", command)
                 painted = wait_screen(session, lambda s: sum(bool(GPU_ROW.search(line)) for line in s.splitlines()) >= 8, 60, colours=False)

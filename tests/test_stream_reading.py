@@ -138,3 +138,47 @@ async def test_a_request_whose_reads_are_each_one_learnt_chunk_records_what_a_pa
         learnt.prompt_tokens,
     )
     assert len(learnt.chunks) == 5 and learnt.tokens == 5 and len(read_short) >= 4  # all but the first, where each came alone
+
+
+def test_a_comment_keeps_a_stream_alive_and_a_line_cut_off_at_its_end_is_not_read() -> None:
+    from console.sweep.loadgen.sse import SSEError
+
+    reader = EventReader(idle_s=1.0, now=0.0)
+    assert reader.feed(b": keep-alive\n\n", 0.9) == [] and reader.feed(b": again\n\n", 1.8) == []  # not idle: events end
+    with pytest.raises(SSEError, match="no whole event for 1 s"):
+        reader.feed(b"data: {", 3.0)
+    cut = EventReader()
+    assert cut.feed(b"data: a\ndata: b", 0.0) == [] and cut.end() == [b"a"]
+
+
+async def test_an_endless_stream_of_the_learnt_chunk_is_cut_at_the_bound() -> None:
+    import asyncio
+    import time
+
+    from aiohttp import web
+
+    from console.settings import SweepSettings
+    from console.sweep.loadgen.requests import Client, one_request
+
+    async def endless(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        while True:  # until the client goes
+            await response.write(b"data: " + completion(" a") + b"\n\n")
+            await asyncio.sleep(0.001)
+
+    app = web.Application()
+    app.router.add_post("/v1/completions", endless)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        async with Client(f"http://127.0.0.1:{port}", {}, 2, 30) as client:
+            body = {"model": "m", "prompt": "p", "max_tokens": 4, "stream": True}
+            settings = SweepSettings.from_dict({"levels": [1], "max_tokens": 4})
+            record = await one_request(client, "/v1/completions", body, 1, 0, time.monotonic(), False, settings, TokensPerChunk())
+    finally:
+        await runner.cleanup()
+    assert record.error == "the stream went on past 32 chunks for max_tokens 4"

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from console.engines import ENGINES
+from console.engines import ENGINES, NoAdaptiveProfile
 from console.engines.sglang import decode_batch_sizes
 from console.engines.trtllm import draft_len_at, draft_len_schedule
 from console.sim import trtllm_serve, vllm_serve
@@ -171,6 +171,17 @@ def test_the_tensorrt_llm_schedule_is_one_its_validator_accepts_and_routes_as_wr
         info = SimpleNamespace(data={"max_draft_len": written.config["max_draft_len"]})
         table = validate(None, written.config["draft_len_schedule"], info)
         assert {b: lookup(table, b, written.config["max_draft_len"]) for b, _ in points_of} == dict(points_of)
+
+
+def test_a_tensorrt_llm_profile_drafting_by_a_schedule_of_its_own_is_not_its_lengths_measure() -> None:
+    trt = ENGINES["trtllm"]
+    scheduled = trt.drafting_in({"speculative_config": {"decoding_type": "Eagle3", "max_draft_len": 3, "max_concurrency": 8}})
+    plain = trt.drafting_in({"speculative_config": {"decoding_type": "Eagle3", "max_draft_len": 3}})
+    assert scheduled is not None and plain is not None and not trt.fixed_length(scheduled) and trt.fixed_length(plain)
+    at_two = trt.options_at_length({"speculative_config": {"decoding_type": "MTP", "num_nextn_predict_layers": 3, "max_concurrency": 8}}, 2)
+    assert at_two["speculative_config"] == {"decoding_type": "MTP", "num_nextn_predict_layers": 2, "max_draft_len": 2}
+    with pytest.raises(NoAdaptiveProfile, match="a tree"):
+        trt.options_at_length({"speculative_config": {"decoding_type": "Eagle3", "max_draft_len": 3, "use_dynamic_tree": True}}, 2)
 
 
 def _trtllm_module_function(root: Path, path: str, name: str, namespace: dict[str, Any]) -> Any:

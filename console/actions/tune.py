@@ -70,6 +70,10 @@ HEADER = "# Written by pivot tune"
 OPTIONS_LIMIT = 1 << 20  # an options file larger than this is not one
 
 
+def _yaml(options: dict[str, Any]) -> str:
+    return yaml.safe_dump(options, sort_keys=False)
+
+
 def _header(what: str) -> str:
     return f"{HEADER}: {what}.\n"
 
@@ -133,7 +137,7 @@ class Tuning:
         except RemoteError as e:
             raise ActionFailed(f"{profile.name}'s options: {e}") from None
         try:
-            options = yaml.safe_load(text)
+            options = await asyncio.to_thread(yaml.safe_load, text)
         except yaml.YAMLError as e:
             why = " ".join(str(e).split())
             raise ActionFailed(f"{conn.spec.name}:{visible(path)} ({profile.name}'s options): not YAML: {visible(why)}") from None
@@ -172,7 +176,7 @@ class Tuning:
         try:
             if self.options is None:
                 return spec.engine.length_flags(spec.flags, length)
-            text = yaml.safe_dump(spec.engine.options_at_length(self.options, length), sort_keys=False)
+            text = await asyncio.to_thread(_yaml, spec.engine.options_at_length(self.options, length))
         except NoAdaptiveProfile as e:
             raise ActionFailed(f"cannot tune {spec.name}: {e}") from None
         remote = await self._upload(name, text, ".yaml")
@@ -304,7 +308,7 @@ class Tuning:
             raise ActionFailed(f"{path} is a profile pivot tune did not write: move it, or tune under another profile name")
         remote = None
         if self.options is not None:
-            remote = await self._upload(name, yaml.safe_dump(spec.engine.options_tuned(self.options, schedule), sort_keys=False), ".yaml")
+            remote = await self._upload(name, await asyncio.to_thread(_yaml, spec.engine.options_tuned(self.options, schedule)), ".yaml")
         elif spec.engine.adaptive_file:
             remote = await self._upload(name, schedule.text, ".json")
         flags, unset = spec.engine.tuned_flags(spec.flags, schedule, remote)
@@ -333,7 +337,8 @@ class Tuning:
         else:
             counterpart = self.order.counterpart or tune.variant_name(spec.name, 0)
             record = tune.new_record(spec.name, spec.kind, counterpart, lengths, self._new_settings(levels))
-            if found_drafting.steps in record.variants:  # its own length is itself
+            # its own length is itself, unless it drafts by a schedule of its own (then that length is written too)
+            if found_drafting.steps in record.variants and spec.engine.fixed_length(found_drafting):
                 record.variants[found_drafting.steps] = spec.name
         return record, going_on + self._plan_text(record)
 

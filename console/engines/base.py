@@ -180,6 +180,10 @@ class Engine:
         """How a server given these options drafts; None when it does not."""
         return None
 
+    def fixed_length(self, found: Drafting) -> bool:
+        """Whether a server that drafts so drafts its length at every batch (not by a schedule of its own)."""
+        return True
+
     def options_at_length(self, options: Mapping[str, Any], length: int) -> dict[str, Any]:
         """The options of the same server drafting `length` tokens a step (0: not drafting)."""
         raise NoAdaptiveProfile(f"pivot does not know how a {self.title} server is told its draft length")

@@ -29,6 +29,7 @@ from console.engines.base import POSITIONAL, Drafting, Engine, FlagValue, Length
 from console.engines.flags import as_int, parse_flags
 
 OPTIONS_FLAGS = ("config", "extra_llm_api_options")  # click's two spellings of one option (serve.py)
+SCHEDULE_KEYS = ("draft_len_schedule", "max_concurrency")  # speculative_config's drafting by load
 
 
 def draft_len_schedule(points: list[tuple[int, int]], most: int | None) -> tuple[dict[int, int], list[str]]:
@@ -94,9 +95,12 @@ class TensorRTLLM(Engine):
         spec = options.get("speculative_config")
         if not isinstance(spec, Mapping):
             return None
-        steps = spec.get("max_draft_len")
+        steps = spec.get("max_draft_len", spec.get("num_nextn_predict_layers"))  # (MTP's older name for its length)
         known = isinstance(steps, int) and not isinstance(steps, bool)
         return Drafting(self.kind, str(spec.get("decoding_type", "?")), steps if known else None, dict(spec))
+
+    def fixed_length(self, found: Drafting) -> bool:
+        return not any(found.config.get(key) is not None for key in SCHEDULE_KEYS)
 
     def options_at_length(self, options: Mapping[str, Any], length: int) -> dict[str, Any]:
         changed = copy.deepcopy(dict(options))
@@ -104,7 +108,11 @@ class TensorRTLLM(Engine):
             changed.pop("speculative_config", None)
             return changed
         spec = changed["speculative_config"]
-        for key in ("draft_len_schedule", "max_concurrency"):
+        if spec.get("eagle_choices") is not None or spec.get("use_dynamic_tree"):
+            raise NoAdaptiveProfile("its drafts are a tree (eagle_choices, use_dynamic_tree): a draft length is a chain's")
+        if "num_nextn_predict_layers" in spec:  # MTP's older name: TensorRT-LLM takes the smaller of the two
+            spec["num_nextn_predict_layers"] = length
+        for key in SCHEDULE_KEYS:
             spec.pop(key, None)
         spec["max_draft_len"] = length
         if "max_total_draft_tokens" in spec:  # a linear tree: one token a layer

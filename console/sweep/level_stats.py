@@ -140,7 +140,7 @@ class SteadyWindow:
         self._t, self._tokens = array("d"), array("q")  # arrivals, until TIMELINE_EXACT_UP_TO of them
         self._bins: array[int] | None = None  # then tokens per BIN_S
 
-    def add(self, start: float, chunks: Iterable[tuple[float, int]]) -> None:
+    def add(self, start: float, chunks: Sequence[tuple[float, int]]) -> None:
         self.n += 1
         self._last_start = max(self._last_start, start)
         if len(self._earliest) < self.c:

@@ -101,7 +101,10 @@ async def busy(url: str) -> dict[str, int]:
     """What the server says it is serving now (running, queued), from its /metrics; empty when it does not say or
     cannot be reached (the load generator will say what it cannot reach). The standard library's HTTP, in a thread:
     neither the console's first screen nor a sweep's command waits for the load generator's client to load."""
-    return await asyncio.to_thread(_busy, url)
+    try:
+        return await asyncio.wait_for(asyncio.to_thread(_busy, url), BUSY_S)
+    except TimeoutError:  # (its thread ends at its socket's own timeout)
+        return {}
 
 
 def _busy(url: str) -> dict[str, int]:
@@ -127,6 +130,7 @@ def _busy(url: str) -> dict[str, int]:
 
 
 METRICS_BODY = 1 << 20  # what is read of /metrics: the server's word, not a measurement
+BUSY_S = 10.0  # how long the check waits for it in all
 
 
 async def read_prompt_set(settings: SweepSettings) -> PromptSetFacts | None:

@@ -330,6 +330,8 @@ async def _receive(
                 if len(read) >= len(framed[0]) + len(framed[1]) and JSON_STRING.fullmatch(text):  # one learnt chunk
                     reader.last_event = now
                     chunks += 1
+                    if chunks > max_chunks:
+                        raise BadStream(f"the stream went on past {max_chunks} chunks for max_tokens {max_tokens}")
                     if text:
                         got.counts.append(None)
                         got.times.append(round(now - start, 6))
@@ -389,7 +391,7 @@ def _take(events: list[bytes], now: float, got: _Stream, per_chunk: TokensPerChu
                 per_chunk.seen += 1
                 if got.template is None and chunk_finish is None and "timings" not in parsed:
                     got.template = _template(data, content)
-                    if got.template is not None:
+                    if got.template is not None and not any(b"\n" in part or b"\r" in part for part in got.template):
                         got.framed = (b"data: " + got.template[0], got.template[1] + b"\n\n")
             continue
         new = tokens - (got.usage_tokens or 0)

@@ -33,29 +33,28 @@ class EventReader:
             return [chunk[6:-2]]
         text = self.pending + chunk if self.pending else chunk
         if b"\r" in text:
-            events = self._general(text)
+            events = self._general(text, now)
         else:
             end = text.rfind(b"\n\n")
             if end < 0:
                 events, self.pending = [], text
             else:
                 self.pending = text[end + 2 :]
+                self.last_event = now  # an event ended, data or not (a comment that keeps a connection alive)
                 events = []
                 for block in text[:end].split(b"\n\n"):
                     if block.startswith(b"data: ") and b"\n" not in block:
                         events.append(block[6:])
                     elif block:
                         events += _data(block.split(b"\n"))
-        if events:
-            self.last_event = now
-        elif self.idle_s is not None and now - self.last_event > self.idle_s:
+        if not events and self.idle_s is not None and now - self.last_event > self.idle_s:
             raise SSEError(f"timeout: bytes but no whole event for {self.idle_s:g} s (the server trickles)")
         if len(self.pending) > self.max_event:
             what = "an event" if b"\n" in self.pending else "a line"
             raise SSEError(f"the server sent {what} longer than {self.max_event // 1024} KiB without ending it")
         return events
 
-    def _general(self, text: bytes) -> list[bytes]:
+    def _general(self, text: bytes, now: float) -> list[bytes]:
         """Lines ended by \\n or \\r\\n, an event by a blank one."""
         events: list[bytes] = []
         lines: list[bytes] = []
@@ -68,12 +67,13 @@ class EventReader:
             elif lines:
                 events += _data(lines)
                 lines = []
+                self.last_event = now
         self.pending = b"".join(line + b"\n" for line in lines) + text[start:]
         return events
 
     def end(self) -> list[bytes]:
-        """What an unfinished last event held, once the stream ends."""
-        lines = [line.removesuffix(b"\r") for line in self.pending.split(b"\n")]
+        """What an unfinished last event's whole lines held, once the stream ends (a line cut off is not one)."""
+        lines = [line.removesuffix(b"\r") for line in self.pending.split(b"\n")[:-1]]
         self.pending = b""
         return _data([line for line in lines if line])
 
