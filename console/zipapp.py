@@ -41,6 +41,7 @@ LOADGEN_MODULES = (
     "console/sweep/reported.py",
     "console/settings.py",
     "console/sweep/loadgen/__init__.py",
+    "console/sweep/loadgen/chunks.py",
     "console/sweep/loadgen/feed.py",
     "console/sweep/loadgen/gauges.py",
     "console/sweep/loadgen/generator.py",

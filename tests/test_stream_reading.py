@@ -3,13 +3,45 @@ records, and a chunk that is not the learnt one with other text is parsed (and r
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
+from aiohttp import web
 
-from console.sweep.loadgen import requests
-from console.sweep.loadgen.requests import BadStream, TokensPerChunk, _Stream, _take
-from console.sweep.loadgen.sse import EventReader
+from console.settings import SweepSettings
+from console.sweep.loadgen import chunks, requests
+from console.sweep.loadgen.chunks import BadStream, Received, TokensPerChunk, take
+from console.sweep.loadgen.requests import Client, one_request
+from console.sweep.loadgen.sse import EventReader, SSEError
+from console.sweep.metrics import RequestRecord
+
+
+@contextlib.asynccontextmanager
+async def serving(handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> AsyncIterator[str]:
+    """A real HTTP server on loopback whose /v1/completions is `handler`: its base URL."""
+    app = web.Application()
+    app.router.add_post("/v1/completions", handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        yield f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
+    finally:
+        await runner.cleanup()
+
+
+async def ask(url: str, max_tokens: int) -> RequestRecord:
+    """One request, as the load generator sends it."""
+    body = {"model": "m", "prompt": "p", "max_tokens": max_tokens, "stream": True}
+    settings = SweepSettings.from_dict({"levels": [1], "max_tokens": max_tokens})
+    async with Client(url, {}, 2, 30) as client:
+        return await one_request(client, "/v1/completions", body, 1, 0, time.monotonic(), False, settings, TokensPerChunk())
+
 
 ENVELOPE = {"id": "cmpl-1", "object": "text_completion", "created": 1, "model": "m"}
 
@@ -34,10 +66,10 @@ STREAMS = {
 
 def record(events: list[bytes], *, learn: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[object, ...]:
     if not learn:
-        monkeypatch.setattr(requests, "_template", lambda data, content: None)
-    got, per_chunk = _Stream(), TokensPerChunk()
+        monkeypatch.setattr(chunks, "_template", lambda data, content: None)
+    got, per_chunk = Received(), TokensPerChunk()
     for i, data in enumerate([*events, b"[DONE]"]):
-        if _take([data], float(i), got, per_chunk):
+        if take([data], float(i), got, per_chunk):
             break
     monkeypatch.undo()
     return got.times, got.counts, got.usage_tokens, got.prompt_tokens, got.finish, got.done, per_chunk.seen, got.template is not None
@@ -61,11 +93,11 @@ def test_a_stream_read_by_its_learnt_chunk_records_what_a_parse_of_every_chunk_d
     ],
 )
 def test_a_chunk_that_is_not_the_learnt_one_with_other_text_is_parsed(bad: bytes, why: str) -> None:
-    got, per_chunk = _Stream(), TokensPerChunk()
-    _take([completion(" a"), completion(" b")], 0.0, got, per_chunk)
+    got, per_chunk = Received(), TokensPerChunk()
+    take([completion(" a"), completion(" b")], 0.0, got, per_chunk)
     assert got.template is not None and len(got.times) == 2
     with pytest.raises(BadStream, match=why):
-        _take([bad], 1.0, got, per_chunk)
+        take([bad], 1.0, got, per_chunk)
 
 
 def test_events_are_cut_from_reads_whatever_their_split_and_line_endings() -> None:
@@ -80,14 +112,6 @@ def test_events_are_cut_from_reads_whatever_their_split_and_line_endings() -> No
 async def test_a_request_whose_reads_are_each_one_learnt_chunk_records_what_a_parse_of_each_does(monkeypatch: pytest.MonkeyPatch) -> None:
     """Against a real stream on loopback, each chunk its own write (so mostly its own read): the record of a request
     read by the learnt chunk is the record of one whose every chunk is parsed."""
-    import asyncio
-    import time
-
-    from aiohttp import web
-
-    from console.settings import SweepSettings
-    from console.sweep.loadgen.requests import Client, one_request
-
     texts = [" a", " b", ' "q"', "", " \u00e9", " c"]
 
     async def stream(request: web.Request) -> web.StreamResponse:
@@ -101,34 +125,21 @@ async def test_a_request_whose_reads_are_each_one_learnt_chunk_records_what_a_pa
         await response.write(b"data: [DONE]\n\n")
         return response
 
-    app = web.Application()
-    app.router.add_post("/v1/completions", stream)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    settings = SweepSettings.from_dict({"levels": [1], "max_tokens": 16})
-    body = {"model": "m", "prompt": "p", "max_tokens": 16, "stream": True}
-    records, read_short, string = [], [], requests.JSON_STRING
+    records, read_short, string = [], [], chunks.JSON_STRING
 
     class Counted:  # how many chunks were read the short way
         def fullmatch(self, text: bytes) -> object:
             read_short.append(text)
             return string.fullmatch(text)
 
-    try:
+    async with serving(stream) as url:
         for learn in (False, True):
-            monkeypatch.setattr(requests, "JSON_STRING", Counted())
+            for module in (chunks, requests):  # the short way of a chunk, and of a read of one chunk alone
+                monkeypatch.setattr(module, "JSON_STRING", Counted())
             if not learn:
-                monkeypatch.setattr(requests, "_template", lambda data, content: None)
-            async with Client(f"http://127.0.0.1:{port}", {}, 2, 30) as client:
-                records.append(
-                    await one_request(client, "/v1/completions", body, 1, 0, time.monotonic(), False, settings, TokensPerChunk())
-                )
+                monkeypatch.setattr(chunks, "_template", lambda data, content: None)
+            records.append(await ask(url, 16))
             monkeypatch.undo()
-    finally:
-        await runner.cleanup()
     parsed, learnt = records
     assert parsed.ok and learnt.ok, (parsed.error, learnt.error)
     assert (parsed.tokens, [n for _, n in parsed.chunks], parsed.finish_reason, parsed.prompt_tokens) == (
@@ -141,8 +152,6 @@ async def test_a_request_whose_reads_are_each_one_learnt_chunk_records_what_a_pa
 
 
 def test_a_comment_keeps_a_stream_alive_and_a_line_cut_off_at_its_end_is_not_read() -> None:
-    from console.sweep.loadgen.sse import SSEError
-
     reader = EventReader(idle_s=1.0, now=0.0)
     assert reader.feed(b": keep-alive\n\n", 0.9) == [] and reader.feed(b": again\n\n", 1.8) == []  # not idle: events end
     with pytest.raises(SSEError, match="no whole event for 1 s"):
@@ -152,14 +161,6 @@ def test_a_comment_keeps_a_stream_alive_and_a_line_cut_off_at_its_end_is_not_rea
 
 
 async def test_an_endless_stream_of_the_learnt_chunk_is_cut_at_the_bound() -> None:
-    import asyncio
-    import time
-
-    from aiohttp import web
-
-    from console.settings import SweepSettings
-    from console.sweep.loadgen.requests import Client, one_request
-
     async def endless(request: web.Request) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
@@ -167,18 +168,6 @@ async def test_an_endless_stream_of_the_learnt_chunk_is_cut_at_the_bound() -> No
             await response.write(b"data: " + completion(" a") + b"\n\n")
             await asyncio.sleep(0.001)
 
-    app = web.Application()
-    app.router.add_post("/v1/completions", endless)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        async with Client(f"http://127.0.0.1:{port}", {}, 2, 30) as client:
-            body = {"model": "m", "prompt": "p", "max_tokens": 4, "stream": True}
-            settings = SweepSettings.from_dict({"levels": [1], "max_tokens": 4})
-            record = await one_request(client, "/v1/completions", body, 1, 0, time.monotonic(), False, settings, TokensPerChunk())
-    finally:
-        await runner.cleanup()
+    async with serving(endless) as url:
+        record = await ask(url, 4)
     assert record.error == "the stream went on past 32 chunks for max_tokens 4"
