@@ -36,15 +36,7 @@ class Quantiles:
         self._exact_up_to = exact_up_to
 
     def add(self, value: float, weight: int = 1) -> None:
-        if self._sketch is not None:
-            self._sketch.add(value, weight)
-            return
-        self._values.extend([value] * weight)
-        if len(self._values) > self._exact_up_to:
-            self._sketch = DDSketch(SKETCH_ACCURACY)
-            for v in self._values:
-                self._sketch.add(v)
-            self._values = array("d")
+        self.add_weighted(((value, weight),))
 
     def add_weighted(self, pairs: Iterable[tuple[float, int]]) -> None:
         """Each value `weight` times: a request's inter-token gaps."""
