@@ -1,6 +1,11 @@
 """pivot: a terminal console for running and benchmarking LLM inference servers over SSH."""
 
+import warnings
 from functools import cache
+
+# asyncssh (2.24) names DSA's key types at import; cryptography 51 warns of DSA's removal at each such name, on the
+# operator's screen, before every command that opens SSH: news of cryptography's future, not of the host reached.
+warnings.filterwarnings("ignore", message="DSA is deprecated", module=r"asyncssh(\.|$)")
 
 
 @cache
