@@ -146,13 +146,13 @@ def test_stop_after_the_level_and_abort_reach_the_generator_on_the_host(host: Ho
 
     run_dir = new_run(tmp_path / "campaign", "host", [4, 8], max_tokens=4096)
     proc = loadgen(host, host.config_path, run_dir)
-    seen = wait_for_line(proc, "request")
+    seen = wait_for_line(proc, "requests_done")
     proc.send_signal(signal.SIGTERM)  # abort now: the finished requests are kept, the host's generator ends
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 130
     kept = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
     assert kept[-1]["type"] == "sweep_done" and kept[-1]["aborted"] is True
-    assert sum(e["type"] == "request" for e in kept) >= sum(e["type"] == "request" for e in seen) >= 1
+    assert sum(e["type"] == "request" for e in kept) >= sum(e["n"] for e in seen if e["type"] == "requests_done") >= 1
     wait_until(lambda: not set(host_generators()) - before, timeout=30, interval=0.1, what="the load generator on the host to end")
 
 

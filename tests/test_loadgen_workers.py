@@ -137,7 +137,7 @@ def test_a_worker_that_dies_fails_its_level_which_is_measured_again(host: HostPr
 def test_an_abort_ends_the_workers_and_keeps_their_finished_requests(host: HostProcess, tmp_path: Path) -> None:
     run_dir = new_run(tmp_path / "campaign", "console", levels=[4], requests=400, max_tokens=512, workers=2)
     proc = direct(host, run_dir)
-    seen = wait_for_line(proc, "request")
+    seen = wait_for_line(proc, "requests_done")
     workers = workers_of(proc.pid)
     assert len(workers) == 2
     proc.send_signal(signal.SIGTERM)
@@ -145,7 +145,7 @@ def test_an_abort_ends_the_workers_and_keeps_their_finished_requests(host: HostP
     assert proc.returncode == 130
     kept = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
     assert kept[-1]["type"] == "sweep_done" and kept[-1]["aborted"] is True
-    assert sum(e["type"] == "request" for e in kept) >= sum(e["type"] == "request" for e in seen) >= 1
+    assert sum(e["type"] == "request" for e in kept) >= sum(e["n"] for e in seen if e["type"] == "requests_done") >= 1
     wait_until(
         lambda: not any(Path(f"/proc/{pid}").exists() for pid in workers),
         timeout=30,

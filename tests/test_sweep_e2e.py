@@ -122,9 +122,9 @@ async def test_abort_keeps_finished_requests_and_resume_reruns_only_the_interrup
     seen = {"requests_at_4": 0}
 
     def abort_in_level_4(process: SweepProcess, event: dict) -> None:
-        if event["type"] == "request" and event["c"] == 4:
-            seen["requests_at_4"] += 1
-            if seen["requests_at_4"] == 2:
+        if event["type"] == "requests_done" and event["c"] == 4 and seen["requests_at_4"] < 2:
+            seen["requests_at_4"] += event["n"]
+            if seen["requests_at_4"] >= 2:
                 process.abort()
 
     events = await sweep(sim_host_measured, campaign, port, settings, "cut", abort_in_level_4)
@@ -168,7 +168,8 @@ async def test_a_server_killed_mid_level_gives_errors_and_a_clean_stop(
     events = await asyncio.wait_for(sweep(sim_host_measured, campaign, port, settings, "dead", kill_server), 600)
     done = [e for e in events if e["type"] == "level_done"]
     assert done and done[0]["c"] == 4 and done[0]["errors"] > 0
-    errors = [e["error"] for e in events if e["type"] == "request" and e["error"]]
+    on_disk = [json.loads(line) for line in (campaign / "runs" / "dead" / "events.jsonl").read_text().splitlines()]
+    errors = [e["error"] for e in on_disk if e["type"] == "request" and e["error"]]
     assert errors and all(isinstance(e, str) and e for e in errors)
     assert events[-1]["type"] == "sweep_done" and not events[-1]["aborted"]
     assert "the server's process ended (the console saw it gone)" in events[-1]["failed"]

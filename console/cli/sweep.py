@@ -25,7 +25,7 @@ from console.cli.types import flag
 from console.schema import Invalid
 from console.settings import PROMPT_SETS, SweepSettings, tidy_levels
 from console.sweep.analysis.drift import drift
-from console.sweep.model import LevelDone, LevelProgress, LevelRetry, LevelStarted, Request, Said, SweepDone, SweepStarted
+from console.sweep.model import LevelDone, LevelProgress, LevelRetry, LevelStarted, RequestsDone, Said, SweepDone, SweepStarted
 from console.sweep.runs.files import pending_spool
 from console.sweep.runs.lock import holder
 from console.sweep.runs.store import Run, RunError, delete_run, label, list_runs, open_run, open_run_dir, started_at
@@ -238,7 +238,7 @@ async def _follow(handle: SweepHandle, out: Console, as_json: bool, progress: Pr
     status = 0
     task = None
     async for event in handle.events():
-        if as_json and not isinstance(event, Request | LevelProgress):  # a run's events, as its events.jsonl holds them
+        if as_json and not isinstance(event, RequestsDone | LevelProgress):  # a run's events, as its events.jsonl holds them
             print(json.dumps(event.model_dump(mode="json", exclude_unset=True)), flush=True)
         match event:
             case SweepStarted():
@@ -249,8 +249,8 @@ async def _follow(handle: SweepHandle, out: Console, as_json: bool, progress: Pr
                 if task is not None:
                     progress.remove_task(task)
                 task = progress.add_task(at(event.c) + (" again (drift)" if event.reference else ""), total=event.requests + event.warmup)
-            case Request() if task is not None:
-                progress.advance(task)
+            case RequestsDone() if task is not None:
+                progress.advance(task, event.n)
             case LevelDone() if event.reference:
                 out.print(
                     Text(

@@ -26,6 +26,7 @@ __all__ = [
     "LevelDone",
     "LevelMetrics",
     "PromptSource",
+    "RequestsDone",
     "Said",
     "ServerFacts",
     "Shown",
@@ -331,10 +332,21 @@ class LevelProgress(_Strict):
     streamed: NonNegativeInt | None = None  # tokens streamed in the level so far, finished requests or not
 
 
+class RequestsDone(_Strict):
+    """News of a level's requests that finished since the last such news (their records are the run's, in its
+    events): shown, never kept. One line a request was the console's largest cost while the generator read as fast as
+    it could (issue 40)."""
+
+    type: Literal["requests_done"] = "requests_done"
+    c: PositiveInt
+    n: PositiveInt
+    tokens: NonNegativeInt
+
+
 Event = Annotated[
     SweepStarted | LevelStarted | Request | ServerMetrics | LevelRetry | LevelDone | SweepDone | LevelProgress, Field(discriminator="type")
 ]
-Shown = Annotated[Event | Said, Field(discriminator="type")]  # what a sweep's followers are handed
+Shown = Annotated[Event | Said | RequestsDone, Field(discriminator="type")]  # what a sweep's followers are handed
 _EVENT: TypeAdapter[Event] = TypeAdapter(Event)
 _SHOWN: TypeAdapter[Shown] = TypeAdapter(Shown)
 EVENT_TYPES = frozenset(("sweep_started", "level_started", "request", "metrics", "level_retry", "level_done", "sweep_done", "progress"))

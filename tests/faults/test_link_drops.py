@@ -115,7 +115,7 @@ def test_a_drop_mid_level_keeps_what_the_host_measured_and_ends_with_the_resume_
 ) -> None:
     run_dir = new_run(tmp_path)
     proc = loadgen(linked.config, server_port(host), run_dir)
-    before = wait_for_line(proc, "request")
+    before = wait_for_line(proc, "requests_done")
     linked.link.cut()
     assert proc.stdout is not None and proc.stderr is not None
     out = proc.stdout.read()  # through the same buffer as the lines read so far (communicate() would bypass it)
@@ -147,7 +147,7 @@ def test_a_drop_mid_level_keeps_what_the_host_measured_and_ends_with_the_resume_
 def test_a_link_not_back_in_time_leaves_the_host_s_measurements_to_resume(host: HostProcess, linked: Linked, tmp_path: Path) -> None:
     run_dir = new_run(tmp_path)
     proc = loadgen(linked.config, server_port(host), run_dir)
-    wait_for_line(proc, "request")
+    wait_for_line(proc, "requests_done")
     linked.link.block()
     wait_for_line(proc, "link_lost")
     proc.send_signal(signal.SIGTERM)  # the operator gives up waiting
@@ -174,7 +174,7 @@ def test_a_console_that_dies_mid_level_loses_nothing_the_host_measured(host: Hos
     from nothing and the spool was never fetched. Now the resume fetches it: the level's requests are the host's."""
     run_dir = new_run(tmp_path)
     proc = loadgen(linked.config, server_port(host), run_dir)
-    wait_for_line(proc, "request")
+    wait_for_line(proc, "requests_done")
     proc.send_signal(signal.SIGHUP)  # no handler of pivot's: it dies as a closed terminal leaves it
     proc.communicate(timeout=60)
     assert proc.returncode == -signal.SIGHUP

@@ -376,10 +376,10 @@ def test_a_long_first_wave_says_how_far_it_is_while_no_request_has_finished(star
         seen: list[dict] = []
         for line in loadgen.stdout:
             seen.append(json.loads(line))
-            if seen[-1]["type"] == "request" or (seen[-1]["type"] == "progress" and seen[-1]["streamed"] > 0):
+            if seen[-1]["type"] == "requests_done" or (seen[-1]["type"] == "progress" and seen[-1]["streamed"] > 0):
                 break
         assert seen[-1] == {"type": "progress", "c": 2, "in_flight": 2, "streamed": seen[-1]["streamed"]}
-        assert not any(e["type"] == "request" for e in seen)
+        assert not any(e["type"] == "requests_done" for e in seen)
     finally:
         loadgen.send_signal(signal.SIGTERM)
         loadgen.wait(timeout=60)

@@ -33,29 +33,52 @@ from console.remote.errors import RemoteError
 from console.settings import SweepSettings
 from console.sweep.loadgen.generator import POWER_QUERY, HostLoad, PowerMeter, client_placement, gpu_watts, gpus_here, sweep
 from console.sweep.loadgen.requests import synthetic_pool
-from console.sweep.model import Event, HostOrder, LevelProgress, Said, SweepDone, dumped
+from console.sweep.model import Event, HostOrder, LevelProgress, Request, RequestsDone, Said, SweepDone, dumped
 from console.sweep.prompt_sets import PromptSetError, answer_lengths, load
 from console.sweep.runs.files import EventLogFile, pending_spool
 from console.sweep.runs.lock import RunLocked, run_lock
 from console.sweep.runs.store import RunError, completed_levels, lacking_levels, open_run_dir, prompts_sent, read_meta
 from console.untrusted import visible
 
+NEWS_S = 0.1  # finished requests are told their followers at most this often
+
 if TYPE_CHECKING:  # SSH (asyncssh) is loaded for a sweep through the host only: a sweep of a URL starts without it
     from console.remote import Connection
 
 
 class EventSink(EventLogFile):
-    """Each event appended to the run and printed, as one JSON line, for whoever started this process."""
+    """Each event appended to the run and printed, as one JSON line, for whoever started this process; but a finished
+    request is printed as news (RequestsDone) at most every NEWS_S, with the others of its level since the last."""
+
+    def __init__(self, run_dir: Path):
+        super().__init__(run_dir)
+        self.c, self.n, self.tokens = 1, 0, 0  # requests of level c finished and not yet told
+        self.told = 0.0  # when a line was last printed
 
     def emit(self, event: Event) -> None:
         line = self.append({"t": round(time.time(), 4), **dumped(event)})
-        sys.stdout.buffer.write(line)
-        sys.stdout.buffer.flush()
+        if type(event) is not Request:
+            self._print(line)
+            return
+        if self.n and self.c != event.c:
+            self._print(b"")
+        self.c, self.n, self.tokens = event.c, self.n + 1, self.tokens + event.tokens
+        if time.monotonic() - self.told >= NEWS_S:
+            self._print(b"")
 
     def show(self, event: LevelProgress | Said) -> None:
         """Printed only, not kept with the run: news of a level in progress, the link to the host."""
-        sys.stdout.buffer.write(orjson.dumps(event.model_dump()) + b"\n")
+        self._print(orjson.dumps(event.model_dump()) + b"\n")
+
+    def _print(self, line: bytes) -> None:
+        """The line, after the news of the requests finished before it."""
+        if self.n:
+            done = RequestsDone(c=self.c, n=self.n, tokens=self.tokens)
+            line = orjson.dumps(done.model_dump(), option=orjson.OPT_APPEND_NEWLINE) + line
+            self.n = self.tokens = 0
+        sys.stdout.buffer.write(line)
         sys.stdout.buffer.flush()
+        self.told = time.monotonic()
 
     def keep(self, event: Event) -> None:
         """Kept with the run, not printed: the end of an earlier sweep of it, fetched from the host by a resume."""

@@ -16,7 +16,7 @@ from textual.timer import Timer
 from console.remote.errors import RemoteError
 from console.session import Session
 from console.settings import SweepSettings
-from console.sweep.model import LevelDone, LevelProgress, LevelRetry, LevelStarted, Request, Said, Shown, SweepDone, SweepStarted
+from console.sweep.model import LevelDone, LevelProgress, LevelRetry, LevelStarted, RequestsDone, Said, Shown, SweepDone, SweepStarted
 from console.sweep.runs.store import Run, RunError, list_runs
 from console.sweep.sweeps import ServerBusy, SweepHandle
 from console.sweep.words.verdicts import at, naming
@@ -268,8 +268,8 @@ class SweepPane(ComparisonActions):
                 self.warnings = [visible(w) for w in event.warnings]
             case LevelStarted():
                 self.data.live = LiveLevel(c=event.c, requests=event.requests + event.warmup, reference=event.reference)
-            case Request() if live is not None:
-                live.done += 1
+            case RequestsDone() if live is not None:
+                live.done += event.n
                 live.tokens += event.tokens
             case LevelProgress() if live is not None and event.c == live.c:
                 live.in_flight, live.streamed = event.in_flight, event.streamed or 0
