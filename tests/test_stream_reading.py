@@ -13,9 +13,9 @@ import pytest
 from aiohttp import web
 
 from console.settings import SweepSettings
-from console.sweep.loadgen import chunks, requests
-from console.sweep.loadgen.chunks import BadStream, Received, TokensPerChunk, take
-from console.sweep.loadgen.requests import Client, one_request
+from console.sweep.loadgen import chunks
+from console.sweep.loadgen.chunks import BadStream, Received, TokensPerChunk, learnt_events, take
+from console.sweep.loadgen.requests import Client, by_read, one_request, spread
 from console.sweep.loadgen.sse import EventReader, SSEError
 from console.sweep.metrics import RequestRecord
 
@@ -35,12 +35,12 @@ async def serving(handler: Callable[[web.Request], Awaitable[web.StreamResponse]
         await runner.cleanup()
 
 
-async def ask(url: str, max_tokens: int) -> RequestRecord:
-    """One request, as the load generator sends it."""
+async def ask(url: str, max_tokens: int, per_chunk: TokensPerChunk | None = None) -> RequestRecord:
+    """One request, as the load generator sends it (per_chunk: what it saw, content chunks counted)."""
     body = {"model": "m", "prompt": "p", "max_tokens": max_tokens, "stream": True}
     settings = SweepSettings.from_dict({"levels": [1], "max_tokens": max_tokens})
     async with Client(url, {}, 2, 30) as client:
-        return await one_request(client, "/v1/completions", body, 1, 0, time.monotonic(), False, settings, TokensPerChunk())
+        return await one_request(client, "/v1/completions", body, 1, 0, time.monotonic(), False, settings, per_chunk or TokensPerChunk())
 
 
 ENVELOPE = {"id": "cmpl-1", "object": "text_completion", "created": 1, "model": "m"}
@@ -134,21 +134,67 @@ async def test_a_request_whose_reads_are_each_one_learnt_chunk_records_what_a_pa
 
     async with serving(stream) as url:
         for learn in (False, True):
-            for module in (chunks, requests):  # the short way of a chunk, and of a read of one chunk alone
-                monkeypatch.setattr(module, "JSON_STRING", Counted())
+            monkeypatch.setattr(chunks, "JSON_STRING", Counted())  # the short way of a chunk, and of a read of chunks alone
             if not learn:
                 monkeypatch.setattr(chunks, "_template", lambda data, content: None)
             records.append(await ask(url, 16))
             monkeypatch.undo()
     parsed, learnt = records
     assert parsed.ok and learnt.ok, (parsed.error, learnt.error)
-    assert (parsed.tokens, [n for _, n in parsed.chunks], parsed.finish_reason, parsed.prompt_tokens) == (
+    # (the chunks of one read are one arrival: each request's reads fall where they fall, its tokens do not)
+    assert (parsed.tokens, sum(n for _, n in parsed.chunks), parsed.finish_reason, parsed.prompt_tokens) == (
         learnt.tokens,
-        [n for _, n in learnt.chunks],
+        sum(n for _, n in learnt.chunks),
         learnt.finish_reason,
         learnt.prompt_tokens,
     )
-    assert len(learnt.chunks) == 5 and learnt.tokens == 5 and len(read_short) >= 4  # all but the first, where each came alone
+    assert learnt.tokens == 5 and len(read_short) >= 4  # all but the first, where each came alone
+
+
+async def test_reads_of_several_learnt_chunks_are_read_whole_and_anything_else_in_them_is_parsed() -> None:
+    """Several events a write (so several a read): learnt chunks with a bare quote or an empty text among them, then
+    a chunk that only looks like the learnt one (a raw quote in its text): the request fails with the parser's reason,
+    and one without it has every chunk counted."""
+    first = b"data: " + completion(" a") + b"\n\n"
+    many = b"".join(b"data: " + completion(t) + b"\n\n" for t in (" b", ' "q"', "", " \u00e9", " c"))
+    forged = b"data: " + completion(" d").replace(b'" d"', b'" d"d"') + b"\n\n"
+    end = b"data: " + completion(" f", "length") + b"\n\ndata: [DONE]\n\n"
+
+    def writing(*parts: bytes) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+        async def stream(request: web.Request) -> web.StreamResponse:
+            response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+            await response.prepare(request)
+            for part in parts:
+                await response.write(part)
+                await asyncio.sleep(0.01)
+            return response
+
+        return stream
+
+    per_chunk = TokensPerChunk()
+    async with serving(writing(first, many, end)) as url:
+        record = await ask(url, 16, per_chunk)
+    assert record.ok and per_chunk.seen == 6 and record.finish_reason == "length", record.error  # "" is no chunk of text
+    assert sum(n for _, n in record.chunks) == 16
+    async with serving(writing(first, many + forged, end)) as url:
+        record = await ask(url, 16)
+    assert record.error is not None and record.error.startswith("malformed SSE data: "), record.error
+
+
+def test_a_read_is_cut_into_learnt_chunks_up_to_the_first_that_is_not_one() -> None:
+    framed = (b'data: {"choices":[{"text":"', b'"}]}\n\n')
+    event = b"".join(framed).replace(b'""', b'"%s"')
+    read = b"".join(event % t for t in (b" a", b"", b' \\"q\\"', b" b"))
+    assert learnt_events(read, framed) == ([b" a", b"", b' \\"q\\"', b" b"], b"")
+    assert learnt_events(read + b"data: [DONE]\n\n", framed) == ([b" a", b"", b' \\"q\\"', b" b"], b"data: [DONE]\n\n")
+    forged = event % b' c","finish_reason":"stop'  # a raw quote: not a string's body, so not the learnt chunk
+    assert learnt_events(event % b" a" + forged + event % b" d", framed) == ([b" a"], forged + event % b" d")
+    assert learnt_events(b"data: [DONE]\n\n", framed) == ([], b"data: [DONE]\n\n")
+
+
+def test_the_chunks_of_one_read_are_one_arrival_and_a_total_is_spread_over_the_chunks() -> None:
+    assert by_read([0.1, 0.1, 0.2, 0.3, 0.3, 0.3], [1, 1, 2, 1, 1, 1]) == ((0.1, 2), (0.2, 2), (0.3, 3))
+    assert spread(10, 4) == [3, 3, 2, 2] and spread(3, 5) == [1, 1, 1, 0, 0]
 
 
 def test_a_comment_keeps_a_stream_alive_and_a_line_cut_off_at_its_end_is_not_read() -> None:

@@ -41,7 +41,7 @@ class RequestRecord:
     e2e: float | None
     tokens: int  # output tokens (see token_source)
     usage_missing: bool = False  # the server sent no usage: tokens were counted another way
-    chunks: tuple[tuple[float, int], ...] = ()  # (seconds since start, tokens in the chunk)
+    chunks: tuple[tuple[float, int], ...] = ()  # (seconds since start, tokens): a read's chunks as one (BURST_S)
     warmup: bool = False
     finish_reason: str | None = None  # "length", "stop", …: the server's own word on why the stream ended
     over_asked: bool = False  # the server reported more tokens than max_tokens asked for

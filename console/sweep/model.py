@@ -263,7 +263,8 @@ class LevelStarted(_Strict):
 
 
 class Request(_Strict):
-    """One request (its chunks, [[t, n], …], are read by runevents at C speed, not here)."""
+    """One request (its chunks, [[t, n], …], one a read that brought content since issue 40, are read by runevents at
+    C speed, not here)."""
 
     type: Literal["request"] = "request"
     c: PositiveInt

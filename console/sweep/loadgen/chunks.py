@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from itertools import takewhile
 from typing import Any
 
 import orjson
@@ -186,6 +187,7 @@ def take(events: list[bytes], now: float, got: Received, per_chunk: TokensPerChu
 
 # The body of a JSON string: no raw quote or control character, only JSON's escapes (RFC 8259, section 7)
 JSON_STRING = re.compile(rb'(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*')
+PLAIN_STRING = re.compile(rb'[^"\\\x00-\x1f]*')  # the same without escapes: a run of them is one
 TEXT_KEYS = (b'"text":', b'"content":', b'"reasoning_content":')
 
 
@@ -205,6 +207,27 @@ def _template(data: bytes, content: str) -> tuple[bytes, bytes] | None:
         return None
     start, end = found[0]
     return data[: start + 1], data[end - 1 :]  # the string's quotes stay with the bytes around it
+
+
+def learnt_events(read: bytes, framed: tuple[bytes, bytes]) -> tuple[list[bytes], bytes]:
+    """The texts of the whole SSE events of the learnt chunk (`Received.framed`) a read opens with, and the bytes
+    after them, from an event's start: the rest of the read, to be cut and parsed. A stream read as fast as it comes
+    brings dozens of events a read, the last of them the finish, the usage and [DONE]; each was cut and matched in
+    Python. A JSON string's body holds no raw quote, and the bytes between two texts start with one, so the read is
+    cut at them unambiguously while each piece is such a body."""
+    head, tail = framed
+    if not read.startswith(head):
+        return [], read
+    parts = read[len(head) :].split(tail + head)
+    last = parts.pop()
+    if PLAIN_STRING.fullmatch(b"".join(parts)):  # no escape, quote or control character in any: each is a string's body
+        texts = parts
+    else:
+        texts = list(takewhile(JSON_STRING.fullmatch, parts))
+    if len(texts) == len(parts) and (end := last.find(tail)) >= 0 and JSON_STRING.fullmatch(last[:end]):
+        texts.append(last[:end])  # one more, before what ends the stream
+    whole = len(head) * len(texts) + sum(map(len, texts)) + len(tail) * len(texts)
+    return texts, read[whole:]
 
 
 def _all(data: bytes, needle: bytes) -> list[int]:

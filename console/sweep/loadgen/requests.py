@@ -12,13 +12,15 @@ import asyncio
 import hashlib
 import random
 import time
-from typing import Any
+from itertools import groupby
+from operator import itemgetter
+from typing import Any, cast
 
 import aiohttp
 import orjson
 
 from console.settings import SweepSettings
-from console.sweep.loadgen.chunks import JSON_STRING, BadStream, Received, TokensPerChunk, loads, take
+from console.sweep.loadgen.chunks import BadStream, Received, TokensPerChunk, learnt_events, loads, take
 from console.sweep.loadgen.sse import EventReader, SSEError
 from console.sweep.metrics import RequestRecord
 from console.sweep.model import PromptSource
@@ -124,7 +126,14 @@ def as_text(messages: list[dict[str, str]]) -> str:
 def spread(total: int, parts: int) -> list[int]:
     """`total` tokens over `parts` chunks as evenly as integers allow."""
     base, extra = divmod(total, parts)
-    return [base + (1 if i < extra else 0) for i in range(parts)]
+    return [base + 1] * extra + [base] * (parts - extra)
+
+
+def by_read(times: list[float], tokens: list[int]) -> tuple[tuple[float, int], ...]:
+    """(t, n) of each read that brought content: the chunks one read brought share its time and are one arrival
+    (console/sweep/metrics.py, BURST_S), kept as one: a stream read as fast as it comes brings dozens a read, and
+    every figure after it (the record, its event, the level's numbers) went over each of them."""
+    return tuple((t, sum(map(itemgetter(1), run))) for t, run in groupby(zip(times, tokens, strict=True), key=itemgetter(0)))
 
 
 async def _error_body(response: aiohttp.ClientResponse) -> str:
@@ -205,23 +214,30 @@ async def _receive(
         chunks = 0
         async for read in response.content.iter_any():
             now = time.monotonic()  # every event of one read came at once
-            if (framed := got.framed) is not None and not reader.pending and read.startswith(framed[0]) and read.endswith(framed[1]):
-                text = read[len(framed[0]) : len(read) - len(framed[1])]
-                if len(read) >= len(framed[0]) + len(framed[1]) and JSON_STRING.fullmatch(text):  # one learnt chunk
-                    reader.last_event = now
-                    chunks += 1
-                    if chunks > max_chunks:
-                        raise BadStream(f"the stream went on past {max_chunks} chunks for max_tokens {max_tokens}")
-                    if text:
-                        got.counts.append(None)
-                        got.times.append(round(now - start, 6))
-                        per_chunk.seen += 1
-                    continue
-            events = reader.feed(read, now)
-            chunks += len(events)  # every event counts toward the bound, content or not
-            if chunks > max_chunks:
-                raise BadStream(f"the stream went on past {max_chunks} chunks for max_tokens {max_tokens}")
-            if events and take(events, round(now - start, 6), got, per_chunk):
+            while read:
+                if (framed := got.framed) is not None and not reader.pending:
+                    texts, read = learnt_events(read, framed)  # whole events of the learnt chunk, read without JSON
+                    if texts:
+                        reader.last_event = now
+                        chunks += len(texts)
+                        if chunks > max_chunks:
+                            raise BadStream(f"the stream went on past {max_chunks} chunks for max_tokens {max_tokens}")
+                        if content := len(texts) - texts.count(b""):
+                            got.counts += [None] * content
+                            got.times += [round(now - start, 6)] * content
+                            per_chunk.seen += content
+                        if not read:
+                            break
+                # until a first content chunk is parsed (and the learnt chunk with it), an event at a time: the rest of
+                # a read that brought the whole answer is then read the short way
+                piece, read = _first_event(read) if not got.times and not reader.pending else (read, b"")
+                events = reader.feed(piece, now)
+                chunks += len(events)  # every event counts toward the bound, content or not
+                if chunks > max_chunks:
+                    raise BadStream(f"the stream went on past {max_chunks} chunks for max_tokens {max_tokens}")
+                if events and take(events, round(now - start, 6), got, per_chunk):
+                    break
+            if got.done:
                 break
         else:
             events = reader.end()
@@ -233,6 +249,12 @@ async def _receive(
         raise BadStream("the stream ended without any token")
     if not got.done and got.finish is None:
         raise BadStream(f"the stream was cut off after {len(got.times)} chunks, without a finish reason")
+
+
+def _first_event(read: bytes) -> tuple[bytes, bytes]:
+    """A read cut after its first blank line: the end of an event wherever the read starts at one."""
+    end = read.find(b"\n\n")
+    return (read[: end + 2], read[end + 2 :]) if end >= 0 else (read, b"")
 
 
 def _framing(e: aiohttp.ClientPayloadError | aiohttp.ClientResponseError) -> str:
@@ -292,8 +314,8 @@ async def one_request(
         per_chunk.learn(max_tokens, len(times))
     else:
         total = round(len(times) * per_chunk.ratio)
-    chunk_tokens = [n or 0 for n in counts]
-    if times and (usage_missing or any(n is None for n in counts) or sum(chunk_tokens) != total):
+    chunk_tokens = cast(list[int], counts)  # where none is None
+    if times and (usage_missing or None in counts or sum(chunk_tokens) != total):
         chunk_tokens = spread(total, len(times))  # only a total is known: spread it over the chunks
     ok = error is None
     return RequestRecord(
@@ -306,7 +328,7 @@ async def one_request(
         e2e=end if ok else None,
         tokens=total if ok else 0,
         usage_missing=usage_missing and bool(times),
-        chunks=tuple(zip(times, chunk_tokens, strict=True)),
+        chunks=by_read(times, chunk_tokens),
         warmup=warmup,
         finish_reason=finish,
         over_asked=ok and total > max_tokens,
