@@ -25,6 +25,12 @@ GPU_ROW = re.compile(r"│\s*\d+ \S+\s+\d+C\s+\d+W.*\d+%")  # a GPU line with it
 SWEEP = 'levels = [250]\nmax_tokens = 64\nrequests = "c"\nmin_requests = 16\n'
 SETTLED_AFTER_S = 70.0  # from the console's start: past the first minute of the server's processes and uptime
 SETTLED_WINDOW_S = 30.0
+PAINT_POLL_S = 0.02  # a tmux capture every 5 ms is a process every 5 ms, on the cores the console starts on
+
+
+def painted_rows(text: str) -> bool:
+    """Every GPU's line, with its numbers: the first full paint."""
+    return sum(bool(GPU_ROW.search(line)) for line in text.splitlines()) >= 8
 
 
 def tmux(*args: str) -> str:
@@ -36,13 +42,13 @@ def screen(session: str, colours: bool = True) -> str:
     return tmux("capture-pane", "-p", *(["-e"] if colours else []), "-t", session)
 
 
-def wait_screen(session: str, predicate, timeout: float, colours: bool = True) -> float | None:  # type: ignore[no-untyped-def]
-    """Seconds until the screen satisfies predicate (polled every 5 ms), None past the timeout."""
+def wait_screen(session: str, predicate, timeout: float, colours: bool = True, every: float = 0.005) -> float | None:  # type: ignore[no-untyped-def]
+    """Seconds until the screen satisfies predicate (polled `every` seconds), None past the timeout."""
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout:
         if predicate(screen(session, colours)):
             return time.monotonic() - t0
-        time.sleep(0.005)
+        time.sleep(every)
     return None
 
 
@@ -85,7 +91,7 @@ def one_console(tree: Path, host: OpenSshHost, work: Path, n: int, idle_s: float
     result: dict[str, Any] = {"load_start": load()}
     try:
         pid = int(tmux("display-message", "-p", "-t", session, "#{pane_pid}").strip())
-        painted = wait_screen(session, lambda s: sum(bool(GPU_ROW.search(line)) for line in s.splitlines()) >= 8, 60, colours=False)
+        painted = wait_screen(session, painted_rows, 60, False, PAINT_POLL_S)
         result["first_paint_s"] = None if painted is None else time.monotonic() - t0
         time.sleep(3.0)  # the server's state, the log, the model name: the console settles
         sessions0, cpu0, w0 = host.sessions(), cpu_seconds(pid), time.time()
@@ -168,10 +174,11 @@ def first_paints(tree: Path, runs: int) -> dict[str, Any]:
             for n in range(runs):
                 config = host.config(work / f"pivot{n}.toml", work / f"campaign{n}", SWEEP)
                 session = f"perf-bench-paint-{n}"
-                command = f"exec env PYTHONPATH={shlex.quote(str(tree))} {sys.executable} -m console --config {shlex.quote(str(config))}"
+                env = shlex.join(["env", "-u", "PYTHONDONTWRITEBYTECODE", f"PYTHONPATH={tree_env(tree)['PYTHONPATH']}"])
+                command = f"exec {env} {sys.executable} -m console --config {shlex.quote(str(config))}"
                 t0 = time.monotonic()
                 tmux("new-session", "-d", "-s", session, "-x", "160", "-y", "48", command)
-                painted = wait_screen(session, lambda s: sum(bool(GPU_ROW.search(line)) for line in s.splitlines()) >= 8, 60, colours=False)
+                painted = wait_screen(session, painted_rows, 60, False, PAINT_POLL_S)
                 paints.append(None if painted is None else round(time.monotonic() - t0, 3))
                 tmux("send-keys", "-t", session, "q")
                 time.sleep(1.0)
