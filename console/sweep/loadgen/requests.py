@@ -27,6 +27,7 @@ from console.sweep.model import PromptSource
 from console.untrusted import visible
 
 WORDS = "the quick brown fox jumps over a lazy dog while engines batch many tokens in each step".split()
+WORD_OF_BYTE = [WORDS[b % len(WORDS)] for b in range(256)]  # a drawn byte's word, looked up in C
 MAX_CHUNKS_PER_TOKEN = 4  # a stream of more than 4 chunks per asked token (+16) is endless, not slow
 
 
@@ -64,7 +65,7 @@ class UniquePrompts:
         # the words drawn by the bytes of an extendable hash of the key (a Random seeded by a string hashed it with
         # SHA-512 and drew each word in Python: a third of a request's own cost)
         drawn = hashlib.shake_128(f"{self.nonce}:{key}".encode()).digest(5 + (words or self.words))
-        return " ".join([drawn[:6].hex(), *(WORDS[b % len(WORDS)] for b in drawn[6:])])
+        return " ".join([drawn[:6].hex(), *map(WORD_OF_BYTE.__getitem__, drawn[6:])])
 
     async def calibrate(self, session: aiohttp.ClientSession) -> None:
         """llama.cpp's llama-server: POST /tokenize {"content": text} answers {"tokens": [...]} (tools/server/server.cpp,
