@@ -12,10 +12,9 @@ import statistics
 import subprocess
 import sys
 import time
+import warnings
 from collections.abc import Iterable
 from pathlib import Path
-
-import asyncssh
 
 ROOT = Path(__file__).resolve().parents[1]
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
@@ -125,6 +124,10 @@ class OpenSshHost:
     server's files): a real OpenSSH host, with only the GPU faked. Its log counts the sessions opened."""
 
     def __init__(self, root: Path, sim: SimHost):
+        with warnings.catch_warnings():  # cryptography 51 warns of DSA at asyncssh's import (as console/__init__.py says)
+            warnings.simplefilter("ignore")
+            import asyncssh
+
         root.mkdir(mode=0o700, parents=True)
         host_key = asyncssh.generate_private_key("ssh-ed25519")
         host_key.write_private_key(str(root / "host_key"))

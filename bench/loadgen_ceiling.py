@@ -2,9 +2,9 @@
 core, and bench/bare_reader.py beside it as the floor, in the same run.
 
 - at the margin: `pivot sweep --url` (the whole command, its load generator process included) and the bare reader,
-  each at C=64 with 1,000 and with 4,000 requests of 64 one-token chunks; the tokens the extra 3,000 requests cost per
-  CPU-second (the per-token cost, start-up left out) of each, their ratio, and the sweep's fixed cost (the CPU of the
-  1,000-request command less its tokens at the marginal cost);
+  each at C=64 with 1,000 and with 10,000 requests of 64 one-token chunks; the tokens the extra 9,000 requests cost
+  per CPU-second (the per-token cost, start-up left out) of each, their ratio, and the sweep's fixed cost (the CPU of
+  the 1,000-request command less its tokens at the marginal cost);
 - C=256 with 64-token answers: whether pivot's level says "client-bound", and whether the floor itself was (its
   process at 90 % of a core or more, pivot's own rule);
 - workers: the same C=256 level (4,000 requests) by 1, 2, 4 and 8 load generator processes (`--workers`), as many as
@@ -31,7 +31,8 @@ from typing import Any
 
 from bench.common import ROOT, free_port, load, median, tree_env
 
-C, TOKENS, FEW, MANY, WIDE = 64, 64, 1000, 4000, 256
+C, TOKENS, FEW, MANY = 64, 64, 1000, 10_000  # the margin is 9,000 requests: a command's fixed cost varies by a tenth
+WIDE, WIDE_REQUESTS = 256, 4000
 
 
 def _children_cpu() -> float:
@@ -109,12 +110,12 @@ def measure(tree: Path, runs: int) -> dict[str, Any]:
                         "load": load(),
                     }
                 )
-            wide_floor = floor(url, WIDE, MANY)
+            wide_floor = floor(url, WIDE, WIDE_REQUESTS)
             out["floor_wide_cpu_share"] = round(wide_floor["cpu_s"] / wide_floor["wall_s"], 3)
             out["floor_wide_tok_s"] = round(wide_floor["tokens"] / wide_floor["wall_s"])
             workers: dict[int, dict[str, Any]] = {}
             for n in (w for w in (1, 2, 4, 8) if w <= (os.cpu_count() or 1)):
-                level = pivot_sweep(tree, url, home, WIDE, MANY, n)["level"]
+                level = pivot_sweep(tree, url, home, WIDE, WIDE_REQUESTS, n)["level"]
                 workers[n] = {"tok_s": round(level["total_tok_s"]), "client_cpu": level["client_cpu"]}
                 workers[n]["client_bound"] = level.get("client_bound")
             out["workers"] = workers
