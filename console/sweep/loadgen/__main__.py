@@ -8,8 +8,9 @@ passes through the console's event loop, and by the run's `client` setting eithe
 host itself ("host"; uploaded as a zipapp and run with the host's python, next to the server) and keeps what it sends,
 or generates the load here through an SSH forward ("console"); "auto" is the host when its python can (3.11 or later
 with aiohttp, orjson, pydantic 2 and prometheus_client, as SGLang's and vLLM's environments have), else here, saying
-why. Every event is one JSON line, printed for the caller and appended (flushed) to DIR/events.jsonl as it happens,
-so a crash loses at most the requests in flight. SIGUSR1: stop after the current level. SIGTERM/SIGINT: abort now,
+why. Every event is one JSON line appended (flushed) to DIR/events.jsonl as it happens, so a crash loses at most the
+requests in flight, and printed for the caller; finished requests are printed as news of how many, at most every
+0.1 s (RequestsDone). SIGUSR1: stop after the current level. SIGTERM/SIGINT: abort now,
 keeping every finished request. The run is locked while this process writes it.
 """
 
@@ -61,14 +62,19 @@ class EventSink(EventLogFile):
             self._print(line)
             return
         if self.n and self.c != event.c:
-            self._print(b"")
+            self.tell()
         self.c, self.n, self.tokens = event.c, self.n + 1, self.tokens + event.tokens
         if time.monotonic() - self.told >= NEWS_S:
-            self._print(b"")
+            self.tell()
 
     def show(self, event: LevelProgress | Said) -> None:
         """Printed only, not kept with the run: news of a level in progress, the link to the host."""
         self._print(orjson.dumps(event.model_dump()) + b"\n")
+
+    def tell(self) -> None:
+        """The news of the requests finished and not yet told, now."""
+        if self.n:
+            self._print(b"")
 
     def _print(self, line: bytes) -> None:
         """The line, after the news of the requests finished before it."""
@@ -230,6 +236,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
             return 130
         finally:
+            sink.tell()  # the news of requests finished since the last line, however this ends
             if conn is not None:
                 await conn.close()
 

@@ -49,7 +49,7 @@ class SweepProcess:
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
-            limit=1 << 24,  # a request event with every chunk of a long answer is one long line
+            limit=1 << 24,  # a level's event with its server's metrics and every figure is one long line
         )
         assert self.proc.stdout and self.proc.stderr
         stderr_task = asyncio.create_task(self.proc.stderr.read())
