@@ -152,6 +152,7 @@ def test_stop_after_the_level_and_abort_reach_the_generator_on_the_host(host: Ho
     assert proc.returncode == 130
     kept = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
     assert kept[-1]["type"] == "sweep_done" and kept[-1]["aborted"] is True
+    assert sum(e["type"] == "sweep_done" for e in kept) == 1  # the host's end, not a second one of this process's
     assert sum(e["type"] == "request" for e in kept) >= sum(e["n"] for e in seen if e["type"] == "requests_done") >= 1
     wait_until(lambda: not set(host_generators()) - before, timeout=30, interval=0.1, what="the load generator on the host to end")
 

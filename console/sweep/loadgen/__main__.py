@@ -55,9 +55,11 @@ class EventSink(EventLogFile):
         super().__init__(run_dir)
         self.c, self.n, self.tokens = 1, 0, 0  # requests of level c finished and not yet told
         self.told = 0.0  # when a line was last printed
+        self.ended = False  # this sweep's end was emitted
 
     def emit(self, event: Event) -> None:
         line = self.append({"t": round(time.time(), 4), **dumped(event)})
+        self.ended = self.ended or type(event) is SweepDone
         if type(event) is not Request:
             self._print(line)
             return
@@ -226,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
                 **common,
             )
         except asyncio.CancelledError:
-            if pending_spool(args.run_dir) is None:
+            if pending_spool(args.run_dir) is None and not sink.ended:  # (the host's generator says its own end)
                 sink.emit(SweepDone(aborted=True))
             else:  # the host's events go on where those kept here end, when fetched
                 print(
