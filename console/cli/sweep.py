@@ -219,7 +219,7 @@ async def print_sweep(handle: SweepHandle, out: Console, as_json: bool, resume: 
 
 
 def _saved_table(run: Run) -> tuple[Table, list[LevelDone]]:
-    levels = open_run_dir(run.dir).levels()
+    levels = open_run_dir(run.dir).levels(tables=False)
     table = level_table(f"run {run.name}")
     for level in levels:
         table.add_row(*level_row(level))

@@ -20,6 +20,7 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
+import gc
 import os
 import signal
 import sys
@@ -111,6 +112,7 @@ class EarlierSweep:
 
 
 def main(argv: list[str] | None = None) -> int:
+    gc.freeze()  # start-up's imports: see console/cli/__init__.py
     parser = argparse.ArgumentParser(prog="pivot-loadgen")
     target = parser.add_mutually_exclusive_group(required=True)
     target.add_argument("--url")

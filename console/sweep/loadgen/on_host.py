@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import contextlib
 import fcntl
+import gc
 import os
 import re
 import signal
@@ -229,6 +230,7 @@ async def local_power() -> float | None:
 
 
 def main() -> int:
+    gc.freeze()  # start-up's imports: see console/cli/__init__.py
     parser = argparse.ArgumentParser(prog="pivot-loadgen-on-host")
     what = parser.add_mutually_exclusive_group(required=True)
     what.add_argument("--port", type=int)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import os
 import sys
 import time
@@ -200,6 +201,7 @@ class WorkerLevel:
 
 def serve() -> None:
     """The worker's process."""
+    gc.freeze()  # start-up's imports: see console/cli/__init__.py
     with contextlib.suppress(asyncio.CancelledError, KeyboardInterrupt, BrokenPipeError):
         asyncio.run(_serve())
 

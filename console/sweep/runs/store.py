@@ -325,9 +325,11 @@ class Run:
             self.corrupt = f"{path}: a level pivot cannot read ({e})"
             return []
 
-    def levels(self) -> list[LevelDone]:
-        """One per level (its attempts merged), by C; a failed level carries its reason in `failed`."""
-        if self._finished_since_last_event():
+    def levels(self, *, tables: bool = True) -> list[LevelDone]:
+        """One per level (its attempts merged), by C; a failed level carries its reason in `failed`. tables=False: from
+        the events where they hold any, which are what finish() wrote the tables from, read without polars (a sweep
+        command prints the run it has just made)."""
+        if tables and self._finished_since_last_event():
             stored = self._stored_levels()
             if stored:
                 return stored
