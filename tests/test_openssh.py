@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -99,6 +100,27 @@ async def test_run_against_openssh(conn: Connection) -> None:
     assert (result.exit_status, result.stdout, result.stderr) == (4, "out\n", "err\n")
     hostile = "a b; $(echo pwned) 'q' \"d\" \n`id`"
     assert (await conn.run(["printf", "[%s]", hostile])).stdout == f"[{hostile}]"
+
+
+async def test_the_first_commands_of_a_connection_look_at_a_new_workdir_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The console's first commands (telemetry, the server's poll, its log) start together: one look at the workdir
+    for all, so one SSH session and one "created its workdir", not one each."""
+    server = start_sshd(tmp_path / "sshd", log_level="VERBOSE")  # its log names each session it starts
+    workdir = tmp_path / "work"
+    try:
+        c = Connection(dataclasses.replace(server.spec, workdir=str(workdir)))
+        try:
+            done = await asyncio.gather(*(c.run(["pwd"], cwd=str(workdir)) for _ in range(3)))
+        finally:
+            await c.close()
+    finally:
+        server.proc.terminate()
+        log = server.proc.communicate(timeout=10)[1].decode(errors="replace")
+    assert [(r.exit_status, r.stdout.strip()) for r in done] == [(0, str(workdir))] * 3
+    assert caplog.text.count("created its workdir") == 1
+    sessions = log.count("Starting session")
+    assert 4 <= sessions < 6  # the look and the three commands (and maybe the link's round trip, after 5 s); a look
+    # for each would be six
 
 
 async def test_stream_and_stop_against_openssh(conn: Connection) -> None:

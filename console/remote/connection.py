@@ -62,6 +62,7 @@ class Connection:
         self.last_event = ConnectionEvent(self.host, ConnState.CLOSED)
         self._home: str | None = None
         self._workdir_of: asyncssh.SSHClientConnection | None = None  # the connection on which the workdir was seen
+        self._workdir_seeing: tuple[asyncssh.SSHClientConnection, asyncio.Future[None]] | None = None  # that look, under way
 
     # -- events ---------------------------------------------------------------
     def add_listener(self, callback: Callable[[ConnectionEvent], None]) -> Callable[[], None]:
@@ -226,6 +227,17 @@ class Connection:
         forms = {workdir, await self.expand(workdir) if self._home is not None else workdir}  # an expanded path too
         if self._workdir_of is conn or not any(path.rstrip("/") == w or path.startswith(w + "/") for w in forms):
             return
+        seeing = self._workdir_seeing  # the first commands of a connection (telemetry, the server's poll, its log) come
+        if seeing is None or seeing[0] is not conn:  # at once: one look at the workdir for all, one SSH session
+            seeing = self._workdir_seeing = (conn, asyncio.ensure_future(self._see_workdir(conn, workdir)))
+        try:
+            await asyncio.shield(seeing[1])
+        except Exception:
+            if self._workdir_seeing is seeing:  # it failed: the next command looks again
+                self._workdir_seeing = None
+            raise
+
+    async def _see_workdir(self, conn: asyncssh.SSHClientConnection, workdir: str) -> None:
         script = f'd={quote_path(workdir)}; [ -d "$d" ] && exit 0; mkdir -p -m 0700 -- "$d" && echo "$d"'
         result = await self._run(conn, ["mkdir"], script, 30, None)
         if result.exit_status != 0:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 from typing import TYPE_CHECKING
 
 from console.engines import engine
@@ -73,15 +74,16 @@ class HealthProbe:
             return False, f"health check failed: {type(e).__name__}"
 
     async def _client(self, address: str, port: int) -> httpx.AsyncClient:
-        """The HTTP client of the forward to address:port (from the host): made once (a client costs an SSL context,
-        ~25 ms of CPU, even for plain http), its connection kept alive, so that a poll is one request on one forwarded
-        channel."""
+        """The HTTP client of the forward to address:port (from the host): made once, its connection kept alive, so
+        that a poll is one request on one forwarded channel. The forward is plain HTTP on loopback: its TLS context
+        verifies against no CA (any TLS would fail, not pass), which spares loading the system's CAs, 20-40 ms of CPU
+        on the loop as the first screen is drawn."""
         if self._forward is None or self._http is None or (self._forward.remote_host, self._forward.remote_port) != (address, port):
             import httpx
 
             await self._drop_forward()
             self._forward = await self.conn.forward(address, port)
-            self._http = httpx.AsyncClient(base_url=self._forward.url, timeout=5.0)
+            self._http = httpx.AsyncClient(base_url=self._forward.url, timeout=5.0, verify=ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT))
         return self._http
 
     async def _model_name(self, record: ServerRecord) -> str | None:
