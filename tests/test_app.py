@@ -323,7 +323,7 @@ async def test_server_pane_start_switch_and_crash_over_ssh(sim_host_process: Hos
             options.highlighted = [o.id for o in options.options].index(name)
 
         await pilot.press("2")
-        await pilot.pause()
+        await wait_for(lambda: pane.status.state != ServerState.UNKNOWN)  # its first poll: after the GPUs' first sample
         stopped = pane.status
         assert stopped.state == ServerState.STOPPED
         highlight("t-baseline")

@@ -224,10 +224,12 @@ class PivotApp(App[None]):
             self.session.conn.add_listener(self._connection_changed)
         if self.session.lifecycle is not None and self.session.lifecycle.runs_jobs:
             self.watch_job_gpus()
+            self.query_one(ServerPane).start_watching()
         elif self.session.spec is not None and not self.session.spec.gpus:  # said once; nothing to sample
             self.query_one(GpuBars).no_gpus(f"{self.session.spec.name} has no GPUs (gpus = false in pivot.toml)")
+            self.query_one(ServerPane).start_watching()
         else:
-            self.stream_telemetry()
+            self.stream_telemetry()  # the Server pane starts its watch at the first sample (ServerPane.start_watching)
         self.query_one(ProcessTable).focus()
 
     @work(exclusive=True, group="job-gpus", exit_on_error=False)
@@ -285,10 +287,13 @@ class PivotApp(App[None]):
         status, pane = self.host_status, self.gpu_pane
         if status is None or pane is None:
             return
+        server = self._one(ServerPane)
+        if server is not None and isinstance(message.event, Sample | AgentError):
+            self.call_after_refresh(server.start_watching)  # once the sample is drawn
         if isinstance(message.event, Sample):
             self._gpus_watched()
             status.sampled(message.event)
-            if (server := self._one(ServerPane)) is not None:
+            if server is not None:
                 server.tick()
                 if message.event.server is not None and not message.event.server.alive:
                     server.poll_soon()

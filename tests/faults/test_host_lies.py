@@ -99,7 +99,7 @@ async def test_the_server_watch_survives_an_error_nobody_foresaw(tmp_path: Path)
         pane = app.query_one(ServerPane)
         pane.lifecycle = flaky  # type: ignore[assignment]
         flaky.add_listener(pane._status_changed)
-        pane.watch_server()
+        pane.start_watching()  # (or the first sample started it: its next poll is flaky's)
         flaky.fail_after = flaky.polls  # the next poll, whenever the watch makes it (at once when a sample says so)
         await wait_for(lambda: "watching the server failed (TypeError" in pane.status.detail, timeout=10)
         status = pane.status

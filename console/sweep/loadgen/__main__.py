@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from console import config
 from console.remote.errors import RemoteError
 from console.settings import SweepSettings
 from console.sweep.loadgen.generator import POWER_QUERY, HostLoad, PowerMeter, client_placement, gpu_watts, gpus_here, sweep
@@ -44,7 +43,8 @@ from console.untrusted import visible
 
 NEWS_S = 0.1  # finished requests are told their followers at most this often
 
-if TYPE_CHECKING:  # SSH (asyncssh) is loaded for a sweep through the host only: a sweep of a URL starts without it
+if TYPE_CHECKING:  # SSH (asyncssh) and pivot.toml are loaded for a sweep through the host only: a sweep of a URL starts without
+    from console import config
     from console.remote import Connection
 
 
@@ -183,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
                 common["top_up"] = lacking_levels(args.run_dir) if args.resume else {}
                 common["sent"] = prompts_sent(args.run_dir) if args.resume or args.repeat else {}  # (a new run has none)
                 return await sweep(args.url, sink, settings, placement=client_placement("direct"), done=done, **common)
+            from console import config  # (a sweep of a URL reads no pivot.toml)
             from console.remote import Connection
             from console.sweep.loadgen.host_generator import HostGenerator, NotOnHost
 

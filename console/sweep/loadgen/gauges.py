@@ -7,8 +7,6 @@ from __future__ import annotations
 import contextlib
 import math
 
-from prometheus_client.parser import text_string_to_metric_families
-
 SERVER_GAUGES = {  # Prometheus name -> our name
     "sglang:num_running_reqs": "running",
     "sglang:num_queue_reqs": "queued",
@@ -37,6 +35,10 @@ SPEC_COUNTERS = (
 def all_samples(text: str) -> dict[str, float]:
     """Every sample of the Prometheus text by name, summed over its labels; {} for text that is not Prometheus."""
     values: dict[str, float] = {}
+    if not text:  # no /metrics (a server without it, or a check that got no answer): no parser loaded
+        return values
+    from prometheus_client.parser import text_string_to_metric_families
+
     with contextlib.suppress(ValueError, TypeError):
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
