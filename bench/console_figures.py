@@ -177,7 +177,8 @@ def first_paints(tree: Path, runs: int) -> dict[str, Any]:
                 env = shlex.join(["env", "-u", "PYTHONDONTWRITEBYTECODE", f"PYTHONPATH={tree_env(tree)['PYTHONPATH']}"])
                 command = f"exec {env} {sys.executable} -m console --config {shlex.quote(str(config))}"
                 t0 = time.monotonic()
-                tmux("new-session", "-d", "-s", session, "-x", "160", "-y", "48", command)
+                # started in the tree: `-m` puts the working directory first on the path, ahead of PYTHONPATH
+                tmux("new-session", "-d", "-s", session, "-c", str(tree), "-x", "160", "-y", "48", command)
                 painted = wait_screen(session, painted_rows, 60, False, PAINT_POLL_S)
                 paints.append(None if painted is None else round(time.monotonic() - t0, 3))
                 tmux("send-keys", "-t", session, "q")
