@@ -165,7 +165,7 @@ def one_console(tree: Path, host: OpenSshHost, work: Path, n: int, idle_s: float
 def first_paints(tree: Path, runs: int) -> dict[str, Any]:
     """The first full paint alone, `runs` times (each a new console, as an operator starts one), and what the console
     imports before it: `python -X importtime` of its app module, the cumulative milliseconds of the largest."""
-    paints = []
+    paints, tree = [], tree.resolve()
     with tempfile.TemporaryDirectory(prefix="perf-bench-paint-") as tmp:
         work = Path(tmp)
         sim = SimHost(work / "sim")

@@ -1,3 +1,3 @@
-from console.cli import main
+from console.cli import run
 
-raise SystemExit(main())
+raise SystemExit(run())

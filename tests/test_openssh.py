@@ -15,7 +15,7 @@ import pytest
 
 from console.config import HostSpec
 from console.remote import Connection
-from console.remote.errors import HostKeyUnknown
+from console.remote.errors import HostKeyUnknown, RemoteError
 from tests.conftest import free_port, wait_for, wait_until
 
 SSHD = shutil.which("sshd") or next((p for p in ("/usr/sbin/sshd", "/usr/local/sbin/sshd") if os.path.exists(p)), None)
@@ -103,8 +103,8 @@ async def test_run_against_openssh(conn: Connection) -> None:
 
 
 async def test_the_first_commands_of_a_connection_look_at_a_new_workdir_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    """The console's first commands (telemetry, the server's poll, its log) start together: one look at the workdir
-    for all, so one SSH session and one "created its workdir", not one each."""
+    """Commands that start together on a new connection (a headless command's, a host without telemetry's first
+    ones) share one look at the workdir: one SSH session and one "created its workdir", not one each."""
     server = start_sshd(tmp_path / "sshd", log_level="VERBOSE")  # its log names each session it starts
     workdir = tmp_path / "work"
     try:
@@ -119,8 +119,29 @@ async def test_the_first_commands_of_a_connection_look_at_a_new_workdir_once(tmp
     assert [(r.exit_status, r.stdout.strip()) for r in done] == [(0, str(workdir))] * 3
     assert caplog.text.count("created its workdir") == 1
     sessions = log.count("Starting session")
-    assert 4 <= sessions < 6  # the look and the three commands (and maybe the link's round trip, after 5 s); a look
-    # for each would be six
+    assert 4 <= sessions <= 5  # the look, the three commands, and the link's round trip (`cat`, opened as the
+    # connection comes up, if it reached sshd before the close); a look for each would be seven
+
+
+async def test_a_look_at_the_workdir_that_failed_is_made_again(tmp_path: Path) -> None:
+    """A workdir that cannot be made (a file in its place) fails the commands of that look; the next command looks
+    again, and works once the way is clear."""
+    server = start_sshd(tmp_path / "sshd")
+    blocker = tmp_path / "host"
+    blocker.write_text("not a directory")
+    workdir = blocker / "work"
+    try:
+        c = Connection(dataclasses.replace(server.spec, workdir=str(workdir)))
+        try:
+            failed = await asyncio.gather(*(c.run(["pwd"], cwd=str(workdir)) for _ in range(2)), return_exceptions=True)
+            assert all(isinstance(e, RemoteError) and "cannot create the workdir" in str(e) for e in failed), failed
+            blocker.unlink()
+            assert (await c.run(["pwd"], cwd=str(workdir))).stdout.strip() == str(workdir)
+        finally:
+            await c.close()
+    finally:
+        server.proc.terminate()
+        server.proc.wait(timeout=10)
 
 
 async def test_stream_and_stop_against_openssh(conn: Connection) -> None:

@@ -41,11 +41,16 @@ def _printable_output() -> None:
             stream.reconfigure(errors="pivot-plain")
 
 
-def main(argv: list[str] | None = None) -> int:
-    # What start-up imported (pydantic's schemas, click's commands, a few tens of thousands of objects and no garbage)
-    # lives as long as the process: frozen, no collection goes over it again. Each full collection over it cost 20 ms,
-    # and a command makes several: a tenth of a CPU-second per process (issue 40).
+def run() -> int:
+    """The `pivot` process (its script, and `python -m console`). What start-up imported (pydantic's schemas, click's
+    commands: a few tens of thousands of objects, and no garbage) lives as long as the process: frozen, no collection
+    goes over it again. Each full collection over it cost 20 ms, and a command makes several: a tenth of a CPU-second
+    per process (issue 40). Here, not in main(), which a test calls in its own process."""
     gc.freeze()
+    return main()
+
+
+def main(argv: list[str] | None = None) -> int:
     _printable_output()
     given = Globals()
     try:

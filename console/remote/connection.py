@@ -227,15 +227,17 @@ class Connection:
         forms = {workdir, await self.expand(workdir) if self._home is not None else workdir}  # an expanded path too
         if self._workdir_of is conn or not any(path.rstrip("/") == w or path.startswith(w + "/") for w in forms):
             return
-        seeing = self._workdir_seeing  # the first commands of a connection (telemetry, the server's poll, its log) come
-        if seeing is None or seeing[0] is not conn:  # at once: one look at the workdir for all, one SSH session
+        seeing = self._workdir_seeing  # commands that come at once (a headless command's, a host without telemetry's
+        if seeing is None or seeing[0] is not conn:  # first ones) share one look at the workdir, one SSH session
             seeing = self._workdir_seeing = (conn, asyncio.ensure_future(self._see_workdir(conn, workdir)))
-        try:
-            await asyncio.shield(seeing[1])
-        except Exception:
-            if self._workdir_seeing is seeing:  # it failed: the next command looks again
-                self._workdir_seeing = None
-            raise
+            seeing[1].add_done_callback(lambda _: self._forget_failed_look(seeing))
+        await asyncio.shield(seeing[1])
+
+    def _forget_failed_look(self, seeing: tuple[asyncssh.SSHClientConnection, asyncio.Future[None]]) -> None:
+        """A look that failed or was cancelled, awaited or not: the next command looks again."""
+        look = seeing[1]
+        if (look.cancelled() or look.exception() is not None) and self._workdir_seeing is seeing:
+            self._workdir_seeing = None
 
     async def _see_workdir(self, conn: asyncssh.SSHClientConnection, workdir: str) -> None:
         script = f'd={quote_path(workdir)}; [ -d "$d" ] && exit 0; mkdir -p -m 0700 -- "$d" && echo "$d"'

@@ -288,7 +288,7 @@ class PivotApp(App[None]):
         if status is None or pane is None:
             return
         server = self._one(ServerPane)
-        if server is not None and isinstance(message.event, Sample | AgentError):
+        if server is not None and not server.watching and isinstance(message.event, Sample | AgentError):
             self.call_after_refresh(server.start_watching)  # once the sample is drawn
         if isinstance(message.event, Sample):
             self._gpus_watched()

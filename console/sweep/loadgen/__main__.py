@@ -112,7 +112,6 @@ class EarlierSweep:
 
 
 def main(argv: list[str] | None = None) -> int:
-    gc.freeze()  # start-up's imports: see console/cli/__init__.py
     parser = argparse.ArgumentParser(prog="pivot-loadgen")
     target = parser.add_mutually_exclusive_group(required=True)
     target.add_argument("--url")
@@ -309,4 +308,5 @@ def _host_power(conn: Connection) -> PowerMeter:
 
 
 if __name__ == "__main__":
+    gc.freeze()  # start-up's imports (console/cli/__init__.py, run)
     raise SystemExit(main())

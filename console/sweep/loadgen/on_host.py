@@ -230,7 +230,6 @@ async def local_power() -> float | None:
 
 
 def main() -> int:
-    gc.freeze()  # start-up's imports: see console/cli/__init__.py
     parser = argparse.ArgumentParser(prog="pivot-loadgen-on-host")
     what = parser.add_mutually_exclusive_group(required=True)
     what.add_argument("--port", type=int)
@@ -242,5 +241,6 @@ def main() -> int:
     return asyncio.run(run(args.port))
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # (run as __main__ by the zipapp)
+    gc.freeze()  # start-up's imports (console/cli/__init__.py, run)
     raise SystemExit(main())

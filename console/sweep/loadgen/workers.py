@@ -201,7 +201,7 @@ class WorkerLevel:
 
 def serve() -> None:
     """The worker's process."""
-    gc.freeze()  # start-up's imports: see console/cli/__init__.py
+    gc.freeze()  # start-up's imports (console/cli/__init__.py, run); serve() runs only as its process's entry
     with contextlib.suppress(asyncio.CancelledError, KeyboardInterrupt, BrokenPipeError):
         asyncio.run(_serve())
 

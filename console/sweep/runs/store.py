@@ -325,11 +325,18 @@ class Run:
             self.corrupt = f"{path}: a level pivot cannot read ({e})"
             return []
 
+    def _pools(self) -> bool:
+        try:
+            return read_run_events(self.dir, requests=False).pooled
+        except EventsCorrupt:
+            return False
+
     def levels(self, *, tables: bool = True) -> list[LevelDone]:
         """One per level (its attempts merged), by C; a failed level carries its reason in `failed`. tables=False: from
         the events where they hold any, which are what finish() wrote the tables from, read without polars (a sweep
-        command prints the run it has just made)."""
-        if tables and self._finished_since_last_event():
+        command prints the run it has just made); but the tables where a level pools attempts (a resume's top-up), whose
+        figures the events give only from every request again."""
+        if self._finished_since_last_event() and (tables or self._pools()):
             stored = self._stored_levels()
             if stored:
                 return stored

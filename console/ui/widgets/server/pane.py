@@ -127,6 +127,10 @@ class ServerPane(Pane):
         self.set_timer(FIRST_SAMPLE_WAIT_S, self.start_watching)
         self._show_detail()
 
+    @property
+    def watching(self) -> bool:
+        return self._watching
+
     def start_watching(self) -> None:
         """The server's poll and its log, from the GPUs' first sample on (the app says when), or FIRST_SAMPLE_WAIT_S
         after the screen where none comes: their sessions (a shell, a python, a tail) would otherwise start with the
