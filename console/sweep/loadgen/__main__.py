@@ -43,7 +43,7 @@ from console.untrusted import visible
 
 NEWS_S = 0.1  # finished requests are told their followers at most this often
 
-if TYPE_CHECKING:  # SSH (asyncssh) and pivot.toml are loaded for a sweep through the host only: a sweep of a URL starts without
+if TYPE_CHECKING:  # SSH (asyncssh) and pivot.toml: for a sweep through the host only; a sweep of a URL starts without them
     from console import config
     from console.remote import Connection
 
