@@ -78,13 +78,16 @@ async def _look(session: Session, threshold_mib: float) -> HostView:
     await session.connect()
     assert session.spec is not None
     name = session.spec.name
-    event = session.conn.last_event
-    rtt = round(event.rtt_s * 1000, 1) if event is not None and event.rtt_s is not None else None
-    server = None
-    if session.lifecycle is not None:
-        status = await session.lifecycle.poll()
-        server = visible(status.headline())
-    view = HostView(name, "up", rtt_ms=rtt, server=server)
+    measured = asyncio.ensure_future(session.conn.round_trip())  # its own session, beside the poll's
+    try:
+        server = None
+        if session.lifecycle is not None:
+            status = await session.lifecycle.poll()
+            server = visible(status.headline())
+        rtt_s = await measured
+    finally:
+        measured.cancel()
+    view = HostView(name, "up", rtt_ms=round(rtt_s * 1000, 1) if rtt_s is not None else None, server=server)
     if not session.spec.gpus:
         return dataclasses.replace(view, problem="no GPUs (gpus = false)")
     sample = await session.telemetry.sample_once()

@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import os
 import shutil
+import stat
 import subprocess
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -102,9 +103,9 @@ async def test_run_against_openssh(conn: Connection) -> None:
     assert (await conn.run(["printf", "[%s]", hostile])).stdout == f"[{hostile}]"
 
 
-async def test_the_first_commands_of_a_connection_look_at_a_new_workdir_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+async def test_the_first_commands_of_a_connection_make_a_new_workdir_themselves(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """Commands that start together on a new connection (a headless command's, a host without telemetry's first
-    ones) share one look at the workdir: one SSH session and one "created its workdir", not one each."""
+    ones) make the workdir in their own sessions, with no look before them, and it is said once."""
     server = start_sshd(tmp_path / "sshd", log_level="VERBOSE")  # its log names each session it starts
     workdir = tmp_path / "work"
     try:
@@ -119,13 +120,35 @@ async def test_the_first_commands_of_a_connection_look_at_a_new_workdir_once(tmp
     assert [(r.exit_status, r.stdout.strip()) for r in done] == [(0, str(workdir))] * 3
     assert caplog.text.count("created its workdir") == 1
     sessions = log.count("Starting session")
-    assert 4 <= sessions <= 5  # the look, the three commands, and the link's round trip (`cat`, opened as the
-    # connection comes up, if it reached sshd before the close); a look for each would be seven
+    assert 3 <= sessions <= 4  # the three commands, and the link's round trip (`cat`, opened as the connection
+    # comes up, if it reached sshd before the close); a look before them would be one more, a look for each three
 
 
-async def test_a_look_at_the_workdir_that_failed_is_made_again(tmp_path: Path) -> None:
-    """A workdir that cannot be made (a file in its place) fails the commands of that look; the next command looks
-    again, and works once the way is clear."""
+async def test_a_stream_makes_a_new_workdir_and_keeps_its_stderr_its_own(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The telemetry's stream is a console's first command: it makes the workdir itself, and the guard's word that
+    it did is the log's, not a line of the command's stderr."""
+    server = start_sshd(tmp_path / "sshd")
+    workdir = tmp_path / "work"
+    try:
+        c = Connection(dataclasses.replace(server.spec, workdir=str(workdir)))
+        try:
+            stream = await c.stream(["sh", "-c", "pwd; echo its own >&2"], cwd=str(workdir))
+            lines = [line async for line in stream]
+            assert await stream.finished() == 0
+            await stream.stop()
+        finally:
+            await c.close()
+    finally:
+        server.proc.terminate()
+        server.proc.wait(timeout=10)
+    assert lines == [str(workdir)] and list(stream.stderr_tail) == ["its own"]
+    assert stat.S_IMODE(workdir.stat().st_mode) == 0o700
+    assert caplog.text.count(f"created its workdir {workdir}") == 1
+
+
+async def test_a_workdir_that_could_not_be_made_is_tried_again(tmp_path: Path) -> None:
+    """A workdir that cannot be made (a file in its place) fails the commands that needed it, each with mkdir's
+    reason; the next command tries again, and works once the way is clear."""
     server = start_sshd(tmp_path / "sshd")
     blocker = tmp_path / "host"
     blocker.write_text("not a directory")
@@ -135,6 +158,7 @@ async def test_a_look_at_the_workdir_that_failed_is_made_again(tmp_path: Path) -
         try:
             failed = await asyncio.gather(*(c.run(["pwd"], cwd=str(workdir)) for _ in range(2)), return_exceptions=True)
             assert all(isinstance(e, RemoteError) and "cannot create the workdir" in str(e) for e in failed), failed
+            assert all("Not a directory" in str(e) for e in failed), failed  # mkdir's own reason
             blocker.unlink()
             assert (await c.run(["pwd"], cwd=str(workdir))).stdout.strip() == str(workdir)
         finally:

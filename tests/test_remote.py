@@ -110,7 +110,7 @@ async def test_forward_carries_a_local_port_to_a_remote_service(conn: Connection
 async def test_reconnects_after_the_server_drops_the_connection(conn: Connection, sim_host: SimHost) -> None:
     events: list[ConnectionEvent] = []
     conn.add_listener(events.append)
-    await conn.connected()
+    assert await conn.round_trip() is not None
     assert conn.last_event.state == ConnState.UP and conn.last_event.rtt_s is not None
 
     async def echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

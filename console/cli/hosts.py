@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from console import config
 from console.cli.prompt import ask
+from console.remote.state import ConnectionEvent, ConnState
 from console.session import Session
 
 NO_CONFIG = "pivot: no pivot.toml found (looked in ./pivot.toml and ~/.config/pivot/pivot.toml); see pivot.example.toml"
@@ -81,7 +83,6 @@ async def trust_host(config_path: str | None, name: str, *, yes: bool) -> int:
 async def ping_host(config_path: str | None, host: str | None) -> int:
     async with Session(config.load(config_path), host) as session:
         await session.connect()
-        event = session.conn.last_event
-        result = await session.conn.run(["uname", "-srm"], timeout=10)
-        print(f"{event.describe()}; {result.stdout.strip()}")
+        rtt, result = await asyncio.gather(session.conn.round_trip(), session.conn.run(["uname", "-srm"], timeout=10))
+        print(f"{ConnectionEvent(session.conn.host, ConnState.UP, rtt_s=rtt).describe()}; {result.stdout.strip()}")
     return 0

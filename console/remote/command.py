@@ -39,6 +39,23 @@ def shell_command(argv: Sequence[str], *, cwd: str | None = None, env: Mapping[s
     return line
 
 
+WORKDIR_MADE = "pivot: made the workdir "  # and its path: the guard's line on stderr where it made it (taken out, logged)
+WORKDIR_FAILED = 97  # the guard's exit status where it could not, after mkdir's words and this line:
+WORKDIR_FAILED_LINE = "pivot: cannot create the workdir"
+
+
+def in_workdir(workdir: str, line: str) -> str:
+    """line, run once the workdir is there. A host new to pivot has none: the first command that works in it makes it
+    (mode 0700, the user's alone) and says so. In the command itself, not a look before it: an SSH session less on
+    the way to the console's first sample, and a login shell less (a ~/.bashrc runs for each). Nothing else makes
+    the workdir: neither the simulated host nor a test."""
+    d = quote_path(workdir)
+    return (
+        f"{{ [ -d {d} ] || {{ mkdir -p -m 0700 -- {d} && printf '%s%s\\n' {shlex.quote(WORKDIR_MADE)} {d} >&2; }}; }} "
+        f"|| {{ echo {shlex.quote(WORKDIR_FAILED_LINE)} >&2; exit {WORKDIR_FAILED}; }}; {line}"
+    )
+
+
 def quote_path(path: str) -> str:
     """Quote a path but let the remote shell expand a leading `~/` (the remote user's home)."""
     if path == "~":

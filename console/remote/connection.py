@@ -1,15 +1,17 @@
 """One SSH connection per host, shared by everything that talks to it.
 
 A supervisor task keeps the connection up: it connects, measures the round
-trip, waits for the link to drop and reconnects with backoff, publishing each
-change as a `ConnectionEvent`. Operations wait (up to their timeout) for the
-link to be up, so a short outage delays them instead of failing them.
+trip (beside the first commands, not before them), waits for the link to drop
+and reconnects with backoff, publishing each change as a `ConnectionEvent`.
+Operations wait (up to their timeout) for the link to be up, so a short outage
+delays them instead of failing them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import secrets
@@ -20,7 +22,7 @@ from pathlib import Path
 import asyncssh
 
 from console.config import HostSpec
-from console.remote.command import quote_path, shell_command
+from console.remote.command import WORKDIR_FAILED, WORKDIR_FAILED_LINE, WORKDIR_MADE, in_workdir, shell_command
 from console.remote.connect import SshClient, known_hosts_path, known_keys, open_ssh
 from console.remote.errors import CommandTimeout, Disconnected, RemoteError
 from console.remote.state import ConnectionEvent, ConnState
@@ -52,6 +54,8 @@ class Connection:
         self._conn: asyncssh.SSHClientConnection | None = None
         self._client: SshClient | None = None
         self._up = asyncio.Event()
+        self._rtt_known = asyncio.Event()  # this connection's first round trip measured (or found unmeasurable)
+        self._rtt_s: float | None = None
         self._changed = asyncio.Event()  # replaced on every state change; waiters hold the old one
         self._supervisor: asyncio.Task[None] | None = None
         self._listeners: list[Callable[[ConnectionEvent], None]] = []
@@ -61,8 +65,7 @@ class Connection:
         self.last_error: RemoteError | None = None
         self.last_event = ConnectionEvent(self.host, ConnState.CLOSED)
         self._home: str | None = None
-        self._workdir_of: asyncssh.SSHClientConnection | None = None  # the connection on which the workdir was seen
-        self._workdir_seeing: tuple[asyncssh.SSHClientConnection, asyncio.Future[None]] | None = None  # that look, under way
+        self._workdir_made = False  # said once, however many of the first commands found the workdir missing
 
     # -- events ---------------------------------------------------------------
     def add_listener(self, callback: Callable[[ConnectionEvent], None]) -> Callable[[], None]:
@@ -134,14 +137,19 @@ class Connection:
                 continue
             attempt = 0
             self.last_error = None
-            rtt = await self._measure_rtt()
             await self._restore_forwards()
+            self._rtt_known.clear()
             self._up.set()
-            self._emit(ConnState.UP, rtt_s=rtt)
+            self._emit(ConnState.UP)  # commands go now: the round trip is a session of its own, not one to wait for
+            self._rtt_s = await self._measure_rtt()
+            self._rtt_known.set()
+            if self._rtt_s is not None:
+                self._emit(ConnState.UP, rtt_s=self._rtt_s)
             closed = asyncio.ensure_future(self._conn.wait_closed())
             while not closed.done():
                 done, _ = await asyncio.wait({closed}, timeout=RTT_INTERVAL_S)
                 if not done and (rtt := await self._measure_rtt()) is not None:
+                    self._rtt_s = rtt
                     self._emit(ConnState.UP, rtt_s=rtt)
             self._up.clear()
             reason = self._client.lost_reason if self._client else None
@@ -192,6 +200,13 @@ class Connection:
         assert self._conn is not None
         return self._conn
 
+    async def round_trip(self, timeout: float = 30.0) -> float | None:
+        """The link's round trip as last measured on the live connection (None where it could not be)."""
+        await self.connected(timeout)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._rtt_known.wait(), timeout)
+        return self._rtt_s
+
     # -- operations -----------------------------------------------------------
     async def home(self) -> str:
         """The remote user's $HOME, asked once: argv is never run through a shell that would expand ~."""
@@ -216,38 +231,42 @@ class Connection:
     ) -> RunResult:
         """Run argv on the host; returns its exit status, stdout and stderr."""
         conn = await self.connected(timeout)
-        if cwd is not None:
-            await self._workdir(conn, cwd)
-        return await self._run(conn, argv, shell_command(argv, cwd=cwd, env=env), timeout, input)
-
-    async def _workdir(self, conn: asyncssh.SSHClientConnection, path: str) -> None:
-        """A host new to pivot has no workdir: the first command of a connection that works in it creates it (mode
-        0700, the user's alone) and says so, once. Nothing else creates it: neither the simulated host nor a test."""
-        workdir = self.spec.workdir.rstrip("/") or "/"
-        forms = {workdir, await self.expand(workdir) if self._home is not None else workdir}  # an expanded path too
-        if self._workdir_of is conn or not any(path.rstrip("/") == w or path.startswith(w + "/") for w in forms):
-            return
-        seeing = self._workdir_seeing  # commands that come at once (a headless command's, a host without telemetry's
-        if seeing is None or seeing[0] is not conn:  # first ones) share one look at the workdir, one SSH session
-            seeing = self._workdir_seeing = (conn, asyncio.ensure_future(self._see_workdir(conn, workdir)))
-            seeing[1].add_done_callback(lambda _: self._forget_failed_look(seeing))
-        await asyncio.shield(seeing[1])
-
-    def _forget_failed_look(self, seeing: tuple[asyncssh.SSHClientConnection, asyncio.Future[None]]) -> None:
-        """A look that failed or was cancelled, awaited or not: the next command looks again."""
-        look = seeing[1]
-        if (look.cancelled() or look.exception() is not None) and self._workdir_seeing is seeing:
-            self._workdir_seeing = None
-
-    async def _see_workdir(self, conn: asyncssh.SSHClientConnection, workdir: str) -> None:
-        script = f'd={quote_path(workdir)}; [ -d "$d" ] && exit 0; mkdir -p -m 0700 -- "$d" && echo "$d"'
-        result = await self._run(conn, ["mkdir"], script, 30, None)
-        if result.exit_status != 0:
-            why = (result.stderr.strip().splitlines() or [f"exit status {result.exit_status}"])[-1]
+        workdir = self._workdir_of(cwd)
+        result = await self._run(conn, argv, self._command(argv, cwd, env, workdir), timeout, input)
+        if workdir is None:
+            return result
+        stderr = self._workdir_lines(result.stderr.splitlines(keepends=True))
+        if result.exit_status == WORKDIR_FAILED and stderr[-1:] == [WORKDIR_FAILED_LINE + "\n"]:
+            why = stderr[-2].strip() if len(stderr) > 1 else f"exit status {WORKDIR_FAILED}"
             raise RemoteError(self.host, f"cannot create the workdir {visible(workdir)}: {visible(why)}")
-        if result.stdout.strip():
-            log.warning("%s: a host new to pivot: created its workdir %s (mode 0700)", self.host, visible(result.stdout.strip()))
-        self._workdir_of = conn
+        return dataclasses.replace(result, stderr="".join(stderr))
+
+    def _workdir_of(self, path: str | None) -> str | None:
+        """The workdir, if path is in it (as written in the config, or with the remote home expanded)."""
+        if path is None:
+            return None
+        workdir = self.spec.workdir.rstrip("/") or "/"
+        forms = {workdir}
+        if self._home is not None and (workdir == "~" or workdir.startswith("~/")):
+            forms.add(self._home + workdir[1:])
+        return workdir if any(path.rstrip("/") == w or path.startswith(w + "/") for w in forms) else None
+
+    @staticmethod
+    def _command(argv: Sequence[str], cwd: str | None, env: Mapping[str, str] | None, workdir: str | None) -> str:
+        line = shell_command(argv, cwd=cwd, env=env)
+        return in_workdir(workdir, line) if workdir is not None else line
+
+    def _workdir_lines(self, lines: list[str]) -> list[str]:
+        """A command's stderr less the guard's word that it made the workdir: said once, in the log."""
+        kept = []
+        for line in lines:
+            if not line.startswith(WORKDIR_MADE):
+                kept.append(line)
+            elif not self._workdir_made:
+                self._workdir_made = True
+                made = visible(line.removeprefix(WORKDIR_MADE).rstrip("\n"))
+                log.warning("%s: a host new to pivot: created its workdir %s (mode 0700)", self.host, made)
+        return kept
 
     async def _run(
         self, conn: asyncssh.SSHClientConnection, argv: Sequence[str], command: str, timeout: float, input: str | None
@@ -286,15 +305,15 @@ class Connection:
     ) -> RemoteStream:
         """Start a long-running command; iterate its stdout lines, then `stop()` it."""
         conn = await self.connected(timeout)
-        if cwd is not None:
-            await self._workdir(conn, cwd)
-        process = await conn.create_process(shell_command(argv, cwd=cwd, env=env), stdin=asyncssh.PIPE)
-        return RemoteStream(self.host, tuple(argv), process)
+        workdir = self._workdir_of(cwd)
+        process = await conn.create_process(self._command(argv, cwd, env, workdir), stdin=asyncssh.PIPE)
+        return RemoteStream(self.host, tuple(argv), process, own_stderr=None if workdir is None else self._workdir_lines)
 
     async def upload(self, source: bytes | str | os.PathLike[str], remote_path: str, *, mode: int = 0o644) -> None:
         """Write a local file (or bytes) to the host atomically: a temporary name, then rename."""
         conn = await self.connected()
-        await self._workdir(conn, remote_path)
+        if workdir := self._workdir_of(remote_path):  # made as any command makes it, before SFTP makes its path
+            await self.run(["true"], cwd=workdir)
         data = source if isinstance(source, bytes) else await asyncio.to_thread(Path(source).read_bytes)
         path = remote_path[2:] if remote_path.startswith("~/") else remote_path  # SFTP is relative to home
         # an unpredictable name, created exclusively: a symlink planted at it is never followed (the rename then

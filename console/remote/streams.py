@@ -62,16 +62,26 @@ class LineStream(Protocol):
 class RemoteStream:
     """The lines of a long-running remote command. Use `async with` or call `stop()`."""
 
-    def __init__(self, host: str, argv: tuple[str, ...], process: asyncssh.SSHClientProcess):
+    def __init__(
+        self,
+        host: str,
+        argv: tuple[str, ...],
+        process: asyncssh.SSHClientProcess,
+        *,
+        own_stderr: Callable[[list[str]], list[str]] | None = None,
+    ):
+        """own_stderr: of the stderr lines given, the command's own (the rest was pivot's word to itself)."""
         self.host, self.argv = host, argv
         self._process = process
+        self._own_stderr = own_stderr
         self.stderr_tail: deque[str] = deque(maxlen=50)
         self._stderr_task = asyncio.create_task(self._drain_stderr())
 
     async def _drain_stderr(self) -> None:
         with contextlib.suppress(asyncssh.Error, OSError):
             async for line in self._process.stderr:
-                self.stderr_tail.append(visible(line.rstrip("\n")))
+                for kept in self._own_stderr([line]) if self._own_stderr is not None else [line]:
+                    self.stderr_tail.append(visible(kept.rstrip("\n")))
 
     async def __aiter__(self) -> AsyncIterator[str]:
         while (line := await self.readline()) is not None:
