@@ -19,8 +19,7 @@ def console(g: Globals) -> int:
 
 
 def _import_screen() -> ModuleType:
-    """Textual and the app, and httpx for the server's health checks (its first poll is at the screen's start)."""
-    importlib.import_module("httpx")
+    """Textual and the app (httpx, for the server's health checks, comes when the Server pane starts its watch)."""
     return importlib.import_module("console.ui.app")
 
 

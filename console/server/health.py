@@ -54,7 +54,7 @@ class HealthProbe:
     async def _health(self, record: ServerRecord) -> tuple[bool, str]:
         """Each health path in turn: 200 is ready, 404 (no such route on this server) asks the next, anything else
         is not ready yet (503 while the model loads)."""
-        import httpx  # (imported with the console's screen, in its thread: console/cli/console.py)
+        import httpx  # (the console's Server pane imports it in a thread first: console/ui/widgets/server/pane.py)
 
         try:
             async with self._http_lock:

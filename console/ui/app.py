@@ -51,6 +51,7 @@ from console.ui.widgets.tasks.pane import TasksPane
 from console.untrusted import visible
 
 IMPORT_LATER = ("polars", "aiohttp", "console.sweep.loadgen.server_view")  # not before the first screen; not on the loop either
+FIRST_WORD_WAIT_S = 2.0  # the rest of the screen waits this long at most for the GPUs' first sample (_rest_of_screen)
 
 
 def _import_later() -> None:
@@ -224,12 +225,13 @@ class PivotApp(App[None]):
             self.session.conn.add_listener(self._connection_changed)
         if self.session.lifecycle is not None and self.session.lifecycle.runs_jobs:
             self.watch_job_gpus()
-            self.query_one(ServerPane).start_watching()
+            self._rest_of_screen()
         elif self.session.spec is not None and not self.session.spec.gpus:  # said once; nothing to sample
             self.query_one(GpuBars).no_gpus(f"{self.session.spec.name} has no GPUs (gpus = false in pivot.toml)")
-            self.query_one(ServerPane).start_watching()
+            self._rest_of_screen()
         else:
-            self.stream_telemetry()  # the Server pane starts its watch at the first sample (ServerPane.start_watching)
+            self.stream_telemetry()
+            self.set_timer(FIRST_WORD_WAIT_S, self._rest_of_screen)
         self.query_one(ProcessTable).focus()
 
     @work(exclusive=True, group="job-gpus", exit_on_error=False)
@@ -262,7 +264,21 @@ class PivotApp(App[None]):
         async for event in stream.events():
             self.post_message(TelemetryUpdate(event))
 
-    _warmed = False
+    _rest_started = False
+
+    def _rest_of_screen(self) -> None:
+        """What the GPUs' first sample does not wait for, started once it is drawn (or FIRST_WORD_WAIT_S after the
+        screen where none comes): the server's watch (its sessions: a shell, a python, a tail), the campaign's last
+        run (its tables: polars) and what a sweep imports. On a host of few cores they slowed the telemetry agent's
+        start, and the first paint with it; in threads, they still hold the GIL the screen's drawing needs."""
+        if self._rest_started:
+            return
+        self._rest_started = True
+        if (server := self._one(ServerPane)) is not None:
+            server.start_watching()
+        if (sweep := self._one(SweepPane)) is not None:
+            sweep.load_last_run()
+        self.run_worker(_import_later, thread=True, group="import-later", exit_on_error=False)
 
     @property
     def host_status(self) -> HostStatus | None:
@@ -287,9 +303,9 @@ class PivotApp(App[None]):
         status, pane = self.host_status, self.gpu_pane
         if status is None or pane is None:
             return
+        if not self._rest_started and isinstance(message.event, Sample | AgentError):
+            self.call_after_refresh(self._rest_of_screen)  # once the sample is drawn
         server = self._one(ServerPane)
-        if server is not None and not server.watching and isinstance(message.event, Sample | AgentError):
-            self.call_after_refresh(server.start_watching)  # once the sample is drawn
         if isinstance(message.event, Sample):
             self._gpus_watched()
             status.sampled(message.event)
@@ -297,9 +313,6 @@ class PivotApp(App[None]):
                 server.tick()
                 if message.event.server is not None and not message.event.server.alive:
                     server.poll_soon()
-            if not self._warmed:  # the screen is up: now what a sweep needs, in a thread, not at its start or end
-                self._warmed = True
-                self.run_worker(_import_later, thread=True, group="import-later", exit_on_error=False)
         elif isinstance(message.event, AgentError):
             status.problem = message.event.message if message.event.kind == "no-driver" else None
         pane.show(message.event)

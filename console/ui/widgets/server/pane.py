@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import time
 from collections.abc import Callable
 
@@ -33,7 +34,6 @@ from console.ui.widgets.server.log_view import LogView
 from console.ui.widgets.server.profile_detail import profile_detail
 
 POLL_S = 1.0  # while the server starts, stops or is not there
-FIRST_SAMPLE_WAIT_S = 2.0  # the server's watch waits this long at most for the GPUs' first sample (start_watching)
 READY_POLL_S = 3.0  # while it is ready: a crash is seen sooner by the telemetry agent, each second (poll_soon)
 
 
@@ -124,17 +124,10 @@ class ServerPane(Pane):
             self.query_one(LogView).add(f"— log of {current.workdir}/server.log on {current.name} —")
         self.lifecycle.add_listener(self._status_changed)
         self.set_interval(1.0, self._clock)  # the uptime and "starting, N s" tick between changes of state
-        self.set_timer(FIRST_SAMPLE_WAIT_S, self.start_watching)
         self._show_detail()
 
-    @property
-    def watching(self) -> bool:
-        return self._watching
-
     def start_watching(self) -> None:
-        """The server's poll and its log, from the GPUs' first sample on (the app says when), or FIRST_SAMPLE_WAIT_S
-        after the screen where none comes: their sessions (a shell, a python, a tail) would otherwise start with the
-        telemetry agent's, and on a host of few cores slow its start, and the first sample with it."""
+        """The server's poll and its log, from the GPUs' first sample on: the app says when (PivotApp._rest_of_screen)."""
         if self._watching or self.lifecycle is None:
             return
         self._watching = True
@@ -145,6 +138,7 @@ class ServerPane(Pane):
     @work(exclusive=True, group="server-watch", exit_on_error=False)
     async def watch_server(self) -> None:
         assert self.lifecycle is not None
+        await asyncio.to_thread(importlib.import_module, "httpx")  # the health checks' client: in a thread, not the loop
         failures = 0
         while True:
             try:

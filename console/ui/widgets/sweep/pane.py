@@ -152,12 +152,11 @@ class SweepPane(ComparisonActions):
     def on_mount(self) -> None:
         self.session.sweeps.add_listener(self._follow)
         self._show_progress()
-        self._load_last_run()
 
     @work(thread=True, group="sweep-load", exit_on_error=False)
-    def _load_last_run(self) -> None:
-        """The campaign's last run, read in a thread: a campaign is many files, and the screen (the GPUs first) does
-        not wait for them."""
+    def load_last_run(self) -> None:
+        """The campaign's last run, read in a thread once the GPUs are on screen (the app says when): a campaign is
+        many files, its tables polars'."""
         runs = [r for r in list_runs(self.session.config.campaign_dir) if r.state != "corrupt"]
         if runs:
             self.app.call_from_thread(self._show_loaded, runs[-1], runs[-1].levels())
