@@ -95,6 +95,7 @@ FIGURES = [
     ("wide_client_bound", "C=256 by one process: pivot's client-bound note", "", "", "ceiling"),
     ("floor_wide_client_bound", "C=256: the floor itself at 90 % of a core or more", "", "", "ceiling"),
     ("first_paint_s", "TUI first full paint, alone (5 new consoles, 160x48, on sshd)", "< 1 s", "s", "paint"),
+    ("first_contact_paint_s", "the same, a host's first contact (the console uploads the agent)", "", "s", "paint"),
     ("app_import_ms", "what the console imports before its screen (console.ui.app, python -X importtime)", "", "ms", "paint"),
     ("two_ratio_range", "two workers against one: B/A throughput", "alike", "", "workers"),
     ("again_ratio_range", "one process against itself: B/A throughput", "", "", "workers"),
