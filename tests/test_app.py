@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import AsyncGenerator
@@ -12,6 +13,7 @@ from textual.command import CommandPalette
 from textual.widgets import OptionList
 
 from console import config
+from console.gpu.samples import AgentError, Sample
 from console.gpu.telemetry import TelemetryEvent
 from console.remote import ConnState
 from console.session import Session
@@ -654,6 +656,36 @@ async def test_without_a_managed_server_the_comparison_offers_only_w_and_u_says_
             await pilot.press(key)
         await wait_for(lambda: sum("this console manages no server" in m for m in toasts(app)) == 2)
         assert not any(w.group == "refine" for w in app.query_one(SweepPane).workers) and not isinstance(app.screen, Confirm)
+
+
+async def test_the_campaign_s_last_run_waits_for_the_gpus_first_sample(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The GPUs first: the Sweep pane reads the campaign's last run (polars, in a thread that still holds the GIL the
+    first screen's drawing needs) once the first sample is drawn, not at its mount."""
+    from console.ui import app as app_module
+    from tests.fixtures_runs import BASELINE, write_run
+
+    class Held(FakeTelemetry):
+        def __init__(self) -> None:
+            super().__init__()
+            self.release = asyncio.Event()
+
+        async def sample_once(self) -> Sample | AgentError:
+            await self.release.wait()
+            return await super().sample_once()
+
+    monkeypatch.setattr(app_module, "FIRST_WORD_WAIT_S", 3600.0)  # no sample at all: the rest comes after this
+    write_run(tmp_path / "campaign", "base", "baseline", BASELINE, speculative=False)
+    telemetry = Held()
+    cfg = config.Config(path=None, hosts={}, campaign_dir=tmp_path / "campaign")
+    app = PivotApp(Session(cfg, None, local=True, via="console", telemetry=telemetry))
+    async with app.run_test(size=(120, 40)) as pilot:
+        pane = app.query_one(SweepPane)
+        await wait_for(lambda: "waiting for the first sample" in str(app.query_one("#gpu-bars").render()))
+        await pilot.pause()
+        assert pane.run is None and not any(w.group == "sweep-load" for w in pane.workers)
+        telemetry.release.set()
+        await wait_for(lambda: pane.run is not None and pane.run.name == "base")
+        assert "waiting for the first sample" not in str(app.query_one("#gpu-bars").render())
 
 
 async def test_zoomed_from_a_short_pane_the_arrows_reach_every_level(tmp_path: Path) -> None:
