@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 import click
 
 from console.cli.target import Globals
-from console.cli.types import EVENT_KINDS, Levels, WholeNumber, sweep_settings_options
+from console.cli.types import EVENT_KINDS, Levels, WholeNumber, WithSweepSettings
 from console.server.checks import CHECKS
 
 Result = int | Coroutine[Any, Any, int]
@@ -34,12 +34,15 @@ def after_command(f: F) -> F:
     return click.option("--host", metavar="NAME", hidden=True, expose_value=False, callback=_set("host"))(f)
 
 
-def command(name: str, help: str, group: click.Group | None = None) -> Callable[[F], click.Command]:
+def command(
+    name: str, help: str, group: click.Group | None = None, cls: type[click.Command] = click.Command
+) -> Callable[[F], click.Command]:
     """A command of pivot's (or of one of its groups), taking the global options after its name too."""
 
     def decorate(f: F) -> click.Command:
         text = f"{help}\n\n{f.__doc__}" if f.__doc__ else help  # the docstring says what the arguments are
-        return (group or pivot).command(name, help=text, short_help=help, context_settings=CONTEXT)(after_command(click.pass_obj(f)))
+        made = (group or pivot).command(name, cls=cls, help=text, short_help=help, context_settings=CONTEXT)
+        return made(after_command(click.pass_obj(f)))
 
     return decorate
 
@@ -282,8 +285,7 @@ def profiles_diff(g: Globals, a: str, b: str) -> Result:
     return diff_profiles(g.config, a, b)
 
 
-@command("sweep", "a concurrency sweep against the running server (or --url); every [sweep] setting is a flag")
-@sweep_settings_options
+@command("sweep", "a concurrency sweep against the running server (or --url); every [sweep] setting is a flag", cls=WithSweepSettings)
 @click.option("--url", help="the server's base URL, directly (no SSH, no lifecycle)")
 @click.option("--resume", metavar="RUN", help="finish an interrupted run: measured levels are kept, failed ones run again")
 @click.option(

@@ -4,14 +4,12 @@ setting's declaration (console/settings.py) so that --help says what pivot.toml'
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
 # what console/events.py writes (a test keeps the two the same): a typo is refused, not answered with nothing
 EVENT_KINDS = ("kill", "cleanup", "start", "adopt", "stop", "switch", "restart", "sweep", "swept", "profile", "task")
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 class Levels(click.ParamType):
@@ -89,13 +87,13 @@ def flag(key: str) -> str:
     return "--" + key.replace("_", "-")
 
 
-def _option(key: str, schema: dict[str, Any], meaning: str) -> Callable[[F], F]:
+def _option(key: str, schema: dict[str, Any], meaning: str) -> click.Option:
     members = [s for s in schema.get("anyOf", [schema]) if s.get("type") != "null"]
     words = [str(w) for s in members for w in s.get("enum", [s["const"]] if "const" in s else [])]
     types = {s.get("type") for s in members}
     help = f"{meaning} ([sweep] {key})"
     if types == {"boolean"}:
-        return click.option(f"{flag(key)}/--no-{flag(key)[2:]}", key, default=None, help=help)
+        return click.Option([f"{flag(key)}/--no-{flag(key)[2:]}", key], default=None, help=help)
     if "array" in types:
         items = {s.get("items", {}).get("type") for s in members}
         kind: click.ParamType = Rates() if "number" in items else Levels()
@@ -111,16 +109,28 @@ def _option(key: str, schema: dict[str, Any], meaning: str) -> Callable[[F], F]:
         kind = click.FLOAT
     else:
         kind = click.STRING
-    return click.option(flag(key), key, type=kind, default=None, help=help)
+    return click.Option([flag(key), key], type=kind, default=None, help=help)
 
 
-def sweep_settings_options(f: F) -> F:
+def sweep_settings_options() -> list[click.Option]:
     """A flag per [sweep] setting, in declaration order; a flag not given is None (pivot.toml's value stands)."""
     from pydantic import TypeAdapter
 
     from console.settings import SweepSettings, documented
 
     properties = TypeAdapter(SweepSettings).json_schema()["properties"]
-    for doc in reversed(documented()):
-        f = _option(doc.key, properties[doc.key], doc.meaning)(f)
-    return f
+    return [_option(doc.key, properties[doc.key], doc.meaning) for doc in documented()]
+
+
+class WithSweepSettings(click.Command):
+    """A command that takes every [sweep] setting as a flag, ahead of its own options. The flags are made when it runs,
+    completes or shows its help, not as pivot starts: they come from the settings' schema (pydantic's, 15 ms of CPU),
+    which the console and every other command would otherwise pay for at each start (issue 40)."""
+
+    _made = False
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        if not self._made:
+            self._made = True
+            self.params[:0] = sweep_settings_options()
+        return super().get_params(ctx)
