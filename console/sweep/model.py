@@ -40,7 +40,7 @@ Seconds = Annotated[float, Field(ge=0)]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(strict=True, allow_inf_nan=False, extra="allow", frozen=True, defer_build=True)
+    model_config = ConfigDict(strict=True, allow_inf_nan=False, extra="allow", frozen=True)
 
 
 class LevelMetrics(_Strict):
@@ -348,8 +348,8 @@ Event = Annotated[
     SweepStarted | LevelStarted | Request | ServerMetrics | LevelRetry | LevelDone | SweepDone | LevelProgress, Field(discriminator="type")
 ]
 Shown = Annotated[Event | Said | RequestsDone, Field(discriminator="type")]  # what a sweep's followers are handed
-_EVENT: TypeAdapter[Event] = TypeAdapter(Event, config=ConfigDict(defer_build=True))
-_SHOWN: TypeAdapter[Shown] = TypeAdapter(Shown, config=ConfigDict(defer_build=True))
+_EVENT: TypeAdapter[Event] = TypeAdapter(Event)
+_SHOWN: TypeAdapter[Shown] = TypeAdapter(Shown)
 EVENT_TYPES = frozenset(("sweep_started", "level_started", "request", "metrics", "level_retry", "level_done", "sweep_done", "progress"))
 
 
