@@ -16,7 +16,8 @@ import pytest
 
 from console.config import HostSpec
 from console.remote import Connection
-from console.remote.errors import HostKeyUnknown, RemoteError
+from console.remote.errors import Disconnected, HostKeyUnknown, RemoteError
+from console.remote.loop import RemoteLoop
 from tests.conftest import free_port, wait_for, wait_until
 
 SSHD = shutil.which("sshd") or next((p for p in ("/usr/sbin/sshd", "/usr/local/sbin/sshd") if os.path.exists(p)), None)
@@ -112,16 +113,17 @@ async def test_the_first_commands_of_a_connection_make_a_new_workdir_themselves(
         c = Connection(dataclasses.replace(server.spec, workdir=str(workdir)))
         try:
             done = await asyncio.gather(*(c.run(["pwd"], cwd=str(workdir)) for _ in range(3)))
+            await c.round_trip()  # its session reached sshd
         finally:
             await c.close()
     finally:
         server.proc.terminate()
         log = server.proc.communicate(timeout=10)[1].decode(errors="replace")
-    assert [(r.exit_status, r.stdout.strip()) for r in done] == [(0, str(workdir))] * 3
+    assert [(r.exit_status, r.stdout.strip(), r.stderr) for r in done] == [(0, str(workdir), "")] * 3
     assert caplog.text.count("created its workdir") == 1
     sessions = log.count("Starting session")
-    assert 3 <= sessions <= 4  # the three commands, and the link's round trip (`cat`, opened as the connection
-    # comes up, if it reached sshd before the close); a look before them would be one more, a look for each three
+    assert sessions == 4  # the three commands and the link's round trip (`cat`); a look before them would be one
+    # more, a look for each three
 
 
 async def test_a_stream_makes_a_new_workdir_and_keeps_its_stderr_its_own(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -144,6 +146,26 @@ async def test_a_stream_makes_a_new_workdir_and_keeps_its_stderr_its_own(tmp_pat
     assert lines == [str(workdir)] and list(stream.stderr_tail) == ["its own"]
     assert stat.S_IMODE(workdir.stat().st_mode) == 0o700
     assert caplog.text.count(f"created its workdir {workdir}") == 1
+
+
+async def test_a_probe_in_a_workdir_that_cannot_be_made_says_why(tmp_path: Path) -> None:
+    """The server's poll is a shell kept open in the workdir (RemoteLoop): where the workdir cannot be made, the poll
+    says so with mkdir's reason, not as a link that dropped."""
+    server = start_sshd(tmp_path / "sshd")
+    blocker = tmp_path / "host"
+    blocker.write_text("not a directory")
+    workdir = blocker / "work"
+    try:
+        c = Connection(dataclasses.replace(server.spec, workdir=str(workdir)))
+        try:
+            with pytest.raises(RemoteError, match=r"cannot create the workdir .*Not a directory") as raised:
+                await RemoteLoop(c, "echo hi", cwd=str(workdir)).ask()
+            assert not isinstance(raised.value, Disconnected)
+        finally:
+            await c.close()
+    finally:
+        server.proc.terminate()
+        server.proc.wait(timeout=10)
 
 
 async def test_a_workdir_that_could_not_be_made_is_tried_again(tmp_path: Path) -> None:

@@ -56,6 +56,14 @@ def in_workdir(workdir: str, line: str) -> str:
     )
 
 
+def workdir_failure(status: int | None, stderr: Sequence[str]) -> str | None:
+    """Why the guard could not make the workdir (mkdir's own words), if that is how the command ended."""
+    lines = [line.rstrip("\n") for line in stderr if line.strip()]
+    if status != WORKDIR_FAILED or lines[-1:] != [WORKDIR_FAILED_LINE]:
+        return None
+    return lines[-2].strip() if len(lines) > 1 else f"exit status {WORKDIR_FAILED}"
+
+
 def quote_path(path: str) -> str:
     """Quote a path but let the remote shell expand a leading `~/` (the remote user's home)."""
     if path == "~":

@@ -22,7 +22,7 @@ from pathlib import Path
 import asyncssh
 
 from console.config import HostSpec
-from console.remote.command import WORKDIR_FAILED, WORKDIR_FAILED_LINE, WORKDIR_MADE, in_workdir, shell_command
+from console.remote.command import WORKDIR_MADE, in_workdir, shell_command, workdir_failure
 from console.remote.connect import SshClient, known_hosts_path, known_keys, open_ssh
 from console.remote.errors import CommandTimeout, Disconnected, RemoteError
 from console.remote.state import ConnectionEvent, ConnState
@@ -66,6 +66,7 @@ class Connection:
         self.last_event = ConnectionEvent(self.host, ConnState.CLOSED)
         self._home: str | None = None
         self._workdir_made = False  # said once, however many of the first commands found the workdir missing
+        self._workdir_there: asyncssh.SSHClientConnection | None = None  # the link on which a command found it
 
     # -- events ---------------------------------------------------------------
     def add_listener(self, callback: Callable[[ConnectionEvent], None]) -> Callable[[], None]:
@@ -141,8 +142,10 @@ class Connection:
             self._rtt_known.clear()
             self._up.set()
             self._emit(ConnState.UP)  # commands go now: the round trip is a session of its own, not one to wait for
-            self._rtt_s = await self._measure_rtt()
-            self._rtt_known.set()
+            try:
+                self._rtt_s = await self._measure_rtt()
+            finally:  # measured, or never will be on this link (closed meanwhile): nobody waits on
+                self._rtt_known.set()
             if self._rtt_s is not None:
                 self._emit(ConnState.UP, rtt_s=self._rtt_s)
             closed = asyncio.ensure_future(self._conn.wait_closed())
@@ -202,9 +205,10 @@ class Connection:
 
     async def round_trip(self, timeout: float = 30.0) -> float | None:
         """The link's round trip as last measured on the live connection (None where it could not be)."""
+        deadline = time.monotonic() + timeout
         await self.connected(timeout)
         with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self._rtt_known.wait(), timeout)
+            await asyncio.wait_for(self._rtt_known.wait(), max(0.0, deadline - time.monotonic()))
         return self._rtt_s
 
     # -- operations -----------------------------------------------------------
@@ -236,9 +240,9 @@ class Connection:
         if workdir is None:
             return result
         stderr = self._workdir_lines(result.stderr.splitlines(keepends=True))
-        if result.exit_status == WORKDIR_FAILED and stderr[-1:] == [WORKDIR_FAILED_LINE + "\n"]:
-            why = stderr[-2].strip() if len(stderr) > 1 else f"exit status {WORKDIR_FAILED}"
+        if (why := workdir_failure(result.exit_status, stderr)) is not None:
             raise RemoteError(self.host, f"cannot create the workdir {visible(workdir)}: {visible(why)}")
+        self._workdir_there = conn
         return dataclasses.replace(result, stderr="".join(stderr))
 
     def _workdir_of(self, path: str | None) -> str | None:
@@ -257,16 +261,15 @@ class Connection:
         return in_workdir(workdir, line) if workdir is not None else line
 
     def _workdir_lines(self, lines: list[str]) -> list[str]:
-        """A command's stderr less the guard's word that it made the workdir: said once, in the log."""
-        kept = []
-        for line in lines:
-            if not line.startswith(WORKDIR_MADE):
-                kept.append(line)
-            elif not self._workdir_made:
-                self._workdir_made = True
-                made = visible(line.removeprefix(WORKDIR_MADE).rstrip("\n"))
-                log.warning("%s: a host new to pivot: created its workdir %s (mode 0700)", self.host, made)
-        return kept
+        """A command's stderr less the guard's word that it made the workdir (its first line, if any): said once per
+        connection, in the log."""
+        if not lines or not lines[0].startswith(WORKDIR_MADE):
+            return lines
+        if not self._workdir_made:
+            self._workdir_made = True
+            made = visible(lines[0].removeprefix(WORKDIR_MADE).rstrip("\n"))
+            log.warning("%s: a host new to pivot: created its workdir %s (mode 0700)", self.host, made)
+        return lines[1:]
 
     async def _run(
         self, conn: asyncssh.SSHClientConnection, argv: Sequence[str], command: str, timeout: float, input: str | None
@@ -312,7 +315,8 @@ class Connection:
     async def upload(self, source: bytes | str | os.PathLike[str], remote_path: str, *, mode: int = 0o644) -> None:
         """Write a local file (or bytes) to the host atomically: a temporary name, then rename."""
         conn = await self.connected()
-        if workdir := self._workdir_of(remote_path):  # made as any command makes it, before SFTP makes its path
+        workdir = self._workdir_of(remote_path)  # made as a command makes it, before SFTP makes its path
+        if workdir is not None and self._workdir_there is not conn:
             await self.run(["true"], cwd=workdir)
         data = source if isinstance(source, bytes) else await asyncio.to_thread(Path(source).read_bytes)
         path = remote_path[2:] if remote_path.startswith("~/") else remote_path  # SFTP is relative to home

@@ -12,8 +12,10 @@ import asyncio
 import secrets
 from typing import TYPE_CHECKING
 
-from console.remote.errors import CommandTimeout, Disconnected
+from console.remote.command import workdir_failure
+from console.remote.errors import CommandTimeout, Disconnected, RemoteError
 from console.remote.streams import RemoteStream
+from console.untrusted import visible
 
 if TYPE_CHECKING:
     from console.remote.connection import Connection
@@ -30,7 +32,8 @@ class RemoteLoop:
         self._lock = asyncio.Lock()
 
     async def ask(self, timeout: float = 20.0) -> str:
-        """The script's output this time (its last newline aside); raises Disconnected or CommandTimeout."""
+        """The script's output this time (its last newline aside); raises Disconnected or CommandTimeout, or RemoteError where
+        the workdir it runs in could not be made."""
         async with self._lock:
             if self._stream is None or self._stream.exit_status is not None:
                 await self._drop()
@@ -53,7 +56,10 @@ class RemoteLoop:
             except (Disconnected, asyncio.CancelledError):  # a cancelled ask's answer would be read as the next one's
                 await self._drop()
                 raise
+            status = await stream.finished(within_s=2.0)
             await self._drop()
+            if (why := workdir_failure(status, stream.stderr_tail)) is not None:
+                raise RemoteError(self.conn.host, f"cannot create the workdir {visible(self.cwd or '')}: {visible(why)}")
             raise Disconnected(self.conn.host, "the probe's shell ended")
 
     async def _drop(self) -> None:

@@ -70,7 +70,7 @@ class RemoteStream:
         *,
         own_stderr: Callable[[list[str]], list[str]] | None = None,
     ):
-        """own_stderr: of the stderr lines given, the command's own (the rest was pivot's word to itself)."""
+        """own_stderr: given the first stderr line, what of it is the command's own (the rest was pivot's word to itself)."""
         self.host, self.argv = host, argv
         self._process = process
         self._own_stderr = own_stderr
@@ -79,9 +79,13 @@ class RemoteStream:
 
     async def _drain_stderr(self) -> None:
         with contextlib.suppress(asyncssh.Error, OSError):
+            first = True
             async for line in self._process.stderr:
-                for kept in self._own_stderr([line]) if self._own_stderr is not None else [line]:
+                if not line:  # asyncssh hands the end of the stream over as an empty read
+                    break
+                for kept in self._own_stderr([line]) if first and self._own_stderr is not None else [line]:
                     self.stderr_tail.append(visible(kept.rstrip("\n")))
+                first = False
 
     async def __aiter__(self) -> AsyncIterator[str]:
         while (line := await self.readline()) is not None:
