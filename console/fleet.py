@@ -79,6 +79,7 @@ async def _look(session: Session, threshold_mib: float) -> HostView:
     assert session.spec is not None
     name = session.spec.name
     measured = asyncio.ensure_future(session.conn.round_trip())  # its own session, beside the poll's
+    measured.add_done_callback(lambda t: t.cancelled() or t.exception())  # a failure of both is the poll's to say
     try:
         server = None
         if session.lifecycle is not None:

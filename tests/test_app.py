@@ -52,7 +52,7 @@ async def test_the_header_shows_the_connection_and_its_round_trip(sim_config: co
     app = PivotApp(Session(sim_config, "demo", via="console"))
     async with app.run_test(size=(120, 30)) as pilot:
         status = app.query_one(HostStatus)
-        await wait_for(lambda: status.event is not None and status.event.state == ConnState.UP)
+        await wait_for(lambda: status.event is not None and status.event.state == ConnState.UP and status.event.rtt_s is not None)
         await wait_for(lambda: status.last_sample is not None)
         await pilot.pause()
         text = str(status.render())
@@ -673,7 +673,7 @@ async def test_the_campaign_s_last_run_waits_for_the_gpus_first_sample(tmp_path:
             await self.release.wait()
             return await super().sample_once()
 
-    monkeypatch.setattr(app_module, "FIRST_WORD_WAIT_S", 3600.0)  # no sample at all: the rest comes after this
+    monkeypatch.setattr(app_module, "FIRST_SAMPLE_WAIT_S", 3600.0)  # no sample at all: the rest comes after this
     write_run(tmp_path / "campaign", "base", "baseline", BASELINE, speculative=False)
     telemetry = Held()
     cfg = config.Config(path=None, hosts={}, campaign_dir=tmp_path / "campaign")

@@ -9,6 +9,7 @@ from console import config
 from console.cli.prompt import ask
 from console.remote.state import ConnectionEvent, ConnState
 from console.session import Session
+from console.untrusted import visible
 
 NO_CONFIG = "pivot: no pivot.toml found (looked in ./pivot.toml and ~/.config/pivot/pivot.toml); see pivot.example.toml"
 
@@ -84,5 +85,5 @@ async def ping_host(config_path: str | None, host: str | None) -> int:
     async with Session(config.load(config_path), host) as session:
         await session.connect()
         rtt, result = await asyncio.gather(session.conn.round_trip(), session.conn.run(["uname", "-srm"], timeout=10))
-        print(f"{ConnectionEvent(session.conn.host, ConnState.UP, rtt_s=rtt).describe()}; {result.stdout.strip()}")
+        print(f"{ConnectionEvent(session.conn.host, ConnState.UP, rtt_s=rtt).describe()}; {visible(result.stdout.strip())}")
     return 0

@@ -131,6 +131,6 @@ class WithSweepSettings(click.Command):
 
     def get_params(self, ctx: click.Context) -> list[click.Parameter]:
         if not self._made:
-            self._made = True
             self.params[:0] = sweep_settings_options()
+            self._made = True
         return super().get_params(ctx)

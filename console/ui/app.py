@@ -51,7 +51,7 @@ from console.ui.widgets.tasks.pane import TasksPane
 from console.untrusted import visible
 
 IMPORT_LATER = ("polars", "aiohttp", "console.sweep.loadgen.server_view")  # not before the first screen; not on the loop either
-FIRST_WORD_WAIT_S = 2.0  # the rest of the screen waits this long at most for the GPUs' first sample (_rest_of_screen)
+FIRST_SAMPLE_WAIT_S = 2.0  # the rest of the screen waits this long at most for the GPUs' first sample (_rest_of_screen)
 
 
 def _import_later() -> None:
@@ -225,13 +225,13 @@ class PivotApp(App[None]):
             self.session.conn.add_listener(self._connection_changed)
         if self.session.lifecycle is not None and self.session.lifecycle.runs_jobs:
             self.watch_job_gpus()
-            self._rest_of_screen()
+            self.call_after_refresh(self._rest_of_screen)
         elif self.session.spec is not None and not self.session.spec.gpus:  # said once; nothing to sample
             self.query_one(GpuBars).no_gpus(f"{self.session.spec.name} has no GPUs (gpus = false in pivot.toml)")
-            self._rest_of_screen()
+            self.call_after_refresh(self._rest_of_screen)
         else:
             self.stream_telemetry()
-            self.set_timer(FIRST_WORD_WAIT_S, self._rest_of_screen)
+            self.set_timer(FIRST_SAMPLE_WAIT_S, self._rest_of_screen)
         self.query_one(ProcessTable).focus()
 
     @work(exclusive=True, group="job-gpus", exit_on_error=False)
@@ -267,10 +267,11 @@ class PivotApp(App[None]):
     _rest_started = False
 
     def _rest_of_screen(self) -> None:
-        """What the GPUs' first sample does not wait for, started once it is drawn (or FIRST_WORD_WAIT_S after the
-        screen where none comes): the server's watch (its sessions: a shell, a python, a tail), the campaign's last
-        run (its tables: polars) and what a sweep imports. On a host of few cores they slowed the telemetry agent's
-        start, and the first paint with it; in threads, they still hold the GIL the screen's drawing needs."""
+        """What the GPUs' first sample does not wait for, started once it is drawn (or FIRST_SAMPLE_WAIT_S after the
+        screen where none comes; after the first frame where nothing is sampled): the server's watch (its sessions: a
+        shell, a python, a tail), the campaign's last run (its tables: polars) and what a sweep imports. On a host of
+        few cores they slowed the telemetry agent's start, and the first paint with it; in threads, they still hold
+        the GIL the screen's drawing needs."""
         if self._rest_started:
             return
         self._rest_started = True

@@ -127,7 +127,8 @@ class ServerPane(Pane):
         self._show_detail()
 
     def start_watching(self) -> None:
-        """The server's poll and its log, from the GPUs' first sample on: the app says when (PivotApp._rest_of_screen)."""
+        """The server's poll and its log, from the GPUs' first sample on (or 2 s after the screen where none comes, or
+        at once where nothing is sampled): the app says when (PivotApp._rest_of_screen)."""
         if self._watching or self.lifecycle is None:
             return
         self._watching = True
