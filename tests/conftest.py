@@ -169,6 +169,8 @@ async def settled(pilot) -> None:  # type: ignore[no-untyped-def]
     pane, chart = app.query_one(SweepPane), app.query_one(SweepChart)
 
     def done() -> bool:
+        if not getattr(app, "_rest_started", True):
+            return False  # the first sample drawn, the campaign's last run not yet asked for (PivotApp._rest_of_screen)
         if any(w.group in SWEEP_READS and not w.is_finished for w in app.workers):
             return False  # the campaign's runs are still being read, or compared
         if app.query_one(ProcessTable).last_sample is None or pane.redraw_due:
