@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import os
 import shutil
@@ -126,23 +127,30 @@ async def test_the_first_commands_of_a_connection_make_a_new_workdir_themselves(
     # more, a look for each three
 
 
-async def test_a_stream_makes_a_new_workdir_and_keeps_its_stderr_its_own(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    """The telemetry's stream is a console's first command: it makes the workdir itself, and the guard's word that
-    it did is the log's, not a line of the command's stderr."""
+@contextlib.asynccontextmanager
+async def workdir_link(tmp_path: Path, workdir: Path) -> AsyncIterator[Connection]:
+    """A connection to a fresh sshd whose host spec names `workdir`; closed, and the sshd ended, after."""
     server = start_sshd(tmp_path / "sshd")
-    workdir = tmp_path / "work"
     try:
         c = Connection(dataclasses.replace(server.spec, workdir=str(workdir)))
         try:
-            stream = await c.stream(["sh", "-c", "pwd; echo its own >&2"], cwd=str(workdir))
-            lines = [line async for line in stream]
-            assert await stream.finished() == 0
-            await stream.stop()
+            yield c
         finally:
             await c.close()
     finally:
         server.proc.terminate()
         server.proc.wait(timeout=10)
+
+
+async def test_a_stream_makes_a_new_workdir_and_keeps_its_stderr_its_own(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The telemetry's stream is a console's first command: it makes the workdir itself, and the guard's word that
+    it did is the log's, not a line of the command's stderr."""
+    workdir = tmp_path / "work"
+    async with workdir_link(tmp_path, workdir) as c:
+        stream = await c.stream(["sh", "-c", "pwd; echo its own >&2"], cwd=str(workdir))
+        lines = [line async for line in stream]
+        assert await stream.finished() == 0
+        await stream.stop()
     assert lines == [str(workdir)] and list(stream.stderr_tail) == ["its own"]
     assert stat.S_IMODE(workdir.stat().st_mode) == 0o700
     assert caplog.text.count(f"created its workdir {workdir}") == 1
@@ -151,43 +159,27 @@ async def test_a_stream_makes_a_new_workdir_and_keeps_its_stderr_its_own(tmp_pat
 async def test_a_probe_in_a_workdir_that_cannot_be_made_says_why(tmp_path: Path) -> None:
     """The server's poll is a shell kept open in the workdir (RemoteLoop): where the workdir cannot be made, the poll
     says so with mkdir's reason, not as a link that dropped."""
-    server = start_sshd(tmp_path / "sshd")
     blocker = tmp_path / "host"
     blocker.write_text("not a directory")
     workdir = blocker / "work"
-    try:
-        c = Connection(dataclasses.replace(server.spec, workdir=str(workdir)))
-        try:
-            with pytest.raises(RemoteError, match=r"cannot create the workdir .*Not a directory") as raised:
-                await RemoteLoop(c, "echo hi", cwd=str(workdir)).ask()
-            assert not isinstance(raised.value, Disconnected)
-        finally:
-            await c.close()
-    finally:
-        server.proc.terminate()
-        server.proc.wait(timeout=10)
+    async with workdir_link(tmp_path, workdir) as c:
+        with pytest.raises(RemoteError, match=r"cannot create the workdir .*Not a directory") as raised:
+            await RemoteLoop(c, "echo hi", cwd=str(workdir)).ask()
+        assert not isinstance(raised.value, Disconnected)
 
 
 async def test_a_workdir_that_could_not_be_made_is_tried_again(tmp_path: Path) -> None:
     """A workdir that cannot be made (a file in its place) fails the commands that needed it, each with mkdir's
     reason; the next command tries again, and works once the way is clear."""
-    server = start_sshd(tmp_path / "sshd")
     blocker = tmp_path / "host"
     blocker.write_text("not a directory")
     workdir = blocker / "work"
-    try:
-        c = Connection(dataclasses.replace(server.spec, workdir=str(workdir)))
-        try:
-            failed = await asyncio.gather(*(c.run(["pwd"], cwd=str(workdir)) for _ in range(2)), return_exceptions=True)
-            assert all(isinstance(e, RemoteError) and "cannot create the workdir" in str(e) for e in failed), failed
-            assert all("Not a directory" in str(e) for e in failed), failed  # mkdir's own reason
-            blocker.unlink()
-            assert (await c.run(["pwd"], cwd=str(workdir))).stdout.strip() == str(workdir)
-        finally:
-            await c.close()
-    finally:
-        server.proc.terminate()
-        server.proc.wait(timeout=10)
+    async with workdir_link(tmp_path, workdir) as c:
+        failed = await asyncio.gather(*(c.run(["pwd"], cwd=str(workdir)) for _ in range(2)), return_exceptions=True)
+        assert all(isinstance(e, RemoteError) and "cannot create the workdir" in str(e) for e in failed), failed
+        assert all("Not a directory" in str(e) for e in failed), failed  # mkdir's own reason
+        blocker.unlink()
+        assert (await c.run(["pwd"], cwd=str(workdir))).stdout.strip() == str(workdir)
 
 
 async def test_stream_and_stop_against_openssh(conn: Connection) -> None:
